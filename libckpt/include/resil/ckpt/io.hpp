@@ -1,0 +1,95 @@
+// Tensors as HDF5 datasets: write with a checksum attribute, read any supported dataset (ours or
+// foreign: h5py/PyTorch/Keras), describe datasets, verify checksums.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "resil/ckpt/h5.hpp"
+#include "resil/ckpt/tensor.hpp"
+
+namespace resil::ckpt {
+
+/// Attribute names resil writes on tensor datasets.
+inline constexpr const char* checksum_attr = "resil_xxh64";  // u64: XXH64 (seed 0) of the stored bytes
+inline constexpr const char* dtype_attr = "resil_dtype";     // "bf16" on uint16 datasets holding bfloat16
+
+struct WriteOptions {
+  /// Chunk shape; empty = contiguous layout. Must have the tensor's rank when set.
+  Shape chunks;
+  int gzip_level = 0;    // 0 = no deflate filter; 1..9 needs chunks
+  bool shuffle = false;  // byte-shuffle filter before deflate
+};
+
+/// Write `t` as dataset `path` (parents created), with the checksum attribute (and bf16 marker).
+void write_tensor(hid_t file, const std::string& path, const Tensor& t, const WriteOptions& opt = {});
+
+/// Read dataset `path` into native-order memory. `file_for_errors` names the file in messages.
+/// Unsupported types (compound, string, vlen, enum, ...) raise CorruptInputError naming the dataset.
+Tensor read_tensor(hid_t file, const std::string& path, const std::string& file_for_errors = "");
+
+/// Read with an expected shape/dtype: a mismatch raises MismatchError naming the dataset.
+Tensor read_tensor_as(hid_t file, const std::string& path, DType dtype, const Shape& shape,
+                      const std::string& file_for_errors = "");
+
+/// The resil dtype of an HDF5 datatype, or nullopt when unsupported. `bf16_marker` says the
+/// dataset carries resil_dtype="bf16".
+std::optional<DType> dtype_from_h5(hid_t type, bool bf16_marker = false);
+/// Memory (native order) HDF5 type for a dtype; the caller owns the returned handle.
+h5::Datatype h5_native_type(DType t);
+
+enum class Layout { contiguous, chunked, compact, virtual_ };
+
+struct DatasetInfo {
+  std::string path;               // absolute, e.g. "/model/fc1.weight"
+  std::optional<DType> dtype;     // nullopt: unsupported type (type_desc says what it is)
+  std::string type_desc;          // e.g. "f32", "compound", "string"
+  bool big_endian = false;
+  Shape shape;
+  Layout layout = Layout::contiguous;
+  Shape chunks;                   // empty unless chunked
+  std::vector<std::string> filters;  // e.g. {"shuffle", "deflate(4)"}
+  std::uint64_t stored_bytes = 0;    // H5Dget_storage_size (compressed size on disk)
+  std::uint64_t logical_bytes = 0;   // numel * element size
+  std::optional<std::uint64_t> checksum;  // resil_xxh64 when present
+  std::uint64_t numel() const noexcept { return shape_numel(shape); }
+};
+
+/// Every dataset in the file, depth-first in name order (links followed once; external links skipped).
+std::vector<DatasetInfo> list_datasets(hid_t file);
+/// Describe one dataset.
+DatasetInfo describe_dataset(hid_t file, const std::string& path);
+
+/// XXH64 of a dataset's stored bytes (file byte order, C order, after filters are undone),
+/// streamed in bounded slabs so any size is fine.
+std::uint64_t dataset_checksum(hid_t file, const std::string& path);
+
+struct VerifyIssue {
+  std::string dataset;
+  std::uint64_t expected = 0;
+  std::uint64_t actual = 0;
+};
+struct VerifyReport {
+  std::vector<VerifyIssue> mismatched;    // checksum attribute no longer matches the bytes
+  std::vector<std::string> unchecked;     // datasets without a checksum attribute (foreign files)
+  std::size_t checked = 0;
+  bool ok() const noexcept { return mismatched.empty(); }
+};
+/// Stream a dataset through `fn` in slabs of whole rows along dimension 0 (chunk-aligned for
+/// chunked data), at most ~max_bytes each, read as `mem_type` (pass the file type for raw bytes).
+void for_each_slab(hid_t dset, hid_t mem_type, std::size_t max_bytes,
+                   const std::function<void(std::span<const std::byte>)>& fn);
+
+/// Verify every dataset carrying a checksum attribute.
+VerifyReport verify(const std::string& file_path);
+
+/// Recompute and rewrite the checksum attribute of one dataset (after an intended modification).
+void update_checksum(hid_t file, const std::string& path);
+
+}  // namespace resil::ckpt

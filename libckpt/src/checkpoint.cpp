@@ -1,0 +1,243 @@
+#include "resil/ckpt/checkpoint.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "resil/config.hpp"
+#include "resil/ckpt/fs.hpp"
+#include "resil/ckpt/h5.hpp"
+
+namespace resil::ckpt {
+
+namespace stdfs = std::filesystem;
+using nlohmann::json;
+
+std::string_view mode_name(ParallelMode m) noexcept {
+  switch (m) {
+    case ParallelMode::dp: return "dp";
+    case ParallelMode::mp: return "mp";
+    default: return "none";
+  }
+}
+
+ParallelMode mode_from_name(std::string_view s) {
+  if (s == "none") return ParallelMode::none;
+  if (s == "dp") return ParallelMode::dp;
+  if (s == "mp") return ParallelMode::mp;
+  throw UsageError("unknown parallel mode '" + std::string(s) + "' (expected none, dp or mp)");
+}
+
+void write(hid_t file, const Checkpoint& c, const WriteOptions& opt) {
+  for (const auto& [name, t] : c.model) write_tensor(file, "/model/" + name, t, opt);
+  for (const auto& [param, slots] : c.optimizer)
+    for (const auto& [slot, t] : slots) write_tensor(file, "/optimizer/" + param + "/" + slot, t, opt);
+  h5::Group meta(RESIL_H5_CHECK(H5Gcreate2(file, "/meta", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create /meta"));
+  const Meta& m = c.meta;
+  h5::write_attr_i64(meta, "format_version", m.format_version);
+  h5::write_attr_i64(meta, "step", m.step);
+  h5::write_attr_i64(meta, "epoch", m.epoch);
+  h5::write_attr_i64(meta, "world_size", m.world_size);
+  h5::write_attr_i64(meta, "rank", m.rank);
+  h5::write_attr_str(meta, "mode", std::string(mode_name(m.mode)));
+  h5::write_attr_str(meta, "stage_layout", m.stage_layout);
+  h5::write_attr_str(meta, "model", m.model);
+  h5::write_attr_str(meta, "config", m.config);
+  h5::write_attr_u64(meta, "seed", m.seed);
+  h5::write_attr_u64(meta, "data_cursor", m.data_cursor);
+  h5::write_attr_str(meta, "program_version", m.program_version.empty() ? std::string(resil::version) : m.program_version);
+  write_tensor(file, "/meta/rng_state",
+               Tensor::from<std::uint64_t>({m.rng_state.size()}, std::span<const std::uint64_t>(m.rng_state)));
+}
+
+namespace {
+
+Meta read_meta_from(hid_t f, const std::string& fname) {
+  if (!h5::exists(f, "/meta")) throw CorruptInputError(fname + ": not a resil checkpoint (no /meta group)");
+  h5::SilenceErrors quiet;
+  h5::Group g(RESIL_H5_CHECK(H5Gopen2(f, "/meta", H5P_DEFAULT), fname + ": open /meta"));
+  Meta m;
+  try {
+    m.format_version = h5::read_attr_i64(g, "format_version");
+    if (m.format_version > format_version)
+      throw CorruptInputError("format version " + std::to_string(m.format_version) + " is newer than this resil reads (" +
+                              std::to_string(format_version) + ")");
+    m.step = h5::read_attr_i64(g, "step");
+    m.epoch = h5::read_attr_i64(g, "epoch");
+    m.world_size = h5::read_attr_i64(g, "world_size");
+    m.rank = h5::read_attr_i64(g, "rank");
+    m.mode = mode_from_name(h5::read_attr_str(g, "mode"));
+    m.stage_layout = h5::read_attr_str(g, "stage_layout");
+    m.model = h5::read_attr_str(g, "model");
+    m.config = h5::read_attr_str(g, "config");
+    m.seed = h5::read_attr_u64(g, "seed");
+    m.data_cursor = h5::read_attr_u64(g, "data_cursor");
+    m.program_version = h5::read_attr_str(g, "program_version");
+  } catch (const UsageError& e) {
+    throw CorruptInputError(fname + ": /meta: " + e.what());
+  } catch (const Error& e) {
+    throw CorruptInputError(fname + ": /meta: " + e.what());
+  }
+  if (h5::exists(f, "/meta/rng_state")) {
+    const Tensor r = read_tensor(f, "/meta/rng_state", fname);
+    if (r.dtype() != DType::u64 || r.rank() != 1) throw CorruptInputError(fname + ": /meta/rng_state must be a 1-D u64 dataset");
+    auto v = r.as<std::uint64_t>();
+    m.rng_state.assign(v.begin(), v.end());
+  }
+  return m;
+}
+
+std::string marker_of(const stdfs::path& p) { return p.string() + ".done"; }
+
+}  // namespace
+
+Meta read_meta(const stdfs::path& p) {
+  h5::File f = h5::open_file(p.string(), h5::Mode::read);
+  return read_meta_from(f, p.string());
+}
+
+Checkpoint read(const stdfs::path& p, bool verify_checksums) {
+  const std::string fname = p.string();
+  h5::File f = h5::open_file(fname, h5::Mode::read);
+  Checkpoint c;
+  c.meta = read_meta_from(f, fname);
+  for (const auto& info : list_datasets(f)) {
+    if (verify_checksums && info.checksum && dataset_checksum(f, info.path) != *info.checksum)
+      throw CorruptInputError(fname + ": dataset " + info.path + ": checksum mismatch (stored " + std::to_string(*info.checksum) + ")");
+    if (info.path.starts_with("/model/")) {
+      c.model.emplace(info.path.substr(7), read_tensor(f, info.path, fname));
+    } else if (info.path.starts_with("/optimizer/")) {
+      const std::string rest = info.path.substr(11);
+      const auto slash = rest.rfind('/');
+      if (slash == std::string::npos) throw CorruptInputError(fname + ": dataset " + info.path + ": expected /optimizer/<param>/<slot>");
+      c.optimizer[rest.substr(0, slash)].emplace(rest.substr(slash + 1), read_tensor(f, info.path, fname));
+    }
+  }
+  return c;
+}
+
+std::string file_name_for_step(std::int64_t step) {
+  char b[64];
+  std::snprintf(b, sizeof b, "ckpt-step%08lld.h5", static_cast<long long>(step));
+  return b;
+}
+
+stdfs::path save(const stdfs::path& path, const Checkpoint& c, const WriteOptions& opt) {
+  const stdfs::path tmp = fs::temp_sibling(path);
+  fs::RemoveOnError guard(tmp);
+  {
+    h5::File f = h5::create_file(tmp.string());
+    write(f, c, opt);
+    RESIL_H5_CHECK(H5Fflush(f, H5F_SCOPE_LOCAL), tmp.string() + ": flush");
+  }
+  fs::fsync_file(tmp);
+  // An older marker for the same name must not vouch for the new file: drop it before the rename.
+  std::error_code ec;
+  if (stdfs::remove(marker_of(path), ec)) fs::fsync_dir(path.parent_path());
+  fs::durable_rename(tmp, path);
+  guard.keep();
+  const json marker = {{"file", path.filename().string()},
+                       {"bytes", stdfs::file_size(path)},
+                       {"step", c.meta.step},
+                       {"epoch", c.meta.epoch},
+                       {"rank", c.meta.rank}};
+  fs::write_file_atomic(marker_of(path), marker.dump() + "\n");
+  return path;
+}
+
+bool is_committed(const stdfs::path& path) {
+  std::error_code ec;
+  if (!stdfs::is_regular_file(path, ec) || !stdfs::is_regular_file(marker_of(path), ec)) return false;
+  try {
+    const json m = json::parse(fs::read_file(marker_of(path)));
+    return m.at("bytes").get<std::uintmax_t>() == stdfs::file_size(path);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+stdfs::path shard_path(const stdfs::path& dir, std::int64_t step, int rank) {
+  char b[64];
+  std::snprintf(b, sizeof b, "ckpt-step%08lld", static_cast<long long>(step));
+  return dir / b / ("rank-" + std::to_string(rank) + ".h5");
+}
+
+stdfs::path manifest_path(const stdfs::path& dir, std::int64_t step) {
+  char b[64];
+  std::snprintf(b, sizeof b, "ckpt-step%08lld.manifest.json", static_cast<long long>(step));
+  return dir / b;
+}
+
+void write_manifest(const stdfs::path& p, const Manifest& m) {
+  json shards = json::array();
+  for (const auto& s : m.shards) shards.push_back(s.string());
+  const json j = {{"format_version", m.format_version}, {"step", m.step},        {"epoch", m.epoch},
+                  {"world_size", m.world_size},         {"mode", mode_name(m.mode)}, {"model", m.model},
+                  {"shards", shards}};
+  fs::write_file_atomic(p, j.dump(2) + "\n");
+}
+
+Manifest read_manifest(const stdfs::path& p) {
+  try {
+    const json j = json::parse(fs::read_file(p));
+    Manifest m;
+    m.format_version = j.at("format_version").get<std::int64_t>();
+    m.step = j.at("step").get<std::int64_t>();
+    m.epoch = j.at("epoch").get<std::int64_t>();
+    m.world_size = j.at("world_size").get<std::int64_t>();
+    m.mode = mode_from_name(j.at("mode").get<std::string>());
+    m.model = j.at("model").get<std::string>();
+    for (const auto& s : j.at("shards")) m.shards.emplace_back(s.get<std::string>());
+    if (static_cast<std::int64_t>(m.shards.size()) != m.world_size)
+      throw CorruptInputError("lists " + std::to_string(m.shards.size()) + " shards for world size " + std::to_string(m.world_size));
+    return m;
+  } catch (const IoError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CorruptInputError(p.string() + ": malformed manifest: " + e.what());
+  }
+}
+
+bool manifest_complete(const stdfs::path& manifest) {
+  try {
+    const Manifest m = read_manifest(manifest);
+    for (const auto& s : m.shards)
+      if (!is_committed(manifest.parent_path() / s)) return false;
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+std::optional<stdfs::path> latest(const stdfs::path& dir) {
+  std::error_code ec;
+  if (!stdfs::is_directory(dir, ec)) throw IoError(dir.string() + ": not a directory");
+  std::optional<stdfs::path> best;
+  std::int64_t best_step = -1;
+  for (const auto& e : stdfs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name[0] == '.') continue;  // temporaries
+    std::int64_t step = -1;
+    if (name.ends_with(".manifest.json")) {
+      if (!manifest_complete(e.path())) continue;
+      step = read_manifest(e.path()).step;
+    } else if (name.ends_with(".h5")) {
+      if (!is_committed(e.path())) continue;
+      try {
+        step = json::parse(fs::read_file(marker_of(e.path()))).at("step").get<std::int64_t>();
+      } catch (const std::exception&) {
+        continue;
+      }
+    } else {
+      continue;
+    }
+    if (step > best_step || (step == best_step && best && e.path() > *best)) {
+      best_step = step;
+      best = e.path();
+    }
+  }
+  return best;
+}
+
+}  // namespace resil::ckpt

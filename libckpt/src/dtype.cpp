@@ -1,0 +1,114 @@
+#include "resil/ckpt/dtype.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+namespace resil::ckpt {
+
+std::optional<DType> dtype_from_name(std::string_view n) noexcept {
+  struct Alias { std::string_view name; DType t; };
+  static constexpr Alias aliases[] = {
+      {"f64", DType::f64},  {"float64", DType::f64}, {"double", DType::f64},
+      {"f32", DType::f32},  {"float32", DType::f32}, {"float", DType::f32},
+      {"f16", DType::f16},  {"float16", DType::f16}, {"half", DType::f16},
+      {"bf16", DType::bf16}, {"bfloat16", DType::bf16},
+      {"i64", DType::i64},  {"int64", DType::i64},   {"i32", DType::i32}, {"int32", DType::i32},
+      {"i16", DType::i16},  {"int16", DType::i16},   {"i8", DType::i8},   {"int8", DType::i8},
+      {"u64", DType::u64},  {"uint64", DType::u64},  {"u32", DType::u32}, {"uint32", DType::u32},
+      {"u16", DType::u16},  {"uint16", DType::u16},  {"u8", DType::u8},   {"uint8", DType::u8}};
+  for (const auto& a : aliases)
+    if (a.name == n) return a.t;
+  return std::nullopt;
+}
+
+namespace {
+
+double half_to_double(std::uint16_t h) {
+  const int sign = (h >> 15) & 1;
+  const int exp = (h >> 10) & 0x1f;
+  const int man = h & 0x3ff;
+  double v;
+  if (exp == 0) v = std::ldexp(static_cast<double>(man), -24);
+  else if (exp == 31) v = man ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  else v = std::ldexp(static_cast<double>(man | 0x400), exp - 25);
+  return sign ? -v : v;
+}
+
+// Round-to-nearest-even conversion of a double to IEEE half; NaN stays NaN, overflow -> Inf.
+std::uint16_t double_to_half(double d) {
+  const std::uint16_t sign = std::signbit(d) ? 0x8000 : 0;
+  if (std::isnan(d)) return sign | 0x7e00;
+  d = std::fabs(d);
+  if (d >= 65520.0) return sign | 0x7c00;
+  if (d < std::ldexp(1.0, -25)) return sign;  // rounds to zero (ties at 2^-25 round to even 0)
+  int e;
+  std::frexp(d, &e);  // d = f * 2^e, f in [0.5,1)
+  int exp = e - 1 + 15;
+  if (exp <= 0) {  // subnormal: units of 2^-24
+    const double q = std::nearbyint(d * 16777216.0);
+    return sign | static_cast<std::uint16_t>(q);
+  }
+  double man = std::nearbyint(std::ldexp(d, 10 - (e - 1)));  // in [1024, 2048]
+  if (man >= 2048.0) { man /= 2; ++exp; }
+  if (exp >= 31) return sign | 0x7c00;
+  return sign | static_cast<std::uint16_t>(exp << 10) | (static_cast<std::uint16_t>(man) & 0x3ff);
+}
+
+std::uint16_t float_to_bf16(float f) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  if (std::isnan(f)) return static_cast<std::uint16_t>((u >> 16) | 0x40);
+  const std::uint32_t rounding = 0x7fff + ((u >> 16) & 1);
+  return static_cast<std::uint16_t>((u + rounding) >> 16);
+}
+
+template <class I> std::uint64_t saturate(double v) {
+  if (std::isnan(v)) return 0;
+  const double lo = static_cast<double>(std::numeric_limits<I>::min());
+  const double hi = static_cast<double>(std::numeric_limits<I>::max());
+  const I x = v <= lo ? std::numeric_limits<I>::min() : v >= hi ? std::numeric_limits<I>::max() : static_cast<I>(std::llround(v));
+  using U = std::make_unsigned_t<I>;
+  return static_cast<std::uint64_t>(static_cast<U>(x));
+}
+
+}  // namespace
+
+double word_to_double(DType t, std::uint64_t w) noexcept {
+  switch (t) {
+    case DType::f64: return std::bit_cast<double>(w);
+    case DType::f32: return std::bit_cast<float>(static_cast<std::uint32_t>(w));
+    case DType::f16: return half_to_double(static_cast<std::uint16_t>(w));
+    case DType::bf16: return std::bit_cast<float>(static_cast<std::uint32_t>(w & 0xffff) << 16);
+    case DType::i64: return static_cast<double>(static_cast<std::int64_t>(w));
+    case DType::i32: return static_cast<std::int32_t>(static_cast<std::uint32_t>(w));
+    case DType::i16: return static_cast<std::int16_t>(static_cast<std::uint16_t>(w));
+    case DType::i8: return static_cast<std::int8_t>(static_cast<std::uint8_t>(w));
+    case DType::u64: return static_cast<double>(w);
+    case DType::u32: return static_cast<std::uint32_t>(w);
+    case DType::u16: return static_cast<std::uint16_t>(w);
+    case DType::u8: return static_cast<std::uint8_t>(w);
+  }
+  return 0;
+}
+
+std::uint64_t double_to_word(DType t, double v) noexcept {
+  switch (t) {
+    case DType::f64: return std::bit_cast<std::uint64_t>(v);
+    case DType::f32: return std::bit_cast<std::uint32_t>(static_cast<float>(v));
+    case DType::f16: return double_to_half(v);
+    case DType::bf16: return float_to_bf16(static_cast<float>(v));
+    case DType::i64: return saturate<std::int64_t>(v);
+    case DType::i32: return saturate<std::int32_t>(v);
+    case DType::i16: return saturate<std::int16_t>(v);
+    case DType::i8: return saturate<std::int8_t>(v);
+    case DType::u64: return v <= 0 || std::isnan(v) ? 0 : v >= 18446744073709551615.0 ? ~0ull : static_cast<std::uint64_t>(std::llround(v));
+    case DType::u32: return saturate<std::uint32_t>(v);
+    case DType::u16: return saturate<std::uint16_t>(v);
+    case DType::u8: return saturate<std::uint8_t>(v);
+  }
+  return 0;
+}
+
+}  // namespace resil::ckpt

@@ -1,0 +1,115 @@
+#include "resil/ckpt/fs.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "resil/core/error.hpp"
+
+namespace resil::ckpt::fs {
+
+namespace {
+[[noreturn]] void fail(const std::string& what, const stdfs::path& p) {
+  throw IoError(p.string() + ": " + what + ": " + std::strerror(errno));
+}
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+}  // namespace
+
+void fsync_file(const stdfs::path& p) {
+  Fd f{::open(p.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) fail("cannot open to fsync", p);
+  if (::fsync(f.fd) != 0) fail("fsync failed", p);
+}
+
+void fsync_dir(const stdfs::path& dir) {
+  Fd f{::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  if (f.fd < 0) fail("cannot open directory to fsync", dir);
+  if (::fsync(f.fd) != 0) fail("fsync of directory failed", dir);
+}
+
+void durable_rename(const stdfs::path& from, const stdfs::path& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) fail("cannot rename from " + from.string(), to);
+  fsync_dir(to.parent_path());
+}
+
+stdfs::path temp_sibling(const stdfs::path& p) {
+  return p.parent_path() / ("." + p.filename().string() + ".tmp." + std::to_string(::getpid()));
+}
+
+void write_file_atomic(const stdfs::path& p, const std::string& text) {
+  const stdfs::path tmp = temp_sibling(p);
+  RemoveOnError guard(tmp);
+  {
+    Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+    if (f.fd < 0) fail("cannot create", tmp);
+    std::size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(f.fd, text.data() + done, text.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        fail("write failed", tmp);
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    if (::fsync(f.fd) != 0) fail("fsync failed", tmp);
+  }
+  durable_rename(tmp, p);
+  guard.keep();
+}
+
+std::string read_file(const stdfs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw IoError(p.string() + ": cannot open: " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void copy_file(const stdfs::path& from, const stdfs::path& to) {
+  Fd in{::open(from.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (in.fd < 0) fail("cannot open", from);
+  struct stat st {};
+  if (::fstat(in.fd, &st) != 0) fail("cannot stat", from);
+  Fd out{::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+  if (out.fd < 0) fail("cannot create", to);
+  off_t left = st.st_size;
+  while (left > 0) {
+    // copy_file_range lets the kernel (or the filesystem, by reflink) move the bytes.
+    const ssize_t n = ::copy_file_range(in.fd, nullptr, out.fd, nullptr, static_cast<std::size_t>(left), 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL) {
+        // Fallback: plain read/write in 8 MiB blocks.
+        std::vector<char> buf(std::size_t{8} << 20);
+        for (;;) {
+          const ssize_t r = ::read(in.fd, buf.data(), buf.size());
+          if (r < 0) fail("read failed", from);
+          if (r == 0) break;
+          for (ssize_t w = 0; w < r;) {
+            const ssize_t k = ::write(out.fd, buf.data() + w, static_cast<std::size_t>(r - w));
+            if (k < 0) fail("write failed", to);
+            w += k;
+          }
+        }
+        break;
+      }
+      fail("copy failed", to);
+    }
+    if (n == 0) break;
+    left -= n;
+  }
+  if (::fsync(out.fd) != 0) fail("fsync failed", to);
+}
+
+}  // namespace resil::ckpt::fs

@@ -1,0 +1,177 @@
+#include "resil/ckpt/h5.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace resil::ckpt::h5 {
+
+namespace {
+herr_t collect(unsigned n, const H5E_error2_t* e, void* data) {
+  auto* out = static_cast<std::string*>(data);
+  if (n > 0) *out += "; ";
+  *out += e->desc ? e->desc : "?";
+  if (e->func_name) *out += std::string(" (") + e->func_name + ")";
+  return 0;
+}
+}  // namespace
+
+std::string error_stack_text() {
+  std::string text;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect, &text);
+  H5Eclear2(H5E_DEFAULT);
+  return text.empty() ? std::string("unknown HDF5 error") : text;
+}
+
+void throw_error(const std::string& context, ExitCode code) {
+  throw Hdf5Error(context + ": " + error_stack_text(), code);
+}
+
+SilenceErrors::SilenceErrors() noexcept {
+  H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+SilenceErrors::~SilenceErrors() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+
+File open_file(const std::string& path, Mode mode) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw IoError(path + ": no such file");
+  if (std::filesystem::is_directory(path, ec)) throw IoError(path + ": is a directory, not an HDF5 file");
+  SilenceErrors quiet;
+  const htri_t is_h5 = H5Fis_hdf5(path.c_str());
+  if (is_h5 <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw CorruptInputError(path + ": not an HDF5 file (no HDF5 signature)");
+  }
+  const hid_t id = H5Fopen(path.c_str(), mode == Mode::read ? H5F_ACC_RDONLY : H5F_ACC_RDWR, H5P_DEFAULT);
+  if (id < 0) {
+    const std::string stack = error_stack_text();
+    // A file we may not write is an I/O error; one HDF5 cannot parse is corrupt input.
+    if (mode == Mode::read_write && ::access(path.c_str(), W_OK) != 0)
+      throw IoError(path + ": cannot open for writing: " + stack);
+    throw CorruptInputError(path + ": cannot open as HDF5 (damaged or truncated?): " + stack);
+  }
+  return File(id);
+}
+
+File create_file(const std::string& path) {
+  SilenceErrors quiet;
+  PropList fapl(H5Pcreate(H5P_FILE_ACCESS));
+  // Large datasets start on 4 KiB boundaries: full-page writes go straight to the page cache.
+  H5Pset_alignment(fapl, 1 << 16, 4096);
+  H5Pset_meta_block_size(fapl, 1 << 16);
+  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  if (id < 0) throw IoError(path + ": cannot create: " + error_stack_text());
+  return File(id);
+}
+
+bool exists(hid_t loc, const std::string& path) {
+  SilenceErrors quiet;
+  // Check every component: H5Lexists fails (not false) when an intermediate link is missing.
+  std::string prefix;
+  std::size_t start = path.front() == '/' ? 1 : 0;
+  if (path == "/") return true;
+  while (start <= path.size()) {
+    const auto slash = path.find('/', start);
+    prefix = path.substr(0, slash == std::string::npos ? path.size() : slash);
+    if (H5Lexists(loc, prefix.c_str(), H5P_DEFAULT) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return false;
+    }
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return true;
+}
+
+Dataset open_dataset(hid_t loc, const std::string& path, const std::string& file) {
+  const std::string where = (file.empty() ? std::string() : file + ": ") + "dataset " + path;
+  if (!exists(loc, path)) throw CorruptInputError(where + " does not exist");
+  SilenceErrors quiet;
+  const hid_t id = H5Dopen2(loc, path.c_str(), H5P_DEFAULT);
+  if (id < 0) throw_error(where + ": cannot open", ExitCode::corrupt_input);
+  return Dataset(id);
+}
+
+void make_parents(hid_t file, const std::string& path) {
+  std::size_t pos = 1;
+  while ((pos = path.find('/', pos)) != std::string::npos) {
+    const std::string g = path.substr(0, pos);
+    if (!exists(file, g)) {
+      Group grp(RESIL_H5_CHECK(H5Gcreate2(file, g.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create group " + g));
+    }
+    ++pos;
+  }
+}
+
+namespace {
+void write_scalar_attr(hid_t obj, const char* name, hid_t type, const void* v) {
+  SilenceErrors quiet;
+  if (H5Aexists(obj, name) > 0) RESIL_H5_CHECK(H5Adelete(obj, name), std::string("delete attribute ") + name);
+  Dataspace space(H5Screate(H5S_SCALAR));
+  Attribute a(RESIL_H5_CHECK(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), std::string("create attribute ") + name));
+  RESIL_H5_CHECK(H5Awrite(a, type, v), std::string("write attribute ") + name);
+}
+Attribute open_attr(hid_t obj, const char* name) {
+  SilenceErrors quiet;
+  if (H5Aexists(obj, name) <= 0) throw CorruptInputError(std::string("attribute '") + name + "' is missing");
+  return Attribute(RESIL_H5_CHECK(H5Aopen(obj, name, H5P_DEFAULT), std::string("open attribute ") + name));
+}
+template <class T> T read_scalar_attr(hid_t obj, const char* name, hid_t mem) {
+  Attribute a = open_attr(obj, name);
+  T v{};
+  SilenceErrors quiet;
+  if (H5Aread(a, mem, &v) < 0) throw_error(std::string("read attribute ") + name, ExitCode::corrupt_input);
+  return v;
+}
+}  // namespace
+
+void write_attr_u64(hid_t o, const char* n, std::uint64_t v) { write_scalar_attr(o, n, H5T_NATIVE_UINT64, &v); }
+void write_attr_i64(hid_t o, const char* n, std::int64_t v) { write_scalar_attr(o, n, H5T_NATIVE_INT64, &v); }
+void write_attr_f64(hid_t o, const char* n, double v) { write_scalar_attr(o, n, H5T_NATIVE_DOUBLE, &v); }
+void write_attr_str(hid_t o, const char* n, const std::string& v) {
+  Datatype t(H5Tcopy(H5T_C_S1));
+  H5Tset_size(t, v.empty() ? 1 : v.size());
+  H5Tset_strpad(t, H5T_STR_NULLPAD);
+  H5Tset_cset(t, H5T_CSET_UTF8);
+  std::string buf = v.empty() ? std::string(1, '\0') : v;
+  write_scalar_attr(o, n, t, buf.data());
+}
+bool has_attr(hid_t o, const char* n) {
+  SilenceErrors quiet;
+  return H5Aexists(o, n) > 0;
+}
+std::uint64_t read_attr_u64(hid_t o, const char* n) { return read_scalar_attr<std::uint64_t>(o, n, H5T_NATIVE_UINT64); }
+std::int64_t read_attr_i64(hid_t o, const char* n) { return read_scalar_attr<std::int64_t>(o, n, H5T_NATIVE_INT64); }
+double read_attr_f64(hid_t o, const char* n) { return read_scalar_attr<double>(o, n, H5T_NATIVE_DOUBLE); }
+
+std::string read_attr_str(hid_t o, const char* n) {
+  Attribute a = open_attr(o, n);
+  SilenceErrors quiet;
+  Datatype ft(H5Aget_type(a));
+  if (H5Tget_class(ft) != H5T_STRING) throw CorruptInputError(std::string("attribute '") + n + "' is not a string");
+  if (H5Tis_variable_str(ft) > 0) {
+    Datatype mt(H5Tcopy(H5T_C_S1));
+    H5Tset_size(mt, H5T_VARIABLE);
+    char* p = nullptr;
+    if (H5Aread(a, mt, &p) < 0) throw_error(std::string("read attribute ") + n, ExitCode::corrupt_input);
+    std::string s = p ? p : "";
+    Dataspace sp(H5Aget_space(a));
+    H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, &p);
+    return s;
+  }
+  const std::size_t size = H5Tget_size(ft);
+  std::string s(size, '\0');
+  Datatype mt(H5Tcopy(H5T_C_S1));
+  H5Tset_size(mt, size);
+  H5Tset_strpad(mt, H5T_STR_NULLPAD);
+  if (H5Aread(a, mt, s.data()) < 0) throw_error(std::string("read attribute ") + n, ExitCode::corrupt_input);
+  s.resize(s.find('\0') == std::string::npos ? s.size() : s.find('\0'));
+  return s;
+}
+
+ssize_t open_object_count() { return H5Fget_obj_count(static_cast<hid_t>(H5F_OBJ_ALL), H5F_OBJ_ALL); }
+
+}  // namespace resil::ckpt::h5

@@ -1,0 +1,85 @@
+#include "resil/ckpt/hash.hpp"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "resil/core/error.hpp"
+
+namespace resil::ckpt {
+
+std::uint64_t xxh64(std::span<const std::byte> bytes, std::uint64_t seed) noexcept {
+  return XXH64(bytes.data(), bytes.size(), seed);
+}
+
+Xxh64::Xxh64(std::uint64_t seed) : state_(XXH64_createState()) {
+  if (!state_) throw std::bad_alloc();
+  XXH64_reset(static_cast<XXH64_state_t*>(state_), seed);
+}
+Xxh64::~Xxh64() { XXH64_freeState(static_cast<XXH64_state_t*>(state_)); }
+void Xxh64::update(std::span<const std::byte> b) noexcept { XXH64_update(static_cast<XXH64_state_t*>(state_), b.data(), b.size()); }
+std::uint64_t Xxh64::digest() const noexcept { return XXH64_digest(static_cast<XXH64_state_t*>(state_)); }
+
+namespace {
+std::string to_hex(const unsigned char* d, unsigned n) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string s(2 * n, '0');
+  for (unsigned i = 0; i < n; ++i) {
+    s[2 * i] = digits[d[i] >> 4];
+    s[2 * i + 1] = digits[d[i] & 15];
+  }
+  return s;
+}
+struct Md {
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  Md() {
+    if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1) throw Error("OpenSSL SHA-256 init failed");
+  }
+  ~Md() { EVP_MD_CTX_free(ctx); }
+  void update(const void* p, std::size_t n) { EVP_DigestUpdate(ctx, p, n); }
+  std::string hex() {
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned n = 0;
+    EVP_DigestFinal_ex(ctx, d, &n);
+    return to_hex(d, n);
+  }
+};
+}  // namespace
+
+std::string sha256_hex(std::span<const std::byte> bytes) {
+  Md md;
+  md.update(bytes.data(), bytes.size());
+  return md.hex();
+}
+
+std::string sha256_file(const std::filesystem::path& p) {
+  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError(p.string() + ": cannot open: " + std::strerror(errno));
+  Md md;
+  std::vector<char> buf(std::size_t{4} << 20);
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      throw IoError(p.string() + ": read failed: " + std::strerror(errno));
+    }
+    if (n == 0) break;
+    md.update(buf.data(), static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return md.hex();
+}
+
+std::string hex_u64(std::uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+}  // namespace resil::ckpt

@@ -1,0 +1,281 @@
+#include "resil/ckpt/io.hpp"
+
+#include <algorithm>
+#include <functional>
+
+#include "resil/ckpt/hash.hpp"
+
+namespace resil::ckpt {
+
+namespace {
+
+std::string where(const std::string& file, const std::string& path) {
+  return (file.empty() ? std::string() : file + ": ") + "dataset " + path;
+}
+
+// IEEE half as h5py defines it (there is no predefined HDF5 1.10 type for it).
+h5::Datatype make_f16_type() {
+  h5::Datatype t(H5Tcopy(H5T_IEEE_F32LE));
+  H5Tset_fields(t, 15, 10, 5, 0, 10);
+  H5Tset_size(t, 2);
+  H5Tset_ebias(t, 15);
+  return t;
+}
+
+Shape dataspace_shape(hid_t space) {
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank < 0) h5::throw_error("query dataspace", ExitCode::corrupt_input);
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  return Shape(dims.begin(), dims.end());
+}
+
+std::string type_description(hid_t type) {
+  switch (H5Tget_class(type)) {
+    case H5T_COMPOUND: return "compound";
+    case H5T_STRING: return "string";
+    case H5T_VLEN: return "vlen";
+    case H5T_ENUM: return "enum";
+    case H5T_ARRAY: return "array";
+    case H5T_OPAQUE: return "opaque";
+    case H5T_REFERENCE: return "reference";
+    case H5T_BITFIELD: return "bitfield";
+    case H5T_TIME: return "time";
+    case H5T_FLOAT: return "float" + std::to_string(H5Tget_size(type) * 8);
+    case H5T_INTEGER: return (H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(H5Tget_size(type) * 8);
+    default: return "unknown";
+  }
+}
+
+bool has_bf16_marker(hid_t obj) {
+  return h5::has_attr(obj, dtype_attr) && h5::read_attr_str(obj, dtype_attr) == "bf16";
+}
+
+}  // namespace
+
+std::optional<DType> dtype_from_h5(hid_t type, bool bf16_marker) {
+  const std::size_t size = H5Tget_size(type);
+  switch (H5Tget_class(type)) {
+    case H5T_FLOAT: {
+      // Only IEEE-layout floats: the bit-field names (sign/exponent/mantissa) must mean what they say.
+      std::size_t spos, epos, esize, mpos, msize;
+      if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0) return std::nullopt;
+      if (size == 8 && esize == 11 && msize == 52) return DType::f64;
+      if (size == 4 && esize == 8 && msize == 23) return DType::f32;
+      if (size == 2 && esize == 5 && msize == 10) return DType::f16;
+      if (size == 2 && esize == 8 && msize == 7) return DType::bf16;
+      return std::nullopt;
+    }
+    case H5T_INTEGER: {
+      const bool sign = H5Tget_sign(type) != H5T_SGN_NONE;
+      switch (size) {
+        case 8: return sign ? DType::i64 : DType::u64;
+        case 4: return sign ? DType::i32 : DType::u32;
+        case 2: return sign ? DType::i16 : (bf16_marker ? DType::bf16 : DType::u16);
+        case 1: return sign ? DType::i8 : DType::u8;
+        default: return std::nullopt;
+      }
+    }
+    default: return std::nullopt;
+  }
+}
+
+h5::Datatype h5_native_type(DType t) {
+  switch (t) {
+    case DType::f64: return h5::Datatype(H5Tcopy(H5T_NATIVE_DOUBLE));
+    case DType::f32: return h5::Datatype(H5Tcopy(H5T_NATIVE_FLOAT));
+    case DType::f16: return make_f16_type();
+    case DType::bf16: return h5::Datatype(H5Tcopy(H5T_NATIVE_UINT16));
+    case DType::i64: return h5::Datatype(H5Tcopy(H5T_NATIVE_INT64));
+    case DType::i32: return h5::Datatype(H5Tcopy(H5T_NATIVE_INT32));
+    case DType::i16: return h5::Datatype(H5Tcopy(H5T_NATIVE_INT16));
+    case DType::i8: return h5::Datatype(H5Tcopy(H5T_NATIVE_INT8));
+    case DType::u64: return h5::Datatype(H5Tcopy(H5T_NATIVE_UINT64));
+    case DType::u32: return h5::Datatype(H5Tcopy(H5T_NATIVE_UINT32));
+    case DType::u16: return h5::Datatype(H5Tcopy(H5T_NATIVE_UINT16));
+    case DType::u8: return h5::Datatype(H5Tcopy(H5T_NATIVE_UINT8));
+  }
+  throw UsageError("unknown dtype");
+}
+
+void write_tensor(hid_t file, const std::string& path, const Tensor& t, const WriteOptions& opt) {
+  h5::SilenceErrors quiet;
+  h5::make_parents(file, path);
+  const auto& shape = t.shape();
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  h5::Dataspace space(shape.empty() ? H5Screate(H5S_SCALAR)
+                                    : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  h5::PropList dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  if (!opt.chunks.empty()) {
+    if (opt.chunks.size() != shape.size())
+      throw UsageError(path + ": chunk rank " + std::to_string(opt.chunks.size()) + " != tensor rank " + std::to_string(shape.size()));
+    std::vector<hsize_t> c(opt.chunks.size());
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = std::max<hsize_t>(1, std::min<hsize_t>(opt.chunks[i], std::max<hsize_t>(1, dims[i])));
+    RESIL_H5_CHECK(H5Pset_chunk(dcpl, static_cast<int>(c.size()), c.data()), "set chunk for " + path);
+    if (opt.shuffle) RESIL_H5_CHECK(H5Pset_shuffle(dcpl), "set shuffle for " + path);
+    if (opt.gzip_level > 0) RESIL_H5_CHECK(H5Pset_deflate(dcpl, static_cast<unsigned>(opt.gzip_level)), "set deflate for " + path);
+  } else if (opt.gzip_level > 0 || opt.shuffle) {
+    throw UsageError(path + ": compression filters need a chunked layout");
+  }
+  // File type: little-endian IEEE / integers of the same width (no conversion on x86-64).
+  h5::Datatype ftype = h5_native_type(t.dtype());
+  h5::Dataset d(RESIL_H5_CHECK(H5Dcreate2(file, path.c_str(), ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
+                               "create dataset " + path));
+  if (t.nbytes() > 0) RESIL_H5_CHECK(H5Dwrite(d, ftype, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.bytes().data()), "write dataset " + path);
+  h5::write_attr_u64(d, checksum_attr, xxh64(t.bytes()));
+  if (t.dtype() == DType::bf16) h5::write_attr_str(d, dtype_attr, "bf16");
+}
+
+Tensor read_tensor(hid_t file, const std::string& path, const std::string& fname) {
+  h5::Dataset d = h5::open_dataset(file, path, fname);
+  h5::SilenceErrors quiet;
+  h5::Datatype ftype(H5Dget_type(d));
+  const auto dt = dtype_from_h5(ftype, has_bf16_marker(d));
+  if (!dt) throw CorruptInputError(where(fname, path) + ": unsupported element type " + type_description(ftype));
+  h5::Dataspace space(H5Dget_space(d));
+  if (H5Sget_simple_extent_type(space) == H5S_NULL) throw CorruptInputError(where(fname, path) + ": has a null dataspace");
+  Tensor t(*dt, dataspace_shape(space));
+  h5::Datatype mtype = h5_native_type(*dt);
+  if (t.nbytes() > 0 && H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.bytes().data()) < 0)
+    h5::throw_error(where(fname, path) + ": read failed", ExitCode::corrupt_input);
+  return t;
+}
+
+Tensor read_tensor_as(hid_t file, const std::string& path, DType dtype, const Shape& shape, const std::string& fname) {
+  Tensor t = read_tensor(file, path, fname);
+  if (t.dtype() != dtype || t.shape() != shape)
+    throw MismatchError(where(fname, path) + ": expected " + std::string(dtype_name(dtype)) + shape_string(shape) + ", found " +
+                        std::string(dtype_name(t.dtype())) + shape_string(t.shape()));
+  return t;
+}
+
+DatasetInfo describe_dataset(hid_t file, const std::string& path) {
+  h5::Dataset d = h5::open_dataset(file, path, "");
+  h5::SilenceErrors quiet;
+  DatasetInfo info;
+  info.path = path;
+  h5::Datatype ftype(H5Dget_type(d));
+  info.dtype = dtype_from_h5(ftype, has_bf16_marker(d));
+  info.type_desc = info.dtype ? std::string(dtype_name(*info.dtype)) : type_description(ftype);
+  info.big_endian = (H5Tget_class(ftype) == H5T_INTEGER || H5Tget_class(ftype) == H5T_FLOAT) && H5Tget_order(ftype) == H5T_ORDER_BE;
+  h5::Dataspace space(H5Dget_space(d));
+  info.shape = dataspace_shape(space);
+  info.logical_bytes = info.numel() * H5Tget_size(ftype);
+  info.stored_bytes = H5Dget_storage_size(d);
+  h5::PropList dcpl(H5Dget_create_plist(d));
+  switch (H5Pget_layout(dcpl)) {
+    case H5D_CHUNKED: {
+      info.layout = Layout::chunked;
+      std::vector<hsize_t> c(info.shape.size());
+      H5Pget_chunk(dcpl, static_cast<int>(c.size()), c.data());
+      info.chunks.assign(c.begin(), c.end());
+      break;
+    }
+    case H5D_COMPACT: info.layout = Layout::compact; break;
+    case H5D_VIRTUAL: info.layout = Layout::virtual_; break;
+    default: info.layout = Layout::contiguous; break;
+  }
+  const int nf = H5Pget_nfilters(dcpl);
+  for (int i = 0; i < nf; ++i) {
+    unsigned flags = 0, cd[8] = {};
+    std::size_t ncd = 8;
+    char name[64] = {};
+    const H5Z_filter_t f = H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &ncd, cd, sizeof name, name, nullptr);
+    if (f == H5Z_FILTER_DEFLATE) info.filters.push_back("deflate(" + std::to_string(ncd > 0 ? cd[0] : 0) + ")");
+    else if (f == H5Z_FILTER_SHUFFLE) info.filters.emplace_back("shuffle");
+    else if (f == H5Z_FILTER_FLETCHER32) info.filters.emplace_back("fletcher32");
+    else info.filters.push_back(name[0] ? std::string(name) : "filter" + std::to_string(f));
+  }
+  if (h5::has_attr(d, checksum_attr)) info.checksum = h5::read_attr_u64(d, checksum_attr);
+  return info;
+}
+
+std::vector<DatasetInfo> list_datasets(hid_t file) {
+  std::vector<std::string> paths;
+  h5::SilenceErrors quiet;
+  auto visit = [](hid_t, const char* name, const H5O_info_t* info, void* data) -> herr_t {
+    if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(data)->push_back(std::string("/") + name);
+    return 0;
+  };
+  if (H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, visit, &paths, H5O_INFO_BASIC) < 0)
+    h5::throw_error("walk the file's groups", ExitCode::corrupt_input);
+  std::vector<DatasetInfo> out;
+  out.reserve(paths.size());
+  for (const auto& p : paths) out.push_back(describe_dataset(file, p));
+  return out;
+}
+
+void for_each_slab(hid_t dset, hid_t mem_type, std::size_t max_bytes,
+                   const std::function<void(std::span<const std::byte>)>& fn) {
+  h5::Dataspace space(H5Dget_space(dset));
+  const Shape shape = dataspace_shape(space);
+  const std::size_t elem = H5Tget_size(mem_type);
+  const std::uint64_t numel = shape_numel(shape);
+  if (numel == 0) return;
+  if (shape.empty()) {
+    std::vector<std::byte> buf(elem);
+    RESIL_H5_CHECK(H5Dread(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), "read scalar");
+    fn(buf);
+    return;
+  }
+  // Slabs of whole rows along dimension 0; with chunked data the slab height is a chunk multiple.
+  const std::uint64_t row_elems = numel / shape[0];
+  std::uint64_t rows = std::max<std::uint64_t>(1, max_bytes / std::max<std::uint64_t>(1, row_elems * elem));
+  h5::PropList dcpl(H5Dget_create_plist(dset));
+  if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+    std::vector<hsize_t> c(shape.size());
+    H5Pget_chunk(dcpl, static_cast<int>(c.size()), c.data());
+    rows = std::max<std::uint64_t>(c[0], rows / c[0] * c[0]);
+  }
+  rows = std::min<std::uint64_t>(rows, shape[0]);
+  std::vector<std::byte> buf(rows * row_elems * elem);
+  std::vector<hsize_t> start(shape.size(), 0), count(shape.begin(), shape.end());
+  for (std::uint64_t r = 0; r < shape[0]; r += rows) {
+    const std::uint64_t n = std::min<std::uint64_t>(rows, shape[0] - r);
+    start[0] = r;
+    count[0] = n;
+    h5::Dataspace fsel(H5Scopy(space));
+    RESIL_H5_CHECK(H5Sselect_hyperslab(fsel, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), "select slab");
+    h5::Dataspace msel(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr));
+    if (H5Dread(dset, mem_type, msel, fsel, H5P_DEFAULT, buf.data()) < 0) h5::throw_error("read slab", ExitCode::corrupt_input);
+    fn(std::span<const std::byte>(buf.data(), n * row_elems * elem));
+  }
+}
+
+std::uint64_t dataset_checksum(hid_t file, const std::string& path) {
+  h5::Dataset d = h5::open_dataset(file, path, "");
+  h5::SilenceErrors quiet;
+  h5::Datatype ftype(H5Dget_type(d));  // memory type == file type: the stored bytes, unconverted
+  Xxh64 h;
+  for_each_slab(d, ftype, std::size_t{64} << 20, [&](std::span<const std::byte> s) { h.update(s); });
+  return h.digest();
+}
+
+VerifyReport verify(const std::string& file_path) {
+  h5::File f = h5::open_file(file_path, h5::Mode::read);
+  VerifyReport report;
+  for (const auto& info : list_datasets(f)) {
+    if (!info.checksum) {
+      report.unchecked.push_back(info.path);
+      continue;
+    }
+    ++report.checked;
+    const std::uint64_t actual = dataset_checksum(f, info.path);
+    if (actual != *info.checksum) report.mismatched.push_back({info.path, *info.checksum, actual});
+  }
+  return report;
+}
+
+void update_checksum(hid_t file, const std::string& path) {
+  const std::uint64_t c = dataset_checksum(file, path);
+  h5::Dataset d = h5::open_dataset(file, path, "");
+  h5::write_attr_u64(d, checksum_attr, c);
+}
+
+std::string shape_string(const Shape& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace resil::ckpt
