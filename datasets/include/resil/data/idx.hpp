@@ -1,0 +1,46 @@
+// IDX files (the MNIST container format, plain or gzip-compressed) and MNIST-format directories.
+// Fashion-MNIST from Debian's dataset-fashion-mnist is the default image dataset.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace resil::data {
+
+inline constexpr const char* default_fashion_mnist_dir = "/usr/share/datasets/fashion-mnist";
+
+/// One IDX file of unsigned bytes (type code 0x08): its dimensions and its payload.
+struct IdxArray {
+  std::vector<std::uint32_t> dims;
+  std::vector<std::uint8_t> data;
+  std::size_t count() const noexcept { return dims.empty() ? 0 : dims[0]; }
+};
+
+/// Read an IDX file of u8 elements, transparently gunzipping `.gz` files. Malformed input (bad
+/// magic, unsupported element type, truncated payload, trailing bytes, broken gzip stream) raises
+/// CorruptInputError naming the file and the byte offset (of the decompressed stream); a missing
+/// or unreadable file raises IoError.
+IdxArray read_idx(const std::filesystem::path& p);
+
+/// Write a u8 IDX file (gzip when the name ends in .gz). Used by tests and tools.
+void write_idx(const std::filesystem::path& p, const IdxArray& a);
+
+enum class Split { train, test };
+
+/// Images as float in [0, 1], row-major N x (rows*cols), with integer labels.
+struct ImageSet {
+  std::size_t n = 0, rows = 0, cols = 0, num_classes = 10;
+  std::vector<float> pixels;
+  std::vector<std::int32_t> labels;
+  std::size_t dim() const noexcept { return rows * cols; }
+};
+
+/// Load `train-*` or `t10k-*` images and labels from an MNIST-format directory (each file plain
+/// or .gz). `limit` > 0 keeps the first `limit` samples. Image/label count mismatch or a label
+/// >= 10 raises CorruptInputError.
+ImageSet load_mnist(const std::filesystem::path& dir, Split split, std::size_t limit = 0);
+
+}  // namespace resil::data
