@@ -132,12 +132,12 @@ void write_attr_u64(hid_t o, const char* n, std::uint64_t v) { write_scalar_attr
 void write_attr_i64(hid_t o, const char* n, std::int64_t v) { write_scalar_attr(o, n, H5T_NATIVE_INT64, &v); }
 void write_attr_f64(hid_t o, const char* n, double v) { write_scalar_attr(o, n, H5T_NATIVE_DOUBLE, &v); }
 void write_attr_str(hid_t o, const char* n, const std::string& v) {
+  // Variable-length UTF-8, as h5py writes str attributes: h5py users read them back as str.
   Datatype t(H5Tcopy(H5T_C_S1));
-  H5Tset_size(t, v.empty() ? 1 : v.size());
-  H5Tset_strpad(t, H5T_STR_NULLPAD);
+  H5Tset_size(t, H5T_VARIABLE);
   H5Tset_cset(t, H5T_CSET_UTF8);
-  std::string buf = v.empty() ? std::string(1, '\0') : v;
-  write_scalar_attr(o, n, t, buf.data());
+  const char* p = v.c_str();
+  write_scalar_attr(o, n, t, &p);
 }
 bool has_attr(hid_t o, const char* n) {
   SilenceErrors quiet;
@@ -153,8 +153,7 @@ std::string read_attr_str(hid_t o, const char* n) {
   Datatype ft(H5Aget_type(a));
   if (H5Tget_class(ft) != H5T_STRING) throw CorruptInputError(std::string("attribute '") + n + "' is not a string");
   if (H5Tis_variable_str(ft) > 0) {
-    Datatype mt(H5Tcopy(H5T_C_S1));
-    H5Tset_size(mt, H5T_VARIABLE);
+    Datatype mt(H5Tcopy(ft));  // same charset and padding: no conversion path needed
     char* p = nullptr;
     if (H5Aread(a, mt, &p) < 0) throw_error(std::string("read attribute ") + n, ExitCode::corrupt_input);
     std::string s = p ? p : "";
@@ -164,9 +163,7 @@ std::string read_attr_str(hid_t o, const char* n) {
   }
   const std::size_t size = H5Tget_size(ft);
   std::string s(size, '\0');
-  Datatype mt(H5Tcopy(H5T_C_S1));
-  H5Tset_size(mt, size);
-  H5Tset_strpad(mt, H5T_STR_NULLPAD);
+  Datatype mt(H5Tcopy(ft));
   if (H5Aread(a, mt, s.data()) < 0) throw_error(std::string("read attribute ") + n, ExitCode::corrupt_input);
   s.resize(s.find('\0') == std::string::npos ? s.size() : s.find('\0'));
   return s;

@@ -11,6 +11,8 @@
 
 namespace resil {
 
+__extension__ typedef unsigned __int128 uint128_t;  // GCC/Clang extension, silenced for -Wpedantic
+
 /// Philox4x32-10 block function: 128-bit counter, 64-bit key -> 128 random bits.
 inline std::array<std::uint32_t, 4> philox4x32(std::array<std::uint32_t, 4> ctr, std::array<std::uint32_t, 2> key) noexcept {
   constexpr std::uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
@@ -50,7 +52,7 @@ public:
   std::uint64_t below(std::uint64_t n) noexcept {
     if (n <= 1) return 0;
     for (;;) {
-      const unsigned __int128 m = static_cast<unsigned __int128>((*this)()) * n;
+      const uint128_t m = static_cast<uint128_t>((*this)()) * n;
       const auto lo = static_cast<std::uint64_t>(m);
       if (lo >= n || lo >= (0 - n) % n) return static_cast<std::uint64_t>(m >> 64);
     }

@@ -1,0 +1,111 @@
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "resil/ckpt/checkpoint.hpp"
+#include "resil/ckpt/fs.hpp"
+#include "resil/ckpt/h5.hpp"
+#include "resil_test/tmpdir.hpp"
+
+using namespace resil::ckpt;
+using resil::test::TempDir;
+namespace stdfs = std::filesystem;
+
+namespace {
+Checkpoint tiny() {
+  Checkpoint c;
+  const std::vector<float> w{1, 2, 3, 4};
+  c.model["w"] = Tensor::from<float>({2, 2}, std::span<const float>(w));
+  return c;
+}
+template <class E> void check_throws_naming(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    FAIL("no exception thrown");
+  } catch (const E& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find(needle) != std::string::npos);
+  }
+}
+}  // namespace
+
+TEST_CASE("bad inputs raise typed errors naming the file or dataset", "[ckpt][unit]") {
+  TempDir dir;
+  const auto good = save(dir / "good.h5", tiny());
+
+  SECTION("missing file") {
+    check_throws_naming<resil::IoError>([&] { read(dir / "nope.h5"); }, "nope.h5");
+    CHECK(resil::IoError("x").exit_code() == resil::ExitCode::io);
+  }
+  SECTION("not HDF5") {
+    std::ofstream(dir / "text.h5") << "this is not an HDF5 file\n";
+    check_throws_naming<resil::CorruptInputError>([&] { read(dir / "text.h5"); }, "text.h5");
+  }
+  SECTION("truncated HDF5") {
+    const auto size = stdfs::file_size(good);
+    for (const auto keep : {std::uintmax_t{0}, std::uintmax_t{100}, size / 2, size - 1}) {
+      stdfs::copy_file(good, dir / "trunc.h5", stdfs::copy_options::overwrite_existing);
+      stdfs::resize_file(dir / "trunc.h5", keep);
+      CAPTURE(keep);
+      CHECK_THROWS_AS(read(dir / "trunc.h5", true), resil::Error);
+      CHECK_THROWS_AS(verify((dir / "trunc.h5").string()), resil::Error);
+    }
+  }
+  SECTION("a directory instead of a file") {
+    check_throws_naming<resil::IoError>([&] { read(dir.path()); }, dir.path().string());
+  }
+  SECTION("unsupported dtypes: compound, string, vlen") {
+    const auto p = (dir / "odd.h5").string();
+    {
+      h5::File f = h5::create_file(p);
+      hsize_t n = 2;
+      h5::Dataspace sp(H5Screate_simple(1, &n, nullptr));
+      h5::Datatype ct(H5Tcreate(H5T_COMPOUND, 8));
+      H5Tinsert(ct, "a", 0, H5T_NATIVE_FLOAT);
+      H5Tinsert(ct, "b", 4, H5T_NATIVE_FLOAT);
+      h5::Dataset d1(H5Dcreate2(f, "/compound", ct, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+      h5::Datatype st(H5Tcopy(H5T_C_S1));
+      H5Tset_size(st, 8);
+      h5::Dataset d2(H5Dcreate2(f, "/string", st, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+      h5::Datatype vt(H5Tvlen_create(H5T_NATIVE_INT));
+      h5::Dataset d3(H5Dcreate2(f, "/vlen", vt, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    }
+    h5::File f = h5::open_file(p, h5::Mode::read);
+    for (const char* name : {"/compound", "/string", "/vlen"}) {
+      check_throws_naming<resil::CorruptInputError>([&] { read_tensor(f, name, p); }, name);
+    }
+    CHECK(describe_dataset(f, "/compound").type_desc == "compound");
+    CHECK_FALSE(describe_dataset(f, "/vlen").dtype.has_value());
+    check_throws_naming<resil::CorruptInputError>([&] { read_tensor(f, "/missing", p); }, "/missing");
+  }
+  SECTION("shape or dtype mismatch on load") {
+    h5::File f = h5::open_file(good.string(), h5::Mode::read);
+    check_throws_naming<resil::MismatchError>([&] { read_tensor_as(f, "/model/w", DType::f32, {4}, good.string()); }, "/model/w");
+    check_throws_naming<resil::MismatchError>([&] { read_tensor_as(f, "/model/w", DType::f64, {2, 2}, good.string()); }, "f64");
+  }
+  SECTION("a checkpoint without /meta is not ours") {
+    const auto p = (dir / "foreign.h5").string();
+    {
+      h5::File f = h5::create_file(p);
+      write_tensor(f, "/model/w", tiny().model.at("w"));
+    }
+    check_throws_naming<resil::CorruptInputError>([&] { read(p); }, "/meta");
+  }
+  SECTION("malformed manifest") {
+    std::ofstream(dir / "bad.manifest.json") << "{\"step\": 3,";
+    check_throws_naming<resil::CorruptInputError>([&] { read_manifest(dir / "bad.manifest.json"); }, "bad.manifest.json");
+  }
+  SECTION("saving into a missing directory fails cleanly and leaves nothing behind") {
+    CHECK_THROWS_AS(save(dir / "no" / "such" / "dir.h5", tiny()), resil::IoError);
+    CHECK_FALSE(stdfs::exists(dir / "no"));
+  }
+  SECTION("a failing save leaves no temporary and no marker") {
+    // An invalid write option makes write() throw after the temporary was created.
+    CHECK_THROWS_AS(save(dir / "opt.h5", tiny(), {.chunks = {1, 1, 1}}), resil::UsageError);
+    for (const auto& e : stdfs::directory_iterator(dir.path())) {
+      const auto name = e.path().filename().string();
+      CHECK((name == "good.h5" || name == "good.h5.done"));
+    }
+  }
+  CHECK(h5::open_object_count() == 0);
+}
