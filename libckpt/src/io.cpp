@@ -99,6 +99,16 @@ h5::Datatype h5_native_type(DType t) {
 }
 
 void write_tensor(hid_t file, const std::string& path, const Tensor& t, const WriteOptions& opt) {
+  write_tensor_data(file, path, t, opt);
+  set_checksum(file, path, xxh64(t.bytes()));
+}
+
+void set_checksum(hid_t file, const std::string& path, std::uint64_t checksum) {
+  h5::Dataset d = h5::open_dataset(file, path, "");
+  h5::write_attr_u64(d, checksum_attr, checksum);
+}
+
+void write_tensor_data(hid_t file, const std::string& path, const Tensor& t, const WriteOptions& opt) {
   h5::SilenceErrors quiet;
   h5::make_parents(file, path);
   const auto& shape = t.shape();
@@ -122,7 +132,6 @@ void write_tensor(hid_t file, const std::string& path, const Tensor& t, const Wr
   h5::Dataset d(RESIL_H5_CHECK(H5Dcreate2(file, path.c_str(), ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
                                "create dataset " + path));
   if (t.nbytes() > 0) RESIL_H5_CHECK(H5Dwrite(d, ftype, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.bytes().data()), "write dataset " + path);
-  h5::write_attr_u64(d, checksum_attr, xxh64(t.bytes()));
   if (t.dtype() == DType::bf16) h5::write_attr_str(d, dtype_attr, "bf16");
 }
 
@@ -134,7 +143,7 @@ Tensor read_tensor(hid_t file, const std::string& path, const std::string& fname
   if (!dt) throw CorruptInputError(where(fname, path) + ": unsupported element type " + type_description(ftype));
   h5::Dataspace space(H5Dget_space(d));
   if (H5Sget_simple_extent_type(space) == H5S_NULL) throw CorruptInputError(where(fname, path) + ": has a null dataspace");
-  Tensor t(*dt, dataspace_shape(space));
+  Tensor t(*dt, dataspace_shape(space), Tensor::uninitialized);
   h5::Datatype mtype = h5_native_type(*dt);
   if (t.nbytes() > 0 && H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.bytes().data()) < 0)
     h5::throw_error(where(fname, path) + ": read failed", ExitCode::corrupt_input);
@@ -266,11 +275,7 @@ VerifyReport verify(const std::string& file_path) {
   return report;
 }
 
-void update_checksum(hid_t file, const std::string& path) {
-  const std::uint64_t c = dataset_checksum(file, path);
-  h5::Dataset d = h5::open_dataset(file, path, "");
-  h5::write_attr_u64(d, checksum_attr, c);
-}
+void update_checksum(hid_t file, const std::string& path) { set_checksum(file, path, dataset_checksum(file, path)); }
 
 std::string shape_string(const Shape& s) {
   std::string out = "[";

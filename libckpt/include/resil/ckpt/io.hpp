@@ -29,6 +29,10 @@ struct WriteOptions {
 
 /// Write `t` as dataset `path` (parents created), with the checksum attribute (and bf16 marker).
 void write_tensor(hid_t file, const std::string& path, const Tensor& t, const WriteOptions& opt = {});
+/// Two-step form for writers that hash on another thread: the data (and bf16 marker) first,
+/// then the checksum attribute once it is known.
+void write_tensor_data(hid_t file, const std::string& path, const Tensor& t, const WriteOptions& opt = {});
+void set_checksum(hid_t file, const std::string& path, std::uint64_t checksum);
 
 /// Read dataset `path` into native-order memory. `file_for_errors` names the file in messages.
 /// Unsupported types (compound, string, vlen, enum, ...) raise CorruptInputError naming the dataset.

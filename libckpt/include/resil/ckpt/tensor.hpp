@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -36,15 +37,35 @@ template <> constexpr DType dtype_of<std::uint32_t>() { return DType::u32; }
 template <> constexpr DType dtype_of<std::uint16_t>() { return DType::u16; }
 template <> constexpr DType dtype_of<std::uint8_t>() { return DType::u8; }
 
+/// Allocator that leaves elements default-initialised (no zero fill): reading a large tensor from
+/// disk should touch its memory once, not twice.
+template <class T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <class U> struct rebind { using other = DefaultInitAllocator<U>; };
+  using std::allocator<T>::allocator;
+  template <class U, class... Args> void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0) ::new (static_cast<void*>(p)) U;
+    else ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
 class Tensor {
 public:
   Tensor() = default;
-  Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)), bytes_(shape_numel(shape_) * dtype_size(dtype_)) {}
+  /// Zero-filled tensor.
+  Tensor(DType dtype, Shape shape) : Tensor(dtype, std::move(shape), uninitialized) {
+    std::memset(bytes_.data(), 0, bytes_.size());
+  }
+  struct Uninitialized {};
+  static constexpr Uninitialized uninitialized{};
+  /// Tensor whose bytes are left as allocated (the caller overwrites all of them).
+  Tensor(DType dtype, Shape shape, Uninitialized)
+      : dtype_(dtype), shape_(std::move(shape)), bytes_(shape_numel(shape_) * dtype_size(dtype_)) {}
 
   /// Copy typed data in: `Tensor::from<float>({2,3}, values)`.
   template <class T>
   static Tensor from(Shape shape, std::span<const T> values) {
-    Tensor t(dtype_of<T>(), std::move(shape));
+    Tensor t(dtype_of<T>(), std::move(shape), uninitialized);
     if (values.size() != t.numel())
       throw UsageError("Tensor::from: " + std::to_string(values.size()) + " values for shape " + shape_string(t.shape_));
     std::memcpy(t.bytes_.data(), values.data(), t.nbytes());
@@ -83,7 +104,7 @@ private:
 
   DType dtype_ = DType::f32;
   Shape shape_;
-  std::vector<std::byte> bytes_;
+  std::vector<std::byte, DefaultInitAllocator<std::byte>> bytes_;
 };
 
 }  // namespace resil::ckpt
