@@ -1,0 +1,33 @@
+// Compare two HDF5 files dataset by dataset, streaming bounded slabs of stored words.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace resil::inject {
+
+struct DatasetDiff {
+  std::string path;
+  std::string status = "same";        // same | differ | shape-mismatch | dtype-mismatch | only-in-a | only-in-b | unsupported
+  std::string dtype;
+  std::uint64_t numel = 0;
+  std::uint64_t differing = 0;        // elements whose stored bits differ
+  std::array<std::uint64_t, 64> bit_histogram{};  // differing bit positions (0 = LSB)
+  double max_abs_error = 0, max_rel_error = 0;     // over differing finite pairs
+  std::uint64_t nan_a = 0, nan_b = 0, inf_a = 0, inf_b = 0;
+};
+
+struct DiffReport {
+  std::vector<DatasetDiff> datasets;
+  bool identical() const noexcept;
+  nlohmann::json to_json() const;
+};
+
+/// Compare every dataset of `a` and `b` (same paths). Throws on unreadable files.
+DiffReport diff(const std::string& a, const std::string& b);
+
+}  // namespace resil::inject

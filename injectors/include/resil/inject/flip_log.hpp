@@ -1,0 +1,88 @@
+// The flip log (JSONL, docs/flip-log.md): the single source for revert, replay, campaigns and
+// reports. Line 1 is a header, then one record per fault, then a footer with the output hash.
+// Parsing has no HDF5 dependency so it can be fuzzed on its own.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "resil/ckpt/dtype.hpp"
+
+namespace resil::inject {
+
+inline constexpr const char* log_format = "resil-flip-log/1";
+
+/// One fault on one stored word (or, for --raw, on one byte of the file).
+/// Several records may hit the same word; they apply in log order (old of the second = new of the first).
+struct FlipRecord {
+  bool raw = false;               // true: file-byte record (offset/old/new are a byte)
+  std::string dataset;            // absolute path (empty for raw)
+  std::uint64_t index = 0;        // flat C-order element index (raw: byte offset in the file)
+  std::vector<std::uint64_t> nd;  // N-d index (empty for raw and scalars)
+  ckpt::DType dtype = ckpt::DType::u8;
+  unsigned width = 8;             // stored bits of the word
+  unsigned anchor = 0;            // the sampled bit (0 = LSB)
+  std::uint64_t old_bits = 0, new_bits = 0;
+  std::uint64_t mask() const noexcept { return old_bits ^ new_bits; }
+};
+
+struct LogHeader {
+  std::string tool_version;
+  std::uint64_t seed = 0;
+  std::uint64_t trial = 0;
+  std::string model;               // fault model text
+  std::vector<std::string> args;   // command line
+  std::string input;               // input path as given
+  std::string input_sha256;        // "" when hashing was skipped
+  std::string output;
+  std::string output_sha256;       // known up front with -o; for --in-place see the footer
+  bool in_place = false;
+  bool raw = false;
+  std::uint64_t planned = 0;       // number of records that follow
+};
+
+struct FlipLog {
+  LogHeader header;
+  std::vector<FlipRecord> records;
+  bool complete = false;           // a footer was found (the injection finished)
+  std::string footer_output_sha256;
+};
+
+/// One JSON line (no newline) per object.
+std::string header_line(const LogHeader& h);
+std::string record_line(const FlipRecord& r, std::uint64_t seq);
+std::string footer_line(std::uint64_t applied, const std::string& output_sha256);
+
+/// Parse a whole log; throws CorruptInputError naming `source` and the line number.
+FlipLog parse_log(std::string_view text, const std::string& source);
+FlipLog read_log(const std::filesystem::path& p);
+
+/// JSON number for a value, or a string "nan"/"inf"/"-inf" (JSON has no non-finite numbers).
+nlohmann::json value_json(double v);
+std::string hex_bits(std::uint64_t v, unsigned width);
+
+/// Append-only log file; `sync()` makes everything written so far durable (fsync).
+class LogWriter {
+public:
+  explicit LogWriter(const std::filesystem::path& p);  // truncates; throws IoError
+  ~LogWriter();
+  LogWriter(const LogWriter&) = delete;
+  LogWriter& operator=(const LogWriter&) = delete;
+  void line(const std::string& json_line);
+  void sync();
+  void close();
+
+private:
+  void write_out();
+  std::filesystem::path path_;
+  int fd_ = -1;
+  std::string buf_;
+};
+
+}  // namespace resil::inject

@@ -1,0 +1,86 @@
+// inject::select -> inject::sample_sites -> inject::plan -> inject::apply: the library steps a CLI
+// run or a campaign trial takes. Sampling is uniform over stored bits (a dataset weighs numel x
+// its selected bits), counter-based: trial t of seed s is reproducible on its own.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "resil/ckpt/io.hpp"
+#include "resil/inject/fault_model.hpp"
+#include "resil/inject/flip_log.hpp"
+#include "resil/inject/selection.hpp"
+
+namespace resil::inject {
+
+enum class Role { all, model, optimizer };
+
+struct SelectOptions {
+  std::vector<std::string> include, exclude;  // globs on dataset paths
+  Role role = Role::all;                      // our schema: /model/..., /optimizer/...
+  BitSpec bits;                               // empty: every stored bit
+  std::optional<ckpt::DType> as;              // e.g. bf16: read uint16 datasets as bfloat16
+};
+
+/// A dataset that can be hit, with its selected bits.
+struct Target {
+  ckpt::DatasetInfo info;
+  ckpt::DType dtype;           // after --as
+  std::uint64_t allowed = 0;   // selected bits of a word
+  unsigned nbits = 0;          // popcount(allowed)
+  std::uint64_t weight() const noexcept { return info.numel() * nbits; }
+};
+
+/// Counters and bookkeeping that are skipped unless an --include names them: num_batches_tracked,
+/// optimizer step counters, integer scalars, and everything under /meta.
+bool is_counter(const ckpt::DatasetInfo& d);
+
+/// Filter the file's datasets. Throws NothingSelectedError when no stored bit remains.
+std::vector<Target> select(const std::vector<ckpt::DatasetInfo>& datasets, const SelectOptions& opt);
+
+enum class Stratify { none, bits, dataset };
+
+struct PlanOptions {
+  std::uint64_t seed = 0;
+  std::uint64_t trial = 0;              // campaign trial: its own counter-based streams
+  std::optional<std::uint64_t> flips;   // exact count, sites without replacement
+  std::optional<double> ber;            // per stored bit
+  Stratify stratify = Stratify::none;
+  FaultModel model;
+};
+
+struct Site {
+  std::uint32_t target = 0;
+  std::uint64_t index = 0;  // flat element index
+  unsigned bit = 0;
+  auto operator<=>(const Site&) const = default;
+};
+
+/// Draw the fault sites (sorted by target, index, bit). Pure function of (targets, options).
+std::vector<Site> sample_sites(std::span<const Target> targets, const PlanOptions& opt);
+
+/// Sites -> flip records: reads the touched words of `file` (read-only) and applies the fault
+/// model in site order. Records hitting one word chain (old of the second = new of the first).
+std::vector<FlipRecord> plan(const std::string& file, std::span<const Target> targets, std::span<const Site> sites,
+                             const PlanOptions& opt);
+
+enum class Direction { forward, revert };
+struct ApplyStats {
+  std::uint64_t words = 0;       // distinct words the records touch
+  std::uint64_t changed = 0;     // words written
+  std::uint64_t unchanged = 0;   // already in the target state (e.g. revert of an interrupted run)
+};
+
+/// Apply records to `file` (forward: replay/inject; revert: exact undo, in reverse order).
+/// Per word the current bits must be a state of its record chain (forward: the first old or the
+/// last new; revert: the first old or any new); otherwise MismatchError names dataset and index,
+/// unless `force`. Raw records are applied to the file's bytes.
+ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force = false);
+
+/// Flat index -> N-d index (C order).
+std::vector<std::uint64_t> unravel_index(std::uint64_t flat, const ckpt::Shape& shape);
+
+}  // namespace resil::inject

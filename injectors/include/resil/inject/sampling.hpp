@@ -1,0 +1,21 @@
+// Sampling primitives over a space of `total` stored bits, counter-based (resil::Rng).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "resil/core/rng.hpp"
+
+namespace resil::inject {
+
+/// Streams of derive_seed(seed, trial) used by planning (fixed: changing them changes every plan).
+inline constexpr std::uint64_t stream_sites = 0, stream_model = 1, stream_strata = 2;
+/// Upper bound on sites in one plan (memory guard).
+inline constexpr std::uint64_t max_sites = 100'000'000;
+
+/// n distinct values of [0, total), sorted; each n-subset equally likely (Floyd).
+std::vector<std::uint64_t> draw_without_replacement(std::uint64_t total, std::uint64_t n, Rng& rng);
+/// Each value of [0, total) independently with probability p, sorted.
+std::vector<std::uint64_t> draw_bernoulli(std::uint64_t total, double p, Rng& rng);
+
+}  // namespace resil::inject

@@ -1,0 +1,154 @@
+// plan(): sites -> records (reads the touched words once); apply(): records -> file, per word
+// chain, block by block, so each touched chunk is read and written once.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+#include "resil/inject/plan.hpp"
+#include "resil/inject/sampling.hpp"
+#include "resil/inject/words.hpp"
+
+namespace resil::inject {
+
+std::vector<FlipRecord> plan(const std::string& file, std::span<const Target> targets, std::span<const Site> sites,
+                             const PlanOptions& opt) {
+  // Current words of every touched element, read block by block.
+  std::vector<std::unordered_map<std::uint64_t, std::uint64_t>> current(targets.size());
+  {
+    std::vector<std::vector<std::uint64_t>> idx(targets.size());
+    for (const auto& s : sites) idx[s.target].push_back(s.index);
+    WordFile wf(file, false);
+    for (std::size_t t = 0; t < targets.size(); ++t) {
+      if (idx[t].empty()) continue;
+      const unsigned width = wf.width_of(targets[t].info.path);
+      if (width != ckpt::dtype_bits(targets[t].dtype))
+        throw UsageError(file + ": dataset " + targets[t].info.path + ": stored width " + std::to_string(width) +
+                         " does not match dtype " + std::string(ckpt::dtype_name(targets[t].dtype)));
+      wf.edit(targets[t].info.path, std::move(idx[t]), [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
+        for (std::size_t k = 0; k < i.size(); ++k) current[t][i[k]] = w[k];
+      });
+    }
+    wf.close();
+  }
+  Rng rng(derive_seed(opt.seed, opt.trial), stream_model);
+  std::vector<FlipRecord> out;
+  out.reserve(sites.size());
+  for (const auto& s : sites) {
+    const Target& t = targets[s.target];
+    FlipRecord r;
+    r.dataset = t.info.path;
+    r.index = s.index;
+    r.nd = unravel_index(s.index, t.info.shape);
+    r.dtype = t.dtype;
+    r.width = ckpt::dtype_bits(t.dtype);
+    r.anchor = s.bit;
+    auto& w = current[s.target].at(s.index);
+    r.old_bits = w;
+    r.new_bits = opt.model.apply(w, r.width, s.bit, t.allowed, rng);
+    w = r.new_bits;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+namespace {
+
+std::string site_name(const FlipRecord& r) {
+  return r.raw ? "byte " + std::to_string(r.index) : "dataset " + r.dataset + " element " + std::to_string(r.index);
+}
+
+// One word's records in log order; decides the word's bits after applying/reverting them.
+std::uint64_t resolve(const std::vector<const FlipRecord*>& chain, std::uint64_t w, Direction dir, bool force,
+                      const std::string& file, ApplyStats& st) {
+  const FlipRecord& first = *chain.front();
+  const FlipRecord& last = *chain.back();
+  const unsigned width = first.width;
+  if (dir == Direction::forward) {
+    if (w == first.old_bits) {
+      if (w != last.new_bits) ++st.changed;
+      else ++st.unchanged;
+      return last.new_bits;
+    }
+    if (w == last.new_bits) {
+      ++st.unchanged;
+      return w;
+    }
+    if (!force)
+      throw MismatchError(file + ": " + site_name(first) + ": found bits " + hex_bits(w, width) + ", the log expects " +
+                          hex_bits(first.old_bits, width) + " (not the file the log was made from? --force overrides)");
+    ++st.changed;
+    return last.new_bits;
+  }
+  if (w == first.old_bits) {
+    ++st.unchanged;
+    return w;
+  }
+  bool known = false;
+  for (const auto* r : chain) known = known || w == r->new_bits;
+  if (!known && !force)
+    throw MismatchError(file + ": " + site_name(first) + ": found bits " + hex_bits(w, width) +
+                        ", which no record of the log produced (--force overrides)");
+  ++st.changed;
+  return first.old_bits;
+}
+
+ApplyStats apply_raw(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force) {
+  std::map<std::uint64_t, std::vector<const FlipRecord*>> chains;
+  for (const auto& r : records) chains[r.index].push_back(&r);
+  const int fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) throw IoError(file + ": cannot open for writing: " + std::strerror(errno));
+  ApplyStats st;
+  try {
+    for (const auto& [off, chain] : chains) {
+      unsigned char b = 0;
+      if (::pread(fd, &b, 1, static_cast<off_t>(off)) != 1)
+        throw MismatchError(file + ": byte " + std::to_string(off) + " is beyond the end of the file");
+      ++st.words;
+      const auto nb = static_cast<unsigned char>(resolve(chain, b, dir, force, file, st));
+      if (nb != b && ::pwrite(fd, &nb, 1, static_cast<off_t>(off)) != 1)
+        throw IoError(file + ": write failed: " + std::strerror(errno));
+    }
+    if (::fsync(fd) != 0) throw IoError(file + ": fsync failed: " + std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return st;
+}
+
+}  // namespace
+
+ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force) {
+  if (records.empty()) return {};
+  if (records.front().raw) return apply_raw(file, records, dir, force);
+  // dataset -> index -> chain (log order)
+  std::map<std::string, std::map<std::uint64_t, std::vector<const FlipRecord*>>> chains;
+  for (const auto& r : records) {
+    if (r.raw) throw CorruptInputError("flip log mixes raw and dataset records");
+    chains[r.dataset][r.index].push_back(&r);
+  }
+  ApplyStats st;
+  WordFile wf(file, true);
+  for (auto& [dataset, by_index] : chains) {
+    const unsigned width = wf.width_of(dataset);
+    if (width != by_index.begin()->second.front()->width)
+      throw MismatchError(file + ": dataset " + dataset + " stores " + std::to_string(width) + "-bit words, the log has " +
+                          std::to_string(by_index.begin()->second.front()->width) + "-bit records");
+    std::vector<std::uint64_t> idx;
+    idx.reserve(by_index.size());
+    for (const auto& kv : by_index) idx.push_back(kv.first);
+    st.words += idx.size();
+    wf.edit(dataset, std::move(idx), [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
+      for (std::size_t k = 0; k < i.size(); ++k) w[k] = resolve(by_index.at(i[k]), w[k], dir, force, file, st);
+    });
+  }
+  wf.close();
+  return st;
+}
+
+}  // namespace resil::inject

@@ -1,0 +1,210 @@
+#include "resil/inject/flip_log.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "resil/core/error.hpp"
+#include "resil/inject/selection.hpp"
+
+namespace resil::inject {
+
+using nlohmann::json;
+
+nlohmann::json value_json(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+std::string hex_bits(std::uint64_t v, unsigned width) {
+  static constexpr char digits[] = "0123456789abcdef";
+  const unsigned n = (width + 3) / 4;
+  std::string s = "0x";
+  for (unsigned i = n; i-- > 0;) s += digits[(v >> (4 * i)) & 0xf];
+  return s;
+}
+
+std::string header_line(const LogHeader& h) {
+  json j = {{"type", "header"}, {"format", log_format}, {"tool", "ckpt-flip"}, {"version", h.tool_version},
+            {"seed", h.seed}, {"trial", h.trial}, {"model", h.model}, {"args", h.args},
+            {"input", h.input}, {"input_sha256", h.input_sha256}, {"output", h.output},
+            {"output_sha256", h.output_sha256}, {"in_place", h.in_place}, {"raw", h.raw}, {"planned", h.planned}};
+  return j.dump();
+}
+
+std::string record_line(const FlipRecord& r, std::uint64_t seq) {
+  json j;
+  const std::uint64_t mask = r.mask();
+  std::vector<unsigned> bits;
+  for (unsigned b = 0; b < 64; ++b)
+    if ((mask >> b) & 1) bits.push_back(b);
+  if (r.raw) {
+    j = {{"type", "raw"}, {"seq", seq}, {"offset", r.index}, {"anchor", r.anchor}, {"bits", bits},
+         {"mask", hex_bits(mask, 8)}, {"old", hex_bits(r.old_bits, 8)}, {"new", hex_bits(r.new_bits, 8)}};
+  } else {
+    j = {{"type", "flip"}, {"seq", seq}, {"dataset", r.dataset}, {"index", r.index}, {"nd", r.nd},
+         {"dtype", std::string(ckpt::dtype_name(r.dtype))}, {"anchor", r.anchor}, {"bits", bits},
+         {"mask", hex_bits(mask, r.width)}, {"old", hex_bits(r.old_bits, r.width)}, {"new", hex_bits(r.new_bits, r.width)},
+         {"old_value", value_json(ckpt::word_to_double(r.dtype, r.old_bits))},
+         {"new_value", value_json(ckpt::word_to_double(r.dtype, r.new_bits))}};
+  }
+  return j.dump();
+}
+
+std::string footer_line(std::uint64_t applied, const std::string& output_sha256) {
+  return json{{"type", "footer"}, {"applied", applied}, {"output_sha256", output_sha256}}.dump();
+}
+
+namespace {
+
+std::uint64_t parse_hex(const json& j, const char* key, unsigned width, const std::string& where) {
+  const auto s = j.at(key).get<std::string>();
+  std::string_view v = s;
+  if (!v.starts_with("0x")) throw CorruptInputError(where + ": \"" + key + "\" must be a 0x-prefixed hex string");
+  v.remove_prefix(2);
+  std::uint64_t x = 0;
+  const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x, 16);
+  if (v.empty() || ec != std::errc() || ptr != v.data() + v.size())
+    throw CorruptInputError(where + ": \"" + key + "\" is not a 64-bit hex number");
+  if ((x & ~width_mask(width)) != 0) throw CorruptInputError(where + ": \"" + key + "\" has bits beyond the word width");
+  return x;
+}
+
+FlipRecord parse_record(const json& j, bool raw, const std::string& where) {
+  FlipRecord r;
+  r.raw = raw;
+  if (raw) {
+    r.index = j.at("offset").get<std::uint64_t>();
+    r.width = 8;
+  } else {
+    r.dataset = j.at("dataset").get<std::string>();
+    if (r.dataset.empty() || r.dataset.front() != '/') throw CorruptInputError(where + ": dataset path must be absolute");
+    r.index = j.at("index").get<std::uint64_t>();
+    if (j.contains("nd")) r.nd = j.at("nd").get<std::vector<std::uint64_t>>();
+    const auto dt = ckpt::dtype_from_name(j.at("dtype").get<std::string>());
+    if (!dt) throw CorruptInputError(where + ": unknown dtype");
+    r.dtype = *dt;
+    r.width = ckpt::dtype_bits(*dt);
+  }
+  r.anchor = j.contains("anchor") ? j.at("anchor").get<unsigned>() : 0;
+  if (r.anchor >= r.width) throw CorruptInputError(where + ": anchor bit beyond the word width");
+  r.old_bits = parse_hex(j, "old", r.width, where);
+  r.new_bits = parse_hex(j, "new", r.width, where);
+  if (j.contains("mask") && parse_hex(j, "mask", r.width, where) != r.mask())
+    throw CorruptInputError(where + ": mask does not equal old XOR new");
+  return r;
+}
+
+}  // namespace
+
+FlipLog parse_log(std::string_view text, const std::string& source) {
+  FlipLog log;
+  std::size_t pos = 0, lineno = 0;
+  bool have_header = false;
+  while (pos < text.size()) {
+    std::size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) nl = text.size();
+    const std::string_view line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const std::string where = source + ":" + std::to_string(lineno);
+    try {
+      const json j = json::parse(line);
+      if (!j.is_object()) throw CorruptInputError(where + ": each line must be a JSON object");
+      const auto type = j.at("type").get<std::string>();
+      if (!have_header) {
+        if (type != "header") throw CorruptInputError(where + ": the first line must be the header");
+        if (j.at("format").get<std::string>() != log_format)
+          throw CorruptInputError(where + ": unsupported log format (expected " + log_format + ")");
+        auto& h = log.header;
+        h.tool_version = j.value("version", "");
+        h.seed = j.at("seed").get<std::uint64_t>();
+        h.trial = j.value("trial", std::uint64_t{0});
+        h.model = j.value("model", "");
+        if (j.contains("args")) h.args = j.at("args").get<std::vector<std::string>>();
+        h.input = j.value("input", "");
+        h.input_sha256 = j.value("input_sha256", "");
+        h.output = j.value("output", "");
+        h.output_sha256 = j.value("output_sha256", "");
+        h.in_place = j.value("in_place", false);
+        h.raw = j.value("raw", false);
+        h.planned = j.value("planned", std::uint64_t{0});
+        have_header = true;
+      } else if (type == "flip" || type == "raw") {
+        if (log.complete) throw CorruptInputError(where + ": record after the footer");
+        if ((type == "raw") != log.header.raw) throw CorruptInputError(where + ": record type does not match the header");
+        log.records.push_back(parse_record(j, type == "raw", where));
+      } else if (type == "footer") {
+        if (log.complete) throw CorruptInputError(where + ": second footer");
+        log.complete = true;
+        log.footer_output_sha256 = j.value("output_sha256", "");
+      } else {
+        throw CorruptInputError(where + ": unknown record type \"" + type + "\"");
+      }
+    } catch (const json::exception& e) {
+      throw CorruptInputError(where + ": malformed flip log line: " + e.what());
+    }
+  }
+  if (!have_header) throw CorruptInputError(source + ": empty flip log (no header)");
+  return log;
+}
+
+FlipLog read_log(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw IoError(p.string() + ": cannot open flip log");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_log(ss.str(), p.string());
+}
+
+LogWriter::LogWriter(const std::filesystem::path& p) : path_(p) {
+  fd_ = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw IoError(p.string() + ": cannot create flip log: " + std::strerror(errno));
+}
+
+LogWriter::~LogWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void LogWriter::line(const std::string& json_line) {
+  buf_ += json_line;
+  buf_ += '\n';
+  if (buf_.size() > (1u << 20)) write_out();
+}
+
+void LogWriter::write_out() {
+  std::size_t done = 0;
+  while (done < buf_.size()) {
+    const ssize_t n = ::write(fd_, buf_.data() + done, buf_.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(path_.string() + ": write failed: " + std::strerror(errno));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  buf_.clear();
+}
+
+void LogWriter::sync() {
+  write_out();
+  if (::fsync(fd_) != 0) throw IoError(path_.string() + ": fsync failed: " + std::strerror(errno));
+}
+
+void LogWriter::close() {
+  sync();
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    throw IoError(path_.string() + ": close failed");
+  }
+  fd_ = -1;
+}
+
+}  // namespace resil::inject

@@ -1,0 +1,103 @@
+#include "resil/inject/scan.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "resil/ckpt/hash.hpp"
+#include "resil/ckpt/io.hpp"
+#include "resil/inject/flip_log.hpp"
+#include "resil/inject/words.hpp"
+
+namespace resil::inject {
+
+namespace h5 = ckpt::h5;
+
+bool ScanReport::suspect() const noexcept {
+  return std::any_of(datasets.begin(), datasets.end(), [](const DatasetScan& d) { return d.suspect(); });
+}
+
+nlohmann::json ScanReport::to_json() const {
+  nlohmann::json ds = nlohmann::json::array();
+  for (const auto& d : datasets)
+    ds.push_back({{"dataset", d.path}, {"dtype", d.dtype}, {"numel", d.numel}, {"checksum", d.checksum},
+                  {"nan", d.nan}, {"inf", d.inf}, {"exponent_outliers", d.outliers},
+                  {"median_exponent", d.median_exponent}, {"threshold_exponent", d.threshold_exponent},
+                  {"max_abs", value_json(d.max_abs)}, {"max_abs_index", d.max_abs_index}, {"suspect", d.suspect()}});
+  return {{"verdict", suspect() ? "suspect" : "clean"}, {"datasets", ds}, {"skipped", skipped}};
+}
+
+ScanReport scan(const std::string& file) {
+  h5::File f = h5::open_file(file, h5::Mode::read);
+  ScanReport rep;
+  for (const auto& info : ckpt::list_datasets(f)) {
+    if (!info.dtype || info.layout == ckpt::Layout::virtual_) {
+      rep.skipped.push_back(info.path + " (" + info.type_desc + ")");
+      continue;
+    }
+    DatasetScan s;
+    s.path = info.path;
+    s.dtype = info.type_desc;
+    s.numel = info.numel();
+    const auto dt = *info.dtype;
+    const auto fl = ckpt::float_layout(dt);
+    h5::Dataset d = h5::open_dataset(f, info.path, file);
+    h5::SilenceErrors quiet;
+    h5::Datatype ftype(H5Dget_type(d));
+    const unsigned size = static_cast<unsigned>(H5Tget_size(ftype));
+    std::vector<std::uint64_t> hist(fl ? (std::size_t{1} << fl->exponent_bits) : 0);
+    ckpt::Xxh64 h;
+    std::uint64_t pos = 0;
+    try {
+      ckpt::for_each_slab(d, ftype, std::size_t{32} << 20, [&](std::span<const std::byte> bytes) {
+        h.update(bytes);
+        const std::size_t n = bytes.size() / size;
+        for (std::size_t i = 0; i < n; ++i, ++pos) {
+          const std::uint64_t w = load_word(bytes.data() + i * size, size, info.big_endian);
+          const double v = ckpt::word_to_double(dt, w);
+          if (std::fabs(v) > s.max_abs) {
+            s.max_abs = std::fabs(v);
+            s.max_abs_index = pos;
+          }
+          if (!fl) continue;
+          const std::uint64_t e = (w >> fl->mantissa_bits) & ((std::uint64_t{1} << fl->exponent_bits) - 1);
+          if (e == hist.size() - 1) {
+            if (std::isnan(v)) ++s.nan;
+            else ++s.inf;
+          } else {
+            ++hist[e];
+          }
+        }
+      });
+    } catch (const Hdf5Error& e) {
+      throw CorruptInputError(file + ": dataset " + info.path + ": cannot read (damaged?): " + e.what());
+    }
+    if (info.checksum) s.checksum = h.digest() == *info.checksum ? "ok" : "mismatch";
+    if (fl) {
+      // Exponent distribution of the non-zero finite values (field 0 = zero/subnormal is left out).
+      std::uint64_t total = 0;
+      for (std::size_t e = 1; e + 1 < hist.size(); ++e) total += hist[e];
+      const int bias = (1 << (fl->exponent_bits - 1)) - 1;
+      if (total > 0) {
+        auto quantile = [&](double q) {
+          const auto target = static_cast<std::uint64_t>(q * static_cast<double>(total - 1));
+          std::uint64_t acc = 0;
+          for (std::size_t e = 1; e + 1 < hist.size(); ++e) {
+            acc += hist[e];
+            if (acc > target) return static_cast<int>(e);
+          }
+          return static_cast<int>(hist.size() - 2);
+        };
+        const int med = quantile(0.5);
+        int thr = med + outlier_binades;
+        if (total >= 1000) thr = std::max(thr, quantile(0.999) + 8);
+        for (std::size_t e = static_cast<std::size_t>(std::max(thr + 1, 1)); e + 1 < hist.size(); ++e) s.outliers += hist[e];
+        s.median_exponent = med - bias;
+        s.threshold_exponent = thr - bias;
+      }
+    }
+    rep.datasets.push_back(std::move(s));
+  }
+  return rep;
+}
+
+}  // namespace resil::inject

@@ -1,0 +1,60 @@
+#include "resil/inject/plan.hpp"
+
+#include <bit>
+
+namespace resil::inject {
+
+bool is_counter(const ckpt::DatasetInfo& d) {
+  if (d.path.starts_with("/meta/") || d.path == "/meta") return true;
+  const auto slash = d.path.rfind('/');
+  const std::string name = d.path.substr(slash + 1);
+  if (name == "num_batches_tracked" || name == "global_step" || name == "iterations") return true;
+  if (name == "step" && d.path.starts_with("/optimizer/")) return true;
+  const bool integer = d.dtype && !ckpt::dtype_is_float(*d.dtype);
+  return integer && d.numel() <= 1;
+}
+
+std::vector<Target> select(const std::vector<ckpt::DatasetInfo>& datasets, const SelectOptions& opt) {
+  std::vector<Glob> inc, exc;
+  for (const auto& p : opt.include) inc.emplace_back(p);
+  for (const auto& p : opt.exclude) exc.emplace_back(p);
+  std::vector<Target> out;
+  for (const auto& d : datasets) {
+    if (!d.dtype || d.layout == ckpt::Layout::virtual_ || d.numel() == 0) continue;
+    if (opt.role == Role::model && !d.path.starts_with("/model/")) continue;
+    if (opt.role == Role::optimizer && !d.path.starts_with("/optimizer/")) continue;
+    bool included = false;
+    for (const auto& g : inc) included = included || g.matches(d.path);
+    if (!inc.empty() && !included) continue;
+    if (!included && is_counter(d)) continue;  // counters only when an --include names them
+    bool excluded = false;
+    for (const auto& g : exc) excluded = excluded || g.matches(d.path);
+    if (excluded) continue;
+    Target t{d, *d.dtype};
+    if (opt.as && ckpt::dtype_size(*opt.as) == ckpt::dtype_size(t.dtype) && !ckpt::dtype_is_float(t.dtype)) t.dtype = *opt.as;
+    t.allowed = opt.bits.mask_for(t.dtype);
+    t.nbits = static_cast<unsigned>(std::popcount(t.allowed));
+    if (t.nbits == 0) continue;
+    out.push_back(std::move(t));
+  }
+  if (out.empty()) {
+    std::string why = "the selection matched no dataset with selectable bits";
+    if (!opt.include.empty()) why += " (--include";
+    for (const auto& p : opt.include) why += " " + p;
+    if (!opt.include.empty()) why += ")";
+    if (!opt.bits.empty()) why += " (--bits " + opt.bits.text() + ")";
+    throw NothingSelectedError(why);
+  }
+  return out;
+}
+
+std::vector<std::uint64_t> unravel_index(std::uint64_t flat, const ckpt::Shape& shape) {
+  std::vector<std::uint64_t> nd(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    nd[d] = shape[d] ? flat % shape[d] : 0;
+    flat = shape[d] ? flat / shape[d] : 0;
+  }
+  return nd;
+}
+
+}  // namespace resil::inject
