@@ -1,0 +1,105 @@
+// The compute boundary: every numeric kernel the models use, behind one interface, so the same
+// layer and model code runs on the CPU backend (OpenBLAS) today and a CUDA backend (cuBLAS) later.
+// Pointers are backend memory (host memory for the CPU backend); host data crosses the boundary only
+// through upload/download. All matrices are row-major.
+//
+// Determinism contract: every kernel gives bit-identical results for identical inputs and the same
+// backend configuration (CPU: the BLAS thread count is pinned by the backend and recorded in the
+// checkpoint config); reductions run in a fixed order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace resil::train {
+
+struct ConvGeom {
+  int c = 1, h = 1, w = 1;   // input channels and size
+  int kh = 1, kw = 1, stride = 1, pad = 0;
+  int oh() const noexcept { return (h + 2 * pad - kh) / stride + 1; }
+  int ow() const noexcept { return (w + 2 * pad - kw) / stride + 1; }
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  /// Threads the backend computes with (CPU: OpenBLAS threads), part of the run's config.
+  virtual int threads() const = 0;
+
+  // ---- memory ----
+  virtual float* alloc(std::size_t n) = 0;  // zero-filled
+  virtual void release(float* p) noexcept = 0;
+  virtual std::int32_t* alloc_i32(std::size_t n) = 0;
+  virtual void release_i32(std::int32_t* p) noexcept = 0;
+  virtual void upload(float* dst, const float* host, std::size_t n) = 0;
+  virtual void upload_i32(std::int32_t* dst, const std::int32_t* host, std::size_t n) = 0;
+  virtual void download(float* host, const float* src, std::size_t n) = 0;
+  virtual void fill(float* x, std::size_t n, float v) = 0;
+  virtual void copy(float* dst, const float* src, std::size_t n) = 0;
+
+  // ---- dense algebra ----
+  /// C = alpha * op(A) * op(B) + beta * C, op(A) is m x k, op(B) is k x n.
+  virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+                    int ldb, float beta, float* c, int ldc) = 0;
+  /// y[r, c] += bias[c] for an rows x cols matrix.
+  virtual void add_bias(float* y, const float* bias, int rows, int cols) = 0;
+  /// db[c] += sum_r dy[r, c], summed in row order.
+  virtual void accumulate_bias_grad(const float* dy, float* db, int rows, int cols) = 0;
+  /// y[n, c, p] += bias[c] (NCHW with p over the plane) and its gradient.
+  virtual void add_channel_bias(float* y, const float* bias, int n, int c, int plane) = 0;
+  virtual void accumulate_channel_bias_grad(const float* dy, float* db, int n, int c, int plane) = 0;
+  /// y += alpha * x
+  virtual void axpy(std::size_t n, float alpha, const float* x, float* y) = 0;
+
+  // ---- elementwise ----
+  virtual void relu_forward(const float* x, float* y, std::size_t n) = 0;
+  virtual void relu_backward(const float* y, const float* dy, float* dx, std::size_t n) = 0;
+  /// True when no element is NaN or Inf.
+  virtual bool all_finite(const float* x, std::size_t n) = 0;
+
+  // ---- convolution and pooling (one image, CHW) ----
+  /// col is (c*kh*kw) x (oh*ow).
+  virtual void im2col(const float* img, const ConvGeom& g, float* col) = 0;
+  /// img += col2im(col) (img must be zeroed by the caller for a fresh gradient).
+  virtual void col2im(const float* col, const ConvGeom& g, float* img) = 0;
+  /// Max pooling with window k and stride k over an n x c x h x w batch; argmax is stored as the
+  /// flat input offset of the max (first max wins on ties).
+  virtual void maxpool_forward(const float* x, float* y, std::int32_t* argmax, int n, int c, int h, int w, int k) = 0;
+  virtual void maxpool_backward(const float* dy, const std::int32_t* argmax, float* dx, std::size_t in_size,
+                                std::size_t out_size) = 0;
+
+  // ---- losses: return the summed loss (double, fixed order); write dlogits = grad_scale * dL/dlogits ----
+  /// Softmax cross-entropy over rows of n x classes logits; `correct` counts argmax == label.
+  virtual double softmax_xent(const float* logits, const std::int32_t* labels, int n, int classes, float grad_scale,
+                              float* dlogits, std::int64_t* correct) = 0;
+  /// Binary cross-entropy with logits over n scalars (targets in {0,1}).
+  virtual double bce_logits(const float* logits, const float* targets, int n, float grad_scale, float* dlogits) = 0;
+
+  // ---- DLRM dot interaction: for each sample, vectors v[0..f) of dim d (v0 = dense output,
+  // v1.. = embeddings, stored n x f x d); out row = [v0, dot(v_i, v_j) for i > j in row-major order] ----
+  virtual void dot_interaction_forward(const float* v, float* out, int n, int f, int d) = 0;
+  virtual void dot_interaction_backward(const float* v, const float* dout, float* dv, int n, int f, int d) = 0;
+
+  // ---- EmbeddingBag (sum): bags given as CSR (offsets has n+1 entries; indices are host arrays) ----
+  virtual void embedding_bag_forward(const float* table, int dim, const std::int32_t* indices, const std::int32_t* offsets,
+                                     int n, float* out, int out_stride) = 0;
+  /// grad[row] += dout[bag] for every index of every bag, in bag order.
+  virtual void embedding_bag_backward(const float* dout, int out_stride, const std::int32_t* indices,
+                                      const std::int32_t* offsets, int n, int dim, float* grad) = 0;
+
+  // ---- optimizer updates (dense, whole tensor) ----
+  virtual void sgd_update(float* w, const float* g, float* momentum_buf, std::size_t n, float lr, float momentum,
+                          float weight_decay) = 0;
+  virtual void adam_update(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float beta1, float beta2,
+                           float eps, float weight_decay, std::int64_t step) = 0;
+  virtual void adagrad_update(float* w, const float* g, float* sum, std::size_t n, float lr, float eps, float weight_decay) = 0;
+};
+
+/// The CPU backend: OpenBLAS sgemm with `threads` BLAS threads (pinned with openblas_set_num_threads,
+/// since sgemm's result may depend on the thread count), plain loops for everything else.
+std::unique_ptr<Backend> make_cpu_backend(int threads = 1);
+
+}  // namespace resil::train

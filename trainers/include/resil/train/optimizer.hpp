@@ -1,0 +1,53 @@
+// SGD (+momentum), Adam and Adagrad. Their state ("slots", PyTorch's names) is part of the
+// checkpoint: /optimizer/<param>/<slot>. The step counter t (Adam's bias correction) equals the
+// number of optimizer steps taken, which the checkpoint stores as /meta step.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "resil/train/layers.hpp"
+
+namespace resil::train {
+
+struct OptimizerConfig {
+  std::string kind = "adam";  // sgd | adam | adagrad
+  float lr = 1e-3f;
+  float momentum = 0.9f;      // sgd
+  float beta1 = 0.9f, beta2 = 0.999f;  // adam
+  float eps = 0.0f;           // 0: the kind's default (adam 1e-8, adagrad 1e-10)
+  float weight_decay = 0.0f;
+};
+
+class Optimizer {
+public:
+  Optimizer(Backend& be, OptimizerConfig cfg);
+  const OptimizerConfig& config() const noexcept { return cfg_; }
+  /// Slot names this optimizer keeps per parameter.
+  std::vector<std::string> slot_names() const;
+  /// Create zeroed slots for every parameter (idempotent per name).
+  void attach(const std::vector<ParamRef>& params);
+  /// Start optimizer step t+1 (call once per step before the updates).
+  void begin_step() { ++t_; }
+  /// Dense update of one parameter.
+  void update(const ParamRef& p);
+  /// Row-sparse update: only the listed rows (sorted, unique) of a row-major parameter change.
+  void update_rows(const ParamRef& p, std::span<const std::int32_t> rows);
+  std::int64_t step() const noexcept { return t_; }
+  void set_step(std::int64_t t) noexcept { t_ = t; }
+  /// slots()[param][slot]
+  std::map<std::string, std::map<std::string, Tensor>>& slots() noexcept { return slots_; }
+  Tensor& slot(const std::string& param, const std::string& slot);
+
+private:
+  void update_range(float* w, const float* g, const std::string& name, std::size_t offset, std::size_t n);
+  Backend& be_;
+  OptimizerConfig cfg_;
+  std::int64_t t_ = 0;
+  std::map<std::string, std::map<std::string, Tensor>> slots_;
+};
+
+}  // namespace resil::train

@@ -1,0 +1,273 @@
+// The CPU backend: OpenBLAS for gemm, plain loops (fixed order) for everything else.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "resil/core/error.hpp"
+#include "resil/train/backend.hpp"
+
+namespace resil::train {
+
+namespace {
+
+class CpuBackend final : public Backend {
+public:
+  explicit CpuBackend(int threads) : threads_(std::max(1, threads)) { openblas_set_num_threads(threads_); }
+  std::string name() const override { return "cpu"; }
+  int threads() const override { return threads_; }
+
+  float* alloc(std::size_t n) override {
+    auto* p = static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64}));
+    std::memset(p, 0, n * sizeof(float));
+    return p;
+  }
+  void release(float* p) noexcept override { ::operator delete[](p, std::align_val_t{64}); }
+  std::int32_t* alloc_i32(std::size_t n) override { return new std::int32_t[n](); }
+  void release_i32(std::int32_t* p) noexcept override { delete[] p; }
+  void upload(float* dst, const float* host, std::size_t n) override { std::memcpy(dst, host, n * sizeof(float)); }
+  void upload_i32(std::int32_t* dst, const std::int32_t* host, std::size_t n) override {
+    std::memcpy(dst, host, n * sizeof(std::int32_t));
+  }
+  void download(float* host, const float* src, std::size_t n) override { std::memcpy(host, src, n * sizeof(float)); }
+  void fill(float* x, std::size_t n, float v) override { std::fill(x, x + n, v); }
+  void copy(float* dst, const float* src, std::size_t n) override { std::memmove(dst, src, n * sizeof(float)); }
+
+  void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb, float beta,
+            float* c, int ldc) override {
+    // Another library in the process (or a test) may have changed the global thread count.
+    if (openblas_get_num_threads() != threads_) openblas_set_num_threads(threads_);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
+                beta, c, ldc);
+  }
+  void add_bias(float* y, const float* bias, int rows, int cols) override {
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) y[static_cast<std::size_t>(r) * cols + c] += bias[c];
+  }
+  void accumulate_bias_grad(const float* dy, float* db, int rows, int cols) override {
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) db[c] += dy[static_cast<std::size_t>(r) * cols + c];
+  }
+  void add_channel_bias(float* y, const float* bias, int n, int c, int plane) override {
+    for (int i = 0; i < n; ++i)
+      for (int ch = 0; ch < c; ++ch) {
+        float* p = y + (static_cast<std::size_t>(i) * c + ch) * plane;
+        for (int q = 0; q < plane; ++q) p[q] += bias[ch];
+      }
+  }
+  void accumulate_channel_bias_grad(const float* dy, float* db, int n, int c, int plane) override {
+    for (int i = 0; i < n; ++i)
+      for (int ch = 0; ch < c; ++ch) {
+        const float* p = dy + (static_cast<std::size_t>(i) * c + ch) * plane;
+        float s = 0.0f;
+        for (int q = 0; q < plane; ++q) s += p[q];
+        db[ch] += s;
+      }
+  }
+  void axpy(std::size_t n, float alpha, const float* x, float* y) override {
+    for (std::size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+  }
+
+  void relu_forward(const float* x, float* y, std::size_t n) override {
+    for (std::size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  }
+  void relu_backward(const float* y, const float* dy, float* dx, std::size_t n) override {
+    for (std::size_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  }
+  bool all_finite(const float* x, std::size_t n) override {
+    // NaN and Inf are exactly the values whose exponent bits are all ones.
+    std::uint32_t bad = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint32_t u;
+      std::memcpy(&u, x + i, 4);
+      bad |= static_cast<std::uint32_t>((u & 0x7f800000u) == 0x7f800000u);
+    }
+    return bad == 0;
+  }
+
+  void im2col(const float* img, const ConvGeom& g, float* col) override {
+    const int oh = g.oh(), ow = g.ow();
+    for (int c = 0; c < g.c; ++c)
+      for (int ki = 0; ki < g.kh; ++ki)
+        for (int kj = 0; kj < g.kw; ++kj) {
+          float* row = col + (static_cast<std::size_t>(c * g.kh + ki) * g.kw + kj) * oh * ow;
+          for (int y = 0; y < oh; ++y) {
+            const int iy = y * g.stride - g.pad + ki;
+            for (int x = 0; x < ow; ++x) {
+              const int ix = x * g.stride - g.pad + kj;
+              row[y * ow + x] = (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) ? img[(static_cast<std::size_t>(c) * g.h + iy) * g.w + ix] : 0.0f;
+            }
+          }
+        }
+  }
+  void col2im(const float* col, const ConvGeom& g, float* img) override {
+    const int oh = g.oh(), ow = g.ow();
+    for (int c = 0; c < g.c; ++c)
+      for (int ki = 0; ki < g.kh; ++ki)
+        for (int kj = 0; kj < g.kw; ++kj) {
+          const float* row = col + (static_cast<std::size_t>(c * g.kh + ki) * g.kw + kj) * oh * ow;
+          for (int y = 0; y < oh; ++y) {
+            const int iy = y * g.stride - g.pad + ki;
+            if (iy < 0 || iy >= g.h) continue;
+            for (int x = 0; x < ow; ++x) {
+              const int ix = x * g.stride - g.pad + kj;
+              if (ix >= 0 && ix < g.w) img[(static_cast<std::size_t>(c) * g.h + iy) * g.w + ix] += row[y * ow + x];
+            }
+          }
+        }
+  }
+  void maxpool_forward(const float* x, float* y, std::int32_t* argmax, int n, int c, int h, int w, int k) override {
+    const int oh = h / k, ow = w / k;
+    for (int p = 0; p < n * c; ++p) {
+      const std::size_t base = static_cast<std::size_t>(p) * h * w;
+      for (int i = 0; i < oh; ++i)
+        for (int j = 0; j < ow; ++j) {
+          std::size_t best = base + static_cast<std::size_t>(i * k) * w + j * k;
+          for (int a = 0; a < k; ++a)
+            for (int b = 0; b < k; ++b) {
+              const std::size_t off = base + static_cast<std::size_t>(i * k + a) * w + (j * k + b);
+              if (x[off] > x[best]) best = off;
+            }
+          const std::size_t o = (static_cast<std::size_t>(p) * oh + i) * ow + j;
+          y[o] = x[best];
+          argmax[o] = static_cast<std::int32_t>(best);
+        }
+    }
+  }
+  void maxpool_backward(const float* dy, const std::int32_t* argmax, float* dx, std::size_t in_size, std::size_t out_size) override {
+    std::fill(dx, dx + in_size, 0.0f);
+    for (std::size_t o = 0; o < out_size; ++o) dx[argmax[o]] += dy[o];
+  }
+
+  double softmax_xent(const float* logits, const std::int32_t* labels, int n, int classes, float grad_scale, float* dlogits,
+                      std::int64_t* correct) override {
+    double total = 0.0;
+    std::int64_t ok = 0;
+    for (int i = 0; i < n; ++i) {
+      const float* z = logits + static_cast<std::size_t>(i) * classes;
+      float* dz = dlogits ? dlogits + static_cast<std::size_t>(i) * classes : nullptr;
+      int arg = 0;
+      float mx = z[0];
+      for (int c = 1; c < classes; ++c)
+        if (z[c] > mx) { mx = z[c]; arg = c; }
+      float sum = 0.0f;
+      for (int c = 0; c < classes; ++c) sum += std::exp(z[c] - mx);
+      const int y = labels[i];
+      total += static_cast<double>(std::log(sum) - (z[y] - mx));
+      ok += arg == y;
+      if (dz) {
+        const float inv = 1.0f / sum;
+        for (int c = 0; c < classes; ++c) dz[c] = grad_scale * (std::exp(z[c] - mx) * inv - (c == y ? 1.0f : 0.0f));
+      }
+    }
+    if (correct) *correct += ok;
+    return total;
+  }
+  double bce_logits(const float* logits, const float* targets, int n, float grad_scale, float* dlogits) override {
+    double total = 0.0;
+    for (int i = 0; i < n; ++i) {
+      const float x = logits[i], t = targets[i];
+      total += static_cast<double>(std::max(x, 0.0f) - x * t + std::log1p(std::exp(-std::fabs(x))));
+      if (dlogits) dlogits[i] = grad_scale * (1.0f / (1.0f + std::exp(-x)) - t);
+    }
+    return total;
+  }
+
+  void dot_interaction_forward(const float* v, float* out, int n, int f, int d) override {
+    const int width = d + f * (f - 1) / 2;
+    for (int s = 0; s < n; ++s) {
+      const float* vs = v + static_cast<std::size_t>(s) * f * d;
+      float* o = out + static_cast<std::size_t>(s) * width;
+      std::copy(vs, vs + d, o);
+      int k = d;
+      for (int i = 1; i < f; ++i)
+        for (int j = 0; j < i; ++j) {
+          float acc = 0.0f;
+          for (int e = 0; e < d; ++e) acc += vs[i * d + e] * vs[j * d + e];
+          o[k++] = acc;
+        }
+    }
+  }
+  void dot_interaction_backward(const float* v, const float* dout, float* dv, int n, int f, int d) override {
+    const int width = d + f * (f - 1) / 2;
+    for (int s = 0; s < n; ++s) {
+      const float* vs = v + static_cast<std::size_t>(s) * f * d;
+      const float* go = dout + static_cast<std::size_t>(s) * width;
+      float* g = dv + static_cast<std::size_t>(s) * f * d;
+      std::copy(go, go + d, g);
+      std::fill(g + d, g + static_cast<std::size_t>(f) * d, 0.0f);
+      int k = d;
+      for (int i = 1; i < f; ++i)
+        for (int j = 0; j < i; ++j) {
+          const float gk = go[k++];
+          for (int e = 0; e < d; ++e) {
+            g[i * d + e] += gk * vs[j * d + e];
+            g[j * d + e] += gk * vs[i * d + e];
+          }
+        }
+    }
+  }
+
+  void embedding_bag_forward(const float* table, int dim, const std::int32_t* indices, const std::int32_t* offsets, int n,
+                             float* out, int out_stride) override {
+    for (int b = 0; b < n; ++b) {
+      float* o = out + static_cast<std::size_t>(b) * out_stride;
+      std::fill(o, o + dim, 0.0f);
+      for (std::int32_t i = offsets[b]; i < offsets[b + 1]; ++i) {
+        const float* row = table + static_cast<std::size_t>(indices[i]) * dim;
+        for (int e = 0; e < dim; ++e) o[e] += row[e];
+      }
+    }
+  }
+  void embedding_bag_backward(const float* dout, int out_stride, const std::int32_t* indices, const std::int32_t* offsets,
+                              int n, int dim, float* grad) override {
+    for (int b = 0; b < n; ++b) {
+      const float* g = dout + static_cast<std::size_t>(b) * out_stride;
+      for (std::int32_t i = offsets[b]; i < offsets[b + 1]; ++i) {
+        float* row = grad + static_cast<std::size_t>(indices[i]) * dim;
+        for (int e = 0; e < dim; ++e) row[e] += g[e];
+      }
+    }
+  }
+
+  void sgd_update(float* w, const float* g, float* buf, std::size_t n, float lr, float momentum, float wd) override {
+    for (std::size_t i = 0; i < n; ++i) {
+      float gi = g[i] + wd * w[i];
+      if (buf) gi = buf[i] = momentum * buf[i] + gi;
+      w[i] -= lr * gi;
+    }
+  }
+  void adam_update(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps, float wd,
+                   std::int64_t step) override {
+    const float c1 = 1.0f - static_cast<float>(std::pow(static_cast<double>(b1), static_cast<double>(step)));
+    const float c2 = 1.0f - static_cast<float>(std::pow(static_cast<double>(b2), static_cast<double>(step)));
+    for (std::size_t i = 0; i < n; ++i) {
+      const float gi = g[i] + wd * w[i];
+      m[i] = b1 * m[i] + (1.0f - b1) * gi;
+      v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+      w[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + eps);
+    }
+  }
+  void adagrad_update(float* w, const float* g, float* sum, std::size_t n, float lr, float eps, float wd) override {
+    for (std::size_t i = 0; i < n; ++i) {
+      const float gi = g[i] + wd * w[i];
+      sum[i] += gi * gi;
+      w[i] -= lr * gi / (std::sqrt(sum[i]) + eps);
+    }
+  }
+
+private:
+  int threads_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  if (threads < 1 || threads > 256) throw UsageError("--threads " + std::to_string(threads) + " is not in 1..256");
+  return std::make_unique<CpuBackend>(threads);
+}
+
+}  // namespace resil::train

@@ -1,0 +1,62 @@
+#include "resil/train/optimizer.hpp"
+
+#include "resil/core/error.hpp"
+
+namespace resil::train {
+
+Optimizer::Optimizer(Backend& be, OptimizerConfig cfg) : be_(be), cfg_(std::move(cfg)) {
+  if (cfg_.kind != "sgd" && cfg_.kind != "adam" && cfg_.kind != "adagrad")
+    throw UsageError("unknown optimizer '" + cfg_.kind + "' (expected sgd, adam or adagrad)");
+  if (!(cfg_.lr > 0.0f)) throw UsageError("--lr must be positive");
+  if (cfg_.eps == 0.0f) cfg_.eps = cfg_.kind == "adagrad" ? 1e-10f : 1e-8f;
+}
+
+std::vector<std::string> Optimizer::slot_names() const {
+  if (cfg_.kind == "adam") return {"exp_avg", "exp_avg_sq"};
+  if (cfg_.kind == "adagrad") return {"sum"};
+  if (cfg_.momentum > 0.0f) return {"momentum_buffer"};
+  return {};
+}
+
+void Optimizer::attach(const std::vector<ParamRef>& params) {
+  for (const auto& p : params) {
+    auto& s = slots_[p.name];
+    for (const auto& n : slot_names())
+      if (!s.count(n)) s.emplace(n, Tensor(be_, p.value->dims()));
+  }
+}
+
+Tensor& Optimizer::slot(const std::string& param, const std::string& slot) {
+  auto it = slots_.find(param);
+  if (it == slots_.end() || !it->second.count(slot)) throw UsageError("optimizer has no slot " + param + "/" + slot);
+  return it->second.at(slot);
+}
+
+void Optimizer::update_range(float* w, const float* g, const std::string& name, std::size_t off, std::size_t n) {
+  auto& s = slots_.at(name);
+  if (cfg_.kind == "adam") {
+    be_.adam_update(w, g, s.at("exp_avg").data() + off, s.at("exp_avg_sq").data() + off, n, cfg_.lr, cfg_.beta1, cfg_.beta2,
+                    cfg_.eps, cfg_.weight_decay, t_);
+  } else if (cfg_.kind == "adagrad") {
+    be_.adagrad_update(w, g, s.at("sum").data() + off, n, cfg_.lr, cfg_.eps, cfg_.weight_decay);
+  } else {
+    float* buf = cfg_.momentum > 0.0f ? s.at("momentum_buffer").data() + off : nullptr;
+    be_.sgd_update(w, g, buf, n, cfg_.lr, cfg_.momentum, cfg_.weight_decay);
+  }
+}
+
+void Optimizer::update(const ParamRef& p) {
+  if (t_ < 1) throw UsageError("Optimizer::update before begin_step");
+  update_range(p.value->data(), p.grad->data(), p.name, 0, p.value->numel());
+}
+
+void Optimizer::update_rows(const ParamRef& p, std::span<const std::int32_t> rows) {
+  if (t_ < 1) throw UsageError("Optimizer::update_rows before begin_step");
+  const auto len = static_cast<std::size_t>(p.row_len);
+  for (const auto r : rows) {
+    const std::size_t off = static_cast<std::size_t>(r) * len;
+    update_range(p.value->data() + off, p.grad->data() + off, p.name, off, len);
+  }
+}
+
+}  // namespace resil::train
