@@ -1,0 +1,73 @@
+// ckpt-flip subcommands: one file each, an options struct, setup_<cmd> (CLI11 wiring, validated at
+// parse time) and run_<cmd> (calls into resil::inject). No domain logic here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "resil/inject/flip_log.hpp"
+
+namespace resil::flip {
+
+struct InspectOptions {
+  std::string file;
+  bool json = false;
+  bool verify = false;
+};
+CLI::App* setup_inspect(CLI::App& app, InspectOptions& o);
+int run_inspect(const InspectOptions& o);
+
+struct InjectOptions {
+  std::string input, output, log;
+  bool in_place = false, dry_run = false, raw = false, no_hash = false;
+  std::optional<std::uint64_t> seed;
+  std::uint64_t trial = 0;
+  std::optional<std::uint64_t> flips;
+  std::optional<double> ber;
+  std::vector<std::string> include, exclude;
+  std::string role = "all", bits, model = "flip", stratify = "none", as;
+  std::vector<std::string> argv;  // the command line, for the log header
+};
+CLI::App* setup_inject(CLI::App& app, InjectOptions& o);
+int run_inject(const InjectOptions& o);
+
+struct RevertOptions {
+  std::string file, log;
+  bool force = false;
+};
+CLI::App* setup_revert(CLI::App& app, RevertOptions& o);
+int run_revert(const RevertOptions& o);
+
+struct ReplayOptions {
+  std::string file, log, output;
+  bool force = false;
+};
+CLI::App* setup_replay(CLI::App& app, ReplayOptions& o);
+int run_replay(const ReplayOptions& o);
+
+struct DiffOptions {
+  std::string a, b;
+  bool json = false;
+};
+CLI::App* setup_diff(CLI::App& app, DiffOptions& o);
+int run_diff(const DiffOptions& o);
+
+struct ScanOptions {
+  std::string file;
+  bool json = false;
+};
+CLI::App* setup_scan(CLI::App& app, ScanOptions& o);
+int run_scan(const ScanOptions& o);
+
+/// "1.5e+03 -> inf  [Inf]" style annotations shared by dry-run and reports.
+std::string describe_change(const inject::FlipRecord& r);
+/// Copy `from` to a temporary sibling of `to`, run `fn(tmp)`, then durably rename onto `to`;
+/// on any error the temporary is removed and `to` is untouched.
+void with_output_copy(const std::string& from, const std::string& to, const std::function<void(const std::string&)>& fn);
+
+}  // namespace resil::flip

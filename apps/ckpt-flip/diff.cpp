@@ -1,0 +1,50 @@
+#include <cstdio>
+#include <iostream>
+
+#include "commands.hpp"
+#include "resil/inject/diff.hpp"
+
+namespace resil::flip {
+
+CLI::App* setup_diff(CLI::App& app, DiffOptions& o) {
+  auto* c = app.add_subcommand("diff", "Compare two files dataset by dataset (differing elements, bit positions, errors, NaN/Inf).");
+  c->footer(
+      "Examples:\n"
+      "  ckpt-flip diff ckpt.h5 bad.h5\n"
+      "  ckpt-flip diff ckpt.h5 bad.h5 --json > diff.json");
+  c->add_option("A", o.a, "first file")->required()->check(CLI::ExistingFile);
+  c->add_option("B", o.b, "second file")->required()->check(CLI::ExistingFile);
+  c->add_flag("--json", o.json, "machine-readable output");
+  return c;
+}
+
+int run_diff(const DiffOptions& o) {
+  const auto rep = inject::diff(o.a, o.b);
+  if (o.json) {
+    std::cout << rep.to_json().dump(2) << "\n";
+    return 0;
+  }
+  std::size_t differ = 0;
+  for (const auto& d : rep.datasets) {
+    if (d.status == "same") continue;
+    ++differ;
+    std::cout << d.path << "  " << d.status;
+    if (d.status == "differ") {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "  %llu of %llu elements  max abs err %.6g  max rel err %.6g  NaN %llu->%llu  Inf %llu->%llu",
+                    static_cast<unsigned long long>(d.differing), static_cast<unsigned long long>(d.numel), d.max_abs_error,
+                    d.max_rel_error, static_cast<unsigned long long>(d.nan_a), static_cast<unsigned long long>(d.nan_b),
+                    static_cast<unsigned long long>(d.inf_a), static_cast<unsigned long long>(d.inf_b));
+      std::cout << buf << "\n    bits:";
+      for (unsigned b = 0; b < 64; ++b)
+        if (d.bit_histogram[b]) std::cout << " " << b << "x" << d.bit_histogram[b];
+    }
+    std::cout << "\n";
+  }
+  std::cout << (differ ? std::to_string(differ) + " of " + std::to_string(rep.datasets.size()) + " dataset(s) differ"
+                       : "identical: " + std::to_string(rep.datasets.size()) + " dataset(s)")
+            << "\n";
+  return 0;
+}
+
+}  // namespace resil::flip

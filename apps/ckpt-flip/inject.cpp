@@ -1,0 +1,155 @@
+#include <iostream>
+#include <set>
+
+#include "commands.hpp"
+#include "resil/ckpt/fs.hpp"
+#include "resil/ckpt/hash.hpp"
+#include "resil/config.hpp"
+#include "resil/inject/plan.hpp"
+#include "resil/inject/raw.hpp"
+
+namespace resil::flip {
+
+CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
+  auto* c = app.add_subcommand("inject", "Flip bits in a copy of IN (or IN itself with --in-place) and write a flip log.");
+  c->footer(
+      "Examples:\n"
+      "  ckpt-flip inject ckpt.h5 -o bad.h5 --seed 7 --flips 1 --log flips.jsonl\n"
+      "  ckpt-flip inject ckpt.h5 -o bad.h5 --seed 7 --ber 1e-9 --role model --log flips.jsonl\n"
+      "  ckpt-flip inject model.h5 --in-place --seed 3 --flips 10 --bits exponent --include '*.weight' --log f.jsonl\n"
+      "  ckpt-flip inject ckpt.h5 -o bad.h5 --seed 1 --flips 64 --stratify bits --model adjacent:2 --log f.jsonl\n"
+      "  ckpt-flip inject ckpt.h5 --dry-run --seed 5 --flips 3 --bits exponent-msb\n"
+      "  ckpt-flip inject ckpt.h5 -o broken.h5 --raw --seed 9 --flips 20 --log raw.jsonl\n"
+      "Bits: names sign, exponent, exponent-msb, mantissa, mantissa-high, msb, lsb, all; numbers and ranges (0-7).\n"
+      "Models: flip, adjacent:K, random-bits:K, burst[:K], stuck-at-0, stuck-at-1, random-value, zero, pattern:FILE.json");
+  c->add_option("IN", o.input, "input HDF5 file")->required()->check(CLI::ExistingFile);
+  auto* out = c->add_option("-o,--output", o.output, "output file (IN is copied first; IN is never modified)");
+  auto* inplace = c->add_flag("--in-place", o.in_place, "modify IN itself (crash-safe: the log is durable before any change)");
+  auto* dry = c->add_flag("--dry-run", o.dry_run, "print the planned flips and write nothing");
+  out->excludes(inplace);
+  dry->excludes(out)->excludes(inplace);
+  c->add_option("--log", o.log, "flip log to write (JSONL; required unless --dry-run)");
+  c->add_option("--seed", o.seed, "root seed (drawn, printed and logged when not given)");
+  c->add_option("--trial", o.trial, "trial number: its own counter-based stream of the seed");
+  auto* flips = c->add_option("--flips", o.flips, "exact number of faults (sites without replacement)")->check(CLI::Range(std::uint64_t{1}, std::uint64_t{100'000'000}));
+  auto* ber = c->add_option("--ber", o.ber, "probability per stored bit")->check(CLI::Range(0.0, 1.0));
+  flips->excludes(ber);
+  c->add_option("--include", o.include, "glob on dataset paths to include (repeatable; names counters explicitly)");
+  c->add_option("--exclude", o.exclude, "glob on dataset paths to exclude (repeatable)");
+  c->add_option("--role", o.role, "for resil checkpoints: model, optimizer or all")->check(CLI::IsMember({"model", "optimizer", "all"}));
+  c->add_option("--bits", o.bits, "bits that may be hit: field names and bit numbers/ranges");
+  c->add_option("--model", o.model, "fault model");
+  c->add_option("--stratify", o.stratify, "stratified sampling: none, bits or dataset")->check(CLI::IsMember({"none", "bits", "dataset"}));
+  c->add_option("--as", o.as, "treat unsigned 16-bit datasets as this dtype (bf16)")->check(CLI::IsMember({"bf16", "f16"}));
+  c->add_flag("--raw", o.raw, "flip bits anywhere in the file's bytes (HDF5 metadata included)");
+  c->add_flag("--no-hash", o.no_hash, "skip the SHA-256 of input and output (logged as empty)");
+  return c;
+}
+
+namespace {
+
+inject::PlanOptions plan_options(const InjectOptions& o, std::uint64_t seed) {
+  inject::PlanOptions p;
+  p.seed = seed;
+  p.trial = o.trial;
+  p.flips = o.flips;
+  p.ber = o.ber;
+  p.stratify = o.stratify == "bits" ? inject::Stratify::bits : o.stratify == "dataset" ? inject::Stratify::dataset : inject::Stratify::none;
+  p.model = inject::FaultModel::parse(o.model);
+  return p;
+}
+
+}  // namespace
+
+int run_inject(const InjectOptions& o) {
+  if (!o.dry_run && o.output.empty() && !o.in_place) throw UsageError("inject: give -o OUT, --in-place or --dry-run");
+  if (!o.dry_run && o.log.empty()) throw UsageError("inject: --log LOG.jsonl is required");
+  if (!o.flips && !o.ber) throw UsageError("inject: give --flips N or --ber RATE");
+  if (o.raw && (!o.include.empty() || !o.exclude.empty() || !o.bits.empty() || o.role != "all" || o.stratify != "none"))
+    throw UsageError("inject --raw takes no --include/--exclude/--bits/--role/--stratify (it flips file bytes)");
+  const std::uint64_t seed = o.seed ? *o.seed : draw_seed();
+  if (!o.seed) std::cout << "seed: " << seed << " (drawn; pass --seed " << seed << " to repeat)\n";
+  const auto popt = plan_options(o, seed);
+
+  std::vector<inject::FlipRecord> records;
+  if (o.raw) {
+    records = inject::plan_raw(o.input, popt);
+  } else {
+    inject::SelectOptions sel;
+    sel.include = o.include;
+    sel.exclude = o.exclude;
+    sel.role = o.role == "model" ? inject::Role::model : o.role == "optimizer" ? inject::Role::optimizer : inject::Role::all;
+    sel.bits = inject::BitSpec::parse(o.bits.empty() ? "all" : o.bits);
+    if (!o.as.empty()) sel.as = ckpt::dtype_from_name(o.as);
+    std::vector<ckpt::DatasetInfo> infos;
+    {
+      auto f = ckpt::h5::open_file(o.input, ckpt::h5::Mode::read);
+      infos = ckpt::list_datasets(f);
+    }
+    const auto targets = inject::select(infos, sel);
+    const auto sites = inject::sample_sites(targets, popt);
+    if (sites.empty()) std::cout << "no site drawn (--ber over the selected bits gave 0 faults)\n";
+    records = inject::plan(o.input, targets, sites, popt);
+  }
+
+  if (o.dry_run) {
+    std::cout << "planned " << records.size() << " fault(s), model " << popt.model.name() << ", seed " << seed << ", trial " << o.trial << "\n";
+    for (const auto& r : records) {
+      std::string where = r.raw ? std::string("(file)") : r.dataset + ckpt::shape_string(r.nd);
+      std::string bits;
+      for (unsigned b = 0; b < 64; ++b)
+        if ((r.mask() >> b) & 1) bits += (bits.empty() ? "" : ",") + std::to_string(b);
+      std::cout << "  " << where << "  " << (r.raw ? "" : std::string(ckpt::dtype_name(r.dtype)) + " ") << "bit " << (bits.empty() ? "-" : bits)
+                << "  " << describe_change(r) << "\n";
+    }
+    return 0;
+  }
+
+  inject::LogHeader h;
+  h.tool_version = resil::version;
+  h.seed = seed;
+  h.trial = o.trial;
+  h.model = popt.model.name();
+  h.args = o.argv;
+  h.input = o.input;
+  h.in_place = o.in_place;
+  h.raw = o.raw;
+  h.planned = records.size();
+  h.output = o.in_place ? o.input : o.output;
+  if (!o.no_hash) h.input_sha256 = ckpt::sha256_file(o.input);
+
+  inject::ApplyStats st;
+  std::string out_sha;
+  if (o.in_place) {
+    // Crash safety: every record is durable before the first byte of the file changes.
+    inject::LogWriter log(o.log);
+    log.line(inject::header_line(h));
+    for (std::size_t i = 0; i < records.size(); ++i) log.line(inject::record_line(records[i], i));
+    log.sync();
+    st = inject::apply(o.input, records, inject::Direction::forward);
+    if (!o.no_hash) out_sha = ckpt::sha256_file(o.input);
+    log.line(inject::footer_line(st.changed, out_sha));
+    log.close();
+  } else {
+    ckpt::fs::RemoveOnError log_guard(o.log);
+    with_output_copy(o.input, o.output, [&](const std::string& tmp) {
+      st = inject::apply(tmp, records, inject::Direction::forward);
+      if (!o.no_hash) out_sha = ckpt::sha256_file(tmp);
+      h.output_sha256 = out_sha;
+      inject::LogWriter log(o.log);
+      log.line(inject::header_line(h));
+      for (std::size_t i = 0; i < records.size(); ++i) log.line(inject::record_line(records[i], i));
+      log.line(inject::footer_line(st.changed, out_sha));
+      log.close();
+    });
+    log_guard.keep();
+  }
+  std::set<std::string> touched;
+  for (const auto& r : records) touched.insert(r.dataset);
+  std::cout << "injected " << records.size() << " fault(s) (" << st.changed << " word(s) changed) in "
+            << (o.raw ? std::string("the file's bytes") : std::to_string(touched.size()) + " dataset(s)") << " -> "
+            << (o.in_place ? o.input : o.output) << "; log " << o.log << "; seed " << seed << "\n";
+  return 0;
+}
+
+}  // namespace resil::flip

@@ -1,0 +1,77 @@
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "resil/ckpt/io.hpp"
+
+namespace resil::flip {
+
+CLI::App* setup_inspect(CLI::App& app, InspectOptions& o) {
+  auto* c = app.add_subcommand("inspect", "Show groups/datasets: dtype, shape, layout, filters, bytes, checksum, fault space.");
+  c->footer(
+      "Examples:\n"
+      "  ckpt-flip inspect ckpt.h5\n"
+      "  ckpt-flip inspect state_dict.h5 --json | jq '.total_bits'\n"
+      "  ckpt-flip inspect ckpt.h5 --verify        # also recompute the resil_xxh64 checksums");
+  c->add_option("FILE", o.file, "HDF5 file")->required()->check(CLI::ExistingFile);
+  c->add_flag("--json", o.json, "machine-readable output");
+  c->add_flag("--verify", o.verify, "recompute checksums (reads every dataset)");
+  return c;
+}
+
+namespace {
+const char* layout_name(ckpt::Layout l) {
+  switch (l) {
+    case ckpt::Layout::contiguous: return "contiguous";
+    case ckpt::Layout::chunked: return "chunked";
+    case ckpt::Layout::compact: return "compact";
+    case ckpt::Layout::virtual_: return "virtual";
+  }
+  return "?";
+}
+}  // namespace
+
+int run_inspect(const InspectOptions& o) {
+  auto f = ckpt::h5::open_file(o.file, ckpt::h5::Mode::read);
+  const auto infos = ckpt::list_datasets(f);
+  nlohmann::json js = nlohmann::json::array();
+  std::uint64_t total_bits = 0;
+  std::string last_group;
+  if (!o.json) std::cout << o.file << "\n";
+  for (const auto& d : infos) {
+    const bool flippable = d.dtype && d.layout != ckpt::Layout::virtual_;
+    const std::uint64_t bits = flippable ? d.numel() * ckpt::dtype_bits(*d.dtype) : 0;
+    total_bits += bits;
+    std::string checksum = d.checksum ? "present" : "absent";
+    if (o.verify && d.checksum && flippable) {
+      ckpt::h5::SilenceErrors quiet;
+      checksum = ckpt::dataset_checksum(f, d.path) == *d.checksum ? "ok" : "MISMATCH";
+    }
+    std::string filters;
+    for (const auto& x : d.filters) filters += (filters.empty() ? "" : "+") + x;
+    if (o.json) {
+      js.push_back({{"dataset", d.path}, {"dtype", d.type_desc}, {"big_endian", d.big_endian}, {"shape", d.shape},
+                    {"layout", layout_name(d.layout)}, {"chunks", d.chunks}, {"filters", d.filters},
+                    {"stored_bytes", d.stored_bytes}, {"logical_bytes", d.logical_bytes}, {"checksum", checksum},
+                    {"fault_bits", bits}, {"flippable", flippable}});
+      continue;
+    }
+    const auto slash = d.path.rfind('/');
+    const std::string group = d.path.substr(0, slash);
+    if (group != last_group) {
+      std::cout << "  " << (group.empty() ? "/" : group + "/") << "\n";
+      last_group = group;
+    }
+    std::cout << "    " << d.path.substr(slash + 1) << "  " << d.type_desc << (d.big_endian ? "(BE)" : "") << ckpt::shape_string(d.shape)
+              << "  " << layout_name(d.layout) << (d.chunks.empty() ? "" : " chunks " + ckpt::shape_string(d.chunks))
+              << (filters.empty() ? "" : " " + filters) << "  " << d.stored_bytes << " B stored"
+              << "  checksum " << checksum << "  fault space " << (flippable ? std::to_string(bits) + " bits" : "none (unsupported type)")
+              << "\n";
+  }
+  if (o.json) std::cout << nlohmann::json{{"file", o.file}, {"datasets", js}, {"total_bits", total_bits}}.dump(2) << "\n";
+  else std::cout << infos.size() << " dataset(s), fault space " << total_bits << " stored bits\n";
+  return 0;
+}
+
+}  // namespace resil::flip

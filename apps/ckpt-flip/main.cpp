@@ -1,0 +1,35 @@
+// ckpt-flip: precise, fast, reproducible bit flips in HDF5 checkpoints (docs/ckpt-flip.md).
+#include "commands.hpp"
+
+#include "resil/app/main.hpp"
+#include "resil/config.hpp"
+
+int main(int argc, char** argv) {
+  using namespace resil::flip;
+  CLI::App app{"ckpt-flip: flip bits in HDF5 checkpoints in their stored width, reproducibly, with an exact undo.\n"
+               "Bit 0 is the least significant bit of the stored word. See docs/ckpt-flip.md."};
+  app.set_version_flag("--version", std::string("ckpt-flip ") + resil::version);
+  app.require_subcommand(1);
+  InspectOptions inspect;
+  InjectOptions inject;
+  RevertOptions revert;
+  ReplayOptions replay;
+  DiffOptions diff;
+  ScanOptions scan;
+  auto* c_inspect = setup_inspect(app, inspect);
+  auto* c_inject = setup_inject(app, inject);
+  auto* c_revert = setup_revert(app, revert);
+  auto* c_replay = setup_replay(app, replay);
+  auto* c_diff = setup_diff(app, diff);
+  auto* c_scan = setup_scan(app, scan);
+  inject.argv.assign(argv, argv + argc);
+  return resil::app::guarded_main("ckpt-flip", app, argc, argv, [&]() -> int {
+    if (c_inspect->parsed()) return run_inspect(inspect);
+    if (c_inject->parsed()) return run_inject(inject);
+    if (c_revert->parsed()) return run_revert(revert);
+    if (c_replay->parsed()) return run_replay(replay);
+    if (c_diff->parsed()) return run_diff(diff);
+    if (c_scan->parsed()) return run_scan(scan);
+    return 2;
+  });
+}

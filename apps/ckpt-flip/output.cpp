@@ -1,0 +1,42 @@
+#include <cmath>
+#include <cstdio>
+
+#include "commands.hpp"
+#include "resil/core/error.hpp"
+#include "resil/ckpt/fs.hpp"
+
+namespace resil::flip {
+
+std::string describe_change(const inject::FlipRecord& r) {
+  char buf[160];
+  if (r.raw) {
+    std::snprintf(buf, sizeof buf, "byte %llu  %s -> %s", static_cast<unsigned long long>(r.index),
+                  inject::hex_bits(r.old_bits, 8).c_str(), inject::hex_bits(r.new_bits, 8).c_str());
+    return buf;
+  }
+  const double a = ckpt::word_to_double(r.dtype, r.old_bits), b = ckpt::word_to_double(r.dtype, r.new_bits);
+  std::string flag;
+  if (std::isnan(b)) flag = "  [becomes NaN]";
+  else if (std::isinf(b)) flag = "  [becomes Inf]";
+  else if (a != 0 && b != 0 && std::fabs(std::log10(std::fabs(b) / std::fabs(a))) >= 3)
+    flag = "  [x1e" + std::to_string(static_cast<int>(std::lround(std::log10(std::fabs(b) / std::fabs(a))))) + "]";
+  else if ((a == 0) != (b == 0) && std::fabs(a == 0 ? b : a) >= 1e3) flag = "  [magnitude jump]";
+  std::snprintf(buf, sizeof buf, "%.9g -> %.9g  (%s -> %s)", a, b, inject::hex_bits(r.old_bits, r.width).c_str(),
+                inject::hex_bits(r.new_bits, r.width).c_str());
+  return buf + flag;
+}
+
+void with_output_copy(const std::string& from, const std::string& to, const std::function<void(const std::string&)>& fn) {
+  namespace stdfs = std::filesystem;
+  std::error_code ec;
+  if (stdfs::exists(to, ec) && stdfs::exists(from, ec) && stdfs::equivalent(from, to, ec))
+    throw UsageError("-o " + to + " is the input file itself (use --in-place to modify it)");
+  const auto tmp = ckpt::fs::temp_sibling(to);
+  ckpt::fs::RemoveOnError guard(tmp);
+  ckpt::fs::copy_file(from, tmp);
+  fn(tmp.string());
+  ckpt::fs::durable_rename(tmp, to);
+  guard.keep();
+}
+
+}  // namespace resil::flip
