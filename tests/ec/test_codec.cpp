@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -263,4 +264,34 @@ TEST_CASE("empty inputs are no-ops", "[ec][unit]") {
   CHECK_NOTHROW(codec.update(0, 0, ConstBytes{}, f.spans(3, 2)));
   Fragments g(5, 8);
   CHECK_NOTHROW(codec.decode(std::vector<int>{}, g.cspans(0, 3), std::vector<Bytes>{}));
+}
+
+TEST_CASE("plans may be built and used from several threads at once", "[ec][unit]") {
+  const Codec codec(6, 3);
+  const std::size_t len = 512;
+  Fragments stripe(9, len, 2);
+  Rng rng(61, 0);
+  for (int i = 0; i < 6; ++i) ec::test::fill_random(stripe[i], rng);
+  codec.encode(stripe.cspans(0, 6), stripe.spans(6, 3));
+  const auto all = patterns(9, 3);
+  std::vector<int> failures(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      // Every thread walks all patterns from a different start, so plans are built concurrently.
+      Fragments out(3, len, static_cast<std::uint64_t>(t));
+      for (std::size_t i = 0; i < all.size(); ++i) {
+        const auto& erased = all[(i + static_cast<std::size_t>(t) * 37) % all.size()];
+        const auto& plan = codec.plan(erased);
+        std::vector<ConstBytes> src;
+        for (int s : plan.sources()) src.push_back(stripe[s]);
+        auto dst = out.spans(0, static_cast<int>(erased.size()));
+        codec.decode(erased, src, dst);
+        for (std::size_t e = 0; e < erased.size(); ++e) failures[static_cast<std::size_t>(t)] += !ec::test::equal(dst[e], stripe[erased[e]]);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(failures == std::vector<int>(4, 0));
+  CHECK(codec.cached_plans() == all.size());
 }
