@@ -1,0 +1,46 @@
+// ckpt-train subcommands: one file each, an options struct, setup_<cmd> and run_<cmd> (wiring only).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+
+#include "resil/train/trainer.hpp"
+
+namespace resil::app::ckpt_train {
+
+struct TrainOptions {
+  resil::train::TrainConfig cfg;
+  std::optional<std::uint64_t> seed;
+};
+void setup_train(CLI::App& app, TrainOptions& o);
+int run_train(const TrainOptions& o, const resil::train::Comm& comm);
+
+struct ResumeOptions {
+  std::string from;
+  resil::train::ResumeOverrides over;
+  std::string data;
+  std::uint64_t test_limit = 0;
+};
+void setup_resume(CLI::App& app, ResumeOptions& o);
+int run_resume(const ResumeOptions& o, const resil::train::Comm& comm);
+
+struct EvalOptions {
+  std::string from, data, summary;
+  std::uint64_t test_limit = 0;
+};
+void setup_eval(CLI::App& app, EvalOptions& o);
+int run_eval(const EvalOptions& o, const resil::train::Comm& comm);
+
+struct LatestOptions {
+  std::string ckpt_dir;
+};
+void setup_latest(CLI::App& app, LatestOptions& o);
+int run_latest(const LatestOptions& o);
+
+/// Progress line and epoch log for rank 0.
+resil::train::ProgressFn progress_printer();
+resil::train::LogFn stdout_logger();
+
+}  // namespace resil::app::ckpt_train

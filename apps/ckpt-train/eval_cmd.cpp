@@ -1,0 +1,40 @@
+#include <iostream>
+
+#include "commands.hpp"
+
+namespace resil::app::ckpt_train {
+
+void setup_eval(CLI::App& app, EvalOptions& o) {
+  app.add_option("--from", o.from, "checkpoint file, or mp manifest (*.manifest.json)")->required()->check(CLI::ExistingFile);
+  app.add_option("--summary", o.summary, "JSON summary (test_accuracy, nan_detected, ...), written also on failure");
+  app.add_option("--data", o.data, "override the stored data location");
+  app.add_option("--test-limit", o.test_limit, "evaluate on the first N test samples");
+}
+
+int run_eval(const EvalOptions& o, const resil::train::Comm& comm) {
+  resil::train::Summary s;
+  try {
+    s = resil::train::evaluate(o.from, o.data.empty() ? std::nullopt : std::optional<std::string>(o.data),
+                               o.test_limit ? std::optional<std::uint64_t>(o.test_limit) : std::nullopt);
+  } catch (const resil::Error& e) {
+    s.command = "eval";
+    s.world_size = comm.size();
+    s.error = e.what();
+    s.exit_code = resil::exit_code_of(e);
+    resil::train::write_summary(o.summary, s);
+    throw;
+  }
+  if (s.nan_detected) {
+    s.exit_code = static_cast<int>(resil::ExitCode::numeric);
+    s.error = "NaN/Inf in the weights or the test loss of " + o.from;
+  }
+  resil::train::write_summary(o.summary, s);
+  std::cout << "eval " << o.from << ": model " << s.model << ", step " << s.steps << ", test loss " << s.test_loss << ", test accuracy "
+            << s.test_accuracy;
+  if (s.test_auc >= 0) std::cout << ", test AUC " << s.test_auc;
+  std::cout << (s.nan_detected ? ", NaN/Inf detected" : "") << std::endl;
+  if (s.nan_detected) throw resil::NumericError(s.error);
+  return 0;
+}
+
+}  // namespace resil::app::ckpt_train

@@ -1,0 +1,19 @@
+#include <iostream>
+
+#include "commands.hpp"
+#include "resil/ckpt/checkpoint.hpp"
+
+namespace resil::app::ckpt_train {
+
+void setup_latest(CLI::App& app, LatestOptions& o) {
+  app.add_option("--ckpt-dir", o.ckpt_dir, "checkpoint directory")->required();
+}
+
+int run_latest(const LatestOptions& o) {
+  const auto p = resil::ckpt::latest(o.ckpt_dir);
+  if (!p) throw resil::NothingSelectedError(o.ckpt_dir + ": no complete checkpoint");
+  std::cout << p->string() << std::endl;
+  return 0;
+}
+
+}  // namespace resil::app::ckpt_train

@@ -1,0 +1,56 @@
+// ckpt-train: deterministic training (none | dp | mp) that writes and resumes HDF5 checkpoints.
+#include <iostream>
+
+#include "commands.hpp"
+#include "resil/app/main.hpp"
+
+using namespace resil::app::ckpt_train;
+
+namespace {
+/// Errors every rank raises identically (global checks): printed once, by rank 0.
+bool raised_on_every_rank(const resil::Error& e) {
+  return dynamic_cast<const resil::NumericError*>(&e) || dynamic_cast<const resil::MismatchError*>(&e) ||
+         dynamic_cast<const resil::UsageError*>(&e);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  resil::train::MpiSession mpi(&argc, &argv);
+  const resil::train::Comm comm = resil::train::Comm::world();
+  CLI::App app{"ckpt-train: deterministic data-/model-parallel training with HDF5 checkpoints"};
+  app.require_subcommand(1);
+  TrainOptions train_o;
+  ResumeOptions resume_o;
+  EvalOptions eval_o;
+  LatestOptions latest_o;
+  auto* train = app.add_subcommand("train", "train from scratch");
+  auto* resume = app.add_subcommand("resume", "continue a run from a checkpoint (file or mp manifest)");
+  auto* eval = app.add_subcommand("eval", "evaluate a checkpoint on the test split");
+  auto* latest = app.add_subcommand("latest", "print the newest complete checkpoint in a directory");
+  setup_train(*train, train_o);
+  setup_resume(*resume, resume_o);
+  setup_eval(*eval, eval_o);
+  setup_latest(*latest, latest_o);
+  const std::string prog = "ckpt-train";
+  return resil::app::guarded_main(prog, app, argc, argv, [&]() -> int {
+    try {
+      if (*train) return run_train(train_o, comm);
+      if (*resume) return run_resume(resume_o, comm);
+      if (*eval) return run_eval(eval_o, comm);
+      return run_latest(latest_o);
+    } catch (const resil::train::PeerError& e) {
+      return resil::exit_code_of(e);  // the rank that failed printed the reason
+    } catch (const resil::Error& e) {
+      if (comm.size() == 1) throw;
+      const int code = resil::exit_code_of(e);
+      if (raised_on_every_rank(e) || dynamic_cast<const resil::CorruptInputError*>(&e)) {
+        if (comm.rank() == 0 || !raised_on_every_rank(e))
+          std::cerr << prog << ": error: " << (comm.rank() ? "rank " + std::to_string(comm.rank()) + ": " : "") << e.what() << "\n";
+        return code;
+      }
+      // Seen by this rank alone: the others may wait in a collective forever, so end them all.
+      std::cerr << prog << ": error: rank " << comm.rank() << ": " << e.what() << "\n";
+      comm.abort(code);
+    }
+  });
+}

@@ -1,0 +1,28 @@
+#include <iostream>
+
+#include "commands.hpp"
+
+namespace resil::app::ckpt_train {
+
+void setup_resume(CLI::App& app, ResumeOptions& o) {
+  app.add_option("--from", o.from, "checkpoint file, or mp manifest (*.manifest.json)")->required()->check(CLI::ExistingFile);
+  app.add_option("--epochs", o.over.epochs, "continue up to this many epochs in total")->required()->check(CLI::Range(1, 100000));
+  app.add_option("--ckpt-dir", o.over.ckpt_dir, "directory for new checkpoints")->required();
+  app.add_option("--parallel", o.over.parallel, "must match the checkpoint")->check(CLI::IsMember({"none", "dp", "mp"}));
+  app.add_option("--model", o.over.model, "must match the checkpoint")->check(CLI::IsMember({"mlp", "cnn", "dlrm"}));
+  app.add_option("--metrics", o.over.metrics, "JSONL file, one record per epoch (appended)");
+  app.add_option("--summary", o.over.summary, "JSON summary written at the end (also on failure)");
+  app.add_option("--data", o.data, "override the stored data location");
+  app.add_option("--test-limit", o.test_limit, "override the stored test limit");
+}
+
+int run_resume(const ResumeOptions& o, const resil::train::Comm& comm) {
+  resil::train::ResumeOverrides over = o.over;
+  if (!o.data.empty()) over.data = o.data;
+  if (o.test_limit) over.test_limit = o.test_limit;
+  const auto s = resil::train::resume(o.from, over, comm, progress_printer(), stdout_logger());
+  if (comm.rank() == 0) std::cout << "done: " << s.steps << " steps, test accuracy " << s.test_accuracy << ", " << s.last_checkpoint << std::endl;
+  return 0;
+}
+
+}  // namespace resil::app::ckpt_train

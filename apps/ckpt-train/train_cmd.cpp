@@ -1,0 +1,71 @@
+#include <iostream>
+
+#include "commands.hpp"
+#include "resil/app/main.hpp"
+#include "resil/core/rng.hpp"
+
+namespace resil::app::ckpt_train {
+
+namespace {
+void add_common(CLI::App& app, resil::train::TrainConfig& c) {
+  app.add_option("--data", c.data, "mlp/cnn: MNIST-format directory (default: Debian's Fashion-MNIST); dlrm: Criteo TSV (default: synthetic)");
+  app.add_option("--test-limit", c.test_limit, "evaluate on the first N test samples (0 = all)");
+}
+}  // namespace
+
+resil::train::ProgressFn progress_printer() {
+  auto bar = std::make_shared<Progress>("train", 0);
+  auto total_seen = std::make_shared<std::uint64_t>(0);
+  return [bar, total_seen](std::uint64_t done, std::uint64_t total, const std::string& extra) {
+    if (*total_seen != total) {
+      *bar = Progress("train", total);
+      *total_seen = total;
+    }
+    bar->update(done, extra);
+    if (done == total) bar->finish(extra);
+  };
+}
+
+resil::train::LogFn stdout_logger() {
+  return [](const std::string& line) { std::cout << line << std::endl; };
+}
+
+void setup_train(CLI::App& app, TrainOptions& o) {
+  auto& c = o.cfg;
+  app.add_option("--model", c.model, "mlp | cnn | dlrm")->check(CLI::IsMember({"mlp", "cnn", "dlrm"}));
+  app.add_option("--epochs", c.epochs, "epochs to train")->check(CLI::Range(1, 100000));
+  app.add_option("--seed", o.seed, "root seed (default: drawn once and printed)");
+  app.add_option("--parallel", c.parallel, "none | dp | mp")->check(CLI::IsMember({"none", "dp", "mp"}));
+  app.add_option("--ckpt-dir", c.ckpt_dir, "directory for checkpoints")->required();
+  app.add_option("--ckpt-every", c.ckpt_every, "epochs between checkpoints (the last epoch is always saved)")->check(CLI::Range(1, 100000));
+  app.add_option("--optimizer", c.optimizer.kind, "sgd | adam | adagrad")->check(CLI::IsMember({"sgd", "adam", "adagrad"}));
+  app.add_option("--lr", c.optimizer.lr, "learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--momentum", c.optimizer.momentum, "sgd momentum (0 = none)")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--weight-decay", c.optimizer.weight_decay, "L2 weight decay")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--batch", c.batch, "global batch size")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--micro-batches", c.micro_batches, "mp: GPipe micro-batches per batch")->check(CLI::Range(1, 4096));
+  app.add_option("--threads", c.threads, "BLAS threads per rank (recorded: results depend on it)")->check(CLI::Range(1, 256));
+  app.add_option("--limit", c.limit, "train on the first N samples (0 = all)");
+  app.add_option("--synthetic-samples", c.synthetic_samples, "dlrm without --data: synthetic training samples")->check(CLI::Range(1, 1 << 30));
+  app.add_option("--metrics", c.metrics, "JSONL file, one record per epoch");
+  app.add_option("--summary", c.summary, "JSON summary written at the end (also on failure)");
+  add_common(app, c);
+}
+
+int run_train(const TrainOptions& o, const resil::train::Comm& comm) {
+  resil::train::TrainConfig cfg = o.cfg;
+  if (o.seed) {
+    cfg.seed = *o.seed;
+  } else {
+    // Kept below 2^52 so the broadcast through a double is exact; printed so the run can be repeated.
+    std::vector<double> s = {static_cast<double>(resil::draw_seed() >> 12)};
+    comm.bcast(s, 0);
+    cfg.seed = static_cast<std::uint64_t>(s[0]);
+    if (comm.rank() == 0) std::cout << "seed " << cfg.seed << " (drawn; pass --seed to repeat)" << std::endl;
+  }
+  const auto s = resil::train::train(cfg, comm, std::nullopt, progress_printer(), stdout_logger());
+  if (comm.rank() == 0) std::cout << "done: " << s.steps << " steps, test accuracy " << s.test_accuracy << ", " << s.last_checkpoint << std::endl;
+  return 0;
+}
+
+}  // namespace resil::app::ckpt_train

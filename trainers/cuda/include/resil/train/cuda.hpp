@@ -1,0 +1,26 @@
+// The CUDA backend's public face. No CUDA header is included here: code that selects a backend
+// (`--device cpu|cuda|auto`) includes this and links resil::train_cuda when RESIL_HAVE_CUDA.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "resil/train/backend.hpp"
+
+namespace resil::train {
+
+/// Number of usable CUDA devices; 0 when there is no GPU or no driver (never throws).
+int cuda_device_count() noexcept;
+
+/// A short description of device `d` ("NVIDIA H100 80GB HBM3, cc 9.0, 79 GiB"), or the reason none is usable.
+std::string cuda_device_description(int d);
+
+/// The device a rank should use when several ranks share a node: local_rank modulo the device count.
+int cuda_device_for_local_rank(int local_rank);
+
+/// CUDA backend on `device`: cuBLAS (FP32, TF32 off) for GEMMs; deterministic kernels (no unordered
+/// floating-point atomics) for everything else, so repeated runs are bit-identical.
+/// Throws CudaError when the device cannot be used.
+std::unique_ptr<Backend> make_cuda_backend(int device);
+
+}  // namespace resil::train

@@ -1,0 +1,432 @@
+// The CUDA backend. GEMMs go to cuBLAS (FP32, pedantic math); every other op is a kernel written
+// so that each output element is produced by one thread in a fixed order: no floating-point
+// atomics anywhere, hence bit-identical results run after run on the same GPU. Where the CPU
+// backend sums in a given order (bias gradients, col2im, embedding-bag gradients), the kernel sums
+// in the same order, so those ops agree with the CPU bit for bit; GEMMs and transcendental
+// functions agree within rounding (tests state the tolerances).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cuda_check.cuh"
+#include "resil/train/cuda.hpp"
+
+namespace resil::train {
+
+namespace {
+
+using cuda::DeviceBuffer;
+
+constexpr int kThreads = 256;
+inline int blocks_for(std::size_t n) {
+  return static_cast<int>(std::min<std::size_t>((n + kThreads - 1) / kThreads, 65535 * 8));
+}
+
+#define GRID_STRIDE(i, n) \
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<std::size_t>(blockDim.x) * gridDim.x)
+
+// ---------------------------------------------------------------- elementwise kernels
+__global__ void k_fill(float* x, std::size_t n, float v) { GRID_STRIDE(i, n) x[i] = v; }
+__global__ void k_axpy(std::size_t n, float a, const float* x, float* y) { GRID_STRIDE(i, n) y[i] += a * x[i]; }
+__global__ void k_relu_fwd(const float* x, float* y, std::size_t n) { GRID_STRIDE(i, n) y[i] = x[i] > 0.0f ? x[i] : 0.0f; }
+__global__ void k_relu_bwd(const float* y, const float* dy, float* dx, std::size_t n) {
+  GRID_STRIDE(i, n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+__global__ void k_nonfinite(const float* x, std::size_t n, int* flag) {
+  GRID_STRIDE(i, n) {
+    if ((__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u) *flag = 1;  // an idempotent flag, not a sum
+  }
+}
+__global__ void k_add_bias(float* y, const float* b, int rows, int cols) {
+  GRID_STRIDE(i, static_cast<std::size_t>(rows) * cols) y[i] += b[i % cols];
+}
+// One thread per column, rows in order: the CPU backend's summation order.
+__global__ void k_bias_grad(const float* dy, float* db, int rows, int cols) {
+  GRID_STRIDE(c, static_cast<std::size_t>(cols)) {
+    float acc = db[c];
+    for (int r = 0; r < rows; ++r) acc += dy[static_cast<std::size_t>(r) * cols + c];
+    db[c] = acc;
+  }
+}
+__global__ void k_add_channel_bias(float* y, const float* b, int n, int c, int plane) {
+  GRID_STRIDE(i, static_cast<std::size_t>(n) * c * plane) y[i] += b[(i / plane) % c];
+}
+__global__ void k_channel_bias_grad(const float* dy, float* db, int n, int c, int plane) {
+  GRID_STRIDE(ch, static_cast<std::size_t>(c)) {
+    float acc = db[ch];
+    for (int i = 0; i < n; ++i) {
+      const float* p = dy + (static_cast<std::size_t>(i) * c + ch) * plane;
+      float s = 0.0f;
+      for (int q = 0; q < plane; ++q) s += p[q];
+      acc += s;
+    }
+    db[ch] = acc;
+  }
+}
+
+// ---------------------------------------------------------------- convolution helpers
+// ConvGeom's own oh()/ow() are host functions; the same formulas for device code.
+__device__ __forceinline__ int geom_oh(const ConvGeom& g) { return (g.h + 2 * g.pad - g.kh) / g.stride + 1; }
+__device__ __forceinline__ int geom_ow(const ConvGeom& g) { return (g.w + 2 * g.pad - g.kw) / g.stride + 1; }
+__global__ void k_im2col(const float* img, ConvGeom g, float* col) {
+  const int oh = geom_oh(g), ow = geom_ow(g);
+  GRID_STRIDE(i, static_cast<std::size_t>(g.c) * g.kh * g.kw * oh * ow) {
+    const int x = static_cast<int>(i % ow), y = static_cast<int>((i / ow) % oh);
+    const int r = static_cast<int>(i / (static_cast<std::size_t>(oh) * ow));
+    const int kj = r % g.kw, ki = (r / g.kw) % g.kh, c = r / (g.kw * g.kh);
+    const int iy = y * g.stride - g.pad + ki, ix = x * g.stride - g.pad + kj;
+    col[i] = (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) ? img[(static_cast<std::size_t>(c) * g.h + iy) * g.w + ix] : 0.0f;
+  }
+}
+// Gather per image pixel, contributions in (ki, kj) order: the CPU scatter's order per pixel.
+__global__ void k_col2im(const float* col, ConvGeom g, float* img) {
+  const int oh = geom_oh(g), ow = geom_ow(g);
+  GRID_STRIDE(i, static_cast<std::size_t>(g.c) * g.h * g.w) {
+    const int ix = static_cast<int>(i % g.w), iy = static_cast<int>((i / g.w) % g.h), c = static_cast<int>(i / (static_cast<std::size_t>(g.h) * g.w));
+    float acc = img[i];
+    for (int ki = 0; ki < g.kh; ++ki) {
+      const int ty = iy + g.pad - ki;
+      if (ty < 0 || ty % g.stride) continue;
+      const int y = ty / g.stride;
+      if (y >= oh) continue;
+      for (int kj = 0; kj < g.kw; ++kj) {
+        const int tx = ix + g.pad - kj;
+        if (tx < 0 || tx % g.stride) continue;
+        const int x = tx / g.stride;
+        if (x >= ow) continue;
+        acc += col[((static_cast<std::size_t>(c) * g.kh + ki) * g.kw + kj) * oh * ow + static_cast<std::size_t>(y) * ow + x];
+      }
+    }
+    img[i] = acc;
+  }
+}
+__global__ void k_maxpool_fwd(const float* x, float* y, std::int32_t* argmax, int n, int c, int h, int w, int k) {
+  const int oh = h / k, ow = w / k;
+  GRID_STRIDE(o, static_cast<std::size_t>(n) * c * oh * ow) {
+    const int j = static_cast<int>(o % ow), i = static_cast<int>((o / ow) % oh);
+    const std::size_t p = o / (static_cast<std::size_t>(oh) * ow);
+    const std::size_t base = p * h * w;
+    std::size_t best = base + static_cast<std::size_t>(i * k) * w + j * k;
+    for (int a = 0; a < k; ++a)
+      for (int b = 0; b < k; ++b) {
+        const std::size_t off = base + static_cast<std::size_t>(i * k + a) * w + (j * k + b);
+        if (x[off] > x[best]) best = off;
+      }
+    y[o] = x[best];
+    argmax[o] = static_cast<std::int32_t>(best);
+  }
+}
+// Pooling windows do not overlap: each input has at most one output pointing at it, so a plain add is exact.
+__global__ void k_maxpool_bwd(const float* dy, const std::int32_t* argmax, float* dx, std::size_t out_size) {
+  GRID_STRIDE(o, out_size) dx[argmax[o]] += dy[o];
+}
+
+// ---------------------------------------------------------------- losses (per-row values, summed on the host in order)
+__global__ void k_softmax_xent(const float* logits, const std::int32_t* labels, int n, int classes, float grad_scale,
+                               float* dlogits, float* row_loss, std::int32_t* row_ok) {
+  GRID_STRIDE(i, static_cast<std::size_t>(n)) {
+    const float* z = logits + i * classes;
+    int arg = 0;
+    float mx = z[0];
+    for (int c = 1; c < classes; ++c)
+      if (z[c] > mx) { mx = z[c]; arg = c; }
+    float sum = 0.0f;
+    for (int c = 0; c < classes; ++c) sum += expf(z[c] - mx);
+    const int y = labels[i];
+    row_loss[i] = logf(sum) - (z[y] - mx);
+    row_ok[i] = arg == y;
+    if (dlogits) {
+      const float inv = 1.0f / sum;
+      for (int c = 0; c < classes; ++c) dlogits[i * classes + c] = grad_scale * (expf(z[c] - mx) * inv - (c == y ? 1.0f : 0.0f));
+    }
+  }
+}
+__global__ void k_bce(const float* x, const float* t, int n, float grad_scale, float* dx, float* row_loss) {
+  GRID_STRIDE(i, static_cast<std::size_t>(n)) {
+    const float xi = x[i], ti = t[i];
+    row_loss[i] = fmaxf(xi, 0.0f) - xi * ti + log1pf(expf(-fabsf(xi)));
+    if (dx) dx[i] = grad_scale * (1.0f / (1.0f + expf(-xi)) - ti);
+  }
+}
+
+// ---------------------------------------------------------------- DLRM
+__global__ void k_dot_fwd(const float* v, float* out, int n, int f, int d) {
+  const int pairs = f * (f - 1) / 2, width = d + pairs;
+  GRID_STRIDE(i, static_cast<std::size_t>(n) * width) {
+    const std::size_t s = i / width;
+    const int col = static_cast<int>(i % width);
+    const float* vs = v + s * f * d;
+    if (col < d) {
+      out[i] = vs[col];
+    } else {
+      int k = col - d, a = 1;
+      while (k >= a) { k -= a; ++a; }  // pair index -> (a, b) with b < a, row-major as on the CPU
+      float acc = 0.0f;
+      for (int e = 0; e < d; ++e) acc += vs[a * d + e] * vs[k * d + e];
+      out[i] = acc;
+    }
+  }
+}
+// dv[s, a, e] = [a==0] dout[s, e] + sum over pairs containing a, in the CPU's pair order.
+__global__ void k_dot_bwd(const float* v, const float* dout, float* dv, int n, int f, int d) {
+  const int width = d + f * (f - 1) / 2;
+  GRID_STRIDE(i, static_cast<std::size_t>(n) * f * d) {
+    const std::size_t s = i / (static_cast<std::size_t>(f) * d);
+    const int a = static_cast<int>((i / d) % f), e = static_cast<int>(i % d);
+    const float* vs = v + s * f * d;
+    const float* go = dout + s * width;
+    float acc = a == 0 ? go[e] : 0.0f;
+    int k = d;
+    for (int p = 1; p < f; ++p)
+      for (int q = 0; q < p; ++q, ++k) {
+        if (p == a) acc += go[k] * vs[q * d + e];
+        if (q == a) acc += go[k] * vs[p * d + e];
+      }
+    dv[i] = acc;
+  }
+}
+__global__ void k_bag_fwd(const float* table, int dim, const std::int32_t* idx, const std::int32_t* off, int n, float* out,
+                          int stride) {
+  GRID_STRIDE(i, static_cast<std::size_t>(n) * dim) {
+    const int b = static_cast<int>(i / dim), e = static_cast<int>(i % dim);
+    float acc = 0.0f;
+    for (std::int32_t j = off[b]; j < off[b + 1]; ++j) acc += table[static_cast<std::size_t>(idx[j]) * dim + e];
+    out[static_cast<std::size_t>(b) * stride + e] = acc;
+  }
+}
+// One thread per embedding column walks every index in bag order: the same order as the CPU, no atomics.
+__global__ void k_bag_bwd(const float* dout, int stride, const std::int32_t* idx, const std::int32_t* off, int n, int dim,
+                          float* grad) {
+  GRID_STRIDE(e, static_cast<std::size_t>(dim)) {
+    for (int b = 0; b < n; ++b) {
+      const float g = dout[static_cast<std::size_t>(b) * stride + e];
+      for (std::int32_t j = off[b]; j < off[b + 1]; ++j) grad[static_cast<std::size_t>(idx[j]) * dim + e] += g;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- optimizers (same formulas as the CPU backend)
+__global__ void k_sgd(float* w, const float* g, float* buf, std::size_t n, float lr, float mom, float wd) {
+  GRID_STRIDE(i, n) {
+    float gi = g[i] + wd * w[i];
+    if (buf) gi = buf[i] = mom * buf[i] + gi;
+    w[i] -= lr * gi;
+  }
+}
+__global__ void k_adam(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps,
+                       float wd, float c1, float c2) {
+  GRID_STRIDE(i, n) {
+    const float gi = g[i] + wd * w[i];
+    m[i] = b1 * m[i] + (1.0f - b1) * gi;
+    v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+    w[i] -= lr * (m[i] / c1) / (sqrtf(v[i] / c2) + eps);
+  }
+}
+__global__ void k_adagrad(float* w, const float* g, float* sum, std::size_t n, float lr, float eps, float wd) {
+  GRID_STRIDE(i, n) {
+    const float gi = g[i] + wd * w[i];
+    sum[i] += gi * gi;
+    w[i] -= lr * gi / (sqrtf(sum[i]) + eps);
+  }
+}
+
+#undef GRID_STRIDE
+
+class CudaBackend final : public Backend {
+public:
+  explicit CudaBackend(int device) : device_(device) {
+    RESIL_CUDA_CHECK(cudaSetDevice(device_));
+    stream_ = std::make_unique<cuda::Stream>();
+    blas_ = std::make_unique<cuda::CublasHandle>(stream_->get());
+  }
+  ~CudaBackend() override {
+    if (stream_) RESIL_CUDA_CHECK_PRINT(cudaStreamSynchronize(stream_->get()));
+  }
+  std::string name() const override { return "cuda"; }
+  int threads() const override { return 1; }
+
+  float* alloc(std::size_t n) override {
+    float* p = nullptr;
+    if (n) {
+      RESIL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(float)));
+      RESIL_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), s()));
+    }
+    return p;
+  }
+  void release(float* p) noexcept override {
+    if (p) {
+      RESIL_CUDA_CHECK_PRINT(cudaStreamSynchronize(s()));
+      RESIL_CUDA_CHECK_PRINT(cudaFree(p));
+    }
+  }
+  std::int32_t* alloc_i32(std::size_t n) override {
+    std::int32_t* p = nullptr;
+    if (n) {
+      RESIL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(std::int32_t)));
+      RESIL_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(std::int32_t), s()));
+    }
+    return p;
+  }
+  void release_i32(std::int32_t* p) noexcept override {
+    if (p) {
+      RESIL_CUDA_CHECK_PRINT(cudaStreamSynchronize(s()));
+      RESIL_CUDA_CHECK_PRINT(cudaFree(p));
+    }
+  }
+  void upload(float* dst, const float* host, std::size_t n) override { copy_sync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice); }
+  void upload_i32(std::int32_t* dst, const std::int32_t* host, std::size_t n) override {
+    copy_sync(dst, host, n * sizeof(std::int32_t), cudaMemcpyHostToDevice);
+  }
+  void download(float* host, const float* src, std::size_t n) override { copy_sync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost); }
+  void fill(float* x, std::size_t n, float v) override { launch(k_fill, n, x, n, v); }
+  void copy(float* dst, const float* src, std::size_t n) override {
+    if (n) RESIL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, s()));
+  }
+
+  void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb, float beta,
+            float* c, int ldc) override {
+    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
+    RESIL_CUBLAS_CHECK(cublasSgemm(blas_->get(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
+                                   b, ldb, a, lda, &beta, c, ldc));
+  }
+  void add_bias(float* y, const float* bias, int rows, int cols) override {
+    launch(k_add_bias, static_cast<std::size_t>(rows) * cols, y, bias, rows, cols);
+  }
+  void accumulate_bias_grad(const float* dy, float* db, int rows, int cols) override {
+    launch(k_bias_grad, static_cast<std::size_t>(cols), dy, db, rows, cols);
+  }
+  void add_channel_bias(float* y, const float* bias, int n, int c, int plane) override {
+    launch(k_add_channel_bias, static_cast<std::size_t>(n) * c * plane, y, bias, n, c, plane);
+  }
+  void accumulate_channel_bias_grad(const float* dy, float* db, int n, int c, int plane) override {
+    launch(k_channel_bias_grad, static_cast<std::size_t>(c), dy, db, n, c, plane);
+  }
+  void axpy(std::size_t n, float alpha, const float* x, float* y) override { launch(k_axpy, n, n, alpha, x, y); }
+
+  void relu_forward(const float* x, float* y, std::size_t n) override { launch(k_relu_fwd, n, x, y, n); }
+  void relu_backward(const float* y, const float* dy, float* dx, std::size_t n) override { launch(k_relu_bwd, n, y, dy, dx, n); }
+  bool all_finite(const float* x, std::size_t n) override {
+    flag_.ensure(1);
+    RESIL_CUDA_CHECK(cudaMemsetAsync(flag_.data(), 0, sizeof(int), s()));
+    launch(k_nonfinite, n, x, n, flag_.data());
+    int h = 0;
+    copy_sync(&h, flag_.data(), sizeof(int), cudaMemcpyDeviceToHost);
+    return h == 0;
+  }
+
+  void im2col(const float* img, const ConvGeom& g, float* col) override {
+    launch(k_im2col, static_cast<std::size_t>(g.c) * g.kh * g.kw * g.oh() * g.ow(), img, g, col);
+  }
+  void col2im(const float* col, const ConvGeom& g, float* img) override {
+    launch(k_col2im, static_cast<std::size_t>(g.c) * g.h * g.w, col, g, img);
+  }
+  void maxpool_forward(const float* x, float* y, std::int32_t* argmax, int n, int c, int h, int w, int k) override {
+    launch(k_maxpool_fwd, static_cast<std::size_t>(n) * c * (h / k) * (w / k), x, y, argmax, n, c, h, w, k);
+  }
+  void maxpool_backward(const float* dy, const std::int32_t* argmax, float* dx, std::size_t in_size, std::size_t out_size) override {
+    RESIL_CUDA_CHECK(cudaMemsetAsync(dx, 0, in_size * sizeof(float), s()));
+    launch(k_maxpool_bwd, out_size, dy, argmax, dx, out_size);
+  }
+
+  double softmax_xent(const float* logits, const std::int32_t* labels, int n, int classes, float grad_scale, float* dlogits,
+                      std::int64_t* correct) override {
+    rows_.ensure(static_cast<std::size_t>(n));
+    ok_.ensure(static_cast<std::size_t>(n));
+    launch(k_softmax_xent, static_cast<std::size_t>(n), logits, labels, n, classes, grad_scale, dlogits, rows_.data(), ok_.data());
+    host_rows_.resize(static_cast<std::size_t>(n));
+    host_ok_.resize(static_cast<std::size_t>(n));
+    copy_sync(host_rows_.data(), rows_.data(), static_cast<std::size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost);
+    copy_sync(host_ok_.data(), ok_.data(), static_cast<std::size_t>(n) * sizeof(std::int32_t), cudaMemcpyDeviceToHost);
+    double total = 0.0;  // summed in row order, as on the CPU
+    std::int64_t ok = 0;
+    for (int i = 0; i < n; ++i) {
+      total += static_cast<double>(host_rows_[static_cast<std::size_t>(i)]);
+      ok += host_ok_[static_cast<std::size_t>(i)];
+    }
+    if (correct) *correct += ok;
+    return total;
+  }
+  double bce_logits(const float* logits, const float* targets, int n, float grad_scale, float* dlogits) override {
+    rows_.ensure(static_cast<std::size_t>(n));
+    launch(k_bce, static_cast<std::size_t>(n), logits, targets, n, grad_scale, dlogits, rows_.data());
+    host_rows_.resize(static_cast<std::size_t>(n));
+    copy_sync(host_rows_.data(), rows_.data(), static_cast<std::size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost);
+    double total = 0.0;
+    for (int i = 0; i < n; ++i) total += static_cast<double>(host_rows_[static_cast<std::size_t>(i)]);
+    return total;
+  }
+
+  void dot_interaction_forward(const float* v, float* out, int n, int f, int d) override {
+    launch(k_dot_fwd, static_cast<std::size_t>(n) * (d + f * (f - 1) / 2), v, out, n, f, d);
+  }
+  void dot_interaction_backward(const float* v, const float* dout, float* dv, int n, int f, int d) override {
+    launch(k_dot_bwd, static_cast<std::size_t>(n) * f * d, v, dout, dv, n, f, d);
+  }
+  void embedding_bag_forward(const float* table, int dim, const std::int32_t* indices, const std::int32_t* offsets, int n,
+                             float* out, int out_stride) override {
+    stage_bags(indices, offsets, n);
+    launch(k_bag_fwd, static_cast<std::size_t>(n) * dim, table, dim, idx_.data(), off_.data(), n, out, out_stride);
+  }
+  void embedding_bag_backward(const float* dout, int out_stride, const std::int32_t* indices, const std::int32_t* offsets, int n,
+                              int dim, float* grad) override {
+    stage_bags(indices, offsets, n);
+    launch(k_bag_bwd, static_cast<std::size_t>(dim), dout, out_stride, idx_.data(), off_.data(), n, dim, grad);
+  }
+
+  void sgd_update(float* w, const float* g, float* buf, std::size_t n, float lr, float momentum, float wd) override {
+    launch(k_sgd, n, w, g, buf, n, lr, momentum, wd);
+  }
+  void adam_update(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps, float wd,
+                   std::int64_t step) override {
+    // Bias corrections computed on the host exactly as the CPU backend computes them.
+    const float c1 = 1.0f - static_cast<float>(std::pow(static_cast<double>(b1), static_cast<double>(step)));
+    const float c2 = 1.0f - static_cast<float>(std::pow(static_cast<double>(b2), static_cast<double>(step)));
+    launch(k_adam, n, w, g, m, v, n, lr, b1, b2, eps, wd, c1, c2);
+  }
+  void adagrad_update(float* w, const float* g, float* sum, std::size_t n, float lr, float eps, float wd) override {
+    launch(k_adagrad, n, w, g, sum, n, lr, eps, wd);
+  }
+
+private:
+  cudaStream_t s() const noexcept { return stream_->get(); }
+
+  template <class... KArgs, class... Args>
+  void launch(void (*kernel)(KArgs...), std::size_t n, Args&&... args) {
+    if (n == 0) return;
+    kernel<<<blocks_for(n), kThreads, 0, s()>>>(std::forward<Args>(args)...);
+    RESIL_CUDA_CHECK(cudaGetLastError());
+  }
+  void copy_sync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+    if (!bytes) return;
+    RESIL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s()));
+    RESIL_CUDA_CHECK(cudaStreamSynchronize(s()));
+  }
+  // The interface passes bag indices and offsets in host memory; stage them on the device.
+  void stage_bags(const std::int32_t* indices, const std::int32_t* offsets, int n) {
+    const std::size_t nidx = static_cast<std::size_t>(offsets[n]);
+    off_.ensure(static_cast<std::size_t>(n) + 1);
+    idx_.ensure(std::max<std::size_t>(1, nidx));
+    copy_sync(off_.data(), offsets, (static_cast<std::size_t>(n) + 1) * sizeof(std::int32_t), cudaMemcpyHostToDevice);
+    copy_sync(idx_.data(), indices, nidx * sizeof(std::int32_t), cudaMemcpyHostToDevice);
+  }
+
+  int device_;
+  std::unique_ptr<cuda::Stream> stream_;
+  std::unique_ptr<cuda::CublasHandle> blas_;
+  DeviceBuffer<int> flag_;
+  DeviceBuffer<float> rows_;
+  DeviceBuffer<std::int32_t> ok_, idx_, off_;
+  std::vector<float> host_rows_;
+  std::vector<std::int32_t> host_ok_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  const int n = cuda_device_count();
+  if (n == 0) throw CudaError("--device cuda: " + cuda_device_description(0));
+  if (device < 0 || device >= n) throw CudaError("--device cuda: " + cuda_device_description(device));
+  return std::make_unique<CudaBackend>(device);
+}
+
+}  // namespace resil::train

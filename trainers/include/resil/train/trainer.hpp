@@ -1,0 +1,105 @@
+// The training harness behind `ckpt-train`: configuration, the epoch loop for --parallel
+// none|dp|mp, checkpoints through resil::ckpt, resume and evaluation.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "resil/core/error.hpp"
+#include "resil/train/comm.hpp"
+#include "resil/train/optimizer.hpp"
+
+namespace resil::train {
+
+struct TrainConfig {
+  std::string model = "mlp";       // mlp | cnn | dlrm
+  std::string parallel = "none";   // none | dp | mp
+  int epochs = 1;                  // total epochs (resume continues up to this)
+  std::uint64_t seed = 0;
+  int batch = 64;                  // global batch (dp: split across ranks; mp: split into micro-batches)
+  int micro_batches = 4;           // mp (GPipe)
+  OptimizerConfig optimizer;
+  int threads = 1;                 // BLAS threads per rank (pinned: results depend on it)
+  std::string data;                // mlp/cnn: MNIST-format dir; dlrm: Criteo TSV file or "" (synthetic)
+  std::uint64_t limit = 0;         // training samples kept (0 = all)
+  std::uint64_t test_limit = 0;    // test samples kept (0 = all)
+  std::uint64_t synthetic_samples = 20000;  // dlrm synthetic: training samples (test: a quarter)
+  int ckpt_every = 1;              // epochs between checkpoints (the last epoch is always saved)
+  std::filesystem::path ckpt_dir;
+  std::filesystem::path metrics;   // JSONL, one record per epoch ("" = none)
+  std::filesystem::path summary;   // JSON at the end ("" = none)
+
+  /// The part of the config that defines the computation (stored in the checkpoint's /meta config).
+  std::string to_json() const;
+  static TrainConfig from_json(const std::string& text, const std::string& where);
+};
+
+struct Summary {
+  std::string command = "train";
+  std::string model, parallel;
+  int world_size = 1;
+  std::uint64_t seed = 0;
+  std::int64_t steps = 0, epochs = 0;
+  double final_loss = 0.0;         // mean training loss of the last epoch (eval: test loss)
+  double test_loss = 0.0;
+  double test_accuracy = 0.0;
+  double test_auc = -1.0;          // dlrm only
+  bool nan_detected = false;
+  std::int64_t nan_step = -1;
+  double wall_seconds = 0.0;
+  std::string last_checkpoint;
+  std::string error;
+  int exit_code = 0;
+  std::string to_json() const;
+};
+
+using ProgressFn = std::function<void(std::uint64_t done, std::uint64_t total, const std::string& extra)>;
+/// Receives one human-readable line per epoch (rank 0).
+using LogFn = std::function<void(const std::string& line)>;
+
+/// Error raised on ranks that did not see the failure themselves (another rank reported it);
+/// carries the same exit code and is not printed.
+class PeerError : public Error {
+public:
+  PeerError(const std::string& what, ExitCode code) : Error(what), code_(code) {}
+  ExitCode exit_code() const noexcept override { return code_; }
+
+private:
+  ExitCode code_;
+};
+
+/// Train from scratch (resume_from empty) or resume from a checkpoint file / mp manifest,
+/// up to cfg.epochs. Writes checkpoints, metrics and the summary (rank 0). Throws NumericError
+/// (naming the step) on NaN/Inf, MismatchError on incompatible resume, CorruptInputError on
+/// unreadable checkpoints -- consistently on every rank.
+Summary train(TrainConfig cfg, const Comm& comm, const std::optional<std::filesystem::path>& resume_from,
+              const ProgressFn& progress = {}, const LogFn& log = {});
+
+/// Overrides a resume may apply to the stored config.
+struct ResumeOverrides {
+  int epochs = 0;
+  std::string parallel;  // must match the checkpoint when set
+  std::string model;     // must match the checkpoint when set
+  std::filesystem::path ckpt_dir, metrics, summary;
+  std::optional<std::string> data;
+  std::optional<std::uint64_t> test_limit;
+};
+/// Resume: config from the checkpoint's /meta, then overrides (mismatch -> MismatchError).
+Summary resume(const std::filesystem::path& from, const ResumeOverrides& o, const Comm& comm, const ProgressFn& progress = {},
+               const LogFn& log = {});
+
+/// Evaluate a checkpoint (file or mp manifest) on the test split, in one process. NaN/Inf in the
+/// weights or the loss sets nan_detected (the caller maps it to exit 6).
+Summary evaluate(const std::filesystem::path& from, const std::optional<std::string>& data,
+                 const std::optional<std::uint64_t>& test_limit);
+
+/// Write `s` as JSON to `path` atomically (no-op for an empty path).
+void write_summary(const std::filesystem::path& path, const Summary& s);
+
+/// Area under the ROC curve (ties count one half); 0.5 when one class is absent.
+double auc(const std::vector<float>& scores, const std::vector<float>& labels);
+
+}  // namespace resil::train

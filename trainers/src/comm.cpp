@@ -1,0 +1,150 @@
+#include "resil/train/comm.hpp"
+
+#include <cstdlib>
+
+#include "resil/config.hpp"
+#include "resil/core/error.hpp"
+
+#if RESIL_HAVE_MPI
+#include <mpi.h>
+#define RESIL_MPI_CHECK(expr)                                                                            \
+  do {                                                                                                   \
+    const int rc_ = (expr);                                                                              \
+    if (rc_ != MPI_SUCCESS) {                                                                            \
+      char msg_[MPI_MAX_ERROR_STRING];                                                                   \
+      int len_ = 0;                                                                                      \
+      MPI_Error_string(rc_, msg_, &len_);                                                                \
+      throw ::resil::MpiError(std::string(#expr) + ": " + std::string(msg_, static_cast<std::size_t>(len_))); \
+    }                                                                                                    \
+  } while (0)
+#endif
+
+namespace resil::train {
+
+namespace {
+#if RESIL_HAVE_MPI
+bool mpi_active() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+bool g_owner = false;
+
+template <class T>
+void ordered_sum(std::vector<T>& buf, MPI_Datatype type, int rank, int size) {
+  const int n = static_cast<int>(buf.size());
+  std::vector<T> all(rank == 0 ? buf.size() * static_cast<std::size_t>(size) : 0);
+  RESIL_MPI_CHECK(MPI_Gather(buf.data(), n, type, all.data(), n, type, 0, MPI_COMM_WORLD));
+  if (rank == 0)
+    for (int r = 1; r < size; ++r) {
+      const T* src = all.data() + static_cast<std::size_t>(r) * buf.size();
+      for (std::size_t i = 0; i < buf.size(); ++i) buf[i] += src[i];
+    }
+  RESIL_MPI_CHECK(MPI_Bcast(buf.data(), n, type, 0, MPI_COMM_WORLD));
+}
+#endif
+}  // namespace
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+#if RESIL_HAVE_MPI
+  int init = 0;
+  MPI_Initialized(&init);
+  if (!init) {
+    RESIL_MPI_CHECK(MPI_Init(argc, argv));
+    g_owner = true;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  }
+#else
+  (void)argc;
+  (void)argv;
+#endif
+}
+
+MpiSession::~MpiSession() {
+#if RESIL_HAVE_MPI
+  if (g_owner && mpi_active()) MPI_Finalize();
+  g_owner = false;
+#endif
+}
+
+Comm Comm::world() {
+#if RESIL_HAVE_MPI
+  if (mpi_active()) {
+    int r = 0, s = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_size(MPI_COMM_WORLD, &s);
+    return Comm(r, s);
+  }
+#endif
+  return Comm(0, 1);
+}
+
+void Comm::allreduce_sum(std::vector<float>& buf) const {
+#if RESIL_HAVE_MPI
+  if (size_ > 1) ordered_sum(buf, MPI_FLOAT, rank_, size_);
+#else
+  (void)buf;
+#endif
+}
+
+void Comm::allreduce_sum(std::vector<double>& buf) const {
+#if RESIL_HAVE_MPI
+  if (size_ > 1) ordered_sum(buf, MPI_DOUBLE, rank_, size_);
+#else
+  (void)buf;
+#endif
+}
+
+int Comm::allreduce_max(int v) const {
+#if RESIL_HAVE_MPI
+  if (size_ > 1) {
+    int out = v;
+    RESIL_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    return out;
+  }
+#endif
+  return v;
+}
+
+void Comm::bcast(std::vector<double>& buf, int root) const {
+#if RESIL_HAVE_MPI
+  if (size_ > 1) RESIL_MPI_CHECK(MPI_Bcast(buf.data(), static_cast<int>(buf.size()), MPI_DOUBLE, root, MPI_COMM_WORLD));
+#else
+  (void)buf;
+  (void)root;
+#endif
+}
+
+void Comm::send(const float* p, std::size_t n, int dest, int tag) const {
+#if RESIL_HAVE_MPI
+  RESIL_MPI_CHECK(MPI_Send(p, static_cast<int>(n), MPI_FLOAT, dest, tag, MPI_COMM_WORLD));
+#else
+  (void)p; (void)n; (void)dest; (void)tag;
+  throw MpiError("send: this build has no MPI");
+#endif
+}
+
+void Comm::recv(float* p, std::size_t n, int src, int tag) const {
+#if RESIL_HAVE_MPI
+  RESIL_MPI_CHECK(MPI_Recv(p, static_cast<int>(n), MPI_FLOAT, src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+#else
+  (void)p; (void)n; (void)src; (void)tag;
+  throw MpiError("recv: this build has no MPI");
+#endif
+}
+
+void Comm::barrier() const {
+#if RESIL_HAVE_MPI
+  if (size_ > 1) RESIL_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+#endif
+}
+
+void Comm::abort(int code) const {
+#if RESIL_HAVE_MPI
+  if (size_ > 1) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+  std::exit(code);
+}
+
+}  // namespace resil::train

@@ -1,0 +1,637 @@
+// The training harness: one file to follow a run top to bottom -- data, model, (resume), then per
+// step: batch -> forward/backward -> reduce (dp) or pipeline (mp) -> NaN check -> update; per
+// epoch: metrics, checkpoint.
+#include "resil/train/trainer.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cmath>
+#include <fstream>
+
+#include "pipeline.hpp"
+#include "resil/ckpt/checkpoint.hpp"
+#include "resil/ckpt/fs.hpp"
+#include "resil/config.hpp"
+#include "resil/data/criteo.hpp"
+#include "resil/data/idx.hpp"
+#include "resil/data/sampler.hpp"
+#include "resil/train/dlrm.hpp"
+
+namespace resil::train {
+
+namespace stdfs = std::filesystem;
+using nlohmann::json;
+
+// ------------------------------------------------------------------ config and summary JSON
+std::string TrainConfig::to_json() const {
+  const json j = {{"model", model}, {"parallel", parallel}, {"epochs", epochs}, {"seed", seed}, {"batch", batch},
+                  {"micro_batches", micro_batches},
+                  {"optimizer", {{"kind", optimizer.kind}, {"lr", optimizer.lr}, {"momentum", optimizer.momentum},
+                                 {"beta1", optimizer.beta1}, {"beta2", optimizer.beta2}, {"eps", optimizer.eps},
+                                 {"weight_decay", optimizer.weight_decay}}},
+                  {"threads", threads}, {"blas", "openblas"}, {"data", data}, {"limit", limit}, {"test_limit", test_limit},
+                  {"synthetic_samples", synthetic_samples}, {"ckpt_every", ckpt_every}};
+  return j.dump();
+}
+
+TrainConfig TrainConfig::from_json(const std::string& text, const std::string& where) {
+  try {
+    const json j = json::parse(text);
+    TrainConfig c;
+    c.model = j.at("model").get<std::string>();
+    c.parallel = j.at("parallel").get<std::string>();
+    c.epochs = j.at("epochs").get<int>();
+    c.seed = j.at("seed").get<std::uint64_t>();
+    c.batch = j.at("batch").get<int>();
+    c.micro_batches = j.at("micro_batches").get<int>();
+    const json& o = j.at("optimizer");
+    c.optimizer = {o.at("kind").get<std::string>(), o.at("lr").get<float>(), o.at("momentum").get<float>(),
+                   o.at("beta1").get<float>(), o.at("beta2").get<float>(), o.at("eps").get<float>(),
+                   o.at("weight_decay").get<float>()};
+    c.threads = j.at("threads").get<int>();
+    c.data = j.at("data").get<std::string>();
+    c.limit = j.at("limit").get<std::uint64_t>();
+    c.test_limit = j.at("test_limit").get<std::uint64_t>();
+    c.synthetic_samples = j.at("synthetic_samples").get<std::uint64_t>();
+    c.ckpt_every = j.at("ckpt_every").get<int>();
+    return c;
+  } catch (const std::exception& e) {
+    throw CorruptInputError(where + ": /meta config is not a ckpt-train configuration: " + e.what());
+  }
+}
+
+std::string Summary::to_json() const {
+  json j = {{"command", command}, {"model", model}, {"parallel", parallel}, {"world_size", world_size}, {"seed", seed},
+            {"steps", steps}, {"epochs", epochs}, {"final_loss", std::isfinite(final_loss) ? json(final_loss) : json(nullptr)},
+            {"test_loss", std::isfinite(test_loss) ? json(test_loss) : json(nullptr)}, {"test_accuracy", test_accuracy},
+            {"nan_detected", nan_detected}, {"nan_step", nan_step}, {"wall_seconds", wall_seconds},
+            {"last_checkpoint", last_checkpoint}, {"exit_code", exit_code}, {"error", error},
+            {"program_version", resil::version}};
+  if (test_auc >= 0) j["test_auc"] = test_auc;
+  return j.dump(2);
+}
+
+void write_summary(const stdfs::path& path, const Summary& s) {
+  if (!path.empty()) ckpt::fs::write_file_atomic(path, s.to_json() + "\n");
+}
+
+double auc(const std::vector<float>& scores, const std::vector<float>& labels) {
+  std::vector<std::size_t> idx(scores.size());
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return scores[a] < scores[b]; });
+  double pos = 0, neg = 0, rank_sum = 0;
+  for (std::size_t i = 0; i < idx.size();) {
+    std::size_t j = i;
+    while (j < idx.size() && scores[idx[j]] == scores[idx[i]]) ++j;
+    const double avg_rank = (static_cast<double>(i) + static_cast<double>(j) + 1.0) / 2.0;  // 1-based, ties averaged
+    for (std::size_t k = i; k < j; ++k)
+      if (labels[idx[k]] > 0.5f) rank_sum += avg_rank;
+    i = j;
+  }
+  for (float l : labels) (l > 0.5f ? pos : neg) += 1;
+  if (pos == 0 || neg == 0) return 0.5;
+  return (rank_sum - pos * (pos + 1) / 2) / (pos * neg);
+}
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// Run `fn` on every rank and agree on failure: the failing rank rethrows its own error, the
+/// others throw a silent PeerError with the same exit code, so no rank hangs in a collective.
+template <class Fn>
+void agree(const Comm& comm, Fn&& fn) {
+  int code = 0;
+  std::exception_ptr err;
+  try {
+    fn();
+  } catch (const Error& e) {
+    code = static_cast<int>(e.exit_code());
+    err = std::current_exception();
+  } catch (const std::exception&) {
+    code = static_cast<int>(ExitCode::internal);
+    err = std::current_exception();
+  }
+  const int any = comm.allreduce_max(code);
+  if (err) std::rethrow_exception(err);
+  if (any != 0) throw PeerError("another rank failed", static_cast<ExitCode>(any));
+}
+
+// ------------------------------------------------------------------ data
+struct Data {
+  bool clicks = false;
+  data::ImageSet train_img, test_img;
+  data::ClickSet train_clk, test_clk;
+  std::size_t train_n() const { return clicks ? train_clk.n : train_img.n; }
+  std::size_t test_n() const { return clicks ? test_clk.n : test_img.n; }
+};
+
+Data load_data(const TrainConfig& c) {
+  Data d;
+  if (c.model == "dlrm") {
+    d.clicks = true;
+    const DlrmConfig dc;
+    if (c.data.empty()) {
+      const std::uint64_t n = c.limit ? std::min(c.limit, c.synthetic_samples) : c.synthetic_samples;
+      const std::uint64_t nt = c.test_limit ? c.test_limit : std::max<std::uint64_t>(1, c.synthetic_samples / 4);
+      d.train_clk = data::synthetic_clicks(n, c.seed, dc.table_sizes);
+      d.test_clk = data::synthetic_clicks(nt, c.seed, dc.table_sizes, c.synthetic_samples);  // disjoint samples
+    } else {
+      // A TSV file: the last quarter (or test_limit samples) is the test split.
+      data::ClickSet all = data::read_criteo_tsv(c.data, dc.table_sizes);
+      const std::size_t nt = c.test_limit ? std::min<std::size_t>(c.test_limit, all.n / 2) : all.n / 4;
+      auto split = [&](std::size_t from, std::size_t n) {
+        data::ClickSet s;
+        s.table_sizes = all.table_sizes;
+        s.n = n;
+        s.dense.assign(all.dense.begin() + static_cast<long>(from * 13), all.dense.begin() + static_cast<long>((from + n) * 13));
+        s.sparse.assign(all.sparse.begin() + static_cast<long>(from * 26), all.sparse.begin() + static_cast<long>((from + n) * 26));
+        s.labels.assign(all.labels.begin() + static_cast<long>(from), all.labels.begin() + static_cast<long>(from + n));
+        return s;
+      };
+      const std::size_t ntr = all.n - nt;
+      d.train_clk = split(0, c.limit ? std::min<std::size_t>(c.limit, ntr) : ntr);
+      d.test_clk = split(ntr, nt);
+    }
+  } else {
+    const std::string dir = c.data.empty() ? data::default_fashion_mnist_dir : c.data;
+    d.train_img = data::load_mnist(dir, data::Split::train, c.limit);
+    d.test_img = data::load_mnist(dir, data::Split::test, c.test_limit);
+    if (d.train_img.dim() != 784 || d.test_img.dim() != 784)
+      throw CorruptInputError(dir + ": images are " + std::to_string(d.train_img.rows) + "x" + std::to_string(d.train_img.cols) +
+                              ", the mlp and cnn models need 28x28");
+  }
+  return d;
+}
+
+/// Host staging for one batch: rows of the dataset picked by `idx`.
+struct Staging {
+  std::vector<float> x, targets;
+  std::vector<std::int32_t> labels, sparse;
+  Batch gather(const Data& d, bool test, std::span<const std::uint32_t> idx) {
+    const auto n = idx.size();
+    if (d.clicks) {
+      const auto& s = test ? d.test_clk : d.train_clk;
+      x.resize(n * 13);
+      sparse.resize(n * 26);
+      targets.resize(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        std::copy_n(s.dense.begin() + static_cast<long>(idx[i] * 13), 13, x.begin() + static_cast<long>(i * 13));
+        std::copy_n(s.sparse.begin() + static_cast<long>(idx[i] * 26), 26, sparse.begin() + static_cast<long>(i * 26));
+        targets[i] = s.labels[idx[i]];
+      }
+      return Batch{static_cast<int>(n), x.data(), nullptr, targets.data(), sparse.data()};
+    }
+    const auto& s = test ? d.test_img : d.train_img;
+    const std::size_t dim = s.dim();
+    x.resize(n * dim);
+    labels.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::copy_n(s.pixels.begin() + static_cast<long>(idx[i] * dim), dim, x.begin() + static_cast<long>(i * dim));
+      labels[i] = s.labels[idx[i]];
+    }
+    return Batch{static_cast<int>(n), x.data(), labels.data(), nullptr, nullptr};
+  }
+};
+
+// ------------------------------------------------------------------ run state
+struct Run {
+  TrainConfig cfg;
+  const Comm& comm;
+  ckpt::ParallelMode mode;
+  std::unique_ptr<Backend> be;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> opt;
+  std::vector<std::pair<std::size_t, std::size_t>> layout;  // mp stages
+  std::unique_ptr<PipelineStage> stage;
+  std::vector<ParamRef> params;  // this rank's parameters
+  std::int64_t step = 0, epoch = 0;
+
+  Run(TrainConfig c, const Comm& cm) : cfg(std::move(c)), comm(cm), mode(ckpt::mode_from_name(cfg.parallel)) {
+    if (cfg.epochs < 1) throw UsageError("--epochs must be at least 1");
+    if (cfg.batch < 1) throw UsageError("--batch must be at least 1");
+    if (mode == ckpt::ParallelMode::none && comm.size() > 1)
+      throw UsageError("--parallel none under " + std::to_string(comm.size()) + " MPI ranks (use dp or mp, or run one process)");
+    if (mode == ckpt::ParallelMode::dp && cfg.batch % comm.size() != 0)
+      throw UsageError("--batch " + std::to_string(cfg.batch) + " is not divisible by the " + std::to_string(comm.size()) + " dp ranks");
+    be = make_cpu_backend(cfg.threads);
+    model = make_model(*be, cfg.model);
+    model->init(cfg.seed);
+    opt = std::make_unique<Optimizer>(*be, cfg.optimizer);
+    if (mode == ckpt::ParallelMode::mp) {
+      auto* cls = dynamic_cast<Classifier*>(model.get());
+      if (!cls) throw UsageError("--parallel mp supports the layer-chain models mlp and cnn, not " + cfg.model);
+      layout = partition_layers(cls->net(), comm.size());
+      const auto [first, end] = layout[static_cast<std::size_t>(comm.rank())];
+      stage = std::make_unique<PipelineStage>(cls->net(), first, end, comm, cfg.micro_batches);
+      params = cls->net().params(first, end);
+    } else {
+      params = model->params();
+    }
+    opt->attach(params);
+  }
+
+  std::string layout_json() const {
+    json a = json::array();
+    for (auto [f, e] : layout) a.push_back({f, e});
+    return layout.empty() ? std::string() : a.dump();
+  }
+
+  bool weights_finite() {
+    bool ok = true;
+    for (const auto& p : params) ok = ok && be->all_finite(p.value->data(), p.value->numel());
+    return ok;
+  }
+
+  // ---------------------------------------------------------------- checkpoints
+  ckpt::Checkpoint snapshot() {
+    ckpt::Checkpoint c;
+    c.meta.step = step;
+    c.meta.epoch = epoch;
+    c.meta.world_size = comm.size();
+    c.meta.rank = comm.rank();
+    c.meta.mode = mode;
+    c.meta.stage_layout = layout_json();
+    c.meta.model = cfg.model;
+    c.meta.config = cfg.to_json();
+    c.meta.seed = cfg.seed;
+    // Counter-based streams: the shuffle of epoch e is Rng(derive_seed(seed, shuffle), e), so
+    // (seed, next epoch, step) fully restores the data order.
+    c.meta.rng_state = {cfg.seed, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(step)};
+    c.meta.data_cursor = 0;  // checkpoints are taken at epoch boundaries
+    for (const auto& p : params) {
+      const auto h = p.value->to_host();
+      ckpt::Shape shape(p.value->dims().begin(), p.value->dims().end());
+      c.model.emplace(p.name, ckpt::Tensor::from<float>(shape, std::span<const float>(h)));
+      for (auto& [slot, t] : opt->slots().at(p.name)) {
+        const auto sh = t.to_host();
+        c.optimizer[p.name].emplace(slot, ckpt::Tensor::from<float>(shape, std::span<const float>(sh)));
+      }
+    }
+    return c;
+  }
+
+  /// Save at the current step; returns the path of the file or manifest.
+  std::string save() {
+    stdfs::path out;
+    agree(comm, [&] {
+      if (mode == ckpt::ParallelMode::mp) {
+        out = ckpt::save(ckpt::shard_path(cfg.ckpt_dir, step, comm.rank()), snapshot());
+      } else if (comm.rank() == 0) {
+        out = ckpt::save(cfg.ckpt_dir / ckpt::file_name_for_step(step), snapshot());
+      }
+    });
+    if (mode == ckpt::ParallelMode::mp) {
+      comm.barrier();  // every shard is committed before the manifest vouches for the set
+      out = ckpt::manifest_path(cfg.ckpt_dir, step);
+      agree(comm, [&] {
+        if (comm.rank() != 0) return;
+        ckpt::Manifest m;
+        m.step = step;
+        m.epoch = epoch;
+        m.world_size = comm.size();
+        m.mode = mode;
+        m.model = cfg.model;
+        for (int r = 0; r < comm.size(); ++r) m.shards.push_back(stdfs::relative(ckpt::shard_path(cfg.ckpt_dir, step, r), cfg.ckpt_dir));
+        ckpt::write_manifest(out, m);
+      });
+    }
+    return out.string();
+  }
+
+  void load_state(const ckpt::Checkpoint& c, const std::string& where) {
+    for (const auto& p : params) {
+      auto it = c.model.find(p.name);
+      if (it == c.model.end()) throw CorruptInputError(where + ": missing dataset /model/" + p.name);
+      upload_checked(it->second, *p.value, where + ": /model/" + p.name);
+      for (auto& [slot, t] : opt->slots().at(p.name)) {
+        auto ps = c.optimizer.find(p.name);
+        if (ps == c.optimizer.end() || !ps->second.count(slot))
+          throw CorruptInputError(where + ": missing dataset /optimizer/" + p.name + "/" + slot + " (" + cfg.optimizer.kind + " state)");
+        upload_checked(ps->second.at(slot), t, where + ": /optimizer/" + p.name + "/" + slot);
+      }
+    }
+    step = c.meta.step;
+    epoch = c.meta.epoch;
+    opt->set_step(step);
+  }
+
+  static void upload_checked(const ckpt::Tensor& src, Tensor& dst, const std::string& what) {
+    const ckpt::Shape want(dst.dims().begin(), dst.dims().end());
+    if (src.dtype() != ckpt::DType::f32 || src.shape() != want)
+      throw MismatchError(what + " is " + std::string(ckpt::dtype_name(src.dtype())) + ckpt::shape_string(src.shape()) +
+                          ", the model needs f32" + ckpt::shape_string(want));
+    const auto v = src.as<float>();
+    dst.from_host(std::vector<float>(v.begin(), v.end()));
+  }
+
+  // ---------------------------------------------------------------- one step
+  /// Forward, backward, reduce, NaN check, update. Returns the global batch's stats.
+  StepStats train_step(Data& d, Staging& st, std::span<const std::uint32_t> order, std::size_t s) {
+    const float scale = 1.0f / static_cast<float>(cfg.batch);
+    model->zero_grad();
+    StepStats stats;
+    if (mode == ckpt::ParallelMode::mp) {
+      stats = stage->train_step(st.gather(d, false, data::rank_batch(order, s, static_cast<std::size_t>(cfg.batch), 0, 1)), scale);
+    } else {
+      const int world = mode == ckpt::ParallelMode::dp ? comm.size() : 1;
+      const int rank = mode == ckpt::ParallelMode::dp ? comm.rank() : 0;
+      stats = model->forward_backward(st.gather(d, false, data::rank_batch(order, s, static_cast<std::size_t>(cfg.batch), rank, world)), scale);
+      if (world > 1) reduce(stats);
+    }
+    const std::int64_t this_step = step + 1;
+    if (!std::isfinite(stats.loss_sum))
+      throw NumericError("NaN/Inf in the training loss at step " + std::to_string(this_step) + " (epoch " + std::to_string(epoch + 1) + ")");
+    opt->begin_step();
+    if (mode == ckpt::ParallelMode::mp) {
+      for (const auto& p : params) opt->update(p);
+    } else {
+      model->apply_update(*opt);
+    }
+    if (comm.allreduce_max(weights_finite() ? 0 : 1) != 0)
+      throw NumericError("NaN/Inf in the weights after step " + std::to_string(this_step) + " (epoch " + std::to_string(epoch + 1) + ")");
+    step = this_step;
+    return stats;
+  }
+
+  /// Data-parallel reduction: gradients (and row-sparse touched-row masks) summed in rank order.
+  void reduce(StepStats& stats) {
+    std::vector<float> flat;
+    for (const auto& p : params) {
+      const auto g = p.grad->to_host();
+      flat.insert(flat.end(), g.begin(), g.end());
+    }
+    const auto touched = model->touched_rows();
+    std::vector<std::size_t> mask_at;
+    for (const auto& [name, rows] : touched) {
+      const auto it = std::find_if(params.begin(), params.end(), [&](const ParamRef& p) { return p.name == name; });
+      mask_at.push_back(flat.size());
+      flat.resize(flat.size() + static_cast<std::size_t>(it->value->dim(0)), 0.0f);
+      for (auto r : rows) flat[mask_at.back() + static_cast<std::size_t>(r)] = 1.0f;
+    }
+    comm.allreduce_sum(flat);
+    std::size_t off = 0;
+    for (const auto& p : params) {
+      be->upload(p.grad->data(), flat.data() + off, p.grad->numel());
+      off += p.grad->numel();
+    }
+    for (std::size_t t = 0; t < touched.size(); ++t) {
+      const auto it = std::find_if(params.begin(), params.end(), [&](const ParamRef& p) { return p.name == touched[t].first; });
+      std::vector<std::int32_t> rows;
+      for (int r = 0; r < it->value->dim(0); ++r)
+        if (flat[mask_at[t] + static_cast<std::size_t>(r)] > 0.0f) rows.push_back(r);
+      model->set_touched_rows(touched[t].first, std::move(rows));
+    }
+    std::vector<double> s = {stats.loss_sum, static_cast<double>(stats.correct), static_cast<double>(stats.samples)};
+    comm.allreduce_sum(s);
+    stats = {s[0], static_cast<std::int64_t>(s[1]), static_cast<std::int64_t>(s[2])};
+  }
+
+  // ---------------------------------------------------------------- evaluation
+  struct Eval {
+    double loss = 0, accuracy = 0, auc = -1;
+  };
+  Eval evaluate(Data& d, Staging& st) {
+    const std::size_t n = d.test_n(), chunk = 1000;
+    std::vector<std::uint32_t> idx(n);
+    for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<std::uint32_t>(i);
+    StepStats tot;
+    std::vector<float> scores;
+    for (std::size_t b = 0; b < n; b += chunk) {
+      const Batch batch = st.gather(d, true, std::span<const std::uint32_t>(idx).subspan(b, std::min(chunk, n - b)));
+      StepStats s;
+      if (mode == ckpt::ParallelMode::mp) {
+        s = stage->eval_step(batch);
+      } else {
+        s = model->evaluate(batch, d.clicks ? &scores : nullptr);
+      }
+      tot.loss_sum += s.loss_sum;
+      tot.correct += s.correct;
+      tot.samples += s.samples;
+    }
+    Eval e;
+    e.loss = tot.samples ? tot.loss_sum / static_cast<double>(tot.samples) : 0.0;
+    e.accuracy = tot.samples ? static_cast<double>(tot.correct) / static_cast<double>(tot.samples) : 0.0;
+    if (d.clicks) e.auc = auc(scores, d.test_clk.labels);
+    return e;
+  }
+};
+
+void append_line(const stdfs::path& p, const std::string& line) {
+  std::ofstream f(p, std::ios::app);
+  if (!(f << line << "\n")) throw IoError(p.string() + ": cannot append metrics");
+}
+
+Summary base_summary(const TrainConfig& c, const Comm& comm) {
+  Summary s;
+  s.model = c.model;
+  s.parallel = c.parallel;
+  s.world_size = comm.size();
+  s.seed = c.seed;
+  return s;
+}
+
+/// Resolve what to load on this rank and check compatibility with this run.
+ckpt::Checkpoint load_for_rank(const stdfs::path& from, const Run& run) {
+  const bool manifest = from.string().ends_with(".manifest.json");
+  ckpt::Meta meta;
+  stdfs::path file = from;
+  if (manifest) {
+    const ckpt::Manifest m = ckpt::read_manifest(from);
+    if (m.world_size != run.comm.size() || m.mode != run.mode)
+      throw MismatchError(from.string() + ": written by a " + std::string(ckpt::mode_name(m.mode)) + " run with " + std::to_string(m.world_size) +
+                          " ranks; this run is " + run.cfg.parallel + " with " + std::to_string(run.comm.size()) + " ranks");
+    file = from.parent_path() / m.shards.at(static_cast<std::size_t>(run.comm.rank()));
+  }
+  ckpt::Checkpoint c = ckpt::read(file, true);
+  if (c.meta.model != run.cfg.model)
+    throw MismatchError(file.string() + ": checkpoint holds model '" + c.meta.model + "', this run trains '" + run.cfg.model + "'");
+  if (c.meta.mode != run.mode || c.meta.world_size != run.comm.size())
+    throw MismatchError(file.string() + ": written by a " + std::string(ckpt::mode_name(c.meta.mode)) + " run with " + std::to_string(c.meta.world_size) +
+                        " ranks; this run is " + run.cfg.parallel + " with " + std::to_string(run.comm.size()) + " ranks");
+  if (run.mode == ckpt::ParallelMode::mp && c.meta.stage_layout != run.layout_json())
+    throw MismatchError(file.string() + ": stage layout " + c.meta.stage_layout + " differs from this run's " + run.layout_json());
+  return c;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ train
+Summary train(TrainConfig cfg, const Comm& comm, const std::optional<stdfs::path>& resume_from, const ProgressFn& progress,
+              const LogFn& log) {
+  const double t0 = now();
+  Summary sum = base_summary(cfg, comm);
+  const bool root = comm.rank() == 0;
+  auto finish = [&](const Error* e) {
+    sum.wall_seconds = now() - t0;
+    if (e) {
+      sum.error = e->what();
+      sum.exit_code = static_cast<int>(e->exit_code());
+    }
+    if (root) write_summary(cfg.summary, sum);
+  };
+  std::unique_ptr<Run> run;
+  Data data;
+  try {
+    agree(comm, [&] {
+      if (cfg.ckpt_dir.empty()) throw UsageError("--ckpt-dir is required");
+      if (cfg.ckpt_every < 1) throw UsageError("--ckpt-every must be at least 1");
+      run = std::make_unique<Run>(cfg, comm);
+      data = load_data(cfg);
+      if (data::steps_per_epoch(data.train_n(), static_cast<std::size_t>(cfg.batch)) == 0)
+        throw UsageError("--batch " + std::to_string(cfg.batch) + " is larger than the " + std::to_string(data.train_n()) + " training samples");
+      if (resume_from) run->load_state(load_for_rank(*resume_from, *run), resume_from->string());
+      if (root) stdfs::create_directories(cfg.ckpt_dir);
+    });
+    if (run->epoch >= cfg.epochs && resume_from)
+      throw UsageError(resume_from->string() + " already has " + std::to_string(run->epoch) + " epochs; ask --epochs beyond that");
+    if (root && !cfg.metrics.empty() && !resume_from) std::ofstream(cfg.metrics, std::ios::trunc);
+    sum.steps = run->step;
+    sum.epochs = run->epoch;
+    Staging st;
+    const std::size_t steps = data::steps_per_epoch(data.train_n(), static_cast<std::size_t>(cfg.batch));
+    const std::uint64_t total = steps * static_cast<std::size_t>(cfg.epochs - run->epoch);
+    std::uint64_t done = 0;
+    while (run->epoch < cfg.epochs) {
+      const double te = now();
+      const auto order = data::epoch_order(data.train_n(), cfg.seed, static_cast<std::uint64_t>(run->epoch));
+      StepStats ep;
+      for (std::size_t s = 0; s < steps; ++s) {
+        StepStats st1;
+        try {
+          st1 = run->train_step(data, st, order, s);
+        } catch (const NumericError&) {
+          sum.nan_detected = true;
+          sum.nan_step = run->step + 1;
+          sum.steps = run->step;
+          if (root && !cfg.metrics.empty())
+            append_line(cfg.metrics, json({{"epoch", run->epoch + 1}, {"step", run->step + 1}, {"nan_seen", true}}).dump());
+          throw;
+        }
+        ep.loss_sum += st1.loss_sum;
+        ep.correct += st1.correct;
+        ep.samples += st1.samples;
+        if (progress && root)
+          progress(++done, total, "epoch " + std::to_string(run->epoch + 1) + " loss " + std::to_string(st1.loss_sum / static_cast<double>(st1.samples)));
+      }
+      ++run->epoch;
+      const auto ev = run->evaluate(data, st);
+      sum.final_loss = ep.loss_sum / static_cast<double>(ep.samples);
+      sum.test_loss = ev.loss;
+      sum.test_accuracy = ev.accuracy;
+      sum.test_auc = ev.auc;
+      sum.steps = run->step;
+      sum.epochs = run->epoch;
+      if (run->epoch % cfg.ckpt_every == 0 || run->epoch == cfg.epochs) sum.last_checkpoint = run->save();
+      if (root && !cfg.metrics.empty()) {
+        json m = {{"epoch", run->epoch}, {"step", run->step}, {"loss", sum.final_loss},
+                  {"train_accuracy", static_cast<double>(ep.correct) / static_cast<double>(ep.samples)},
+                  {"test_loss", ev.loss}, {"test_accuracy", ev.accuracy}, {"nan_seen", false}, {"epoch_seconds", now() - te}};
+        if (ev.auc >= 0) m["test_auc"] = ev.auc;
+        append_line(cfg.metrics, m.dump());
+      }
+      if (root && log) {
+        char line[256];
+        std::snprintf(line, sizeof line, "epoch %lld/%d  step %lld  loss %.4f  train_acc %.4f  test_acc %.4f%s  (%.1f s)",
+                      static_cast<long long>(run->epoch), cfg.epochs, static_cast<long long>(run->step), sum.final_loss,
+                      static_cast<double>(ep.correct) / static_cast<double>(ep.samples), ev.accuracy,
+                      ev.auc >= 0 ? ("  test_auc " + std::to_string(ev.auc)).c_str() : "", now() - te);
+        log(line + (sum.last_checkpoint.empty() || run->epoch % cfg.ckpt_every != 0 ? std::string() : "  -> " + sum.last_checkpoint));
+      }
+    }
+  } catch (const Error& e) {
+    finish(&e);
+    throw;
+  }
+  finish(nullptr);
+  return sum;
+}
+
+Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& comm, const ProgressFn& progress,
+               const LogFn& log) {
+  TrainConfig cfg;
+  try {
+  agree(comm, [&] {
+    stdfs::path meta_file = from;
+    if (from.string().ends_with(".manifest.json")) {
+      const ckpt::Manifest m = ckpt::read_manifest(from);
+      meta_file = from.parent_path() / m.shards.at(0);
+    }
+    const ckpt::Meta meta = ckpt::read_meta(meta_file);
+    cfg = TrainConfig::from_json(meta.config, meta_file.string());
+    if (!o.model.empty() && o.model != cfg.model)
+      throw MismatchError(from.string() + ": checkpoint holds model '" + cfg.model + "', --model asks for '" + o.model + "'");
+    if (!o.parallel.empty() && o.parallel != cfg.parallel)
+      throw MismatchError(from.string() + ": checkpoint was written with --parallel " + cfg.parallel + ", this run asks for " + o.parallel);
+    if (meta.world_size != comm.size())
+      throw MismatchError(from.string() + ": checkpoint was written by " + std::to_string(meta.world_size) + " ranks, this run has " +
+                          std::to_string(comm.size()));
+  });
+  } catch (const Error& e) {
+    // Campaigns read the summary even when the checkpoint cannot be used.
+    Summary s;
+    s.command = "resume";
+    s.world_size = comm.size();
+    s.error = e.what();
+    s.exit_code = static_cast<int>(e.exit_code());
+    if (comm.rank() == 0) write_summary(o.summary, s);
+    throw;
+  }
+  cfg.epochs = o.epochs;
+  cfg.ckpt_dir = o.ckpt_dir;
+  cfg.metrics = o.metrics;
+  cfg.summary = o.summary;
+  if (o.data) cfg.data = *o.data;
+  if (o.test_limit) cfg.test_limit = *o.test_limit;
+  Summary s = train(cfg, comm, from, progress, log);
+  return s;
+}
+
+Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data_dir, const std::optional<std::uint64_t>& test_limit) {
+  const double t0 = now();
+  // Gather every parameter (all shards of an mp manifest) into one checkpoint.
+  ckpt::Checkpoint all;
+  if (from.string().ends_with(".manifest.json")) {
+    const ckpt::Manifest m = ckpt::read_manifest(from);
+    for (const auto& shard : m.shards) {
+      ckpt::Checkpoint c = ckpt::read(from.parent_path() / shard);
+      if (all.meta.config.empty()) all.meta = c.meta;
+      for (auto& [k, v] : c.model) all.model.emplace(k, std::move(v));
+      for (auto& [k, v] : c.optimizer) all.optimizer.emplace(k, std::move(v));
+    }
+  } else {
+    all = ckpt::read(from);
+  }
+  TrainConfig cfg = TrainConfig::from_json(all.meta.config, from.string());
+  if (data_dir) cfg.data = *data_dir;
+  if (test_limit) cfg.test_limit = *test_limit;
+  cfg.parallel = "none";
+  cfg.limit = 1;  // evaluation needs the test split only
+  const Comm solo = Comm::world();
+  if (solo.size() > 1) throw UsageError("eval runs in one process (got " + std::to_string(solo.size()) + " MPI ranks)");
+  Run run(cfg, solo);
+  run.load_state(all, from.string());
+  Data d = load_data(cfg);
+  Staging st;
+  Summary s = base_summary(cfg, solo);
+  s.command = "eval";
+  s.parallel = std::string(ckpt::mode_name(all.meta.mode));
+  s.world_size = static_cast<int>(all.meta.world_size);
+  s.steps = all.meta.step;
+  s.epochs = all.meta.epoch;
+  const bool weights_ok = run.weights_finite();
+  const auto ev = run.evaluate(d, st);
+  s.test_loss = s.final_loss = ev.loss;
+  s.test_accuracy = ev.accuracy;
+  s.test_auc = ev.auc;
+  s.nan_detected = !weights_ok || !std::isfinite(ev.loss);
+  s.wall_seconds = now() - t0;
+  return s;
+}
+
+}  // namespace resil::train
