@@ -1,0 +1,244 @@
+// Every CUDA kernel against the CPU backend on random inputs. Tolerances: ops whose summation order
+// the CUDA kernels reproduce (elementwise, bias grads, col2im, pooling, embedding bags, optimizer
+// updates without transcendental functions) must match bit for bit; cuBLAS GEMMs within
+// 1e-5 relative to the sum of |products|; exp/log based ops (losses, Adam's sqrt) within 1e-5 relative.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "resil/core/rng.hpp"
+#include "resil/train/backend.hpp"
+#include "resil/train/cuda.hpp"
+
+using namespace resil::train;
+
+namespace {
+
+std::vector<float> randn(std::size_t n, std::uint64_t seed, float scale = 1.0f) {
+  resil::Rng r(seed, 77);
+  std::vector<float> v(n);
+  for (auto& x : v) x = scale * static_cast<float>(r.normal());
+  return v;
+}
+
+// A buffer mirrored on both backends.
+struct Pair {
+  Backend& cpu;
+  Backend& gpu;
+  std::size_t n;
+  float* c;
+  float* g;
+  Pair(Backend& a, Backend& b, const std::vector<float>& host) : cpu(a), gpu(b), n(host.size()), c(a.alloc(n)), g(b.alloc(n)) {
+    a.upload(c, host.data(), n);
+    b.upload(g, host.data(), n);
+  }
+  Pair(Backend& a, Backend& b, std::size_t count) : Pair(a, b, std::vector<float>(count, 0.0f)) {}
+  ~Pair() {
+    cpu.release(c);
+    gpu.release(g);
+  }
+  std::vector<float> on_cpu() const {
+    std::vector<float> v(n);
+    cpu.download(v.data(), c, n);
+    return v;
+  }
+  std::vector<float> on_gpu() const {
+    std::vector<float> v(n);
+    gpu.download(v.data(), g, n);
+    return v;
+  }
+  void require_identical() const {
+    const auto a = on_cpu(), b = on_gpu();
+    REQUIRE(std::memcmp(a.data(), b.data(), n * sizeof(float)) == 0);
+  }
+  void require_close(double rel) const {
+    const auto a = on_cpu(), b = on_gpu();
+    for (std::size_t i = 0; i < n; ++i) {
+      CAPTURE(i, a[i], b[i]);
+      REQUIRE(std::fabs(a[i] - b[i]) <= rel * (1.0 + std::fabs(a[i])));
+    }
+  }
+};
+
+struct Backends {
+  std::unique_ptr<Backend> cpu = make_cpu_backend(1);
+  std::unique_ptr<Backend> gpu = make_cuda_backend(0);
+};
+
+}  // namespace
+
+TEST_CASE("gemm matches the CPU in all transpose combinations", "[gpu]") {
+  Backends be;
+  const bool ta = GENERATE(false, true), tb = GENERATE(false, true);
+  const int m = 37, n = 29, k = 53;
+  Pair a(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(m) * k, 1));
+  Pair b(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(k) * n, 2));
+  Pair c(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(m) * n, 3));
+  const int lda = ta ? m : k, ldb = tb ? k : n;
+  be.cpu->gemm(ta, tb, m, n, k, 0.5f, a.c, lda, b.c, ldb, 0.25f, c.c, n);
+  be.gpu->gemm(ta, tb, m, n, k, 0.5f, a.g, lda, b.g, ldb, 0.25f, c.g, n);
+  c.require_close(1e-5 * k);
+}
+
+TEST_CASE("elementwise, bias and optimizer kernels are bit-identical to the CPU", "[gpu]") {
+  Backends be;
+  const int rows = 33, cols = 17;
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  Pair x(*be.cpu, *be.gpu, randn(n, 4)), y(*be.cpu, *be.gpu, n), dx(*be.cpu, *be.gpu, n), dy(*be.cpu, *be.gpu, randn(n, 5));
+  Pair bias(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(cols), 6)), db(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(cols), 7));
+  for (Backend* b : {be.cpu.get(), be.gpu.get()}) {
+    const bool g = b == be.gpu.get();
+    auto P = [&](Pair& p) { return g ? p.g : p.c; };
+    b->relu_forward(P(x), P(y), n);
+    b->relu_backward(P(y), P(dy), P(dx), n);
+    b->add_bias(P(y), P(bias), rows, cols);
+    b->accumulate_bias_grad(P(dy), P(db), rows, cols);
+    b->axpy(n, -0.3f, P(dy), P(x));
+    b->sgd_update(P(x), P(dy), P(dx), n, 0.1f, 0.9f, 1e-4f);
+    b->adagrad_update(P(y), P(dy), P(dx), n, 0.05f, 1e-8f, 0.0f);
+  }
+  x.require_identical();
+  y.require_close(1e-6);  // adagrad uses sqrt: correctly rounded on both, but keep a margin
+  dx.require_identical();
+  db.require_identical();
+  CHECK(be.gpu->all_finite(x.g, n));
+  const float inf = INFINITY;
+  be.gpu->upload(x.g + 5, &inf, 1);
+  CHECK_FALSE(be.gpu->all_finite(x.g, n));
+}
+
+TEST_CASE("adam matches the CPU", "[gpu]") {
+  Backends be;
+  const std::size_t n = 1000;
+  Pair w(*be.cpu, *be.gpu, randn(n, 8)), g(*be.cpu, *be.gpu, randn(n, 9)), m(*be.cpu, *be.gpu, n), v(*be.cpu, *be.gpu, n);
+  for (std::int64_t step = 1; step <= 5; ++step) {
+    be.cpu->adam_update(w.c, g.c, m.c, v.c, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, step);
+    be.gpu->adam_update(w.g, g.g, m.g, v.g, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, step);
+  }
+  m.require_identical();
+  v.require_identical();
+  w.require_close(1e-6);
+}
+
+TEST_CASE("im2col, col2im, channel bias and max pooling match the CPU", "[gpu]") {
+  Backends be;
+  const ConvGeom geo{.c = 3, .h = 11, .w = 9, .kh = 5, .kw = 3, .stride = GENERATE(1, 2), .pad = GENERATE(0, 2)};
+  const std::size_t img_n = static_cast<std::size_t>(geo.c) * geo.h * geo.w;
+  const std::size_t col_n = static_cast<std::size_t>(geo.c) * geo.kh * geo.kw * geo.oh() * geo.ow();
+  Pair img(*be.cpu, *be.gpu, randn(img_n, 10)), col(*be.cpu, *be.gpu, col_n), back(*be.cpu, *be.gpu, randn(img_n, 11));
+  be.cpu->im2col(img.c, geo, col.c);
+  be.gpu->im2col(img.g, geo, col.g);
+  col.require_identical();
+  be.cpu->col2im(col.c, geo, back.c);
+  be.gpu->col2im(col.g, geo, back.g);
+  back.require_identical();
+
+  const int n = 2, c = 3, h = 8, w = 6, k = 2;
+  const std::size_t in = static_cast<std::size_t>(n) * c * h * w, out = in / (k * k);
+  Pair x(*be.cpu, *be.gpu, randn(in, 12)), y(*be.cpu, *be.gpu, out), dy(*be.cpu, *be.gpu, randn(out, 13)), dx(*be.cpu, *be.gpu, in);
+  Pair cb(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(c), 14)), cdb(*be.cpu, *be.gpu, static_cast<std::size_t>(c));
+  std::int32_t* am_c = be.cpu->alloc_i32(out);
+  std::int32_t* am_g = be.gpu->alloc_i32(out);
+  be.cpu->maxpool_forward(x.c, y.c, am_c, n, c, h, w, k);
+  be.gpu->maxpool_forward(x.g, y.g, am_g, n, c, h, w, k);
+  be.cpu->maxpool_backward(dy.c, am_c, dx.c, in, out);
+  be.gpu->maxpool_backward(dy.g, am_g, dx.g, in, out);
+  be.cpu->add_channel_bias(x.c, cb.c, n, c, h * w);
+  be.gpu->add_channel_bias(x.g, cb.g, n, c, h * w);
+  be.cpu->accumulate_channel_bias_grad(x.c, cdb.c, n, c, h * w);
+  be.gpu->accumulate_channel_bias_grad(x.g, cdb.g, n, c, h * w);
+  y.require_identical();
+  dx.require_identical();
+  x.require_identical();
+  cdb.require_identical();
+  be.cpu->release_i32(am_c);
+  be.gpu->release_i32(am_g);
+}
+
+TEST_CASE("losses match the CPU", "[gpu]") {
+  Backends be;
+  const int n = 64, classes = 10;
+  Pair logits(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(n) * classes, 15, 3.0f));
+  Pair dl(*be.cpu, *be.gpu, static_cast<std::size_t>(n) * classes);
+  std::vector<std::int32_t> labels(n);
+  for (int i = 0; i < n; ++i) labels[static_cast<std::size_t>(i)] = (i * 7) % classes;
+  std::int32_t* lc = be.cpu->alloc_i32(labels.size());
+  std::int32_t* lg = be.gpu->alloc_i32(labels.size());
+  be.cpu->upload_i32(lc, labels.data(), labels.size());
+  be.gpu->upload_i32(lg, labels.data(), labels.size());
+  std::int64_t okc = 0, okg = 0;
+  const double lossc = be.cpu->softmax_xent(logits.c, lc, n, classes, 1.0f / n, dl.c, &okc);
+  const double lossg = be.gpu->softmax_xent(logits.g, lg, n, classes, 1.0f / n, dl.g, &okg);
+  CHECK(okc == okg);
+  CHECK(lossg == Approx(lossc).epsilon(1e-5));
+  dl.require_close(1e-5);
+  be.cpu->release_i32(lc);
+  be.gpu->release_i32(lg);
+
+  std::vector<float> t(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) t[static_cast<std::size_t>(i)] = static_cast<float>(i % 2);
+  Pair x(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(n), 16, 2.0f)), tg(*be.cpu, *be.gpu, t), dx(*be.cpu, *be.gpu, static_cast<std::size_t>(n));
+  const double bc = be.cpu->bce_logits(x.c, tg.c, n, 1.0f / n, dx.c);
+  const double bg = be.gpu->bce_logits(x.g, tg.g, n, 1.0f / n, dx.g);
+  CHECK(bg == Approx(bc).epsilon(1e-5));
+  dx.require_close(1e-5);
+}
+
+TEST_CASE("DLRM dot interaction and embedding bags match the CPU", "[gpu]") {
+  Backends be;
+  const int n = 16, f = 5, d = 8, width = d + f * (f - 1) / 2;
+  Pair v(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(n) * f * d, 17)), out(*be.cpu, *be.gpu, static_cast<std::size_t>(n) * width);
+  Pair dout(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(n) * width, 18)), dv(*be.cpu, *be.gpu, static_cast<std::size_t>(n) * f * d);
+  be.cpu->dot_interaction_forward(v.c, out.c, n, f, d);
+  be.gpu->dot_interaction_forward(v.g, out.g, n, f, d);
+  be.cpu->dot_interaction_backward(v.c, dout.c, dv.c, n, f, d);
+  be.gpu->dot_interaction_backward(v.g, dout.g, dv.g, n, f, d);
+  out.require_close(1e-6);
+  dv.require_close(1e-5);
+
+  const int rows = 50;
+  Pair table(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(rows) * d, 19)), bags(*be.cpu, *be.gpu, static_cast<std::size_t>(n) * d);
+  Pair grad(*be.cpu, *be.gpu, static_cast<std::size_t>(rows) * d);
+  std::vector<std::int32_t> offsets{0}, indices;
+  resil::Rng r(20, 1);
+  for (int b = 0; b < n; ++b) {
+    const int len = static_cast<int>(r.below(4));
+    for (int i = 0; i < len; ++i) indices.push_back(static_cast<std::int32_t>(r.below(rows)));
+    offsets.push_back(static_cast<std::int32_t>(indices.size()));
+  }
+  indices.push_back(0);  // keep data() valid even if every bag is empty
+  be.cpu->embedding_bag_forward(table.c, d, indices.data(), offsets.data(), n, bags.c, d);
+  be.gpu->embedding_bag_forward(table.g, d, indices.data(), offsets.data(), n, bags.g, d);
+  bags.require_identical();
+  be.cpu->embedding_bag_backward(bags.c, d, indices.data(), offsets.data(), n, d, grad.c);
+  be.gpu->embedding_bag_backward(bags.g, d, indices.data(), offsets.data(), n, d, grad.g);
+  grad.require_identical();
+}
+
+TEST_CASE("repeated GPU runs are bit-identical", "[gpu]") {
+  auto run = [] {
+    auto gpu = make_cuda_backend(0);
+    const int m = 128, n = 96, k = 200;
+    auto a = randn(static_cast<std::size_t>(m) * k, 21), b = randn(static_cast<std::size_t>(k) * n, 22);
+    float* da = gpu->alloc(a.size());
+    float* db = gpu->alloc(b.size());
+    float* dc = gpu->alloc(static_cast<std::size_t>(m) * n);
+    gpu->upload(da, a.data(), a.size());
+    gpu->upload(db, b.data(), b.size());
+    for (int i = 0; i < 10; ++i) {
+      gpu->gemm(false, false, m, n, k, 1.0f, da, k, db, n, 0.5f, dc, n);
+      gpu->relu_forward(dc, dc, static_cast<std::size_t>(m) * n);
+    }
+    std::vector<float> c(static_cast<std::size_t>(m) * n);
+    gpu->download(c.data(), dc, c.size());
+    gpu->release(da);
+    gpu->release(db);
+    gpu->release(dc);
+    return c;
+  };
+  const auto first = run(), second = run();
+  REQUIRE(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)) == 0);
+}
