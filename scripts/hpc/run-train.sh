@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Scheduler-neutral training step used by slurm/train.sbatch and pbs/train.pbs.
+# Starts `ckpt-train train`, or resumes from the newest complete checkpoint in CKPT_DIR when one
+# exists (a requeued job continues where it stopped). Exit 75 means "checkpointed after
+# SIGTERM/SIGUSR1: requeue me"; the batch script requeues on it.
+#
+# Environment (defaults in brackets):
+#   RESIL_BIN [build/bin]    where ckpt-train lives
+#   LAUNCH   [mpiexec -n NP] how to start NP ranks (slurm: "srun --mpi=pmi2")
+#   NP [4] MODEL [mlp] EPOCHS [2] SEED [1] PARALLEL [dp] CKPT_DIR [ckpts] TRAIN_ARGS []
+set -uo pipefail
+bin=${RESIL_BIN:-build/bin}
+np=${NP:-4}
+launch=${LAUNCH:-mpiexec -n $np}
+ckpt_dir=${CKPT_DIR:-ckpts}
+mkdir -p "$ckpt_dir"
+
+latest=$("$bin/ckpt-train" latest --ckpt-dir "$ckpt_dir" 2>/dev/null || true)
+if [[ -n $latest ]]; then
+  echo "resil: resuming from $latest"
+  # shellcheck disable=SC2086
+  $launch "$bin/ckpt-train" resume --from "$latest" --epochs "${EPOCHS:-2}" --ckpt-dir "$ckpt_dir" ${TRAIN_ARGS:-}
+else
+  echo "resil: starting a new run in $ckpt_dir"
+  # shellcheck disable=SC2086
+  $launch "$bin/ckpt-train" train --model "${MODEL:-mlp}" --epochs "${EPOCHS:-2}" --seed "${SEED:-1}" \
+    --parallel "${PARALLEL:-dp}" --ckpt-dir "$ckpt_dir" ${TRAIN_ARGS:-}
+fi
