@@ -123,6 +123,42 @@ void Codec::update(int fragment, std::size_t offset, ConstBytes delta, std::span
   }
 }
 
+void Codec::encode_row(int j, std::span<const ConstBytes> data, Bytes parity_j) const {
+  if (j < 0 || j >= m_ || data.size() != static_cast<std::size_t>(k_)) {
+    throw UsageError("ec::Codec::encode_row " + code_name(k_, m_) + ": parity row " + std::to_string(j) + " with " +
+                     std::to_string(data.size()) + " data fragments");
+  }
+  const std::size_t len = common_length("ec::Codec::encode_row", "data fragment", data, parity_j.size());
+  const unsigned char* tables = parity_tables_.data() + 32u * static_cast<std::size_t>(k_) * static_cast<std::size_t>(j);
+  for (std::size_t off = 0; off < len; off += kChunk) {
+    const std::size_t c = std::min(kChunk, len - off);
+    Ptrs in{};
+    for (int i = 0; i < k_; ++i) in[i] = ptr(data[i]) + off;
+    unsigned char* out = ptr(parity_j) + off;
+    ec_encode_data(static_cast<int>(c), k_, 1, const_cast<unsigned char*>(tables), in.data(), &out);
+  }
+}
+
+void Codec::update_row(int j, int fragment, std::size_t offset, ConstBytes delta, Bytes parity_j) const {
+  if (j < 0 || j >= m_ || fragment < 0 || fragment >= k_) {
+    throw UsageError("ec::Codec::update_row " + code_name(k_, m_) + ": parity row " + std::to_string(j) +
+                     ", data fragment " + std::to_string(fragment) + " out of range");
+  }
+  if (offset > parity_j.size() || delta.size() > parity_j.size() - offset) {
+    throw UsageError("ec::Codec::update_row: delta [" + std::to_string(offset) + ", " +
+                     std::to_string(offset + delta.size()) + ") of fragment " + std::to_string(fragment) +
+                     " exceeds parity fragment " + std::to_string(j) + " of " + std::to_string(parity_j.size()) +
+                     " bytes");
+  }
+  const unsigned char* tables = parity_tables_.data() + 32u * static_cast<std::size_t>(k_) * static_cast<std::size_t>(j);
+  for (std::size_t off = 0; off < delta.size(); off += kChunk) {
+    const std::size_t c = std::min(kChunk, delta.size() - off);
+    unsigned char* out = ptr(parity_j) + offset + off;
+    ec_encode_data_update(static_cast<int>(c), k_, 1, fragment, const_cast<unsigned char*>(tables), ptr(delta) + off,
+                          &out);
+  }
+}
+
 const DecodePlan& Codec::plan(std::span<const int> erased) const {
   std::bitset<kMaxFragments> lost;
   for (int e : erased) {

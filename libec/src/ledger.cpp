@@ -68,4 +68,11 @@ bool apply_once(const Codec& codec, DeltaLedger& ledger, DeltaTag tag, int fragm
   return ledger.admit(tag);
 }
 
+bool apply_once(const Codec& codec, DeltaLedger& ledger, DeltaTag tag, int fragment, std::size_t offset,
+                ConstBytes delta, int j, Bytes parity_j) {
+  if (!ledger.fresh(tag)) return ledger.admit(tag);
+  codec.update_row(j, fragment, offset, delta, parity_j);
+  return ledger.admit(tag);
+}
+
 }  // namespace resil::ec

@@ -203,6 +203,29 @@ TEST_CASE("delta updates in any order equal a fresh encode", "[ec][unit]") {
   for (int j = 0; j < m; ++j) CHECK(ec::test::equal(stripe[k + j], fresh[j]));
 }
 
+TEST_CASE("row-wise encode and update (one parity holder) equal the full ones", "[ec][unit]") {
+  const auto [k, m] = GENERATE(table<int, int>({{2, 1}, {4, 2}, {6, 3}, {10, 4}}));
+  const Codec codec(k, m);
+  const std::size_t len = 301;
+  Fragments f(k + 2 * m, len, 6);
+  Rng rng(47, static_cast<std::uint64_t>(k));
+  for (int i = 0; i < k; ++i) ec::test::fill_random(f[i], rng);
+  codec.encode(f.cspans(0, k), f.spans(k, m));
+  for (int j = 0; j < m; ++j) codec.encode_row(j, f.cspans(0, k), f[k + m + j]);
+  for (int j = 0; j < m; ++j) CHECK(ec::test::equal(f[k + j], f[k + m + j]));
+  for (int u = 0; u < 30; ++u) {
+    const int frag = static_cast<int>(rng.below(static_cast<std::uint64_t>(k)));
+    const std::size_t off = rng.below(len), w = 1 + rng.below(len - off);
+    std::vector<std::byte> delta(w);
+    ec::test::fill_random(delta, rng);
+    codec.update(frag, off, delta, f.spans(k, m));
+    for (int j = 0; j < m; ++j) codec.update_row(j, frag, off, delta, f[k + m + j]);
+  }
+  for (int j = 0; j < m; ++j) CHECK(ec::test::equal(f[k + j], f[k + m + j]));
+  CHECK_THROWS_AS(codec.update_row(m, 0, 0, f[0].first(1), f[k]), UsageError);
+  CHECK_THROWS_AS(codec.encode_row(0, f.cspans(0, k), f[k].first(len - 1)), UsageError);
+}
+
 TEST_CASE("a delta applied twice cancels itself", "[ec][unit]") {
   const Codec codec(4, 2);
   const std::size_t len = 96;

@@ -68,6 +68,11 @@ public:
   /// it (XOR), which is why the exactly-once DeltaLedger exists.
   void update(int fragment, std::size_t offset, ConstBytes delta, std::span<const Bytes> parity) const;
 
+  /// One parity holder's share of encode/update: parity fragment k + j only (0 <= j < m), e.g.
+  /// on the rank that stores just that member of the stripe. Same rules as encode/update.
+  void encode_row(int j, std::span<const ConstBytes> data, Bytes parity_j) const;
+  void update_row(int j, int fragment, std::size_t offset, ConstBytes delta, Bytes parity_j) const;
+
   /// The cached plan recovering `erased` (any order, no repeats, at most m) from the k lowest
   /// surviving fragment indices. Throws DataLossError when more than m are erased, UsageError
   /// for a bad index. Thread-safe.

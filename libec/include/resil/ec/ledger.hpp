@@ -65,4 +65,8 @@ private:
 [[nodiscard]] bool apply_once(const Codec& codec, DeltaLedger& ledger, DeltaTag tag, int fragment, std::size_t offset,
                               ConstBytes delta, std::span<const Bytes> parity);
 
+/// As above for a holder of the single parity fragment k + j (Codec::update_row).
+[[nodiscard]] bool apply_once(const Codec& codec, DeltaLedger& ledger, DeltaTag tag, int fragment, std::size_t offset,
+                              ConstBytes delta, int j, Bytes parity_j);
+
 }  // namespace resil::ec
