@@ -27,6 +27,10 @@ int run_diff(const DiffOptions& o) {
   std::size_t differ = 0;
   for (const auto& d : rep.datasets) {
     if (d.status == "same") continue;
+    if (d.status == "unsupported") {
+      std::cout << d.path << "  not compared (" << d.dtype << ")\n";
+      continue;
+    }
     ++differ;
     std::cout << d.path << "  " << d.status;
     if (d.status == "differ") {

@@ -15,7 +15,7 @@ namespace resil::inject {
 namespace h5 = ckpt::h5;
 
 bool DiffReport::identical() const noexcept {
-  return std::all_of(datasets.begin(), datasets.end(), [](const DatasetDiff& d) { return d.status == "same"; });
+  return std::all_of(datasets.begin(), datasets.end(), [](const DatasetDiff& d) { return d.status == "same" || d.status == "unsupported"; });
 }
 
 nlohmann::json DiffReport::to_json() const {

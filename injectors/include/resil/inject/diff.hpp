@@ -12,7 +12,7 @@ namespace resil::inject {
 
 struct DatasetDiff {
   std::string path;
-  std::string status = "same";        // same | differ | shape-mismatch | dtype-mismatch | only-in-a | only-in-b | unsupported
+  std::string status = "same";        // same | differ | shape-mismatch | dtype-mismatch | only-in-a | only-in-b | unsupported (not compared)
   std::string dtype;
   std::uint64_t numel = 0;
   std::uint64_t differing = 0;        // elements whose stored bits differ
