@@ -9,7 +9,7 @@ namespace resil::data {
 namespace {
 constexpr std::uint64_t sample_purpose = 0x434C49434Bull;  // "CLICK"
 constexpr std::uint64_t weight_purpose = 0x574549474854ull;  // "WEIGHT"
-constexpr std::uint32_t vocab = 2000;  // distinct raw categories per feature
+constexpr std::uint32_t vocab = 200;   // distinct raw categories per feature
 
 /// Hidden weight in [-1, 1) of category `rank` of feature `j`: the planted signal.
 double hidden_weight(std::uint64_t seed, std::uint64_t j, std::uint64_t rank) {

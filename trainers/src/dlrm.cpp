@@ -103,6 +103,8 @@ StepStats Dlrm::forward_backward(const Batch& b, float grad_scale) {
   StepStats s;
   s.samples = n;
   s.loss_sum = be_.bce_logits(logits.data(), targets_.data(), n, grad_scale, dlogits_.data());
+  const auto h = logits.to_host();
+  for (int i = 0; i < n; ++i) s.correct += (h[static_cast<std::size_t>(i)] > 0.0f) == (b.targets[i] > 0.5f);
   const Tensor& dinter = top_.backward(dlogits_, 0, top_.size(), true);
   dfeats_.ensure(be_, {n, f, d});
   be_.dot_interaction_backward(feats_.data(), dinter.data(), dfeats_.data(), n, f, d);

@@ -1,0 +1,60 @@
+#!/usr/bin/python3
+"""Compare the /model and /optimizer datasets of two ckpt-train checkpoints (files or mp manifests).
+
+  compare_ckpt.py A B            bit-identical (raw bytes) or exit 1
+  compare_ckpt.py A B --tol T    max |a-b| / (1 + |a|) <= T for every element
+  compare_ckpt.py --summary S --min-acc X   summary JSON test_accuracy >= X (convergence)
+"""
+import argparse, json, os, sys
+import h5py, numpy as np
+
+def shards(path):
+    if path.endswith(".manifest.json"):
+        m = json.load(open(path))
+        return [os.path.join(os.path.dirname(path), s) for s in m["shards"]]
+    return [path]
+
+def datasets(path):
+    out = {}
+    for f in shards(path):
+        with h5py.File(f, "r") as h:
+            def visit(name, obj):
+                if isinstance(obj, h5py.Dataset) and (name.startswith("model/") or name.startswith("optimizer/")):
+                    out[name] = obj[()]
+            h.visititems(visit)
+    return out
+
+ap = argparse.ArgumentParser()
+ap.add_argument("a", nargs="?")
+ap.add_argument("b", nargs="?")
+ap.add_argument("--tol", type=float)
+ap.add_argument("--summary")
+ap.add_argument("--min-acc", type=float)
+ap.add_argument("--key", default="test_accuracy")
+args = ap.parse_args()
+if args.summary:
+    s = json.load(open(args.summary))
+    print(f"{args.summary}: {args.key} = {s[args.key]}")
+    sys.exit(0 if s[args.key] >= args.min_acc else 1)
+A, B = datasets(args.a), datasets(args.b)
+if sorted(A) != sorted(B):
+    print("dataset sets differ:", sorted(set(A) ^ set(B)))
+    sys.exit(1)
+if not A:
+    print("no /model datasets found")
+    sys.exit(1)
+bad = 0
+for k in sorted(A):
+    a, b = A[k], B[k]
+    if a.shape != b.shape:
+        print(f"{k}: shape {a.shape} vs {b.shape}"); bad += 1; continue
+    if args.tol is None:
+        n = int(np.count_nonzero(a.view(np.uint32) != b.view(np.uint32)))
+        if n:
+            print(f"{k}: {n} of {a.size} elements differ bitwise"); bad += 1
+    else:
+        err = float(np.max(np.abs(a.astype(np.float64) - b) / (1.0 + np.abs(a)))) if a.size else 0.0
+        if not err <= args.tol:
+            print(f"{k}: max relative difference {err:.3g} > {args.tol}"); bad += 1
+print(f"compared {len(A)} datasets: {'OK' if not bad else str(bad) + ' differ'}")
+sys.exit(1 if bad else 0)
