@@ -133,7 +133,7 @@ int run_inject(const InjectOptions& o) {
   } else {
     ckpt::fs::RemoveOnError log_guard(o.log);
     with_output_copy(o.input, o.output, [&](const std::string& tmp) {
-      st = inject::apply(tmp, records, inject::Direction::forward);
+      st = inject::apply(tmp, records, inject::Direction::forward, false, false);
       if (!o.no_hash) out_sha = ckpt::sha256_file(tmp);
       h.output_sha256 = out_sha;
       inject::LogWriter log(o.log);

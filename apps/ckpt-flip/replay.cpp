@@ -22,7 +22,7 @@ int run_replay(const ReplayOptions& o) {
   const auto log = inject::read_log(o.log);
   inject::ApplyStats st;
   if (o.output.empty()) st = inject::apply(o.file, log.records, inject::Direction::forward, o.force);
-  else with_output_copy(o.file, o.output, [&](const std::string& tmp) { st = inject::apply(tmp, log.records, inject::Direction::forward, o.force); });
+  else with_output_copy(o.file, o.output, [&](const std::string& tmp) { st = inject::apply(tmp, log.records, inject::Direction::forward, o.force, false); });
   std::cout << "replayed " << log.records.size() << " record(s): " << st.changed << " word(s) changed, " << st.unchanged
             << " already in the logged state -> " << (o.output.empty() ? o.file : o.output) << "\n";
   return 0;

@@ -6,8 +6,10 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <set>
 #include <unordered_map>
 
+#include "resil/ckpt/fs.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/sampling.hpp"
 #include "resil/inject/words.hpp"
@@ -121,11 +123,32 @@ ApplyStats apply_raw(const std::string& file, std::span<const FlipRecord> record
   return st;
 }
 
+bool touches_filtered(const std::string& file, std::span<const FlipRecord> records) {
+  std::set<std::string> names;
+  for (const auto& r : records) names.insert(r.dataset);
+  auto f = ckpt::h5::open_file(file, ckpt::h5::Mode::read);
+  for (const auto& n : names) {
+    auto d = ckpt::h5::open_dataset(f, n, file);
+    ckpt::h5::PropList dcpl(H5Dget_create_plist(d));
+    if (H5Pget_nfilters(dcpl) > 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
-ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force) {
+ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force, bool crash_safe) {
   if (records.empty()) return {};
   if (records.front().raw) return apply_raw(file, records, dir, force);
+  if (crash_safe && touches_filtered(file, records)) {
+    const auto tmp = ckpt::fs::temp_sibling(file);
+    ckpt::fs::RemoveOnError guard(tmp);
+    ckpt::fs::copy_file(file, tmp);
+    const auto st = apply(tmp.string(), records, dir, force, false);
+    ckpt::fs::durable_rename(tmp, file);
+    guard.keep();
+    return st;
+  }
   // dataset -> index -> chain (log order)
   std::map<std::string, std::map<std::uint64_t, std::vector<const FlipRecord*>>> chains;
   for (const auto& r : records) {

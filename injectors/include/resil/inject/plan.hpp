@@ -78,7 +78,13 @@ struct ApplyStats {
 /// Per word the current bits must be a state of its record chain (forward: the first old or the
 /// last new; revert: the first old or any new); otherwise MismatchError names dataset and index,
 /// unless `force`. Raw records are applied to the file's bytes.
-ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force = false);
+/// Crash safety: HDF5 may relocate a compressed chunk when rewriting it and updates its chunk index
+/// later, so a process killed mid-write can leave an unreadable chunk. When `crash_safe` and a
+/// touched dataset has filters, the file is therefore staged: copied to a temporary sibling,
+/// modified there, fsynced and renamed over `file` (the file is always either before or after).
+/// Contiguous and unfiltered chunked data are modified in place word by word / chunk by chunk.
+ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force = false,
+                 bool crash_safe = true);
 
 /// Flat index -> N-d index (C order).
 std::vector<std::uint64_t> unravel_index(std::uint64_t flat, const ckpt::Shape& shape);
