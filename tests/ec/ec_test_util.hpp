@@ -51,7 +51,11 @@ private:
 };
 
 inline void fill_random(Bytes b, Rng& rng) {
-  for (auto& x : b) x = static_cast<std::byte>(rng() & 0xFF);
+  std::uint64_t word = 0;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    if (i % 8 == 0) word = rng();
+    b[i] = static_cast<std::byte>(word >> (8 * (i % 8)));
+  }
 }
 
 inline bool equal(ConstBytes a, ConstBytes b) {
