@@ -1,0 +1,33 @@
+#!/bin/bash
+# Build the parser fuzz targets with clang (libFuzzer + ASan + UBSan) straight from the parser
+# sources (no HDF5 needed), replay the saved regression corpus, then fuzz each for a bounded time.
+# Usage: run_fuzz.sh SOURCE_DIR BUILD_DIR [SECONDS]
+set -euo pipefail
+SRC=$1; OUT=$2; SECS=${3:-20}
+CXX=${RESIL_FUZZ_CXX:-clang++}
+mkdir -p "$OUT"
+INC="-I$SRC/injectors/include -I$SRC/libckpt/include"
+FLAGS="-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $INC"
+build() {  # build NAME SOURCES...
+  local name=$1; shift
+  if [ ! -x "$OUT/$name" ] || [ -n "$(find "$@" -newer "$OUT/$name" 2>/dev/null)" ]; then
+    $CXX $FLAGS -o "$OUT/$name" "$@"
+  fi
+}
+I=$SRC/injectors/src
+F=$SRC/tests/inject/fuzz
+build fuzz_log "$F/fuzz_log.cpp" "$I/flip_log.cpp" "$I/selection.cpp" "$SRC/libckpt/src/dtype.cpp"
+build fuzz_pattern "$F/fuzz_pattern.cpp" "$I/fault_model.cpp" "$I/selection.cpp"
+build fuzz_selection "$F/fuzz_selection.cpp" "$I/fault_model.cpp" "$I/selection.cpp"
+for t in log pattern selection; do
+  corpus="$F/corpus/$t"
+  work="$OUT/work_$t"; mkdir -p "$work"
+  # 1. Regression: every saved input (incl. past crashes) must pass.
+  "$OUT/fuzz_$t" -runs=0 "$corpus" > "$OUT/replay_$t.log" 2>&1 || { tail -30 "$OUT/replay_$t.log"; exit 1; }
+  # 2. Bounded fuzzing; a crash leaves crash-* in $OUT: copy it into the corpus to keep it.
+  "$OUT/fuzz_$t" -max_total_time="$SECS" -timeout=5 -rss_limit_mb=2048 -max_len=4096 \
+      -artifact_prefix="$OUT/${t}_" "$work" "$corpus" > "$OUT/fuzz_$t.log" 2>&1 || {
+    tail -40 "$OUT/fuzz_$t.log"; echo "fuzz_$t found a failure: see $OUT/${t}_*"; exit 1; }
+  grep -E "^#[0-9]+.*DONE" "$OUT/fuzz_$t.log" | tail -1 || true
+done
+echo "fuzzing OK"
