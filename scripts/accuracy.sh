@@ -5,7 +5,9 @@
 set -euo pipefail
 build=${1:-build}
 out=${2:-accuracy-runs}
-ct=$(ls "$build"/bin/ckpt-train "$build"/apps/ckpt-train/ckpt-train 2>/dev/null | head -1)
+ct=
+for c in "$build"/bin/ckpt-train "$build"/apps/ckpt-train/ckpt-train; do [[ -x $c && -z $ct ]] && ct=$c; done
+[[ -n $ct ]] || { echo "accuracy.sh: no ckpt-train under $build" >&2; exit 2; }
 mkdir -p "$out"
 run() {  # name nprocs args...
   local name=$1 np=$2; shift 2
