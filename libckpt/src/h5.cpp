@@ -22,6 +22,9 @@ std::string error_stack_text() {
   std::string text;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect, &text);
   H5Eclear2(H5E_DEFAULT);
+  // One error line: the stack's messages may carry newlines and tabs of their own.
+  for (char& c : text)
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
   return text.empty() ? std::string("unknown HDF5 error") : text;
 }
 
