@@ -14,6 +14,13 @@
 
 namespace resil::app {
 
+/// The message as one line (errors print exactly one line on stderr).
+inline std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
 /// Run `body` and map every failure to one line on stderr plus an exit code:
 /// CLI11 parse errors -> 2 (usage), resil::Error -> its exit_code(), anything else -> 1.
 inline int guarded_main(const std::string& prog, CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
@@ -26,19 +33,19 @@ inline int guarded_main(const std::string& prog, CLI::App& app, int argc, char**
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << prog << ": error: " << e.what() << " (see " << prog << " --help)\n";
+    std::cerr << prog << ": error: " << one_line(e.what()) << " (see " << prog << " --help)\n";
     return static_cast<int>(ExitCode::usage);
   }
   try {
     return body();
   } catch (const resil::Error& e) {
-    std::cerr << prog << ": error: " << e.what() << "\n";
+    std::cerr << prog << ": error: " << one_line(e.what()) << "\n";
     return exit_code_of(e);
   } catch (const std::bad_alloc&) {
     std::cerr << prog << ": error: out of memory\n";
     return static_cast<int>(ExitCode::internal);
   } catch (const std::exception& e) {
-    std::cerr << prog << ": internal error: " << e.what() << "\n";
+    std::cerr << prog << ": internal error: " << one_line(e.what()) << "\n";
     return static_cast<int>(ExitCode::internal);
   }
 }
