@@ -1,0 +1,173 @@
+// Checkpoints of the sharded job through resil::ckpt: one shard file per rank (its embedding rows
+// with their Adagrad accumulators, the MLP replica and its Adam state), committed with save()'s
+// marker, then a manifest written by rank 0 once every shard is durable (the set's commit marker).
+// Used by --ft ckpt (every --ckpt-interval steps), by --fallback-ckpt and by preemption.
+#include <cstring>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine_impl.hpp"
+#include "resil/ckpt/checkpoint.hpp"
+#include "resil/config.hpp"
+#include "resil/core/error.hpp"
+
+namespace resil::ectrain {
+
+namespace {
+constexpr const char* model_name = "ec-train-dlrm";
+std::string emb_name(int t) { return "emb" + std::to_string(t) + ".shard"; }
+
+ckpt::Shape shape_of(const train::Tensor& t) {
+  ckpt::Shape s;
+  for (int d : t.dims()) s.push_back(static_cast<std::uint64_t>(d));
+  return s;
+}
+
+void load_tensor(train::Tensor& dst, const ckpt::Checkpoint& c, const ckpt::Tensor* src, const std::string& what,
+                 const std::filesystem::path& file) {
+  if (!src || src->dtype() != ckpt::DType::f32 || src->numel() != dst.numel())
+    throw MismatchError(file.string() + ": " + what + " is missing or has the wrong shape for this run");
+  (void)c;
+  const auto v = src->as<float>();
+  dst.from_host(std::vector<float>(v.begin(), v.end()));
+}
+}  // namespace
+
+std::string Engine::meta_config(bool preempted) const {
+  nlohmann::json j;
+  j["computation"] = nlohmann::json::parse(cfg_.computation_json(mpi_.size()));
+  j["ft"] = cfg_.ft;
+  j["preempted"] = preempted;
+  return j.dump();
+}
+
+void Engine::save_ckpt(std::int64_t step, bool preempted) {
+  const double t0 = now_seconds();
+  const int me = mpi_.rank(), N = mpi_.size();
+  const auto& lay = shards_.layout();
+  const auto d = static_cast<std::size_t>(cfg_.dim);
+  ckpt::Checkpoint c;
+  c.meta.step = step;
+  c.meta.world_size = N;
+  c.meta.rank = me;
+  c.meta.mode = ckpt::ParallelMode::mp;
+  c.meta.model = model_name;
+  c.meta.config = meta_config(preempted);
+  c.meta.seed = cfg_.seed;
+  c.meta.data_cursor = static_cast<std::uint64_t>(step) * static_cast<std::uint64_t>(cfg_.batch);
+  c.meta.program_version = resil::version;
+  for (int t = 0; t < cfg_.tables; ++t) {
+    // The data store row by row, split into /model (weights) and /optimizer (accumulators).
+    const auto store = shards_.data_store(t);
+    const std::size_t rows = lay.data_slots(me, t) * lay.rows_per_fragment();
+    std::vector<float> w(rows * d), s(rows * d);
+    for (std::size_t r = 0; r < rows; ++r) {
+      std::memcpy(w.data() + r * d, store.data() + r * shards_.row_bytes(), d * sizeof(float));
+      std::memcpy(s.data() + r * d, store.data() + r * shards_.row_bytes() + d * sizeof(float), d * sizeof(float));
+    }
+    c.model[emb_name(t)] = ckpt::Tensor::from<float>({rows, d}, w);
+    c.optimizer[emb_name(t)]["sum"] = ckpt::Tensor::from<float>({rows, d}, s);
+  }
+  for (auto& p : net_.params()) {
+    const auto h = p.value->to_host();
+    c.model[p.name] = ckpt::Tensor::from<float>(shape_of(*p.value), h);
+  }
+  for (auto& [param, slots] : opt_.slots())
+    for (auto& [name, t] : slots) {
+      const auto h = t.to_host();
+      c.optimizer[param][name] = ckpt::Tensor::from<float>(shape_of(t), h);
+    }
+  c.meta.rng_state = {static_cast<std::uint64_t>(opt_.step())};
+  if (me == 0) std::filesystem::create_directories(ckpt::shard_path(cfg_.ckpt_dir, step, me).parent_path());
+  mpi_.barrier();
+  ckpt::save(ckpt::shard_path(cfg_.ckpt_dir, step, me), c);
+  mpi_.barrier();  // every shard committed before the manifest names them
+  if (me == 0) {
+    ckpt::Manifest man;
+    man.step = step;
+    man.world_size = N;
+    man.mode = ckpt::ParallelMode::mp;
+    man.model = model_name;
+    for (int r = 0; r < N; ++r) man.shards.push_back(ckpt::shard_path(cfg_.ckpt_dir, step, r).lexically_relative(cfg_.ckpt_dir));
+    ckpt::write_manifest(ckpt::manifest_path(cfg_.ckpt_dir, step), man);
+  }
+  mpi_.barrier();
+  last_ckpt_ = std::max(last_ckpt_, step);
+  ++ckpt_writes_;
+  ckpt_write_s_ += now_seconds() - t0;
+}
+
+std::int64_t Engine::load_ckpt(const std::filesystem::path& manifest) {
+  const int me = mpi_.rank();
+  const auto man = ckpt::read_manifest(manifest);
+  if (man.model != model_name || man.world_size != mpi_.size())
+    throw MismatchError(manifest.string() + ": checkpoint of model '" + man.model + "' with " + std::to_string(man.world_size) +
+                        " ranks; this job runs " + model_name + " with " + std::to_string(mpi_.size()));
+  const auto file = manifest.parent_path() / man.shards.at(static_cast<std::size_t>(me));
+  const auto c = ckpt::read(file, true);
+  const auto cfg = nlohmann::json::parse(c.meta.config, nullptr, false);
+  const auto want = nlohmann::json::parse(cfg_.computation_json(mpi_.size()));
+  if (cfg.is_discarded() || !cfg.contains("computation") || cfg["computation"] != want)
+    throw MismatchError(file.string() + ": written by a run with other settings (" + (cfg.is_discarded() ? std::string("?") : cfg.value("computation", nlohmann::json{}).dump()) +
+                        "); this run: " + want.dump());
+  const auto& lay = shards_.layout();
+  const auto d = static_cast<std::size_t>(cfg_.dim);
+  for (int t = 0; t < cfg_.tables; ++t) {
+    const auto w = c.model.find(emb_name(t));
+    const auto so = c.optimizer.find(emb_name(t));
+    const std::size_t rows = lay.data_slots(me, t) * lay.rows_per_fragment();
+    if (w == c.model.end() || so == c.optimizer.end() || !so->second.count("sum") || w->second.numel() != rows * d ||
+        so->second.at("sum").numel() != rows * d)
+      throw MismatchError(file.string() + ": shard of table " + std::to_string(t) + " is missing or has the wrong size");
+    const auto wv = w->second.as<float>();
+    const auto sv = so->second.at("sum").as<float>();
+    auto store = shards_.data_store(t);
+    for (std::size_t r = 0; r < rows; ++r) {
+      std::memcpy(store.data() + r * shards_.row_bytes(), wv.data() + r * d, d * sizeof(float));
+      std::memcpy(store.data() + r * shards_.row_bytes() + d * sizeof(float), sv.data() + r * d, d * sizeof(float));
+    }
+  }
+  for (auto& p : net_.params()) {
+    const auto it = c.model.find(p.name);
+    load_tensor(*p.value, c, it == c.model.end() ? nullptr : &it->second, "/model/" + p.name, file);
+  }
+  for (auto& [param, slots] : opt_.slots())
+    for (auto& [name, t] : slots) {
+      const auto it = c.optimizer.find(param);
+      const ckpt::Tensor* src = nullptr;
+      if (it != c.optimizer.end() && it->second.count(name)) src = &it->second.at(name);
+      load_tensor(t, c, src, "/optimizer/" + param + "/" + name, file);
+    }
+  if (c.meta.rng_state.size() != 1) throw CorruptInputError(file.string() + ": /meta/rng_state should hold the optimizer step");
+  opt_.set_step(static_cast<std::int64_t>(c.meta.rng_state[0]));
+  last_ckpt_ = std::max(last_ckpt_, c.meta.step);
+  return c.meta.step;
+}
+
+// --resume DIR|MANIFEST, or the newest checkpoint in --ckpt-dir when a preemption wrote it.
+std::optional<std::filesystem::path> Engine::resume_source() {
+  if (!cfg_.resume.empty()) {
+    const std::filesystem::path p = cfg_.resume;
+    if (std::filesystem::is_directory(p)) {
+      const auto l = ckpt::latest(p);
+      if (!l) throw UsageError("--resume " + p.string() + ": no complete checkpoint in that directory");
+      if (!cfg_.seed_given) cfg_.seed = ckpt::read_meta(l->parent_path() / ckpt::read_manifest(*l).shards.at(0)).seed;
+      return l;
+    }
+    if (!std::filesystem::exists(p)) throw UsageError("--resume " + p.string() + ": no such file or directory");
+    if (!cfg_.seed_given) cfg_.seed = ckpt::read_meta(p.parent_path() / ckpt::read_manifest(p).shards.at(0)).seed;
+    return p;
+  }
+  if (!std::filesystem::is_directory(cfg_.ckpt_dir)) return std::nullopt;
+  const auto l = ckpt::latest(cfg_.ckpt_dir);
+  if (!l) return std::nullopt;
+  const auto meta = ckpt::read_meta(l->parent_path() / ckpt::read_manifest(*l).shards.at(0));
+  const auto j = nlohmann::json::parse(meta.config, nullptr, false);
+  if (j.is_discarded() || !j.value("preempted", false)) return std::nullopt;
+  if (!cfg_.seed_given) cfg_.seed = meta.seed;
+  if (mpi_.rank() == 0) std::cout << "ec-train: resuming from the preemption checkpoint " << l->string() << "\n";
+  return l;
+}
+
+}  // namespace resil::ectrain

@@ -1,0 +1,106 @@
+// Internals of the ec-train engine shared by engine.cpp (the step loop), engine_ckpt.cpp
+// (checkpoints, resume) and report.cpp (the JSON report). Not a public interface.
+#pragma once
+
+#include <csignal>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dense_net.hpp"
+#include "engine.hpp"
+#include "resil/data/criteo.hpp"
+#include "resil/train/optimizer.hpp"
+#include "shards.hpp"
+
+namespace resil::ectrain {
+
+double now_seconds();
+
+/// The local share of each global batch: synthetic Criteo-like samples (a pure function of the
+/// seed and the sample number) or a Criteo TSV file read once and cycled.
+class DataSource {
+public:
+  DataSource(const Config& cfg, int world, int rank, std::uint64_t seed);
+  LocalBatch batch(std::int64_t step) const;
+
+private:
+  const Config& cfg_;
+  int world_, rank_;
+  std::uint64_t data_seed_;
+  std::vector<std::uint32_t> sizes_;  // 26 Criteo table sizes (the first cfg.tables are used)
+  std::optional<data::ClickSet> file_;
+};
+
+/// One executed step (redone steps appear again).
+struct StepLog {
+  std::int64_t step = 0;
+  double t_end = 0, dt = 0, loss = 0;
+  std::string phase;  // normal | degraded | redo
+};
+
+/// One failure and its recovery. Times in seconds; -1 where not applicable.
+struct FailRecord {
+  int rank = 0;
+  std::int64_t step = 0;
+  double t_fail = 0, detect_s = 0, mlp_restore_s = -1;
+  // ec
+  std::int64_t degraded_steps = 0, redundant_after_step = -1;
+  double rebuild_s = 0, time_to_redundancy_s = -1;
+  std::uint64_t degraded_rows = 0;
+  bool superseded = false;  // the same rank failed again before its rebuild finished
+  // ckpt / fallback
+  std::int64_t rollback_to = -1, redo_steps = 0;
+  double load_s = -1, redo_s = -1;
+  std::string outcome;  // rebuilt | rolled-back | data-loss
+};
+
+class Engine {
+public:
+  Engine(Config cfg, const Mpi& mpi);
+  int run();
+
+private:
+  // engine.cpp
+  void train_step(std::int64_t step);
+  /// Failures at `step`; returns the step to continue from when the job rolled back.
+  std::optional<std::int64_t> inject(const std::vector<int>& ranks, std::int64_t step);
+  std::int64_t rollback(std::int64_t failed_step, std::size_t first_record);
+  ByteVec mlp_state();
+  void set_mlp_state(const ByteVec& b);
+  void after_rebuild(std::int64_t step, double round_s);
+  std::string state_hash();
+  // engine_ckpt.cpp
+  void save_ckpt(std::int64_t step, bool preempted);
+  std::int64_t load_ckpt(const std::filesystem::path& manifest);
+  std::optional<std::filesystem::path> resume_source();
+  std::string meta_config(bool preempted) const;
+  // report.cpp
+  void write_report(const std::string& state_hash, int exit_code, std::int64_t parity_mismatches) const;
+  void print_summary(const std::string& state_hash) const;
+
+  Config cfg_;
+  const Mpi& mpi_;
+  std::unique_ptr<train::Backend> be_;
+  DenseNet net_;
+  train::Optimizer opt_;
+  Shards shards_;
+  std::unique_ptr<DataSource> data_;
+
+  std::int64_t start_step_ = 0, resumed_from_ = -1, last_ckpt_ = -1, redo_until_ = -1;
+  double t_start_ = 0, t_redo_start_ = 0, ckpt_write_s_ = 0;
+  std::int64_t ckpt_writes_ = 0;
+  std::vector<StepLog> log_;
+  std::vector<FailRecord> fails_;
+  std::vector<int> active_;                 // per rank: index in fails_ of its ongoing rebuild, or -1
+  std::vector<std::size_t> redo_records_;   // fails_ rolled back and waiting for the redo to finish
+  std::vector<bool> fired_;                 // per cfg_.fail entry
+  double loss_sum_ = 0;                     // this step's global loss (rank 0's view)
+  std::uint64_t step_degraded_rows_ = 0;    // rows this rank decoded on the fly this step
+  bool preempted_ = false;
+};
+
+}  // namespace resil::ectrain

@@ -1,0 +1,126 @@
+// The JSON report (rank 0) and the human summary on stdout.
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine_impl.hpp"
+#include "resil/ckpt/fs.hpp"
+#include "resil/config.hpp"
+
+namespace resil::ectrain {
+
+namespace {
+struct Rate {
+  double samples = 0, seconds = 0;
+  double per_s() const { return seconds > 0 ? samples / seconds : 0.0; }
+};
+
+// Samples per second before the first failure, while any recovery (degraded reads and rebuild, or
+// rollback redo) is under way, and after the last recovery finished.
+std::map<std::string, Rate> throughput(const std::vector<StepLog>& log, int batch) {
+  std::map<std::string, Rate> r;
+  bool seen_failure = false;
+  for (const auto& s : log) {
+    std::string when;
+    if (s.phase != "normal") {
+      when = "during";
+      seen_failure = true;
+    } else {
+      when = seen_failure ? "after" : "before";
+    }
+    r[when].samples += batch;
+    r[when].seconds += s.dt;
+  }
+  return r;
+}
+}  // namespace
+
+void Engine::write_report(const std::string& state_hash, int exit_code, std::int64_t parity_mismatches) const {
+  if (mpi_.rank() != 0 || cfg_.report.empty()) return;
+  nlohmann::json j;
+  j["program"] = "ec-train";
+  j["version"] = resil::version;
+  j["world_size"] = mpi_.size();
+  j["ft"] = cfg_.ft;
+  j["k"] = cfg_.k;
+  j["m"] = cfg_.m;
+  j["seed"] = cfg_.seed;
+  j["steps"] = cfg_.steps;
+  j["batch"] = cfg_.batch;
+  j["tables"] = cfg_.tables;
+  j["rows"] = cfg_.rows;
+  j["dim"] = cfg_.dim;
+  j["rows_per_fragment"] = cfg_.rows_per_fragment;
+  j["rebuild_stripes"] = cfg_.rebuild_stripes;
+  j["ckpt_interval"] = cfg_.ckpt_interval;
+  j["data"] = cfg_.data.empty() ? "synthetic" : cfg_.data;
+  j["exit_code"] = exit_code;
+  j["preempted"] = preempted_;
+  j["resumed_from"] = resumed_from_ >= 0 ? nlohmann::json(resumed_from_) : nlohmann::json(nullptr);
+  j["state_hash"] = state_hash.empty() ? nlohmann::json(nullptr) : nlohmann::json(state_hash);
+  j["parity_mismatches"] = parity_mismatches >= 0 ? nlohmann::json(parity_mismatches) : nlohmann::json(nullptr);
+  j["stripes"] = shards_.layout().stripes();
+  j["wall_s"] = now_seconds() - t_start_;
+  double total = 0;
+  for (const auto& s : log_) total += s.dt;
+  j["mean_step_s"] = log_.empty() ? 0.0 : total / static_cast<double>(log_.size());
+  j["final_loss"] = log_.empty() ? 0.0 : log_.back().loss;
+  j["checkpoints"] = {{"writes", ckpt_writes_}, {"write_s", ckpt_write_s_}, {"dir", cfg_.ckpt_dir.string()}};
+  auto& tl = j["timeline"];
+  tl["step"] = nlohmann::json::array();
+  for (const auto& s : log_) {
+    tl["step"].push_back(s.step);
+    tl["t"].push_back(s.t_end);
+    tl["dt"].push_back(s.dt);
+    tl["loss"].push_back(s.loss);
+    tl["phase"].push_back(s.phase);
+  }
+  j["step_times"] = tl.value("dt", nlohmann::json::array());
+  j["failures"] = nlohmann::json::array();
+  for (const auto& f : fails_) {
+    nlohmann::json r{{"rank", f.rank},       {"step", f.step},          {"t_fail", f.t_fail},
+                     {"detect_s", f.detect_s}, {"outcome", f.outcome}, {"time_to_redundancy_s", f.time_to_redundancy_s},
+                     {"redundant_after_step", f.redundant_after_step}};
+    if (cfg_.ft == "ec" && f.rollback_to < 0) {
+      r["mlp_restore_s"] = f.mlp_restore_s;
+      r["degraded_steps"] = f.degraded_steps;
+      r["degraded_s"] = f.time_to_redundancy_s;
+      r["rebuild_s"] = f.rebuild_s;
+      r["superseded"] = f.superseded;
+    } else {
+      r["rollback_to"] = f.rollback_to;
+      r["load_s"] = f.load_s;
+      r["redo_steps"] = f.redo_steps;
+      r["redo_s"] = f.redo_s;
+    }
+    j["failures"].push_back(r);
+  }
+  for (const auto& [when, rate] : throughput(log_, cfg_.batch))
+    j["throughput"][when] = {{"samples_per_s", rate.per_s()}, {"seconds", rate.seconds}};
+  ckpt::fs::write_file_atomic(cfg_.report, j.dump(1) + "\n");
+}
+
+void Engine::print_summary(const std::string& state_hash) const {
+  if (mpi_.rank() != 0) return;
+  double total = 0;
+  for (const auto& s : log_) total += s.dt;
+  std::printf("ec-train: %zu steps run in %.2f s (mean %.2f ms/step), final loss %.4f\n", log_.size(), total,
+              log_.empty() ? 0.0 : 1e3 * total / static_cast<double>(log_.size()), log_.empty() ? 0.0 : log_.back().loss);
+  for (const auto& f : fails_) {
+    if (f.rollback_to >= 0)
+      std::printf("  failure of rank %d at step %lld: rolled back to step %lld, load %.3f s, redo %lld steps %.3f s\n", f.rank,
+                  static_cast<long long>(f.step), static_cast<long long>(f.rollback_to), f.load_s, static_cast<long long>(f.redo_steps), f.redo_s);
+    else
+      std::printf("  failure of rank %d at step %lld: detected in %.4f s, %s after %lld degraded steps, %.3f s to full redundancy (rebuild work %.3f s)\n",
+                  f.rank, static_cast<long long>(f.step), f.detect_s, f.outcome.c_str(), static_cast<long long>(f.degraded_steps),
+                  f.time_to_redundancy_s, f.rebuild_s);
+  }
+  for (const auto& [when, rate] : throughput(log_, cfg_.batch))
+    std::printf("  throughput %-6s: %.0f samples/s over %.2f s\n", when.c_str(), rate.per_s(), rate.seconds);
+  std::printf("state_hash %s\n", state_hash.c_str());
+  if (!cfg_.report.empty()) std::printf("report: %s\n", cfg_.report.string().c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace resil::ectrain

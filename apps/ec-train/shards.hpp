@@ -1,0 +1,112 @@
+// The sharded, erasure-coded embedding tables of one rank, and the collective operations on them.
+//
+// Table t is rows x dim fp32 plus one Adagrad accumulator per value; each row is stored as
+// [dim weights | dim accumulators] (row_bytes = 8 * dim), so one row's update is one contiguous
+// byte range and its XOR delta covers parameters and optimizer state at once. Rows are placed by
+// ec::StripeLayout: this rank keeps a data store (its data fragments) and a parity store (its
+// parity fragments) per table.
+//
+// Failure state is global knowledge: every rank keeps the same table of which (rank, stripe)
+// members are lost (wiped and not rebuilt yet), changed only by events every rank sees in the same
+// order (a failure announced by a collective, a rebuild round every rank takes part in). So all
+// ranks agree, without extra messages, which members are erased, when a stripe is over the limit
+// and which collectives (degraded reads, rebuild rounds) to enter.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "mpi_comm.hpp"
+#include "resil/ckpt/hash.hpp"
+#include "resil/ec/codec.hpp"
+#include "resil/ec/ledger.hpp"
+#include "resil/ec/stripe.hpp"
+
+namespace resil::ectrain {
+
+/// One (table, row) of the embedding tables.
+struct RowId {
+  std::uint32_t table = 0, row = 0;
+  auto operator<=>(const RowId&) const = default;
+};
+
+/// A byte range of one member (data or parity fragment) held by some rank.
+struct FetchReq {
+  std::uint32_t table = 0, parity = 0;  // parity: 0 = data store, 1 = parity store
+  std::uint64_t slot = 0, offset = 0, len = 0;
+};
+
+/// Stripes taken up by one rebuild round.
+struct RebuildRound {
+  std::uint64_t stripes = 0;   // all ranks together
+  std::uint64_t bytes = 0;     // decoded by this rank
+};
+
+class Shards {
+public:
+  Shards(const Mpi& mpi, int k, int m, int tables, std::uint32_t rows, int dim, std::uint32_t rows_per_fragment);
+
+  const ec::StripeLayout& layout() const noexcept { return lay_; }
+  const ec::Codec& codec() const noexcept { return codec_; }
+  int dim() const noexcept { return dim_; }
+  std::size_t row_bytes() const noexcept { return row_bytes_; }
+  std::span<std::byte> data_store(int t) { return data_[static_cast<std::size_t>(t)]; }
+  /// The stored bytes of a row this rank owns (valid only while its fragment is not lost).
+  std::span<std::byte> row(RowId r);
+
+  /// Initial values: weights uniform in +-sqrt(1/rows) keyed by (seed, table, row), accumulators 0.
+  void init_rows(std::uint64_t seed);
+  /// Collective: every parity fragment freshly encoded from the data, ledgers cleared, nothing lost.
+  void encode_all();
+  /// Collective: every parity holder re-encodes its fragments from the data and compares; returns
+  /// the number of mismatching parity fragments over all ranks.
+  std::uint64_t verify_parity();
+
+  // ---- failures (global state, identical on every rank) ----
+  /// `rank` lost its memory: every member it holds is lost; on that rank the stores are wiped
+  /// (filled with garbage, so any use of lost bytes shows up in the state hash) and ledgers cleared.
+  void fail(int rank);
+  /// Nothing lost anywhere (after a restart from a checkpoint).
+  void clear_lost();
+  bool any_lost() const noexcept;
+  bool lost(int rank, std::uint64_t stripe) const;
+  std::uint64_t pending(int rank) const { return pending_[static_cast<std::size_t>(rank)]; }
+  /// Fragment indices of stripe s that are lost, ascending.
+  std::vector<int> erased(std::uint64_t stripe) const;
+  /// A stripe with more than m lost members, if any (the lowest).
+  std::optional<std::uint64_t> over_limit() const;
+
+  // ---- collective data movement ----
+  /// Byte ranges of members from the ranks holding them: reqs[r] go to rank r; returns, per rank,
+  /// the requested bytes concatenated in request order. Serving a lost member is a bug (EcError).
+  std::vector<ByteVec> fetch(const std::vector<std::vector<FetchReq>>& reqs);
+  /// Collective degraded read: rows (owned by this rank, in lost fragments) decoded from k
+  /// surviving members each; returns row_bytes per row, in order.
+  std::vector<std::byte> degraded_read(const std::vector<RowId>& rows);
+  /// Fold the deltas received for `step` into this rank's parity (exactly once per (step, source));
+  /// deltas for a parity fragment that is lost are dropped (it is rebuilt from newer data).
+  void apply_deltas(std::uint64_t step, const std::vector<ByteVec>& in);
+  /// Collective: each rank with lost members rebuilds the next `stripes_per_rank` of them (0 = all)
+  /// by decoding from survivors; parity rebuilt here contains every delta up to `step`.
+  RebuildRound rebuild_round(std::uint64_t step, std::uint64_t stripes_per_rank);
+
+  /// Collective: hash of every row (table order, row order) into `h` on rank 0.
+  void hash_into(ckpt::Xxh64& h);
+
+private:
+  std::span<std::byte> member(std::uint64_t stripe, int j);  // this rank's fragment j of `stripe`
+
+  const Mpi& mpi_;
+  int k_, m_, dim_;
+  std::size_t row_bytes_;
+  ec::StripeLayout lay_;
+  ec::Codec codec_;
+  std::vector<std::vector<std::byte>> data_, parity_;
+  std::vector<ec::DeltaLedger> ledgers_;             // per table: source = parity slot * k + fragment
+  std::vector<std::vector<std::uint8_t>> lost_;      // [rank][stripe]
+  std::vector<std::uint64_t> pending_, cursor_;      // per rank: lost members, next stripe to rebuild
+};
+
+}  // namespace resil::ectrain
