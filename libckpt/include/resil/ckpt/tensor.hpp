@@ -54,7 +54,7 @@ public:
   Tensor() = default;
   /// Zero-filled tensor.
   Tensor(DType dtype, Shape shape) : Tensor(dtype, std::move(shape), uninitialized) {
-    std::memset(bytes_.data(), 0, bytes_.size());
+    if (!bytes_.empty()) std::memset(bytes_.data(), 0, bytes_.size());
   }
   struct Uninitialized {};
   static constexpr Uninitialized uninitialized{};
@@ -68,7 +68,7 @@ public:
     Tensor t(dtype_of<T>(), std::move(shape), uninitialized);
     if (values.size() != t.numel())
       throw UsageError("Tensor::from: " + std::to_string(values.size()) + " values for shape " + shape_string(t.shape_));
-    std::memcpy(t.bytes_.data(), values.data(), t.nbytes());
+    if (t.nbytes() > 0) std::memcpy(t.bytes_.data(), values.data(), t.nbytes());  // empty spans may hold nullptr
     return t;
   }
 

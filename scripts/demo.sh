@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The main job on the embedded default (Fashion-MNIST from Debian's dataset-fashion-mnist):
+# train a small MLP deterministically -> HDF5 checkpoint -> inspect it -> inject bit flips with a
+# flip log -> diff/scan -> evaluate the altered checkpoint -> revert it exactly.
+#   OUT (default out/demo), JOBS (default nproc), BUILD_DIR (default build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build}
+out=${OUT:-out/demo}
+jobs=${JOBS:-$(nproc)}
+
+scripts/setup.sh
+if [[ ! -x $build/bin/ckpt-train || ! -x $build/bin/ckpt-flip ]]; then
+  echo "== building resil ($build)"
+  cmake -S . -B "$build" >/dev/null
+  cmake --build "$build" -j "$jobs" --target ckpt-train ckpt-flip
+fi
+bin=$build/bin
+rm -rf "$out"
+mkdir -p "$out"
+
+echo "== 1. train an MLP on Fashion-MNIST (1 epoch on 12000 samples, seed 7)"
+"$bin/ckpt-train" train --model mlp --epochs 1 --seed 7 --limit 12000 --ckpt-dir "$out/ckpt" \
+  --metrics "$out/metrics.jsonl" --summary "$out/golden.json"
+ckpt=$("$bin/ckpt-train" latest --ckpt-dir "$out/ckpt")
+echo "checkpoint: $ckpt"
+
+echo "== 2. inspect the checkpoint"
+"$bin/ckpt-flip" inspect "$ckpt"
+
+echo "== 3. inject 20 single-bit flips into the model (seed 11), logging every flip"
+"$bin/ckpt-flip" inject "$ckpt" -o "$out/altered.h5" --seed 11 --flips 20 --role model --log "$out/flips.jsonl"
+
+echo "== 4. what changed, and would a scan notice without the golden copy?"
+"$bin/ckpt-flip" diff "$ckpt" "$out/altered.h5"
+set +e
+"$bin/ckpt-flip" scan "$out/altered.h5"
+echo "(scan exit code $?: 0 clean, 10 suspect)"
+set -e
+
+echo "== 5. evaluate golden vs altered"
+"$bin/ckpt-train" eval --from "$ckpt" --summary "$out/eval-golden.json" | tail -1
+set +e
+"$bin/ckpt-train" eval --from "$out/altered.h5" --summary "$out/eval-altered.json" | tail -1
+echo "(eval exit code $?: 6 means NaN/Inf reached the output)"
+set -e
+
+echo "== 6. revert the flips exactly, from the log"
+"$bin/ckpt-flip" revert "$out/altered.h5" --log "$out/flips.jsonl"
+h5diff -q "$ckpt" "$out/altered.h5" /model /model \
+  && echo "reverted: h5diff finds /model identical to the golden checkpoint again"
+
+echo "== done: outputs in $out (metrics.jsonl, flips.jsonl, golden.json, eval-*.json)"
