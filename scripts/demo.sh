@@ -42,7 +42,7 @@ echo "== 5. evaluate golden vs altered"
 "$bin/ckpt-train" eval --from "$ckpt" --summary "$out/eval-golden.json" | tail -1
 set +e
 "$bin/ckpt-train" eval --from "$out/altered.h5" --summary "$out/eval-altered.json" | tail -1
-echo "(eval exit code $?: 6 means NaN/Inf reached the output)"
+echo "(eval exit code ${PIPESTATUS[0]}: 6 means NaN/Inf reached the output)"
 set -e
 
 echo "== 6. revert the flips exactly, from the log"
