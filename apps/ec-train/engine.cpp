@@ -17,7 +17,15 @@ namespace resil::ectrain {
 
 namespace {
 volatile std::sig_atomic_t g_preempt = 0;
-extern "C" void on_preempt_signal(int) { g_preempt = 1; }
+// First signal: checkpoint at the next step boundary. A second one: die as the default action would
+// (a job stuck in a collective can still be ended with SIGTERM).
+extern "C" void on_preempt_signal(int sig) {
+  if (g_preempt) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+  g_preempt = 1;
+}
 
 constexpr float adagrad_eps = 1e-8f;
 }  // namespace
@@ -372,7 +380,10 @@ std::optional<std::int64_t> Engine::inject(const std::vector<int>& ranks, std::i
 }
 
 std::int64_t Engine::rollback(std::int64_t failed_step, std::size_t first_record) {
-  const auto from = ckpt::latest(cfg_.ckpt_dir);
+  // The newest checkpoint this run wrote or started from (not whatever else lies in the directory).
+  std::optional<std::filesystem::path> from;
+  if (last_ckpt_ >= 0 && ckpt::manifest_complete(ckpt::manifest_path(cfg_.ckpt_dir, last_ckpt_)))
+    from = ckpt::manifest_path(cfg_.ckpt_dir, last_ckpt_);
   if (!from) throw DataLossError("step " + std::to_string(failed_step) + ": no complete checkpoint in " + cfg_.ckpt_dir.string() + " to restart from");
   const double t0 = now_seconds();
   const std::int64_t c = load_ckpt(*from);
@@ -438,7 +449,9 @@ int Engine::run() {
               << cfg_.seed << (cfg_.seed_given ? "" : " (drawn)") << (resume ? ", resumed from " + resume->string() : "") << "\n"
               << std::flush;
   if (cfg_.ft == "ec") shards_.encode_all();
-  if ((cfg_.ft == "ckpt" || cfg_.fallback_ckpt) && !resume) save_ckpt(start_step_, false);
+  // Rollbacks need a checkpoint of the starting state in --ckpt-dir.
+  if ((cfg_.ft == "ckpt" || cfg_.fallback_ckpt) && !(resume && ckpt::manifest_complete(ckpt::manifest_path(cfg_.ckpt_dir, start_step_))))
+    save_ckpt(start_step_, false);
   for (std::size_t i = 0; i < cfg_.fail.size(); ++i) fired_[i] = cfg_.fail[i].step <= start_step_;
 
   app::Progress progress("ec-train", static_cast<std::uint64_t>(cfg_.steps));

@@ -43,6 +43,12 @@ std::string Engine::meta_config(bool preempted) const {
 }
 
 void Engine::save_ckpt(std::int64_t step, bool preempted) {
+  // A lost fragment's store holds garbage until it is rebuilt: finish the rebuild first.
+  while (shards_.any_lost()) {
+    const double r0 = now_seconds();
+    shards_.rebuild_round(static_cast<std::uint64_t>(step), 0);
+    after_rebuild(step, now_seconds() - r0);
+  }
   const double t0 = now_seconds();
   const int me = mpi_.rank(), N = mpi_.size();
   const auto& lay = shards_.layout();
@@ -79,7 +85,12 @@ void Engine::save_ckpt(std::int64_t step, bool preempted) {
       c.optimizer[param][name] = ckpt::Tensor::from<float>(shape_of(t), h);
     }
   c.meta.rng_state = {static_cast<std::uint64_t>(opt_.step())};
-  if (me == 0) std::filesystem::create_directories(ckpt::shard_path(cfg_.ckpt_dir, step, me).parent_path());
+  if (me == 0) {
+    const auto dir = ckpt::shard_path(cfg_.ckpt_dir, step, me).parent_path();
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw IoError("cannot create checkpoint directory " + dir.string() + ": " + ec.message());
+  }
   mpi_.barrier();
   ckpt::save(ckpt::shard_path(cfg_.ckpt_dir, step, me), c);
   mpi_.barrier();  // every shard committed before the manifest names them

@@ -104,6 +104,10 @@ int main(int argc, char** argv) {
       std::cerr << prog << ": error: rank " << rank << ": " << e.what() << "\n";
       if (mpi.size() > 1) mpi.abort(exit_code_of(e));
       return exit_code_of(e);
+    } catch (const std::exception& e) {
+      std::cerr << prog << ": internal error: rank " << rank << ": " << e.what() << "\n";
+      if (mpi.size() > 1) mpi.abort(static_cast<int>(ExitCode::internal));
+      return static_cast<int>(ExitCode::internal);
     }
   });
 }

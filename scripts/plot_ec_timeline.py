@@ -1,0 +1,82 @@
+#!/usr/bin/python3
+"""Plot an ec-train report: step throughput against the step number and against wall time,
+with failures (vertical lines) and recoveries (shaded: degraded reads + rebuild for --ft ec,
+rollback + redo for --ft ckpt) marked.
+
+usage: /usr/bin/python3 scripts/plot_ec_timeline.py REPORT.json OUT.png [--title TEXT]
+"""
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COLORS = {"normal": "tab:blue", "degraded": "tab:orange", "redo": "tab:red"}
+
+
+def smooth(values, width=5):
+    out = []
+    for i in range(len(values)):
+        lo = max(0, i - width + 1)
+        out.append(sum(values[lo:i + 1]) / (i + 1 - lo))
+    return out
+
+
+def main(argv):
+    if len(argv) < 3:
+        sys.exit(__doc__)
+    with open(argv[1]) as f:
+        rep = json.load(f)
+    title = argv[argv.index("--title") + 1] if "--title" in argv else None
+    tl = rep["timeline"]
+    steps, t, dt, phase = tl["step"], tl["t"], tl["dt"], tl["phase"]
+    if not steps:
+        sys.exit(f"{argv[1]}: the report has no steps")
+    thr = [rep["batch"] / d if d > 0 else 0.0 for d in dt]
+
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 7))
+    for ph, color in COLORS.items():
+        xs = [s for s, p in zip(steps, phase) if p == ph]
+        ys = [y for y, p in zip(thr, phase) if p == ph]
+        if xs:
+            ax1.scatter(xs, ys, s=6, color=color, label=ph)
+        ts = [x for x, p in zip(t, phase) if p == ph]
+        if ts:
+            ax2.scatter(ts, ys, s=6, color=color, label=ph)
+    ax2.plot(t, smooth(thr), color="gray", linewidth=1, label="5-step mean")
+
+    at_step = {}
+    for f in rep["failures"]:
+        at_step.setdefault(f["step"], []).append(str(f["rank"]))
+    for step, ranks in at_step.items():
+        lbl = ("ranks " if len(ranks) > 1 else "rank ") + ",".join(ranks) + " fail" + ("" if len(ranks) > 1 else "s")
+        ax1.axvline(step, color="black", linestyle="--", linewidth=1)
+        ax1.annotate(lbl, (step, 0), xytext=(3, 5), textcoords="offset points", fontsize=8, rotation=90)
+    for f in rep["failures"]:
+        ax2.axvline(f["t_fail"], color="black", linestyle="--", linewidth=1)
+        if f["time_to_redundancy_s"] >= 0:
+            kind = "rebuild" if "rebuild_s" in f else "rollback + redo"
+            ax2.axvspan(f["t_fail"], f["t_fail"] + f["time_to_redundancy_s"], color="orange" if kind == "rebuild" else "red",
+                        alpha=0.12)
+            if f["redundant_after_step"] >= 0:
+                ax1.axvspan(f["step"], f["redundant_after_step"], color="orange" if kind == "rebuild" else "red", alpha=0.12)
+
+    ax1.set_xlabel("step")
+    ax1.set_ylabel("samples / s")
+    ax2.set_xlabel("wall time (s)")
+    ax2.set_ylabel("samples / s")
+    ax1.set_ylim(bottom=0)
+    ax2.set_ylim(bottom=0)
+    ax1.legend(loc="lower right", fontsize=8)
+    ax2.legend(loc="lower right", fontsize=8)
+    fig.suptitle(title or f"ec-train --ft {rep['ft']}  N={rep['world_size']} k={rep['k']} m={rep['m']}  seed {rep['seed']}"
+                 f"  state_hash {rep['state_hash']}")
+    fig.tight_layout()
+    fig.savefig(argv[2], dpi=110)
+    print(f"wrote {argv[2]}")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+"""Checks for ec-train's CTest suite (tests/ec/CMakeLists.txt).
+
+  compare REF RUN [--outcome rebuilt|rolled-back] [--failures N]
+      RUN ended with REF's state_hash (bit-exact recovery), its parity verified, and its failure
+      records say what was expected.
+  expect-exit CODE REGEX -- CMD...
+      CMD exits with CODE and its stderr matches REGEX (one 'ec-train: error:' line).
+  preempt REF -- CMD...
+      CMD (with --signal-at) exits 75 after writing a checkpoint; the same CMD again resumes and
+      ends with REF's state_hash.
+  plot RUN PNG
+      scripts/plot_ec_timeline.py renders RUN into a PNG.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def compare(args):
+    ref, run = load(args[0]), load(args[1])
+    outcome, nfail = None, None
+    if "--outcome" in args:
+        outcome = args[args.index("--outcome") + 1]
+    if "--failures" in args:
+        nfail = int(args[args.index("--failures") + 1])
+    for key in ("world_size", "seed", "steps", "k", "m"):
+        if ref[key] != run[key]:
+            fail(f"{key} differs: {ref[key]} vs {run[key]}")
+    if not ref["state_hash"] or ref["state_hash"] != run["state_hash"]:
+        fail(f"state_hash {run['state_hash']} != failure-free {ref['state_hash']}")
+    if run["ft"] == "ec" and run["parity_mismatches"] != 0:
+        fail(f"parity_mismatches = {run['parity_mismatches']}")
+    fails = run["failures"]
+    if nfail is not None and len(fails) != nfail:
+        fail(f"{len(fails)} failure records, expected {nfail}")
+    if outcome:
+        final = [f for f in fails if not f.get("superseded")]
+        bad = [f for f in final if f["outcome"] != outcome]
+        if bad:
+            fail(f"outcomes {[f['outcome'] for f in final]}, expected {outcome}")
+        for f in final:
+            if f["time_to_redundancy_s"] < 0 or f["redundant_after_step"] < f["step"] - (1 if outcome == "rolled-back" else 0):
+                fail(f"failure record without a recovery: {f}")
+    if len(run["timeline"]["step"]) < run["steps"] - (run["resumed_from"] or 0):
+        fail("timeline shorter than the run")
+    print(f"ok: state_hash {run['state_hash']} == reference; {len(fails)} failures: "
+          + ", ".join(f"rank {f['rank']}@{f['step']} {f['outcome']} in {f['time_to_redundancy_s']:.3f}s" for f in fails))
+
+
+def expect_exit(args):
+    code, regex, cmd = int(args[0]), args[1], args[3:]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    sys.stdout.write(p.stdout)
+    sys.stdout.write(p.stderr)
+    if p.returncode != code:
+        fail(f"exit code {p.returncode}, expected {code}")
+    if not re.search(regex, p.stderr):
+        fail(f"stderr does not match {regex!r}")
+    print(f"ok: exit {code}, stderr matches")
+
+
+def preempt(args):
+    ref, cmd = load(args[0]), args[2:]
+    report = cmd[cmd.index("--report") + 1]
+    ckpt_dir = cmd[cmd.index("--ckpt-dir") + 1]
+    subprocess.run(["rm", "-rf", ckpt_dir, report], check=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    sys.stdout.write(p.stdout + p.stderr)
+    if p.returncode != 75:
+        fail(f"first run exited {p.returncode}, expected 75 (preempted)")
+    first = load(report)
+    if not first["preempted"] or first["state_hash"] is not None:
+        fail("first report does not say preempted")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    sys.stdout.write(p.stdout + p.stderr)
+    if p.returncode != 0:
+        fail(f"resumed run exited {p.returncode}")
+    run = load(report)
+    if run["resumed_from"] is None:
+        fail("second run did not resume")
+    if run["state_hash"] != ref["state_hash"]:
+        fail(f"resumed state_hash {run['state_hash']} != uninterrupted {ref['state_hash']}")
+    print(f"ok: preempted, resumed from step {run['resumed_from']}, state_hash equal")
+
+
+def plot(args):
+    run, png = args
+    script = os.path.join(os.environ["RESIL_SOURCE_DIR"], "scripts", "plot_ec_timeline.py")
+    if os.path.exists(png):
+        os.remove(png)
+    subprocess.run([os.environ.get("PYTHON", "/usr/bin/python3"), script, run, png], check=True, timeout=120)
+    with open(png, "rb") as f:
+        head = f.read(8)
+    if head != b"\x89PNG\r\n\x1a\n" or os.path.getsize(png) < 10000:
+        fail(f"{png} is not a plausible PNG")
+    print(f"ok: {png} ({os.path.getsize(png)} bytes)")
+
+
+if __name__ == "__main__":
+    cmds = {"compare": compare, "expect-exit": expect_exit, "preempt": preempt, "plot": plot}
+    if len(sys.argv) < 2 or sys.argv[1] not in cmds:
+        fail(__doc__)
+    cmds[sys.argv[1]](sys.argv[2:])
