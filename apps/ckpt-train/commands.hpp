@@ -39,6 +39,10 @@ struct LatestOptions {
 void setup_latest(CLI::App& app, LatestOptions& o);
 int run_latest(const LatestOptions& o);
 
+/// The last line of train/resume (rank 0): "done: ..." (returns 0), or after a preemption
+/// "ckpt-train: preempted by SIGTERM at step ...: checkpoint PATH; continue with: ..." (returns 75).
+int report_end(const resil::train::Summary& s, int epochs, const resil::train::Comm& comm);
+
 /// Progress line and epoch log for rank 0.
 resil::train::ProgressFn progress_printer();
 resil::train::LogFn stdout_logger();

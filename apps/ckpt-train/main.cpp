@@ -3,6 +3,7 @@
 
 #include "commands.hpp"
 #include "resil/app/main.hpp"
+#include "resil/train/preempt.hpp"
 
 using namespace resil::app::ckpt_train;
 
@@ -34,6 +35,8 @@ int main(int argc, char** argv) {
   const std::string prog = "ckpt-train";
   return resil::app::guarded_main(prog, app, argc, argv, [&]() -> int {
     try {
+      // SIGTERM/SIGUSR1 (Slurm --signal, scancel, mpiexec forwarding): checkpoint at the next step, exit 75.
+      if (*train || *resume) resil::train::install_preempt_handlers();
       if (*train) return run_train(train_o, comm);
       if (*resume) return run_resume(resume_o, comm);
       if (*eval) return run_eval(eval_o, comm);

@@ -21,8 +21,7 @@ int run_resume(const ResumeOptions& o, const resil::train::Comm& comm) {
   if (!o.data.empty()) over.data = o.data;
   if (o.test_limit) over.test_limit = o.test_limit;
   const auto s = resil::train::resume(o.from, over, comm, progress_printer(), stdout_logger());
-  if (comm.rank() == 0) std::cout << "done: " << s.steps << " steps, test accuracy " << s.test_accuracy << ", " << s.last_checkpoint << std::endl;
-  return 0;
+  return report_end(s, over.epochs, comm);
 }
 
 }  // namespace resil::app::ckpt_train

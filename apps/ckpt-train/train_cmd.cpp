@@ -64,6 +64,17 @@ int run_train(const TrainOptions& o, const resil::train::Comm& comm) {
     if (comm.rank() == 0) std::cout << "seed " << cfg.seed << " (drawn; pass --seed to repeat)" << std::endl;
   }
   const auto s = resil::train::train(cfg, comm, std::nullopt, progress_printer(), stdout_logger());
+  return report_end(s, cfg.epochs, comm);
+}
+
+int report_end(const resil::train::Summary& s, int epochs, const resil::train::Comm& comm) {
+  if (s.preempted) {
+    if (comm.rank() == 0)
+      std::cout << "ckpt-train: preempted by " << s.preempt_signal << " at step " << s.steps << " (" << s.epochs << " epochs + "
+                << s.data_cursor << " samples): checkpoint " << s.last_checkpoint << "; continue with: ckpt-train resume --from "
+                << s.last_checkpoint << " --epochs " << epochs << std::endl;
+    return static_cast<int>(resil::ExitCode::preempted);
+  }
   if (comm.rank() == 0) std::cout << "done: " << s.steps << " steps, test accuracy " << s.test_accuracy << ", " << s.last_checkpoint << std::endl;
   return 0;
 }

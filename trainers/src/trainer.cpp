@@ -19,6 +19,7 @@
 #include "resil/data/idx.hpp"
 #include "resil/data/sampler.hpp"
 #include "resil/train/dlrm.hpp"
+#include "resil/train/preempt.hpp"
 
 namespace resil::train {
 
@@ -67,10 +68,14 @@ std::string Summary::to_json() const {
   json j = {{"command", command}, {"model", model}, {"parallel", parallel}, {"world_size", world_size}, {"seed", seed},
             {"steps", steps}, {"epochs", epochs}, {"final_loss", std::isfinite(final_loss) ? json(final_loss) : json(nullptr)},
             {"test_loss", std::isfinite(test_loss) ? json(test_loss) : json(nullptr)}, {"test_accuracy", test_accuracy},
-            {"nan_detected", nan_detected}, {"nan_step", nan_step}, {"wall_seconds", wall_seconds},
+            {"nan_detected", nan_detected}, {"nan_step", nan_step}, {"preempted", preempted}, {"wall_seconds", wall_seconds},
             {"last_checkpoint", last_checkpoint}, {"exit_code", exit_code}, {"error", error},
             {"program_version", resil::version}};
   if (test_auc >= 0) j["test_auc"] = test_auc;
+  if (preempted) {
+    j["preempt_signal"] = preempt_signal;
+    j["data_cursor"] = data_cursor;
+  }
   return j.dump(2);
 }
 
@@ -211,6 +216,8 @@ struct Run {
   std::unique_ptr<PipelineStage> stage;
   std::vector<ParamRef> params;  // this rank's parameters
   std::int64_t step = 0, epoch = 0;
+  std::uint64_t cursor = 0;      // samples of epoch `epoch` consumed when the state was saved/loaded
+  bool stop = false;             // every rank agreed on a preemption request at the last step
 
   Run(TrainConfig c, const Comm& cm) : cfg(std::move(c)), comm(cm), mode(ckpt::mode_from_name(cfg.parallel)) {
     if (cfg.epochs < 1) throw UsageError("--epochs must be at least 1");
@@ -263,7 +270,8 @@ struct Run {
     // Counter-based streams: the shuffle of epoch e is Rng(derive_seed(seed, shuffle), e), so
     // (seed, next epoch, step) fully restores the data order.
     c.meta.rng_state = {cfg.seed, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(step)};
-    c.meta.data_cursor = 0;  // checkpoints are taken at epoch boundaries
+    // 0 at epoch boundaries; a preemption checkpoint records how far into epoch `epoch` it is.
+    c.meta.data_cursor = cursor;
     for (const auto& p : params) {
       const auto h = p.value->to_host();
       ckpt::Shape shape(p.value->dims().begin(), p.value->dims().end());
@@ -320,6 +328,7 @@ struct Run {
     }
     step = c.meta.step;
     epoch = c.meta.epoch;
+    cursor = c.meta.data_cursor;
     opt->set_step(step);
   }
 
@@ -355,7 +364,11 @@ struct Run {
     } else {
       model->apply_update(*opt);
     }
-    if (comm.allreduce_max(weights_finite() ? 0 : 1) != 0)
+    // One collective per step agrees on two things: non-finite weights on any rank (bit 1) and a
+    // preemption signal on any rank (bit 0). Integer max: no floating-point value is touched.
+    const int agreed = comm.allreduce_max((weights_finite() ? 0 : 2) | (preempt_signal() != 0 ? 1 : 0));
+    stop = agreed == 1;
+    if (agreed >= 2)
       throw NumericError("NaN/Inf in the weights after step " + std::to_string(this_step) + " (epoch " + std::to_string(epoch + 1) + ")");
     step = this_step;
     return stats;
@@ -497,14 +510,42 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<stdfs::path
     sum.steps = run->step;
     sum.epochs = run->epoch;
     Staging st;
-    const std::size_t steps = data::steps_per_epoch(data.train_n(), static_cast<std::size_t>(cfg.batch));
-    const std::uint64_t total = steps * static_cast<std::size_t>(cfg.epochs - run->epoch);
+    const std::size_t batch = static_cast<std::size_t>(cfg.batch);
+    const std::size_t steps = data::steps_per_epoch(data.train_n(), batch);
+    // A preemption checkpoint resumes mid-epoch: the epoch's order is a pure function of
+    // (seed, epoch), so skipping the first cursor / batch batches restores the exact stream.
+    std::size_t first = 0;
+    if (run->cursor != 0) {
+      first = static_cast<std::size_t>(run->cursor / batch);
+      if (run->cursor % batch != 0 || first >= steps ||
+          run->step != run->epoch * static_cast<std::int64_t>(steps) + static_cast<std::int64_t>(first))
+        throw MismatchError(resume_from->string() + ": data cursor " + std::to_string(run->cursor) + " at step " + std::to_string(run->step) +
+                            " does not fit this data set (" + std::to_string(steps) + " steps of " + std::to_string(batch) + " per epoch)");
+    }
+    const std::uint64_t total = steps * static_cast<std::size_t>(cfg.epochs - run->epoch) - first;
     std::uint64_t done = 0;
+    // Preempted: commit a checkpoint at the current step (unless one was just written there).
+    auto preempt = [&](bool saved) {
+      sum.preempted = true;
+      const int sig = preempt_signal();
+      sum.preempt_signal = sig ? preempt_signal_name(sig) : "a signal on another rank";
+      sum.data_cursor = run->cursor;
+      if (!saved) sum.last_checkpoint = run->save();
+      sum.steps = run->step;
+      sum.epochs = run->epoch;
+      sum.exit_code = static_cast<int>(ExitCode::preempted);
+      if (root && !cfg.metrics.empty())
+        append_line(cfg.metrics, json({{"epoch", run->epoch + (run->cursor ? 1 : 0)}, {"step", run->step}, {"preempted", true},
+                                       {"data_cursor", run->cursor}, {"checkpoint", sum.last_checkpoint}})
+                                     .dump());
+    };
     while (run->epoch < cfg.epochs) {
       const double te = now();
       const auto order = data::epoch_order(data.train_n(), cfg.seed, static_cast<std::uint64_t>(run->epoch));
       StepStats ep;
-      for (std::size_t s = 0; s < steps; ++s) {
+      const std::size_t s_begin = first;
+      first = 0;
+      for (std::size_t s = s_begin; s < steps; ++s) {
         StepStats st1;
         try {
           st1 = run->train_step(data, st, order, s);
@@ -521,8 +562,15 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<stdfs::path
         ep.samples += st1.samples;
         if (progress && root)
           progress(++done, total, "epoch " + std::to_string(run->epoch + 1) + " loss " + std::to_string(st1.loss_sum / static_cast<double>(st1.samples)));
+        if (run->stop && s + 1 < steps) {
+          run->cursor = (s + 1) * batch;
+          preempt(false);
+          finish(nullptr);
+          return sum;
+        }
       }
       ++run->epoch;
+      run->cursor = 0;
       const auto ev = run->evaluate(data, st);
       sum.final_loss = ep.loss_sum / static_cast<double>(ep.samples);
       sum.test_loss = ev.loss;
@@ -530,7 +578,8 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<stdfs::path
       sum.test_auc = ev.auc;
       sum.steps = run->step;
       sum.epochs = run->epoch;
-      if (run->epoch % cfg.ckpt_every == 0 || run->epoch == cfg.epochs) sum.last_checkpoint = run->save();
+      const bool saved = run->epoch % cfg.ckpt_every == 0 || run->epoch == cfg.epochs;
+      if (saved) sum.last_checkpoint = run->save();
       if (root && !cfg.metrics.empty()) {
         json m = {{"epoch", run->epoch}, {"step", run->step}, {"loss", sum.final_loss},
                   {"train_accuracy", static_cast<double>(ep.correct) / static_cast<double>(ep.samples)},
@@ -545,6 +594,12 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<stdfs::path
                       static_cast<double>(ep.correct) / static_cast<double>(ep.samples), ev.accuracy,
                       ev.auc >= 0 ? ("  test_auc " + std::to_string(ev.auc)).c_str() : "", now() - te);
         log(line + (sum.last_checkpoint.empty() || run->epoch % cfg.ckpt_every != 0 ? std::string() : "  -> " + sum.last_checkpoint));
+      }
+      // The signal came during the last step of the epoch: the epoch is complete, stop at its boundary.
+      if (run->stop && run->epoch < cfg.epochs) {
+        preempt(saved);
+        finish(nullptr);
+        return sum;
       }
     }
   } catch (const Error& e) {

@@ -49,6 +49,9 @@ struct Summary {
   double test_auc = -1.0;          // dlrm only
   bool nan_detected = false;
   std::int64_t nan_step = -1;
+  bool preempted = false;          // stopped by SIGTERM/SIGUSR1 after committing last_checkpoint (exit 75)
+  std::string preempt_signal;      // "SIGTERM" | "SIGUSR1" when preempted
+  std::uint64_t data_cursor = 0;   // preempted: samples of the current epoch already consumed
   double wall_seconds = 0.0;
   std::string last_checkpoint;
   std::string error;
@@ -72,7 +75,10 @@ private:
 };
 
 /// Train from scratch (resume_from empty) or resume from a checkpoint file / mp manifest,
-/// up to cfg.epochs. Writes checkpoints, metrics and the summary (rank 0). Throws NumericError
+/// up to cfg.epochs. Writes checkpoints, metrics and the summary (rank 0). When a preemption
+/// signal arrived (see preempt.hpp) the ranks agree at the next step boundary, commit a
+/// checkpoint there (mid-epoch: data cursor in /meta) and return with `preempted` set and
+/// exit_code 75 -- the caller exits with it. Throws NumericError
 /// (naming the step) on NaN/Inf, MismatchError on incompatible resume, CorruptInputError on
 /// unreadable checkpoints -- consistently on every rank.
 Summary train(TrainConfig cfg, const Comm& comm, const std::optional<std::filesystem::path>& resume_from,
