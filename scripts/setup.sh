@@ -10,6 +10,7 @@ packages=(
   libopenblas-dev nlohmann-json3-dev zlib1g-dev libxxhash-dev libssl-dev
   python3-h5py python3-numpy python3-matplotlib dataset-fashion-mnist
   clang libclang-rt-14-dev
+  slurm-wlm munge
 )
 if [[ "${RESIL_SETUP_BENCH:-0}" == 1 ]]; then
   packages+=(python3-torch)
