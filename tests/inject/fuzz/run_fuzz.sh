@@ -1,9 +1,10 @@
 #!/bin/bash
 # Build the parser fuzz targets with clang (libFuzzer + ASan + UBSan) straight from the parser
 # sources (no HDF5 needed), replay the saved regression corpus, then fuzz each for a bounded time.
-# Usage: run_fuzz.sh SOURCE_DIR BUILD_DIR [SECONDS]
+# Usage: run_fuzz.sh SOURCE_DIR BUILD_DIR [SECONDS] [build-only]
+# The build runs `run_fuzz.sh SRC OUT 0 build-only` (target resil_fuzzers) so the test itself only fuzzes.
 set -euo pipefail
-SRC=$1; OUT=$2; SECS=${3:-20}
+SRC=$1; OUT=$2; SECS=${3:-20}; MODE=${4:-run}
 CXX=${RESIL_FUZZ_CXX:-clang++}
 mkdir -p "$OUT"
 INC="-I$SRC/injectors/include -I$SRC/libckpt/include"
@@ -19,6 +20,7 @@ F=$SRC/tests/inject/fuzz
 build fuzz_log "$F/fuzz_log.cpp" "$I/flip_log.cpp" "$I/selection.cpp" "$SRC/libckpt/src/dtype.cpp"
 build fuzz_pattern "$F/fuzz_pattern.cpp" "$I/fault_model.cpp" "$I/selection.cpp"
 build fuzz_selection "$F/fuzz_selection.cpp" "$I/fault_model.cpp" "$I/selection.cpp"
+[ "$MODE" = build-only ] && exit 0
 for t in log pattern selection; do
   corpus="$F/corpus/$t"
   work="$OUT/work_$t"; mkdir -p "$work"
