@@ -179,10 +179,15 @@ void Engine::train_step(std::int64_t step) {
     }
   }
   step_degraded_rows_ = 0;
-  if (shards_.any_lost()) {  // every rank knows: all enter the degraded-read collective
-    const auto dec = shards_.degraded_read(lost_rows);
+  if (shards_.any_lost()) {
+    // Every rank knows: all enter the recovery collective, which serves the degraded reads and
+    // runs this step's rebuild round in one fetch (the data is as of the end of step - 1).
+    const double r0 = now_seconds();
+    const auto dec = shards_.recover(lost_rows, static_cast<std::uint64_t>(step - 1),
+                                     cfg_.ft == "ec" ? std::optional<std::uint64_t>(cfg_.rebuild_stripes) : std::nullopt);
     for (std::size_t q = 0; q < lost_rows.size(); ++q) std::memcpy(old.data() + lost_pos[q] * rb, dec.data() + q * rb, rb);
     step_degraded_rows_ = lost_rows.size();
+    after_rebuild(step - 1, now_seconds() - r0);
   }
 
   // 4. Answer with the weights (not the accumulators) in the order asked.
@@ -491,11 +496,6 @@ int Engine::run() {
     const double t0 = now_seconds();
     const std::string phase = redo_until_ > 0 ? "redo" : shards_.any_lost() ? "degraded" : "normal";
     train_step(step);
-    if (cfg_.ft == "ec" && shards_.any_lost()) {
-      const double r0 = now_seconds();
-      shards_.rebuild_round(static_cast<std::uint64_t>(step), cfg_.rebuild_stripes);
-      after_rebuild(step, now_seconds() - r0);
-    }
     if ((cfg_.ft == "ckpt" || cfg_.fallback_ckpt) && step % cfg_.ckpt_interval == 0 && step > last_ckpt_) save_ckpt(step, false);
     const double t1 = now_seconds();
     log_.push_back({step, t1 - t_start_, t1 - t0, loss_sum_ / cfg_.batch, phase});
@@ -507,7 +507,7 @@ int Engine::run() {
   // Finish any rebuild still running, so the final state is fully redundant before it is hashed.
   while (cfg_.ft == "ec" && shards_.any_lost()) {
     const double r0 = now_seconds();
-    shards_.rebuild_round(static_cast<std::uint64_t>(cfg_.steps), 0);
+    shards_.recover({}, static_cast<std::uint64_t>(cfg_.steps), 0);
     after_rebuild(cfg_.steps, now_seconds() - r0);
   }
   progress.finish();

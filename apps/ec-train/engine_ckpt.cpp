@@ -46,7 +46,7 @@ void Engine::save_ckpt(std::int64_t step, bool preempted) {
   // A lost fragment's store holds garbage until it is rebuilt: finish the rebuild first.
   while (shards_.any_lost()) {
     const double r0 = now_seconds();
-    shards_.rebuild_round(static_cast<std::uint64_t>(step), 0);
+    shards_.recover({}, static_cast<std::uint64_t>(step), 0);
     after_rebuild(step, now_seconds() - r0);
   }
   const double t0 = now_seconds();

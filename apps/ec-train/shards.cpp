@@ -200,47 +200,91 @@ std::optional<std::uint64_t> Shards::over_limit() const {
   return std::nullopt;
 }
 
-std::vector<std::byte> Shards::degraded_read(const std::vector<RowId>& rows) {
-  const int n = mpi_.size();
+std::vector<std::byte> Shards::recover(const std::vector<RowId>& rows, std::uint64_t committed_step,
+                                      std::optional<std::uint64_t> stripes_per_rank, RebuildRound* round) {
+  const int me = mpi_.rank(), n = mpi_.size();
+  // Rebuild jobs: every replacement's next lost stripes. The erased sets are taken before any of
+  // this round's rebuilds, for the jobs and the row reads alike (all decode the same state).
   struct Job {
-    const ec::DecodePlan* plan;
+    int rank;
     std::uint64_t stripe;
-    int fragment;
+    std::vector<int> erased;
   };
   std::vector<Job> jobs;
+  for (int f = 0; stripes_per_rank && f < n; ++f) {
+    auto& cur = cursor_[static_cast<std::size_t>(f)];
+    std::uint64_t taken = 0;
+    while (pending_[static_cast<std::size_t>(f)] > taken && (*stripes_per_rank == 0 || taken < *stripes_per_rank)) {
+      while (!lost(f, cur)) ++cur;
+      jobs.push_back({f, cur, erased(cur)});
+      ++cur;
+      ++taken;
+    }
+  }
+  // One fetch for both: row_bytes of k survivors per degraded row, whole fragments per rebuild job.
   std::vector<std::vector<FetchReq>> reqs(static_cast<std::size_t>(n));
   for (const auto& r : rows) {
-    const int t = static_cast<int>(r.table);
-    const auto p = lay_.locate(t, r.row);
-    const auto e = erased(p.stripe);
-    const auto& plan = codec_.plan(e);  // DataLossError if more than m (checked earlier: never here)
-    for (int j : plan.sources()) {
+    const auto p = lay_.locate(static_cast<int>(r.table), r.row);
+    for (int j : codec_.plan(erased(p.stripe)).sources()) {
       const auto fp = lay_.place(p.stripe, j);
       reqs[static_cast<std::size_t>(fp.rank)].push_back({r.table, j >= k_ ? 1u : 0u, fp.slot, p.offset, row_bytes_});
     }
-    jobs.push_back({&plan, p.stripe, p.fragment});
+  }
+  for (const auto& job : jobs) {
+    if (job.rank != me) continue;
+    const int t = lay_.table_of(job.stripe);
+    for (int j : codec_.plan(job.erased).sources()) {
+      const auto fp = lay_.place(job.stripe, j);
+      reqs[static_cast<std::size_t>(fp.rank)].push_back({static_cast<std::uint32_t>(t), j >= k_ ? 1u : 0u, fp.slot, 0, lay_.fragment_bytes(t)});
+    }
   }
   const auto in = fetch(reqs);
   std::vector<std::size_t> pos(static_cast<std::size_t>(n), 0);
-  std::vector<std::byte> out(rows.size() * row_bytes_);
   std::vector<std::byte> scratch;
-  for (std::size_t i = 0; i < jobs.size(); ++i) {
-    const auto& job = jobs[i];
+  // Decode `len` bytes of the members `plan.targets()` of `stripe`; `mine` (if a target) goes to `dst_mine`.
+  auto decode = [&](std::uint64_t stripe, const ec::DecodePlan& plan, std::size_t len, int mine, ec::Bytes dst_mine) {
     std::vector<ec::ConstBytes> src;
-    for (int j : job.plan->sources()) {
-      const auto r = static_cast<std::size_t>(lay_.place(job.stripe, j).rank);
-      src.emplace_back(in[r].data() + pos[r], row_bytes_);
-      pos[r] += row_bytes_;
+    for (int j : plan.sources()) {
+      const auto r = static_cast<std::size_t>(lay_.place(stripe, j).rank);
+      src.emplace_back(in[r].data() + pos[r], len);
+      pos[r] += len;
     }
-    const auto targets = job.plan->targets();
-    scratch.assign(targets.size() * row_bytes_, std::byte{0});
+    scratch.assign(plan.targets().size() * len, std::byte{0});
     std::vector<ec::Bytes> dst;
-    for (std::size_t q = 0; q < targets.size(); ++q) dst.emplace_back(scratch.data() + q * row_bytes_, row_bytes_);
-    codec_.decode(*job.plan, src, dst);
-    const auto it = std::find(targets.begin(), targets.end(), job.fragment);
-    if (it == targets.end()) throw EcError("degraded read of a row whose fragment is not lost");
-    std::memcpy(out.data() + i * row_bytes_, dst[static_cast<std::size_t>(it - targets.begin())].data(), row_bytes_);
+    bool found = false;
+    for (std::size_t q = 0; q < plan.targets().size(); ++q) {
+      const bool is_mine = plan.targets()[q] == mine;
+      found = found || is_mine;
+      dst.push_back(is_mine ? dst_mine : ec::Bytes(scratch.data() + q * len, len));
+    }
+    if (!found) throw EcError("decoding stripe " + std::to_string(stripe) + " for a member that is not lost");
+    codec_.decode(plan, src, dst);
+  };
+  std::vector<std::byte> out(rows.size() * row_bytes_);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto p = lay_.locate(static_cast<int>(rows[i].table), rows[i].row);
+    decode(p.stripe, codec_.plan(erased(p.stripe)), row_bytes_, p.fragment, ec::Bytes(out.data() + i * row_bytes_, row_bytes_));
   }
+  RebuildRound res;
+  for (const auto& job : jobs) {
+    if (job.rank != me) continue;
+    const int t = lay_.table_of(job.stripe);
+    const int mine = lay_.fragment_on(job.stripe, me);
+    decode(job.stripe, codec_.plan(job.erased), lay_.fragment_bytes(t), mine, member(job.stripe, mine));
+    res.bytes += lay_.fragment_bytes(t);
+    if (mine >= k_) {
+      // Decoded from data as of `committed_step`: every delta up to it is inside; later ones must still come.
+      const auto slot = lay_.place(job.stripe, mine).slot;
+      for (int i = 0; i < k_; ++i)
+        ledgers_[static_cast<std::size_t>(t)].mark(slot * static_cast<std::uint64_t>(k_) + static_cast<std::uint64_t>(i), committed_step);
+    }
+  }
+  for (const auto& job : jobs) {
+    lost_[static_cast<std::size_t>(job.rank)][job.stripe] = 0;
+    --pending_[static_cast<std::size_t>(job.rank)];
+  }
+  res.stripes = jobs.size();
+  if (round) *round = res;
   return out;
 }
 
@@ -268,70 +312,6 @@ void Shards::apply_deltas(std::uint64_t step, const std::vector<ByteVec>& in) {
       }
     }
   }
-}
-
-RebuildRound Shards::rebuild_round(std::uint64_t step, std::uint64_t stripes_per_rank) {
-  const int me = mpi_.rank(), n = mpi_.size();
-  struct Job {
-    int rank;
-    std::uint64_t stripe;
-    std::vector<int> erased;
-  };
-  std::vector<Job> jobs;
-  for (int f = 0; f < n; ++f) {
-    auto& cur = cursor_[static_cast<std::size_t>(f)];
-    std::uint64_t taken = 0;
-    while (pending_[static_cast<std::size_t>(f)] > taken && (stripes_per_rank == 0 || taken < stripes_per_rank)) {
-      while (!lost(f, cur)) ++cur;
-      jobs.push_back({f, cur, erased(cur)});  // erased as of the round's start, for every job
-      ++cur;
-      ++taken;
-    }
-  }
-  std::vector<std::vector<FetchReq>> reqs(static_cast<std::size_t>(n));
-  for (const auto& job : jobs) {
-    if (job.rank != me) continue;
-    const int t = lay_.table_of(job.stripe);
-    for (int j : codec_.plan(job.erased).sources()) {
-      const auto fp = lay_.place(job.stripe, j);
-      reqs[static_cast<std::size_t>(fp.rank)].push_back({static_cast<std::uint32_t>(t), j >= k_ ? 1u : 0u, fp.slot, 0, lay_.fragment_bytes(t)});
-    }
-  }
-  const auto in = fetch(reqs);
-  RebuildRound res;
-  std::vector<std::size_t> pos(static_cast<std::size_t>(n), 0);
-  std::vector<std::byte> scratch;
-  for (const auto& job : jobs) {
-    if (job.rank != me) continue;
-    const int t = lay_.table_of(job.stripe);
-    const auto fb = lay_.fragment_bytes(t);
-    const auto& plan = codec_.plan(job.erased);
-    std::vector<ec::ConstBytes> src;
-    for (int j : plan.sources()) {
-      const auto r = static_cast<std::size_t>(lay_.place(job.stripe, j).rank);
-      src.emplace_back(in[r].data() + pos[r], fb);
-      pos[r] += fb;
-    }
-    const int mine = lay_.fragment_on(job.stripe, me);
-    scratch.assign(plan.targets().size() * fb, std::byte{0});
-    std::vector<ec::Bytes> dst;
-    for (std::size_t q = 0; q < plan.targets().size(); ++q)
-      dst.push_back(plan.targets()[q] == mine ? member(job.stripe, mine) : ec::Bytes(scratch.data() + q * fb, fb));
-    codec_.decode(plan, src, dst);
-    res.bytes += fb;
-    if (mine >= k_) {
-      // Decoded from data as of `step`: every delta up to it is inside; later ones must still come.
-      const auto slot = lay_.place(job.stripe, mine).slot;
-      for (int i = 0; i < k_; ++i)
-        ledgers_[static_cast<std::size_t>(t)].mark(slot * static_cast<std::uint64_t>(k_) + static_cast<std::uint64_t>(i), step);
-    }
-  }
-  for (const auto& job : jobs) {
-    lost_[static_cast<std::size_t>(job.rank)][job.stripe] = 0;
-    --pending_[static_cast<std::size_t>(job.rank)];
-  }
-  res.stripes = jobs.size();
-  return res;
 }
 
 void Shards::hash_into(ckpt::Xxh64& h) {

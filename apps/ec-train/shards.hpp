@@ -82,16 +82,16 @@ public:
   /// Byte ranges of members from the ranks holding them: reqs[r] go to rank r; returns, per rank,
   /// the requested bytes concatenated in request order. Serving a lost member is a bug (EcError).
   std::vector<ByteVec> fetch(const std::vector<std::vector<FetchReq>>& reqs);
-  /// Collective degraded read: rows (owned by this rank, in lost fragments) decoded from k
-  /// surviving members each; returns row_bytes per row, in order.
-  std::vector<std::byte> degraded_read(const std::vector<RowId>& rows);
+  /// Collective recovery work of one step, with a single fetch: `rows` (owned by this rank, in
+  /// lost fragments) decoded from k surviving members each — the degraded reads, returned as
+  /// row_bytes per row in order — and, when `stripes_per_rank` is set, a rebuild round: each
+  /// replacement rebuilds its next that many lost stripes (0 = all) into its stores. The data must
+  /// be as of the end of `committed_step`; rebuilt parity then holds every delta up to it.
+  std::vector<std::byte> recover(const std::vector<RowId>& rows, std::uint64_t committed_step,
+                                 std::optional<std::uint64_t> stripes_per_rank, RebuildRound* round = nullptr);
   /// Fold the deltas received for `step` into this rank's parity (exactly once per (step, source));
   /// deltas for a parity fragment that is lost are dropped (it is rebuilt from newer data).
   void apply_deltas(std::uint64_t step, const std::vector<ByteVec>& in);
-  /// Collective: each rank with lost members rebuilds the next `stripes_per_rank` of them (0 = all)
-  /// by decoding from survivors; parity rebuilt here contains every delta up to `step`.
-  RebuildRound rebuild_round(std::uint64_t step, std::uint64_t stripes_per_rank);
-
   /// Collective: hash of every row (table order, row order) into `h` on rank 0.
   void hash_into(ckpt::Xxh64& h);
 
