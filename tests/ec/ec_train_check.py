@@ -11,6 +11,8 @@
       ends with REF's state_hash.
   plot RUN PNG
       scripts/plot_ec_timeline.py renders RUN into a PNG.
+  make-tsv PATH LINES
+      writes a small Criteo-format TSV (label, 13 integers, 26 hex categoricals; some empty).
 """
 import json
 import os
@@ -109,8 +111,29 @@ def plot(args):
     print(f"ok: {png} ({os.path.getsize(png)} bytes)")
 
 
+def make_tsv(args):
+    path, lines = args[0], int(args[1])
+    x = 12345
+    with open(path, "w") as f:
+        for i in range(lines):
+            fields = []
+            for j in range(40):
+                x = (x * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+                v = x >> 33
+                if j == 0:
+                    fields.append(str(v % 2))
+                elif (v % 17) == 0:
+                    fields.append("")  # missing
+                elif j <= 13:
+                    fields.append(str(v % 1000))
+                else:
+                    fields.append(format(v % 5000, "08x"))
+            f.write("\t".join(fields) + "\n")
+    print(f"ok: wrote {lines} lines to {path}")
+
+
 if __name__ == "__main__":
-    cmds = {"compare": compare, "expect-exit": expect_exit, "preempt": preempt, "plot": plot}
+    cmds = {"compare": compare, "expect-exit": expect_exit, "preempt": preempt, "plot": plot, "make-tsv": make_tsv}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         fail(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])
