@@ -13,6 +13,7 @@ namespace resil::app::ckpt_train {
 struct TrainOptions {
   resil::train::TrainConfig cfg;
   std::optional<std::uint64_t> seed;
+  std::optional<float> lr_decay;  // default: 0.75 for mlp/cnn, 1 (none) for dlrm
 };
 void setup_train(CLI::App& app, TrainOptions& o);
 int run_train(const TrainOptions& o, const resil::train::Comm& comm);

@@ -1,5 +1,7 @@
 #include "resil/train/optimizer.hpp"
 
+#include <cmath>
+
 #include "resil/core/error.hpp"
 
 namespace resil::train {
@@ -9,6 +11,13 @@ Optimizer::Optimizer(Backend& be, OptimizerConfig cfg) : be_(be), cfg_(std::move
     throw UsageError("unknown optimizer '" + cfg_.kind + "' (expected sgd, adam or adagrad)");
   if (!(cfg_.lr > 0.0f)) throw UsageError("--lr must be positive");
   if (cfg_.eps == 0.0f) cfg_.eps = cfg_.kind == "adagrad" ? 1e-10f : 1e-8f;
+  if (!(cfg_.lr_decay > 0.0f && cfg_.lr_decay <= 1.0f)) throw UsageError("--lr-decay must be in (0, 1]");
+  lr_ = cfg_.lr;
+}
+
+void Optimizer::set_epoch(std::int64_t e) {
+  // Computed in double from the epoch index alone, then rounded once: the same on every rank and run.
+  lr_ = static_cast<float>(static_cast<double>(cfg_.lr) * std::pow(static_cast<double>(cfg_.lr_decay), static_cast<double>(e)));
 }
 
 std::vector<std::string> Optimizer::slot_names() const {
@@ -35,13 +44,13 @@ Tensor& Optimizer::slot(const std::string& param, const std::string& slot) {
 void Optimizer::update_range(float* w, const float* g, const std::string& name, std::size_t off, std::size_t n) {
   auto& s = slots_.at(name);
   if (cfg_.kind == "adam") {
-    be_.adam_update(w, g, s.at("exp_avg").data() + off, s.at("exp_avg_sq").data() + off, n, cfg_.lr, cfg_.beta1, cfg_.beta2,
+    be_.adam_update(w, g, s.at("exp_avg").data() + off, s.at("exp_avg_sq").data() + off, n, lr_, cfg_.beta1, cfg_.beta2,
                     cfg_.eps, cfg_.weight_decay, t_);
   } else if (cfg_.kind == "adagrad") {
-    be_.adagrad_update(w, g, s.at("sum").data() + off, n, cfg_.lr, cfg_.eps, cfg_.weight_decay);
+    be_.adagrad_update(w, g, s.at("sum").data() + off, n, lr_, cfg_.eps, cfg_.weight_decay);
   } else {
     float* buf = cfg_.momentum > 0.0f ? s.at("momentum_buffer").data() + off : nullptr;
-    be_.sgd_update(w, g, buf, n, cfg_.lr, cfg_.momentum, cfg_.weight_decay);
+    be_.sgd_update(w, g, buf, n, lr_, cfg_.momentum, cfg_.weight_decay);
   }
 }
 

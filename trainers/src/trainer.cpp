@@ -32,7 +32,7 @@ std::string TrainConfig::to_json() const {
                   {"micro_batches", micro_batches},
                   {"optimizer", {{"kind", optimizer.kind}, {"lr", optimizer.lr}, {"momentum", optimizer.momentum},
                                  {"beta1", optimizer.beta1}, {"beta2", optimizer.beta2}, {"eps", optimizer.eps},
-                                 {"weight_decay", optimizer.weight_decay}}},
+                                 {"weight_decay", optimizer.weight_decay}, {"lr_decay", optimizer.lr_decay}}},
                   {"threads", threads}, {"blas", "openblas"}, {"data", data}, {"limit", limit}, {"test_limit", test_limit},
                   {"synthetic_samples", synthetic_samples}, {"ckpt_every", ckpt_every}};
   return j.dump();
@@ -51,7 +51,7 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& w
     const json& o = j.at("optimizer");
     c.optimizer = {o.at("kind").get<std::string>(), o.at("lr").get<float>(), o.at("momentum").get<float>(),
                    o.at("beta1").get<float>(), o.at("beta2").get<float>(), o.at("eps").get<float>(),
-                   o.at("weight_decay").get<float>()};
+                   o.at("weight_decay").get<float>(), o.value("lr_decay", 1.0f)};
     c.threads = j.at("threads").get<int>();
     c.data = j.at("data").get<std::string>();
     c.limit = j.at("limit").get<std::uint64_t>();
@@ -542,6 +542,7 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<stdfs::path
     while (run->epoch < cfg.epochs) {
       const double te = now();
       const auto order = data::epoch_order(data.train_n(), cfg.seed, static_cast<std::uint64_t>(run->epoch));
+      run->opt->set_epoch(run->epoch);
       StepStats ep;
       const std::size_t s_begin = first;
       first = 0;

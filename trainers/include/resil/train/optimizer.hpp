@@ -20,6 +20,9 @@ struct OptimizerConfig {
   float beta1 = 0.9f, beta2 = 0.999f;  // adam
   float eps = 0.0f;           // 0: the kind's default (adam 1e-8, adagrad 1e-10)
   float weight_decay = 0.0f;
+  /// Per-epoch exponential learning-rate decay: epoch e (0-based) runs at lr * lr_decay^e. A pure
+  /// function of the epoch index (no horizon), so "train 1 epoch, resume to 2" equals "train 2".
+  float lr_decay = 1.0f;
 };
 
 class Optimizer {
@@ -36,6 +39,10 @@ public:
   void update(const ParamRef& p);
   /// Row-sparse update: only the listed rows (sorted, unique) of a row-major parameter change.
   void update_rows(const ParamRef& p, std::span<const std::int32_t> rows);
+  /// Use epoch e's learning rate (lr * lr_decay^e) from now on.
+  void set_epoch(std::int64_t e);
+  /// The learning rate the next updates use.
+  float lr() const noexcept { return lr_; }
   std::int64_t step() const noexcept { return t_; }
   void set_step(std::int64_t t) noexcept { t_ = t; }
   /// slots()[param][slot]
@@ -47,6 +54,7 @@ private:
   Backend& be_;
   OptimizerConfig cfg_;
   std::int64_t t_ = 0;
+  float lr_ = 0.0f;
   std::map<std::string, std::map<std::string, Tensor>> slots_;
 };
 
