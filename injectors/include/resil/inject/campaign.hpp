@@ -1,0 +1,171 @@
+// Fault-injection campaigns (docs/campaigns.md): a golden run, then per trial inject (own seed) ->
+// run a resume/eval command with a timeout -> read its summary JSON -> classify -> append a JSONL
+// record (fsync). Trials are partitioned by `--shard i/n` (trial id mod n) and a re-run skips the
+// trial ids already recorded anywhere in OUT/results/, so shards and restarts merge into exactly the
+// records of a single-process run.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace resil::inject {
+
+/// Outcome classes of one trial, in order of precedence (the first that applies wins).
+enum class Outcome : std::uint8_t {
+  load_failure,   // the checkpoint cannot be read (exit code in load_failure_codes)
+  hang,           // timeout: the process group was killed
+  crash,          // killed by a signal, or a non-zero exit not classified otherwise, or no summary
+  nan_at_load,    // NaN/Inf detected, and an injected fault itself produced a NaN/Inf value
+  nan_later,      // NaN/Inf detected although every injected value was finite (arose in computation)
+  critical_sdc,   // final metric worse than golden by more than `tolerance`
+  tolerable_sdc,  // final metric differs from golden, worse by at most `tolerance` (or better)
+  masked,         // final metric equal to golden's
+  bit_masked,     // masked and the final weights are bit-identical to the golden run's
+};
+inline constexpr Outcome all_outcomes[] = {Outcome::load_failure, Outcome::hang,         Outcome::crash,
+                                           Outcome::nan_at_load,  Outcome::nan_later,    Outcome::critical_sdc,
+                                           Outcome::tolerable_sdc, Outcome::masked,      Outcome::bit_masked};
+std::string_view outcome_name(Outcome o) noexcept;
+std::optional<Outcome> outcome_from_name(std::string_view s) noexcept;
+
+/// Groups of classes reported next to the classes: sdc = critical + tolerable; due (detected
+/// unrecoverable error) = load_failure + hang + crash + nan_*; masked_any = masked + bit_masked.
+struct OutcomeGroup {
+  std::string_view name;
+  std::vector<Outcome> members;
+};
+const std::vector<OutcomeGroup>& outcome_groups();
+
+/// Stratification dimensions of the fault space (each trial records its value for all of them).
+inline constexpr const char* stratum_dims[] = {"field", "bit", "role", "dtype", "tensor"};
+
+/// A campaign configuration (JSON, docs/campaigns.md). Relative paths resolve against the config's
+/// directory.
+struct CampaignConfig {
+  std::string name = "campaign";
+  std::string checkpoint;              // golden checkpoint: HDF5 file or mp manifest (*.manifest.json)
+  std::string golden_summary;          // optional: golden metrics instead of a golden run
+  std::string golden_final_checkpoint; // optional, with golden_summary: final weights for bit-masked
+  std::vector<std::string> command;    // argv (placeholders {ckpt} {out} {dir} {trial} {seed}); one element: sh -c
+  double timeout_s = 600;
+  std::uint64_t trials = 100;
+  std::uint64_t seed = 1;
+  // what to inject (as ckpt-flip inject)
+  std::uint64_t flips = 1;
+  std::string model = "flip";
+  std::string role = "all";            // all | model | optimizer
+  std::string bits;                    // "" = every stored bit
+  std::vector<std::string> include, exclude;
+  std::string as;                      // "" | bf16 | f16
+  std::string strata = "none";         // none | field | bit | role | dtype | tensor: trial t in stratum t mod S
+  // classification
+  std::string metric = "test_accuracy";
+  bool higher_is_better = true;
+  double tolerance = 0.01;             // absolute: critical SDC when worse than golden by more
+  std::vector<int> load_failure_codes = {4, 7};
+  std::vector<int> nan_codes = {6};
+  // restore
+  bool copies = false;                 // true: a fresh copy per trial instead of inject in place + revert
+  std::string verify = "touched";      // after revert, checksum the touched datasets or "all"
+  double confidence = 0.95;
+
+  static CampaignConfig parse(std::string_view json_text, const std::string& source);
+  static CampaignConfig load(const std::filesystem::path& p);
+  nlohmann::json to_json() const;
+};
+
+/// The golden reference every trial is compared with.
+struct Golden {
+  double metric = 0;
+  std::optional<std::string> final_weights;  // hex XXH64 over /model of the final checkpoint
+  nlohmann::json summary;
+  double wall_seconds = 0;
+  nlohmann::json to_json() const;
+  static Golden from_json(const nlohmann::json& j);
+};
+
+/// The fault space of the selection: stored bits in total and per stratum of each dimension.
+struct FaultSpace {
+  double total = 0;
+  std::map<std::string, std::map<std::string, double>> by;  // dim -> stratum -> bits
+  nlohmann::json to_json() const;
+  static FaultSpace from_json(const nlohmann::json& j);
+};
+
+/// Labels of a site for each stratification dimension.
+std::string field_of(std::string_view dtype, unsigned bit);
+std::string role_of(std::string_view dataset);
+
+/// What the classifier sees of one finished command.
+struct CommandResult {
+  bool timed_out = false;
+  int exit_code = 0;       // when exited normally
+  int signal = 0;          // when killed by a signal (0 otherwise)
+  double wall_seconds = 0;
+  std::optional<nlohmann::json> summary;  // parsed {out}, when present and valid JSON
+  std::string output_tail; // last bytes of the command's stdout+stderr
+};
+
+struct Classified {
+  Outcome outcome = Outcome::crash;
+  std::optional<double> metric;
+  std::optional<double> delta;  // metric - golden (sign as measured)
+  std::string note;
+};
+/// Pure classification (tested on its own). `injected_nonfinite`: an injected value is NaN/Inf.
+/// `final_weights`: hex XXH64 of the trial's final weights, when known.
+Classified classify(const CampaignConfig& c, const Golden& g, const CommandResult& r, bool injected_nonfinite,
+                    const std::optional<std::string>& final_weights);
+
+/// Run `argv` (one element: through /bin/sh -c) in its own process group with stdout+stderr to
+/// `log`; kill the group (SIGKILL) after `timeout_s`. Throws IoError when it cannot start.
+CommandResult run_command(const std::vector<std::string>& argv, double timeout_s, const std::filesystem::path& log);
+
+/// Replace {ckpt} {out} {dir} {trial} {seed} in each argument.
+std::vector<std::string> substitute(const std::vector<std::string>& argv, const std::map<std::string, std::string>& values);
+
+/// XXH64 over (path, dataset checksum) of the /model datasets of a checkpoint file or mp manifest.
+std::string model_weights_hash(const std::filesystem::path& ckpt);
+
+struct ShardSpec {
+  std::uint64_t index = 0, count = 1;
+  static ShardSpec parse(std::string_view text);  // "i/n"; throws UsageError
+};
+
+struct RunOptions {
+  std::filesystem::path out;
+  ShardSpec shard;
+  std::optional<std::uint64_t> max_trials;  // stop after this many new trials (this invocation)
+  bool keep_work = false;
+};
+
+/// Called after each trial: the record just appended, trials of this shard done/total, counts so far.
+using TrialCallback = std::function<void(const nlohmann::json& record, std::uint64_t done, std::uint64_t total,
+                                         const std::map<std::string, std::uint64_t>& counts)>;
+
+struct RunSummary {
+  std::uint64_t planned = 0, skipped = 0, ran = 0;
+  std::map<std::string, std::uint64_t> counts;
+  std::filesystem::path results;
+};
+
+/// Run (or continue) this shard of the campaign. Writes OUT/campaign.json, OUT/golden.json,
+/// OUT/results/shard-<i>-of-<n>.jsonl; works in OUT/work/shard-<i>-of-<n>/ (removed at the end).
+RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const TrialCallback& on_trial = {});
+
+/// Every record of OUT/results/*.jsonl, by trial id (a truncated last line is ignored; duplicates
+/// keep the first).
+std::map<std::uint64_t, nlohmann::json> read_results(const std::filesystem::path& out);
+
+/// Fault space of the configuration's selection over the golden checkpoint (all shard files of a manifest).
+FaultSpace fault_space(const CampaignConfig& c);
+
+}  // namespace resil::inject

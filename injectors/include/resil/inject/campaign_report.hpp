@@ -1,0 +1,27 @@
+// Campaign reports: merge every shard's records, rates with Wilson and Clopper-Pearson intervals
+// per class and group, per stratum of each dimension (field, bit, role, dtype, tensor), and
+// estimates reweighted to the whole fault space by stratum size (docs/campaigns.md).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace resil::inject {
+
+/// Build the report of campaign directory `out` (campaign.json, golden.json, results/*.jsonl).
+/// Deterministic: a function of the records only (wall times go to "timing").
+nlohmann::json build_report(const std::filesystem::path& out);
+
+/// Human tables for a terminal.
+std::string report_text(const nlohmann::json& report);
+/// Markdown with tables; `plots` are image file names to embed (relative to the markdown file).
+std::string report_markdown(const nlohmann::json& report, const std::vector<std::string>& plots);
+
+/// Records of all shards sorted by trial id, as written (for merge checks and scripts).
+std::vector<nlohmann::json> merged_records(const std::filesystem::path& out);
+
+}  // namespace resil::inject

@@ -1,0 +1,529 @@
+// The campaign engine: golden reference, per-trial inject -> run -> classify -> restore -> record.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include "resil/ckpt/checkpoint.hpp"
+#include "resil/ckpt/fs.hpp"
+#include "resil/config.hpp"
+#include "resil/core/error.hpp"
+#include "resil/core/rng.hpp"
+#include "resil/inject/campaign.hpp"
+#include "resil/inject/plan.hpp"
+
+namespace resil::inject {
+
+using nlohmann::json;
+namespace stdfs = std::filesystem;
+
+namespace {
+
+inline constexpr const char* campaign_format = "resil-campaign/1";
+
+/// A checkpoint as files: a single HDF5 file, or an mp manifest and its shard files.
+struct CkptFiles {
+  stdfs::path entry;               // what {ckpt} names
+  std::vector<stdfs::path> files;  // HDF5 files, in shard order
+  std::vector<std::string> rel;    // names relative to entry's directory ("" for a single file)
+};
+
+CkptFiles ckpt_files(const stdfs::path& p) {
+  CkptFiles c;
+  c.entry = p;
+  if (p.string().ends_with(".manifest.json")) {
+    for (const auto& s : ckpt::read_manifest(p).shards) {
+      c.files.push_back(p.parent_path() / s);
+      c.rel.push_back(s.string());
+    }
+  } else {
+    c.files.push_back(p);
+    c.rel.push_back("");
+  }
+  return c;
+}
+
+void copy_with_marker(const stdfs::path& from, const stdfs::path& to) {
+  stdfs::create_directories(to.parent_path());
+  ckpt::fs::copy_file(from, to);
+  const stdfs::path done = from.string() + ".done";
+  if (stdfs::exists(done)) ckpt::fs::copy_file(done, to.string() + ".done");
+}
+
+/// Copy a golden checkpoint (file, or manifest + shards keeping their relative layout) into `dir`.
+CkptFiles copy_checkpoint(const CkptFiles& src, const stdfs::path& dir) {
+  CkptFiles dst;
+  dst.entry = dir / src.entry.filename();
+  dst.rel = src.rel;
+  if (src.rel.size() == 1 && src.rel[0].empty()) {
+    copy_with_marker(src.files[0], dst.entry);
+    dst.files.push_back(dst.entry);
+    return dst;
+  }
+  for (std::size_t i = 0; i < src.files.size(); ++i) {
+    dst.files.push_back(dir / src.rel[i]);
+    copy_with_marker(src.files[i], dst.files.back());
+  }
+  ckpt::fs::copy_file(src.entry, dst.entry);
+  return dst;
+}
+
+struct Selection {
+  std::vector<Target> targets;
+  std::vector<std::size_t> file;  // file index per target
+  double bits() const {
+    double b = 0;
+    for (const auto& t : targets) b += static_cast<double>(t.weight());
+    return b;
+  }
+};
+
+Selection select_all(const CampaignConfig& c, const CkptFiles& files) {
+  SelectOptions so;
+  so.include = c.include;
+  so.exclude = c.exclude;
+  so.role = c.role == "model" ? Role::model : c.role == "optimizer" ? Role::optimizer : Role::all;
+  so.bits = BitSpec::parse(c.bits.empty() ? "all" : c.bits);
+  if (!c.as.empty()) {
+    so.as = ckpt::dtype_from_name(c.as);
+    if (!so.as) throw UsageError("inject.as: unknown dtype " + c.as);
+  }
+  Selection s;
+  for (std::size_t f = 0; f < files.files.size(); ++f) {
+    std::vector<ckpt::DatasetInfo> infos;
+    {
+      auto h = ckpt::h5::open_file(files.files[f].string(), ckpt::h5::Mode::read);
+      infos = ckpt::list_datasets(h);
+    }
+    std::vector<Target> t;
+    try {
+      t = select(infos, so);
+    } catch (const NothingSelectedError&) {
+      if (files.files.size() == 1) throw;
+      continue;  // a shard may hold nothing selected (e.g. an mp stage without parameters)
+    }
+    for (auto& x : t) {
+      s.targets.push_back(std::move(x));
+      s.file.push_back(f);
+    }
+  }
+  if (s.targets.empty()) throw NothingSelectedError(files.entry.string() + ": the campaign's selection matched no stored bit");
+  return s;
+}
+
+std::uint64_t field_mask(ckpt::DType t, const std::string& field) {
+  const unsigned w = ckpt::dtype_bits(t);
+  const auto fl = ckpt::float_layout(t);
+  if (!fl) return field == "integer" ? width_mask(w) : 0;
+  if (field == "sign") return std::uint64_t{1} << (w - 1);
+  if (field == "exponent") return width_mask(fl->exponent_bits) << fl->mantissa_bits;
+  if (field == "mantissa") return width_mask(fl->mantissa_bits);
+  return 0;
+}
+
+std::string tensor_key(const Selection& s, const CkptFiles& f, std::size_t i) {
+  return s.targets[i].info.path + (f.rel[s.file[i]].empty() || f.files.size() == 1 ? "" : "@" + f.rel[s.file[i]]);
+}
+
+struct Stratum {
+  std::string label;
+  Selection sel;
+};
+
+/// The sampling strata: the selection split along one dimension (empty strata dropped).
+std::vector<Stratum> make_strata(const CampaignConfig& c, const Selection& base, const CkptFiles& files) {
+  std::vector<Stratum> out;
+  auto add_filtered = [&](const std::string& label, const std::function<std::uint64_t(std::size_t)>& mask_of) {
+    Stratum st{label, {}};
+    for (std::size_t i = 0; i < base.targets.size(); ++i) {
+      Target t = base.targets[i];
+      t.allowed &= mask_of(i);
+      t.nbits = static_cast<unsigned>(std::popcount(t.allowed));
+      if (t.nbits == 0) continue;
+      st.sel.targets.push_back(std::move(t));
+      st.sel.file.push_back(base.file[i]);
+    }
+    if (!st.sel.targets.empty()) out.push_back(std::move(st));
+  };
+  const std::uint64_t all = ~std::uint64_t{0};
+  if (c.strata == "none") {
+    out.push_back({"all", base});
+  } else if (c.strata == "field") {
+    for (const std::string f : {"sign", "exponent", "mantissa", "integer"})
+      add_filtered(f, [&](std::size_t i) { return field_mask(base.targets[i].dtype, f); });
+  } else if (c.strata == "bit") {
+    for (unsigned b = 0; b < 64; ++b) add_filtered(std::to_string(b), [&](std::size_t) { return std::uint64_t{1} << b; });
+  } else {
+    std::vector<std::string> labels;
+    auto label_of = [&](std::size_t i) -> std::string {
+      if (c.strata == "role") return role_of(base.targets[i].info.path);
+      if (c.strata == "dtype") return std::string(ckpt::dtype_name(base.targets[i].dtype));
+      return tensor_key(base, files, i);
+    };
+    for (std::size_t i = 0; i < base.targets.size(); ++i)
+      if (std::find(labels.begin(), labels.end(), label_of(i)) == labels.end()) labels.push_back(label_of(i));
+    for (const auto& l : labels) add_filtered(l, [&](std::size_t i) { return label_of(i) == l ? all : 0; });
+  }
+  return out;
+}
+
+FaultSpace space_of(const Selection& s, const CkptFiles& files) {
+  FaultSpace sp;
+  sp.total = s.bits();
+  for (std::size_t i = 0; i < s.targets.size(); ++i) {
+    const Target& t = s.targets[i];
+    const double n = static_cast<double>(t.info.numel()), w = static_cast<double>(t.weight());
+    const std::string dt(ckpt::dtype_name(t.dtype));
+    for (unsigned b = 0; b < 64; ++b) {
+      if (!((t.allowed >> b) & 1)) continue;
+      sp.by["bit"][std::to_string(b)] += n;
+      sp.by["field"][field_of(dt, b)] += n;
+    }
+    sp.by["role"][role_of(t.info.path)] += w;
+    sp.by["dtype"][dt] += w;
+    sp.by["tensor"][tensor_key(s, files, i)] += w;
+  }
+  return sp;
+}
+
+/// Append-only JSONL with an fsync per record. A torn last line (process killed mid-write) is cut
+/// off when the file is opened, so the next record starts on a line of its own.
+class ResultsFile {
+public:
+  explicit ResultsFile(const stdfs::path& p) : path_(p) {
+    fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw IoError(p.string() + ": cannot open the results file: " + std::strerror(errno));
+    const std::string text = ckpt::fs::read_file(p);
+    if (!text.empty() && text.back() != '\n') {
+      const auto keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+      if (::ftruncate(fd_, static_cast<off_t>(keep)) != 0) throw IoError(p.string() + ": cannot cut a torn last line");
+    }
+  }
+  ~ResultsFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ResultsFile(const ResultsFile&) = delete;
+  ResultsFile& operator=(const ResultsFile&) = delete;
+  void append(const std::string& line) {
+    const std::string s = line + "\n";
+    std::size_t done = 0;
+    while (done < s.size()) {
+      const ssize_t w = ::write(fd_, s.data() + done, s.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) throw IoError(path_.string() + ": cannot append a record: " + std::strerror(errno));
+      done += static_cast<std::size_t>(w);
+    }
+    if (::fsync(fd_) != 0) throw IoError(path_.string() + ": fsync failed: " + std::strerror(errno));
+  }
+
+private:
+  stdfs::path path_;
+  int fd_ = -1;
+};
+
+std::optional<json> read_json_file(const stdfs::path& p) {
+  std::error_code ec;
+  if (!stdfs::exists(p, ec)) return std::nullopt;
+  try {
+    return json::parse(ckpt::fs::read_file(p));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+json flip_json(const FlipRecord& r, const std::string& file) {
+  const bool fl = ckpt::dtype_is_float(r.dtype);
+  json j = {{"dataset", r.dataset}, {"index", r.index}, {"nd", r.nd}, {"dtype", ckpt::dtype_name(r.dtype)}, {"bit", r.anchor},
+            {"mask", hex_bits(r.mask(), r.width)}, {"old", hex_bits(r.old_bits, r.width)}, {"new", hex_bits(r.new_bits, r.width)}};
+  if (fl) {
+    j["old_value"] = value_json(ckpt::word_to_double(r.dtype, r.old_bits));
+    j["new_value"] = value_json(ckpt::word_to_double(r.dtype, r.new_bits));
+  }
+  if (!file.empty()) j["file"] = file;
+  return j;
+}
+
+std::string shard_name(const ShardSpec& s) { return "shard-" + std::to_string(s.index) + "-of-" + std::to_string(s.count); }
+
+/// Checksums of every dataset of the golden files: (file index, path) -> XXH64 of the stored bytes.
+std::map<std::pair<std::size_t, std::string>, std::uint64_t> golden_checksums(const CkptFiles& f) {
+  std::map<std::pair<std::size_t, std::string>, std::uint64_t> m;
+  for (std::size_t i = 0; i < f.files.size(); ++i) {
+    auto h = ckpt::h5::open_file(f.files[i].string(), ckpt::h5::Mode::read);
+    for (const auto& d : ckpt::list_datasets(h))
+      if (d.dtype) m[{i, d.path}] = ckpt::dataset_checksum(h, d.path);
+  }
+  return m;
+}
+
+Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const CkptFiles& work, const stdfs::path& wdir) {
+  const stdfs::path gpath = o.out / "golden.json";
+  if (auto j = read_json_file(gpath)) return Golden::from_json(*j);
+  Golden g;
+  if (!c.golden_summary.empty()) {
+    auto s = read_json_file(c.golden_summary);
+    if (!s || !s->is_object()) throw IoError(c.golden_summary + ": cannot read the golden summary JSON");
+    if (!s->contains(c.metric) || !s->at(c.metric).is_number())
+      throw UsageError(c.golden_summary + ": golden summary has no numeric \"" + c.metric + "\"");
+    g.summary = *s;
+    g.metric = s->at(c.metric).get<double>();
+    if (!c.golden_final_checkpoint.empty()) g.final_weights = model_weights_hash(c.golden_final_checkpoint);
+  } else {
+    // The golden run: the trial command on the unaltered private copy.
+    const stdfs::path scratch = wdir / "scratch", out = wdir / "summary.json";
+    stdfs::remove_all(scratch);
+    stdfs::create_directories(scratch);
+    stdfs::remove(out);
+    const auto argv = substitute(c.command, {{"ckpt", work.entry.string()}, {"out", out.string()}, {"dir", scratch.string()},
+                                             {"trial", "golden"}, {"seed", std::to_string(c.seed)}});
+    const auto r = run_command(argv, c.timeout_s, o.out / "golden.log");
+    if (r.timed_out || r.signal || r.exit_code != 0)
+      throw UsageError("campaign " + c.name + ": the golden run failed (" +
+                       (r.timed_out ? std::string("timeout") : r.signal ? "signal " + std::to_string(r.signal) : "exit " + std::to_string(r.exit_code)) +
+                       "); see " + (o.out / "golden.log").string());
+    const auto s = read_json_file(out);
+    if (!s || !s->is_object() || !s->contains(c.metric) || !s->at(c.metric).is_number())
+      throw UsageError("campaign " + c.name + ": the golden run wrote no summary with a numeric \"" + c.metric + "\" to {out}");
+    g.summary = *s;
+    g.metric = s->at(c.metric).get<double>();
+    g.wall_seconds = r.wall_seconds;
+    const std::string last = s->value("last_checkpoint", std::string());
+    if (!last.empty() && stdfs::exists(last)) g.final_weights = model_weights_hash(last);
+    stdfs::remove_all(scratch);
+  }
+  ckpt::fs::write_file_atomic(gpath, g.to_json().dump(2) + "\n");
+  return g;
+}
+
+}  // namespace
+
+FaultSpace fault_space(const CampaignConfig& c) {
+  const auto files = ckpt_files(c.checkpoint);
+  return space_of(select_all(c, files), files);
+}
+
+std::map<std::uint64_t, json> read_results(const stdfs::path& out) {
+  std::map<std::uint64_t, json> m;
+  const stdfs::path dir = out / "results";
+  std::error_code ec;
+  if (!stdfs::is_directory(dir, ec)) return m;
+  std::vector<stdfs::path> files;
+  for (const auto& e : stdfs::directory_iterator(dir))
+    if (e.path().extension() == ".jsonl") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    const std::string text = ckpt::fs::read_file(f);
+    std::istringstream in(text);
+    std::string line;
+    std::size_t lineno = 0, pos = 0;
+    while (std::getline(in, line)) {
+      ++lineno;
+      pos += line.size() + 1;
+      if (line.empty()) continue;
+      json j;
+      try {
+        j = json::parse(line);
+        if (!j.is_object() || !j.contains("trial")) throw std::runtime_error("not a trial record");
+      } catch (const std::exception& e) {
+        if (pos > text.size()) break;  // torn last line of an interrupted run: that trial re-runs
+        throw CorruptInputError(f.string() + ":" + std::to_string(lineno) + ": malformed record: " + e.what());
+      }
+      m.emplace(j.at("trial").get<std::uint64_t>(), std::move(j));
+    }
+  }
+  return m;
+}
+
+RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const TrialCallback& on_trial) {
+  if (o.out.empty()) throw UsageError("campaign: --out DIR is required");
+  const auto golden_files = ckpt_files(c.checkpoint);
+  for (const auto& f : golden_files.files)
+    if (!stdfs::exists(f)) throw IoError(f.string() + ": golden checkpoint file not found");
+  const FaultModel fmodel = FaultModel::parse(c.model);
+  const Selection base = select_all(c, golden_files);
+  const auto strata = make_strata(c, base, golden_files);
+  const FaultSpace space = space_of(base, golden_files);
+
+  stdfs::create_directories(o.out / "results");
+  // campaign.json: the configuration and fault space every shard and the report agree on.
+  const json meta = {{"format", campaign_format}, {"tool_version", resil::version}, {"config", c.to_json()}, {"space", space.to_json()},
+                     {"strata", json::array()}};
+  json meta_full = meta;
+  for (const auto& s : strata) meta_full["strata"].push_back({{"label", s.label}, {"bits", s.sel.bits()}});
+  if (auto old = read_json_file(o.out / "campaign.json")) {
+    if (old->value("config", json()) != meta_full["config"])
+      throw UsageError(o.out.string() + " already holds a campaign with a different configuration (" + old->value("config", json()).value("name", std::string("?")) +
+                       "); use another --out");
+  } else {
+    ckpt::fs::write_file_atomic(o.out / "campaign.json", meta_full.dump(2) + "\n");
+  }
+
+  RunSummary rs;
+  rs.results = o.out / "results" / (shard_name(o.shard) + ".jsonl");
+  const auto done_before = read_results(o.out);
+  std::vector<std::uint64_t> todo;
+  for (std::uint64_t t = o.shard.index; t < c.trials; t += o.shard.count) {
+    ++rs.planned;
+    if (done_before.count(t)) {
+      ++rs.skipped;
+      const auto& r = done_before.at(t);
+      ++rs.counts[r.value("class", std::string("?"))];
+    } else {
+      todo.push_back(t);
+    }
+  }
+  if (o.max_trials && todo.size() > *o.max_trials) todo.resize(*o.max_trials);
+
+  // A private copy of the golden checkpoint for this shard; never the user's file.
+  const stdfs::path wdir = o.out / "work" / shard_name(o.shard);
+  stdfs::remove_all(wdir);
+  stdfs::create_directories(wdir);
+  CkptFiles work = copy_checkpoint(golden_files, wdir / "ckpt");
+  const Golden golden = golden_reference(c, o, work, wdir);
+  if (todo.empty()) {
+    if (!o.keep_work) stdfs::remove_all(wdir);
+    return rs;
+  }
+  const auto gsum = golden_checksums(golden_files);
+  ResultsFile results(rs.results);
+  const stdfs::path scratch = wdir / "scratch", sum_path = wdir / "summary.json", tlog = wdir / "trial.log";
+
+  std::uint64_t done = rs.skipped;
+  for (const std::uint64_t t : todo) {
+    const Stratum& st = strata[t % strata.size()];
+    PlanOptions popt;
+    popt.seed = c.seed;
+    popt.trial = t;
+    popt.flips = c.flips;
+    popt.model = fmodel;
+    const auto sites = sample_sites(st.sel.targets, popt);
+    // Plan per file: the sites of each file against that file's targets.
+    std::map<std::size_t, std::vector<FlipRecord>> recs;
+    {
+      std::map<std::size_t, std::pair<std::vector<Target>, std::vector<Site>>> per;
+      std::map<std::uint32_t, std::uint32_t> remap;
+      for (const auto& s : sites) {
+        const std::size_t f = st.sel.file[s.target];
+        auto& [tg, ss] = per[f];
+        if (!remap.count(s.target)) {
+          remap[s.target] = static_cast<std::uint32_t>(tg.size());
+          tg.push_back(st.sel.targets[s.target]);
+        }
+        ss.push_back({remap[s.target], s.index, s.bit});
+      }
+      for (auto& [f, ts] : per) recs[f] = plan(work.files[f].string(), ts.first, ts.second, popt);
+    }
+    CkptFiles trial_files = work;
+    if (c.copies) {
+      stdfs::remove_all(wdir / "copy");
+      trial_files = copy_checkpoint(golden_files, wdir / "copy");
+    }
+    // The log of every file is durable before the file changes (revert works after a kill).
+    json flips = json::array();
+    bool nonfinite = false;
+    std::set<std::pair<std::size_t, std::string>> touched;
+    std::map<std::string, std::string> labels;
+    for (const auto& [f, rv] : recs) {
+      LogHeader h;
+      h.tool_version = resil::version;
+      h.seed = c.seed;
+      h.trial = t;
+      h.model = fmodel.name();
+      h.input = h.output = trial_files.files[f].string();
+      h.in_place = true;
+      h.planned = rv.size();
+      LogWriter lw(wdir / ("pending-" + std::to_string(f) + ".jsonl"));
+      lw.line(header_line(h));
+      for (std::size_t i = 0; i < rv.size(); ++i) lw.line(record_line(rv[i], i));
+      lw.close();
+      for (const auto& r : rv) {
+        flips.push_back(flip_json(r, golden_files.files.size() > 1 ? golden_files.rel[f] : ""));
+        touched.insert({f, r.dataset});
+        if (ckpt::dtype_is_float(r.dtype) && !std::isfinite(ckpt::word_to_double(r.dtype, r.new_bits))) nonfinite = true;
+        if (labels.empty()) {
+          const std::string dt(ckpt::dtype_name(r.dtype));
+          labels = {{"field", field_of(dt, r.anchor)}, {"bit", std::to_string(r.anchor)}, {"role", role_of(r.dataset)}, {"dtype", dt},
+                    {"tensor", r.dataset + (golden_files.files.size() > 1 ? "@" + golden_files.rel[f] : "")}};
+        }
+      }
+      apply(trial_files.files[f].string(), rv, Direction::forward);
+    }
+    stdfs::remove_all(scratch);
+    stdfs::create_directories(scratch);
+    stdfs::remove(sum_path);
+    const auto argv = substitute(c.command, {{"ckpt", trial_files.entry.string()}, {"out", sum_path.string()}, {"dir", scratch.string()},
+                                             {"trial", std::to_string(t)}, {"seed", std::to_string(derive_seed(c.seed, t))}});
+    CommandResult r = run_command(argv, c.timeout_s, tlog);
+    r.summary = read_json_file(sum_path);
+    Classified k = classify(c, golden, r, nonfinite, std::nullopt);
+    if (k.outcome == Outcome::masked && golden.final_weights && r.summary) {
+      const std::string last = r.summary->value("last_checkpoint", std::string());
+      if (!last.empty() && stdfs::exists(last)) k = classify(c, golden, r, nonfinite, model_weights_hash(last));
+    }
+    // Restore: exact revert from the log, verified against the golden checksums.
+    std::string restore = "copy";
+    if (c.copies) {
+      stdfs::remove_all(wdir / "copy");
+    } else {
+      restore = "reverted";
+      for (const auto& [f, rv] : recs) apply(work.files[f].string(), rv, Direction::revert, true);
+      for (std::size_t f = 0; f < work.files.size(); ++f) {
+        bool ok = true;
+        {
+          auto h = ckpt::h5::open_file(work.files[f].string(), ckpt::h5::Mode::read);
+          for (const auto& [key, sum] : gsum) {
+            if (key.first != f || (c.verify == "touched" && !touched.count(key))) continue;
+            if (ckpt::dataset_checksum(h, key.second) != sum) ok = false;
+          }
+        }
+        if (!ok) {  // the command altered the file itself (or a revert failed): start again from golden
+          copy_with_marker(golden_files.files[f], work.files[f]);
+          restore = "recopied";
+        }
+      }
+    }
+    for (const auto& [f, rv] : recs) stdfs::remove(wdir / ("pending-" + std::to_string(f) + ".jsonl"));
+    stdfs::remove_all(scratch);
+
+    json rec = {{"trial", t},
+                {"shard", std::to_string(o.shard.index) + "/" + std::to_string(o.shard.count)},
+                {"seed", c.seed},
+                {"trial_seed", derive_seed(c.seed, t)},
+                {"stratum", st.label},
+                {"class", outcome_name(k.outcome)},
+                {"note", k.note},
+                {"exit_code", r.timed_out ? json(nullptr) : json(r.exit_code)},
+                {"signal", r.signal ? json(r.signal) : json(nullptr)},
+                {"metric", k.metric ? json(*k.metric) : json(nullptr)},
+                {"golden_metric", golden.metric},
+                {"delta", k.delta ? json(*k.delta) : json(nullptr)},
+                {"n_flips", flips.size()},
+                {"flips", flips},
+                {"strata", labels},
+                {"injected_nonfinite", nonfinite},
+                {"restore", restore},
+                {"wall_seconds", r.wall_seconds}};
+    if (r.summary && r.summary->is_object()) {
+      json s;
+      for (const char* key : {"final_loss", "test_loss", "test_accuracy", "test_auc", "nan_detected", "nan_step", "steps", "error"})
+        if (r.summary->contains(key)) s[key] = r.summary->at(key);
+      rec["summary"] = s;
+    }
+    if (k.outcome == Outcome::crash || k.outcome == Outcome::load_failure || k.outcome == Outcome::hang) rec["output_tail"] = r.output_tail;
+    results.append(rec.dump());
+    ++rs.ran;
+    ++rs.counts[std::string(outcome_name(k.outcome))];
+    ++done;
+    if (on_trial) on_trial(rec, done, rs.planned, rs.counts);
+  }
+  if (!o.keep_work) stdfs::remove_all(wdir);
+  return rs;
+}
+
+}  // namespace resil::inject

@@ -1,0 +1,240 @@
+#include "resil/inject/campaign_report.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+#include "resil/ckpt/fs.hpp"
+#include "resil/core/error.hpp"
+#include "resil/inject/campaign.hpp"
+#include "resil/inject/stats.hpp"
+
+namespace resil::inject {
+
+using nlohmann::json;
+namespace stdfs = std::filesystem;
+
+namespace {
+
+json interval_json(const Interval& i) { return json::array({i.lo, i.hi}); }
+
+json rate_json(const Rate& r) {
+  return {{"x", r.x}, {"n", r.n}, {"p", r.p}, {"wilson", interval_json(r.wilson)}, {"clopper_pearson", interval_json(r.clopper_pearson)}};
+}
+
+json strat_json(const StratifiedRate& s) {
+  return {{"p", s.p},        {"variance", s.variance}, {"n", s.n}, {"n_eff", s.n_eff}, {"coverage", s.coverage},
+          {"wilson", interval_json(s.wilson)}, {"clopper_pearson", interval_json(s.clopper_pearson)}};
+}
+
+bool in_group(const OutcomeGroup& g, const std::string& cls) {
+  for (auto o : g.members)
+    if (outcome_name(o) == cls) return true;
+  return false;
+}
+
+std::string pct(double p) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f%%", 100 * p);
+  return b;
+}
+
+std::string ci(const json& iv) {
+  char b[64];
+  std::snprintf(b, sizeof b, "[%.2f, %.2f]%%", 100 * iv.at(0).get<double>(), 100 * iv.at(1).get<double>());
+  return b;
+}
+
+std::string pad(std::string s, std::size_t w) {
+  if (s.size() < w) s += std::string(w - s.size(), ' ');
+  return s;
+}
+
+}  // namespace
+
+std::vector<json> merged_records(const stdfs::path& out) {
+  std::vector<json> v;
+  for (auto& [t, r] : read_results(out)) v.push_back(std::move(r));
+  return v;
+}
+
+json build_report(const stdfs::path& out) {
+  json meta, golden;
+  try {
+    meta = json::parse(ckpt::fs::read_file(out / "campaign.json"));
+  } catch (const std::exception&) {
+    throw IoError((out / "campaign.json").string() + ": not a campaign directory (run `ckpt-flip campaign CONFIG --out DIR` first)");
+  }
+  try {
+    golden = json::parse(ckpt::fs::read_file(out / "golden.json"));
+  } catch (const std::exception&) {
+    golden = nullptr;
+  }
+  const json& cfg = meta.at("config");
+  const double conf = cfg.value("confidence", 0.95);
+  const FaultSpace space = FaultSpace::from_json(meta.at("space"));
+  const auto records = merged_records(out);
+  const std::uint64_t n = records.size();
+
+  json rep = {{"format", "resil-campaign-report/1"}, {"campaign", cfg}, {"golden", golden}, {"space", space.to_json()},
+              {"confidence", conf}, {"sampling_strata", cfg.at("inject").value("strata", std::string("none"))}};
+  rep["trials"] = {{"planned", cfg.at("trials")}, {"done", n}, {"missing", cfg.at("trials").get<std::uint64_t>() - std::min<std::uint64_t>(n, cfg.at("trials").get<std::uint64_t>())}};
+
+  std::map<std::string, std::uint64_t> counts;
+  double wall = 0;
+  for (const auto& r : records) {
+    ++counts[r.at("class").get<std::string>()];
+    wall += r.value("wall_seconds", 0.0);
+  }
+  json overall = {{"classes", json::object()}, {"groups", json::object()}};
+  for (auto o : all_outcomes) overall["classes"][std::string(outcome_name(o))] = rate_json(rate(counts[std::string(outcome_name(o))], n, conf));
+  for (const auto& g : outcome_groups()) {
+    std::uint64_t x = 0;
+    for (auto o : g.members) x += counts[std::string(outcome_name(o))];
+    overall["groups"][std::string(g.name)] = rate_json(rate(x, n, conf));
+  }
+  rep["overall"] = overall;
+
+  // Per stratum of every dimension, and the estimate reweighted by stratum size in the fault space.
+  json by = json::object(), rew = json::object();
+  for (const char* dim : stratum_dims) {
+    std::map<std::string, std::map<std::string, std::uint64_t>> cnt;  // stratum -> class -> count
+    std::map<std::string, std::uint64_t> tot;
+    for (const auto& r : records) {
+      if (!r.contains("strata") || !r.at("strata").contains(dim)) continue;
+      const std::string s = r.at("strata").at(dim).get<std::string>();
+      ++cnt[s][r.at("class").get<std::string>()];
+      ++tot[s];
+    }
+    const auto it = space.by.find(dim);
+    std::map<std::string, double> sizes = it == space.by.end() ? std::map<std::string, double>{} : it->second;
+    json d = json::object();
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : sizes) keys.push_back(k);
+    for (const auto& [k, v] : tot)
+      if (!sizes.count(k)) keys.push_back(k);
+    for (const auto& k : keys) {
+      json e = {{"n", tot[k]}, {"space_bits", sizes.count(k) ? sizes[k] : 0.0}, {"classes", cnt[k]}, {"groups", json::object()}};
+      for (const auto& g : outcome_groups()) {
+        std::uint64_t x = 0;
+        for (auto o : g.members) x += cnt[k][std::string(outcome_name(o))];
+        e["groups"][std::string(g.name)] = rate_json(rate(x, tot[k], conf));
+      }
+      e["groups"]["critical_sdc"] = rate_json(rate(cnt[k]["critical_sdc"], tot[k], conf));
+      d[k] = e;
+    }
+    by[dim] = d;
+    json rw = {{"groups", json::object()}, {"classes", json::object()}};
+    auto strat_for = [&](const std::function<bool(const std::string&)>& pred) {
+      std::vector<StratumCount> sc;
+      for (const auto& k : keys) {
+        std::uint64_t x = 0;
+        for (const auto& [cls, c] : cnt[k])
+          if (pred(cls)) x += c;
+        sc.push_back({sizes.count(k) ? sizes[k] : 0.0, x, tot[k]});
+      }
+      return strat_json(stratified_rate(sc, conf));
+    };
+    for (const auto& g : outcome_groups()) rw["groups"][std::string(g.name)] = strat_for([&](const std::string& cls) { return in_group(g, cls); });
+    for (auto o : all_outcomes) {
+      const std::string name(outcome_name(o));
+      rw["classes"][name] = strat_for([&](const std::string& cls) { return cls == name; });
+    }
+    rw["coverage"] = rw["groups"]["sdc"]["coverage"];
+    rew[dim] = rw;
+  }
+  rep["by"] = by;
+  rep["reweighted"] = rew;
+  rep["timing"] = {{"trial_seconds_total", wall}, {"trial_seconds_mean", n ? wall / static_cast<double>(n) : 0.0}};
+  return rep;
+}
+
+std::string report_text(const json& rep) {
+  std::ostringstream o;
+  const json& cfg = rep.at("campaign");
+  const auto n = rep.at("trials").at("done").get<std::uint64_t>();
+  o << "campaign " << cfg.value("name", std::string()) << ": " << n << "/" << rep.at("trials").at("planned") << " trials, model "
+    << cfg.at("inject").value("model", std::string()) << " x" << cfg.at("inject").value("flips", 1) << ", fault space "
+    << std::llround(rep.at("space").at("total_bits").get<double>()) << " bits, confidence " << rep.at("confidence").get<double>() << "\n";
+  if (rep.at("golden").is_object())
+    o << "golden " << cfg.value("metric", std::string()) << " = " << rep.at("golden").at("metric").get<double>()
+      << (rep.at("golden").at("final_weights_xxh64").is_string() ? " (final weights known: bit-masked detectable)" : "") << "\n";
+  o << "\n" << pad("class", 16) << pad("count", 8) << pad("rate", 10) << pad("Wilson", 20) << "Clopper-Pearson\n";
+  auto row = [&](const std::string& name, const json& r) {
+    o << pad(name, 16) << pad(std::to_string(r.at("x").get<std::uint64_t>()), 8) << pad(pct(r.at("p").get<double>()), 10)
+      << pad(ci(r.at("wilson")), 20) << ci(r.at("clopper_pearson")) << "\n";
+  };
+  for (const auto& [k, v] : rep.at("overall").at("classes").items())
+    if (v.at("x").get<std::uint64_t>() > 0) row(k, v);
+  o << "groups:\n";
+  for (const auto& [k, v] : rep.at("overall").at("groups").items()) row(k, v);
+  for (const char* dim : {"field", "role", "dtype", "bit"}) {
+    const json& d = rep.at("by").at(dim);
+    if (d.empty()) continue;
+    o << "\nby " << dim << ":\n" << pad(dim, 12) << pad("n", 6) << pad("SDC", 10) << pad("SDC CP", 20) << pad("DUE", 10) << pad("DUE CP", 20)
+      << "share of space\n";
+    for (const auto& [k, v] : d.items()) {
+      if (v.at("n").get<std::uint64_t>() == 0 && std::string(dim) == "bit") continue;
+      const double share = rep.at("space").at("total_bits").get<double>() > 0 ? v.at("space_bits").get<double>() / rep.at("space").at("total_bits").get<double>() : 0;
+      o << pad(k, 12) << pad(std::to_string(v.at("n").get<std::uint64_t>()), 6) << pad(pct(v.at("groups").at("sdc").at("p").get<double>()), 10)
+        << pad(ci(v.at("groups").at("sdc").at("clopper_pearson")), 20) << pad(pct(v.at("groups").at("due").at("p").get<double>()), 10)
+        << pad(ci(v.at("groups").at("due").at("clopper_pearson")), 20) << pct(share) << "\n";
+    }
+  }
+  const std::string sdim = rep.value("sampling_strata", std::string("none"));
+  const std::string rdim = sdim == "none" ? "field" : sdim;
+  const json& rw = rep.at("reweighted").at(rdim);
+  o << "\nreweighted to the fault space by " << rdim << (sdim == "none" ? " (post-stratified)" : " (sampling strata)") << ", coverage "
+    << pct(rw.at("coverage").get<double>()) << ":\n";
+  for (const auto& [k, v] : rw.at("groups").items())
+    o << "  " << pad(k, 12) << pad(pct(v.at("p").get<double>()), 10) << "Wilson " << pad(ci(v.at("wilson")), 20) << "CP " << ci(v.at("clopper_pearson"))
+      << "  (n_eff " << std::llround(v.at("n_eff").get<double>()) << ")\n";
+  return o.str();
+}
+
+std::string report_markdown(const json& rep, const std::vector<std::string>& plots) {
+  std::ostringstream o;
+  const json& cfg = rep.at("campaign");
+  o << "# Campaign report: " << cfg.value("name", std::string()) << "\n\n";
+  o << "- trials: " << rep.at("trials").at("done") << " of " << rep.at("trials").at("planned") << " planned\n";
+  o << "- fault model: `" << cfg.at("inject").value("model", std::string()) << "`, " << cfg.at("inject").value("flips", 1)
+    << " fault(s) per trial, role `" << cfg.at("inject").value("role", std::string()) << "`, bits `"
+    << (cfg.at("inject").value("bits", std::string()).empty() ? "all" : cfg.at("inject").value("bits", std::string())) << "`, sampling strata `"
+    << rep.value("sampling_strata", std::string("none")) << "`\n";
+  o << "- fault space: " << std::llround(rep.at("space").at("total_bits").get<double>()) << " stored bits of `" << cfg.value("checkpoint", std::string()) << "`\n";
+  if (rep.at("golden").is_object()) o << "- golden " << cfg.value("metric", std::string()) << ": " << rep.at("golden").at("metric").get<double>() << "\n";
+  o << "- critical SDC: " << cfg.value("metric", std::string()) << " worse than golden by more than " << cfg.value("tolerance", 0.0) << "\n";
+  o << "- intervals: " << 100 * rep.at("confidence").get<double>() << "% Wilson and Clopper-Pearson\n\n";
+  o << "## Outcomes\n\n| class | count | rate | Wilson | Clopper-Pearson |\n|---|---:|---:|---|---|\n";
+  for (const auto& [k, v] : rep.at("overall").at("classes").items())
+    o << "| " << k << " | " << v.at("x") << " | " << pct(v.at("p").get<double>()) << " | " << ci(v.at("wilson")) << " | " << ci(v.at("clopper_pearson")) << " |\n";
+  for (const auto& [k, v] : rep.at("overall").at("groups").items())
+    o << "| **" << k << "** | " << v.at("x") << " | " << pct(v.at("p").get<double>()) << " | " << ci(v.at("wilson")) << " | " << ci(v.at("clopper_pearson")) << " |\n";
+  o << "\n## Reweighted to the whole fault space\n\nStratified estimates (weights = stratum share of the stored bits; intervals from the "
+       "effective sample size).\n\n| by | coverage | SDC | SDC CP | DUE | DUE CP |\n|---|---:|---:|---|---:|---|\n";
+  for (const auto& [dim, rw] : rep.at("reweighted").items()) {
+    const json& s = rw.at("groups").at("sdc");
+    const json& d = rw.at("groups").at("due");
+    o << "| " << dim << " | " << pct(rw.at("coverage").get<double>()) << " | " << pct(s.at("p").get<double>()) << " | " << ci(s.at("clopper_pearson"))
+      << " | " << pct(d.at("p").get<double>()) << " | " << ci(d.at("clopper_pearson")) << " |\n";
+  }
+  for (const char* dim : {"field", "role", "dtype", "bit", "tensor"}) {
+    const json& d = rep.at("by").at(dim);
+    if (d.empty()) continue;
+    o << "\n## By " << dim << "\n\n| " << dim << " | n | share of space | SDC | SDC CP | critical SDC | DUE | DUE CP |\n|---|---:|---:|---:|---|---:|---:|---|\n";
+    for (const auto& [k, v] : d.items()) {
+      if (v.at("n").get<std::uint64_t>() == 0) continue;
+      const double tot = rep.at("space").at("total_bits").get<double>();
+      o << "| " << k << " | " << v.at("n") << " | " << pct(tot > 0 ? v.at("space_bits").get<double>() / tot : 0) << " | "
+        << pct(v.at("groups").at("sdc").at("p").get<double>()) << " | " << ci(v.at("groups").at("sdc").at("clopper_pearson")) << " | "
+        << pct(v.at("groups").at("critical_sdc").at("p").get<double>()) << " | " << pct(v.at("groups").at("due").at("p").get<double>()) << " | "
+        << ci(v.at("groups").at("due").at("clopper_pearson")) << " |\n";
+    }
+  }
+  if (!plots.empty()) {
+    o << "\n## Plots\n\n";
+    for (const auto& p : plots) o << "![" << p << "](" << p << ")\n\n";
+  }
+  return o.str();
+}
+
+}  // namespace resil::inject

@@ -1,0 +1,198 @@
+// Interval math, sample sizes and stratified estimates against known values (R binom.test /
+// scipy.stats, hand computations), plus the campaign classifier and two-level FIT arithmetic.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "resil/core/error.hpp"
+#include "resil/inject/campaign.hpp"
+#include "resil/inject/fit.hpp"
+#include "resil/inject/stats.hpp"
+
+using namespace resil::inject;
+using Catch::Detail::Approx;
+
+TEST_CASE("normal quantile", "[stats][unit]") {
+  CHECK(normal_quantile(0.975) == Approx(1.959963984540054).epsilon(1e-12));
+  CHECK(normal_quantile(0.5) == Approx(0.0).margin(1e-15));
+  CHECK(normal_quantile(0.005) == Approx(-2.575829303548901).epsilon(1e-12));
+  CHECK(normal_quantile(1e-10) == Approx(-6.361340902404056).epsilon(1e-10));
+  CHECK(z_two_sided(0.99) == Approx(2.575829303548901).epsilon(1e-12));
+  CHECK_THROWS_AS(normal_quantile(0), resil::UsageError);
+  CHECK_THROWS_AS(z_two_sided(1.0), resil::UsageError);
+}
+
+TEST_CASE("regularized incomplete beta and its inverse", "[stats][unit]") {
+  // Closed forms: I_x(1, 1) = x; I_x(a, 1) = x^a; I_x(1, b) = 1 - (1 - x)^b.
+  CHECK(incomplete_beta(1, 1, 0.3) == Approx(0.3).epsilon(1e-14));
+  CHECK(incomplete_beta(3, 1, 0.4) == Approx(std::pow(0.4, 3)).epsilon(1e-13));
+  CHECK(incomplete_beta(1, 5, 0.2) == Approx(1 - std::pow(0.8, 5)).epsilon(1e-13));
+  // scipy.special.betainc(2, 3, 0.5) = 0.6875.
+  CHECK(incomplete_beta(2, 3, 0.5) == Approx(0.6875).epsilon(1e-13));
+  // Symmetry I_x(a, b) = 1 - I_{1-x}(b, a), across the branch switch.
+  for (double x : {0.01, 0.2, 0.5, 0.77, 0.99}) CHECK(incomplete_beta(7.5, 2.25, x) == Approx(1 - incomplete_beta(2.25, 7.5, 1 - x)).epsilon(1e-12));
+  for (double p : {1e-6, 0.025, 0.5, 0.975, 1 - 1e-6}) {
+    const double x = inverse_incomplete_beta(5, 16, p);
+    CHECK(incomplete_beta(5, 16, x) == Approx(p).epsilon(1e-10));
+  }
+}
+
+TEST_CASE("Wilson and Clopper-Pearson intervals against R/scipy", "[stats][unit]") {
+  // R: binom.test(5, 20)$conf.int = 0.08657147 0.49104587; prop.test(5, 20, correct=FALSE) Wilson = 0.1118625 0.4687366.
+  const auto cp = clopper_pearson_interval(5, 20, 0.95);
+  CHECK(cp.lo == Approx(0.08657147).epsilon(1e-6));
+  CHECK(cp.hi == Approx(0.49104587).epsilon(1e-6));
+  const auto w = wilson_interval(5, 20, 0.95);
+  CHECK(w.lo == Approx(0.1118625).epsilon(1e-6));
+  CHECK(w.hi == Approx(0.4687366).epsilon(1e-6));
+  // Edges: x = 0 -> [0, 1 - (alpha/2)^(1/n)]; x = n -> [(alpha/2)^(1/n), 1].
+  const auto z = clopper_pearson_interval(0, 10, 0.95);
+  CHECK(z.lo == 0);
+  CHECK(z.hi == Approx(1 - std::pow(0.025, 0.1)).epsilon(1e-9));  // 0.3084971
+  const auto f = clopper_pearson_interval(10, 10, 0.95);
+  CHECK(f.lo == Approx(std::pow(0.025, 0.1)).epsilon(1e-9));
+  CHECK(f.hi == 1);
+  // R: binom.test(1, 1000)$conf.int = 2.531749e-05 5.558924e-03.
+  const auto r = clopper_pearson_interval(1, 1000, 0.95);
+  CHECK(r.lo == Approx(2.531749e-05).epsilon(1e-5));
+  CHECK(r.hi == Approx(5.558924e-03).epsilon(1e-5));
+  // 99%: scipy.stats.beta.ppf(0.005, 5, 16) = 0.0583339361, beta.ppf(0.995, 6, 15) = 0.5597609078.
+  const auto c99 = clopper_pearson_interval(5, 20, 0.99);
+  CHECK(c99.lo == Approx(0.0583339361).epsilon(1e-8));
+  CHECK(c99.hi == Approx(0.5597609078).epsilon(1e-8));
+  const auto none = wilson_interval(0, 0, 0.95);
+  CHECK((none.lo == 0 && none.hi == 1));
+  const auto rr = rate(5, 20, 0.95);
+  CHECK(rr.p == 0.25);
+  CHECK((rr.wilson.lo > rr.clopper_pearson.lo && rr.wilson.hi < rr.clopper_pearson.hi));
+}
+
+TEST_CASE("Leveugle sample size", "[stats][unit]") {
+  // Infinite-population limit t^2 p (1-p) / e^2 = 1.959964^2 * 0.25 / 1e-4 = 9603.6.
+  CHECK(leveugle_sample_size(1e15, 0.01, 0.95) == Approx(9603.65).epsilon(1e-4));
+  // N = 10000, e = 5%, 95%: 10000 / (1 + 0.0025 * 9999 / 0.960365) = 369.98.
+  CHECK(leveugle_sample_size(10000, 0.05, 0.95) == Approx(369.98).epsilon(1e-4));
+  // Smaller than the population, and the whole population when e -> tiny.
+  CHECK(leveugle_sample_size(100, 1e-6, 0.95) == Approx(100).epsilon(1e-6));
+  // p = 0.1 needs fewer trials than the worst case.
+  CHECK(leveugle_sample_size(1e9, 0.01, 0.95, 0.1) < leveugle_sample_size(1e9, 0.01, 0.95, 0.5));
+  CHECK_THROWS_AS(leveugle_sample_size(0, 0.01, 0.95), resil::UsageError);
+  CHECK_THROWS_AS(leveugle_sample_size(100, 0, 0.95), resil::UsageError);
+}
+
+TEST_CASE("stratified estimates reweight by stratum size", "[stats][unit]") {
+  // Exponent bits: 8 of 32 of the space, sampled 50 times with 40 hits; the other 24 bits 50 times, 1 hit.
+  // Unweighted 41/100 = 0.41; reweighted 0.25 * 0.8 + 0.75 * 0.02 = 0.215.
+  const StratumCount s[] = {{8, 40, 50}, {24, 1, 50}};
+  const auto r = stratified_rate(s, 0.95);
+  CHECK(r.p == Approx(0.215).epsilon(1e-12));
+  CHECK(r.variance == Approx(0.0625 * 0.8 * 0.2 / 50 + 0.5625 * 0.02 * 0.98 / 50).epsilon(1e-12));
+  CHECK(r.coverage == 1.0);
+  CHECK((r.wilson.lo < 0.215 && r.wilson.hi > 0.215 && r.clopper_pearson.lo < 0.215 && r.clopper_pearson.hi > 0.215));
+  // Proportional allocation equals the plain estimate and its intervals.
+  const StratumCount prop[] = {{1, 3, 10}, {3, 9, 30}};
+  const auto q = stratified_rate(prop, 0.95);
+  CHECK(q.p == Approx(0.3).epsilon(1e-12));
+  // An unsampled stratum is outside the coverage and outside the weights.
+  const StratumCount part[] = {{1, 5, 10}, {3, 0, 0}};
+  const auto u = stratified_rate(part, 0.95);
+  CHECK(u.coverage == Approx(0.25));
+  CHECK(u.p == Approx(0.5));
+  // All zero: variance 0, n_eff = n, CP upper bound as for 0 of 20.
+  const StratumCount zero[] = {{1, 0, 10}, {1, 0, 10}};
+  const auto z = stratified_rate(zero, 0.95);
+  CHECK(z.p == 0);
+  CHECK(z.clopper_pearson.hi == Approx(clopper_pearson_interval(0, 20, 0.95).hi));
+}
+
+TEST_CASE("classification of command results", "[campaign][unit]") {
+  CampaignConfig c;
+  c.metric = "test_accuracy";
+  c.tolerance = 0.01;
+  c.timeout_s = 1;
+  Golden g;
+  g.metric = 0.8;
+  g.final_weights = "00000000000000aa";
+  auto run = [](int code, nlohmann::json s = nullptr) {
+    CommandResult r;
+    r.exit_code = code;
+    if (!s.is_null()) r.summary = s;
+    return r;
+  };
+  CommandResult hang;
+  hang.timed_out = true;
+  CHECK(classify(c, g, hang, false, {}).outcome == Outcome::hang);
+  CommandResult sig;
+  sig.signal = 11;
+  CHECK(classify(c, g, sig, false, {}).outcome == Outcome::crash);
+  CHECK(classify(c, g, run(4), false, {}).outcome == Outcome::load_failure);
+  CHECK(classify(c, g, run(7), false, {}).outcome == Outcome::load_failure);
+  CHECK(classify(c, g, run(6), true, {}).outcome == Outcome::nan_at_load);
+  CHECK(classify(c, g, run(6), false, {}).outcome == Outcome::nan_later);
+  CHECK(classify(c, g, run(0, {{"test_accuracy", nullptr}}), false, {}).outcome == Outcome::nan_later);
+  CHECK(classify(c, g, run(0, {{"test_accuracy", 0.5}, {"nan_detected", true}}), true, {}).outcome == Outcome::nan_at_load);
+  CHECK(classify(c, g, run(3), false, {}).outcome == Outcome::crash);
+  CHECK(classify(c, g, run(0), false, {}).outcome == Outcome::crash);  // no summary
+  CHECK(classify(c, g, run(0, {{"loss", 1}}), false, {}).outcome == Outcome::crash);
+  CHECK(classify(c, g, run(0, {{"test_accuracy", 0.7}}), false, {}).outcome == Outcome::critical_sdc);
+  CHECK(classify(c, g, run(0, {{"test_accuracy", 0.795}}), false, {}).outcome == Outcome::tolerable_sdc);
+  CHECK(classify(c, g, run(0, {{"test_accuracy", 0.9}}), false, {}).outcome == Outcome::tolerable_sdc);
+  CHECK(classify(c, g, run(0, {{"test_accuracy", 0.8}}), false, {}).outcome == Outcome::masked);
+  CHECK(classify(c, g, run(0, {{"test_accuracy", 0.8}}), false, std::string("00000000000000bb")).outcome == Outcome::masked);
+  CHECK(classify(c, g, run(0, {{"test_accuracy", 0.8}}), false, std::string("00000000000000aa")).outcome == Outcome::bit_masked);
+  c.higher_is_better = false;  // a loss: higher is worse
+  CHECK(classify(c, g, run(0, {{"test_accuracy", 0.9}}), false, {}).outcome == Outcome::critical_sdc);
+  for (auto o : all_outcomes) CHECK(outcome_from_name(outcome_name(o)) == o);
+}
+
+TEST_CASE("campaign configuration parsing", "[campaign][unit]") {
+  const auto c = CampaignConfig::parse(R"({"checkpoint": "ck.h5", "command": ["ckpt-train", "eval", "--from", "{ckpt}", "--summary", "{out}"],
+      "trials": 12, "seed": 9, "inject": {"flips": 2, "role": "model", "bits": "exponent", "strata": "field"},
+      "tolerance": 0.02, "restore": "copy"})", "/cfg/c.json");
+  CHECK(c.checkpoint == "/cfg/ck.h5");
+  CHECK(c.trials == 12);
+  CHECK(c.flips == 2);
+  CHECK(c.copies);
+  CHECK(c.strata == "field");
+  CHECK(CampaignConfig::parse(c.to_json().dump(), "/cfg/c.json").to_json() == c.to_json());
+  CHECK_THROWS_AS(CampaignConfig::parse(R"({"command": "x"})", "c.json"), resil::UsageError);
+  CHECK_THROWS_AS(CampaignConfig::parse(R"({"checkpoint": "a.h5"})", "c.json"), resil::UsageError);
+  CHECK_THROWS_AS(CampaignConfig::parse(R"({"checkpoint": "a.h5", "command": "x", "trails": 3})", "c.json"), resil::UsageError);
+  CHECK_THROWS_AS(CampaignConfig::parse(R"({"checkpoint": "a.h5", "command": "x", "inject": {"strata": "colour"}})", "c.json"), resil::UsageError);
+  CHECK_THROWS_AS(CampaignConfig::parse("{not json", "c.json"), resil::UsageError);
+  CHECK(ShardSpec::parse("3/8").index == 3);
+  CHECK_THROWS_AS(ShardSpec::parse("8/8"), resil::UsageError);
+  CHECK_THROWS_AS(ShardSpec::parse("1"), resil::UsageError);
+  CHECK(substitute({"a{ckpt}b", "{out}", "{x}"}, {{"ckpt", "C"}, {"out", "O{out}"}}) == std::vector<std::string>{"aCb", "O{out}", "{x}"});
+  CHECK(field_of("f32", 31) == "sign");
+  CHECK(field_of("f32", 23) == "exponent");
+  CHECK(field_of("f32", 22) == "mantissa");
+  CHECK(field_of("bf16", 7) == "exponent");
+  CHECK(field_of("i64", 63) == "integer");
+}
+
+TEST_CASE("two-level FIT", "[fit][unit]") {
+  const auto m = FitModel::parse(R"({"name": "t", "source": "test values", "raw_fit_per_mbit": 10, "raw_fit_per_mbit_range": [5, 20],
+      "mbit": 2, "exposure": 0.5, "patterns": [
+        {"name": "single", "p": 0.8, "ecc_corrected": 1.0, "campaign_model": "flip"},
+        {"name": "double", "p": 0.2, "ecc_corrected": 0.0, "ecc_detected": 0.5, "campaign_model": "adjacent:2"}]})", "fm.json");
+  // raw = 10 * 2 * 0.5 = 10 FIT. Single bits are all corrected; doubles: half detected (DUE), half escape.
+  const PatternEvidence single{100, 10, 5, 20}, dbl{50, 25, 10, 5};
+  const auto r = compute_fit(m, {single, dbl}, single, 0, 0.95);
+  CHECK(r.raw_fit == Approx(10));
+  CHECK(r.sdc.value == Approx(10 * 0.2 * 0.5 * 0.5));                 // 0.5 FIT
+  CHECK(r.critical_sdc.value == Approx(10 * 0.2 * 0.5 * 0.2));        // 0.2 FIT
+  CHECK(r.due.value == Approx(10 * 0.2 * (0.5 + 0.5 * 0.1)));         // 1.1 FIT
+  CHECK(r.sdc_low_level_only.value == Approx(10 * 0.2 * 0.5));        // 1 FIT
+  CHECK(r.sdc_injection_only.value == Approx(10 * 0.1));              // 1 FIT
+  const auto cp = clopper_pearson_interval(25, 50, 0.95);
+  CHECK(r.sdc.lo == Approx(5 * 0.2 * 0.5 * cp.lo));
+  CHECK(r.sdc.hi == Approx(20 * 0.2 * 0.5 * cp.hi));
+  CHECK(r.sdc.complete);
+  // An unmeasured escaping pattern: incomplete, bounds open to 1.
+  const auto u = compute_fit(m, {single, PatternEvidence{}}, single, 0, 0.95);
+  CHECK_FALSE(u.sdc.complete);
+  CHECK(u.sdc.hi == Approx(20 * 0.2 * 0.5));
+  CHECK_THROWS_AS(FitModel::parse(R"({"source": "x", "raw_fit_per_mbit": 1, "patterns": [{"name": "a", "p": 0.5}]})", "f"), resil::UsageError);
+  CHECK_THROWS_AS(FitModel::parse(R"({"raw_fit_per_mbit": 1, "patterns": [{"name": "a", "p": 1}]})", "f"), resil::UsageError);
+}
