@@ -64,6 +64,39 @@ struct ScanOptions {
 CLI::App* setup_scan(CLI::App& app, ScanOptions& o);
 int run_scan(const ScanOptions& o);
 
+struct CampaignOptions {
+  std::string config, out, shard = "0/1";
+  std::optional<std::uint64_t> max_trials;
+  bool keep_work = false, quiet = false;
+};
+CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o);
+int run_campaign(const CampaignOptions& o);
+
+struct PlanOptions {
+  std::string input;
+  double margin = 0.01, confidence = 0.95, p = 0.5;
+  std::vector<std::string> include, exclude;
+  std::string role = "all", bits, model = "flip", as;
+  bool json = false;
+};
+CLI::App* setup_plan(CLI::App& app, PlanOptions& o);
+int run_plan(const PlanOptions& o);
+
+struct ReportOptions {
+  std::string dir, json, markdown, records, plot_script;
+  bool no_plots = false;
+};
+CLI::App* setup_report(CLI::App& app, ReportOptions& o);
+int run_report(const ReportOptions& o);
+
+struct FitOptions {
+  std::string fault_model, json;
+  std::vector<std::string> results;
+  std::optional<double> mbit;
+};
+CLI::App* setup_fit(CLI::App& app, FitOptions& o);
+int run_fit(const FitOptions& o);
+
 /// "1.5e+03 -> inf  [Inf]" style annotations shared by dry-run and reports.
 std::string describe_change(const inject::FlipRecord& r);
 /// Copy `from` to a temporary sibling of `to`, run `fn(tmp)`, then durably rename onto `to`;

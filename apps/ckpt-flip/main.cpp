@@ -16,12 +16,20 @@ int main(int argc, char** argv) {
   ReplayOptions replay;
   DiffOptions diff;
   ScanOptions scan;
+  CampaignOptions campaign;
+  PlanOptions plan;
+  ReportOptions report;
+  FitOptions fit;
   auto* c_inspect = setup_inspect(app, inspect);
   auto* c_inject = setup_inject(app, inject);
   auto* c_revert = setup_revert(app, revert);
   auto* c_replay = setup_replay(app, replay);
   auto* c_diff = setup_diff(app, diff);
   auto* c_scan = setup_scan(app, scan);
+  auto* c_campaign = setup_campaign(app, campaign);
+  auto* c_plan = setup_plan(app, plan);
+  auto* c_report = setup_report(app, report);
+  auto* c_fit = setup_fit(app, fit);
   inject.argv.assign(argv, argv + argc);
   return resil::app::guarded_main("ckpt-flip", app, argc, argv, [&]() -> int {
     if (c_inspect->parsed()) return run_inspect(inspect);
@@ -30,6 +38,10 @@ int main(int argc, char** argv) {
     if (c_replay->parsed()) return run_replay(replay);
     if (c_diff->parsed()) return run_diff(diff);
     if (c_scan->parsed()) return run_scan(scan);
+    if (c_campaign->parsed()) return run_campaign(campaign);
+    if (c_plan->parsed()) return run_plan(plan);
+    if (c_report->parsed()) return run_report(report);
+    if (c_fit->parsed()) return run_fit(fit);
     return 2;
   });
 }

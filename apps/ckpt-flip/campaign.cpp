@@ -1,0 +1,58 @@
+#include <iostream>
+#include <memory>
+
+#include "commands.hpp"
+#include "resil/app/main.hpp"
+#include "resil/inject/campaign.hpp"
+
+namespace resil::flip {
+
+CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
+  auto* c = app.add_subcommand("campaign", "Run (or continue) a fault-injection campaign: golden run, then per trial inject -> run -> classify -> record.");
+  c->footer(
+      "Examples:\n"
+      "  ckpt-flip campaign examples/campaigns/eval-mlp.json --out res\n"
+      "  ckpt-flip campaign study.json --shard 3/8 --out res          # one Slurm array task (trial id mod 8 == 3)\n"
+      "  ckpt-flip campaign study.json --out res --max-trials 10      # a slice now; a re-run skips finished trials\n"
+      "  ckpt-flip report res --json res/report.json --markdown res/report.md\n"
+      "Config (JSON, docs/campaigns.md): checkpoint, command with {ckpt} {out} {dir} {trial} {seed}, trials, seed,\n"
+      "timeout_s, inject{flips, model, role, bits, include, exclude, strata}, metric, tolerance, restore revert|copy.\n"
+      "Classes: load_failure hang crash nan_at_load nan_later critical_sdc tolerable_sdc masked bit_masked.");
+  c->add_option("CONFIG", o.config, "campaign configuration (JSON)")->required()->check(CLI::ExistingFile);
+  c->add_option("--out", o.out, "campaign directory (results/, campaign.json, golden.json)")->required();
+  c->add_option("--shard", o.shard, "this process's part i/n of the trial ids (trial mod n == i)");
+  c->add_option("--max-trials", o.max_trials, "run at most this many new trials now")->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
+  c->add_flag("--keep-work", o.keep_work, "keep OUT/work/ (the private checkpoint copy and the last trial's log)");
+  c->add_flag("-q,--quiet", o.quiet, "no per-trial lines");
+  return c;
+}
+
+int run_campaign(const CampaignOptions& o) {
+  const auto cfg = inject::CampaignConfig::load(o.config);
+  inject::RunOptions ro;
+  ro.out = o.out;
+  ro.shard = inject::ShardSpec::parse(o.shard);
+  ro.max_trials = o.max_trials;
+  ro.keep_work = o.keep_work;
+  std::cout << "campaign " << cfg.name << ": " << cfg.trials << " trials (shard " << o.shard << "), seed " << cfg.seed << ", model "
+            << cfg.model << " x" << cfg.flips << ", timeout " << cfg.timeout_s << " s -> " << o.out << std::endl;
+  std::unique_ptr<app::Progress> bar;
+  auto counts_text = [](const std::map<std::string, std::uint64_t>& counts) {
+    std::string s;
+    for (const auto& [k, v] : counts) s += (s.empty() ? "" : " ") + k + "=" + std::to_string(v);
+    return s;
+  };
+  const auto rs = inject::run_campaign(cfg, ro, [&](const nlohmann::json& rec, std::uint64_t done, std::uint64_t total,
+                                                    const std::map<std::string, std::uint64_t>& counts) {
+    if (!bar) bar = std::make_unique<app::Progress>("trials", total);
+    if (!o.quiet && !app::stderr_is_tty())
+      std::cout << "trial " << rec.at("trial") << ": " << rec.at("class").get<std::string>() << " (" << done << "/" << total << ")" << std::endl;
+    bar->update(done, counts_text(counts));
+  });
+  if (bar) bar->finish(counts_text(rs.counts));
+  std::cout << "shard " << o.shard << ": " << rs.planned << " trials, " << rs.skipped << " already done, " << rs.ran << " run now; "
+            << counts_text(rs.counts) << "\nresults: " << rs.results.string() << "\nreport:  ckpt-flip report " << o.out << std::endl;
+  return 0;
+}
+
+}  // namespace resil::flip

@@ -1,0 +1,95 @@
+#include <cstdio>
+#include <iostream>
+
+#include "commands.hpp"
+#include "resil/ckpt/fs.hpp"
+#include "resil/core/error.hpp"
+#include "resil/inject/campaign.hpp"
+#include "resil/inject/fit.hpp"
+
+namespace resil::flip {
+
+CLI::App* setup_fit(CLI::App& app, FitOptions& o) {
+  auto* c = app.add_subcommand("fit", "Two-level SDC/DUE FIT rates (Hari et al., arXiv 2005.01445): a fault model x campaign P(outcome | pattern).");
+  c->footer(
+      "Examples:\n"
+      "  ckpt-flip fit --fault-model examples/fault-models/dram-illustrative.json --results res-flip --results res-adj2\n"
+      "  ckpt-flip fit --fault-model fm.json --results res --mbit 1024 --json fit.json\n"
+      "Each pattern's \"campaign_model\" (e.g. flip, adjacent:2) picks the --results campaign run with that fault model;\n"
+      "unmeasured patterns give [0, 1] bounds. Output next to it: what the low-level model alone and the single-bit\n"
+      "campaign alone would say.");
+  c->add_option("--fault-model", o.fault_model, "fault model JSON (raw FIT/Mbit, exposure, ECC, patterns)")->required()->check(CLI::ExistingFile);
+  c->add_option("--results", o.results, "campaign directory (repeatable; one per pattern's fault model)")->required()->check(CLI::ExistingDirectory);
+  c->add_option("--mbit", o.mbit, "exposed memory in Mbit (2^20 bits); default: the fault model's, else the campaign's fault space")->check(CLI::Range(0.0, 1e15));
+  c->add_option("--json", o.json, "write the result as JSON");
+  return c;
+}
+
+namespace {
+
+std::string fit_text(const inject::FitValue& v) {
+  char b[128];
+  std::snprintf(b, sizeof b, "%.4g FIT  [%.4g, %.4g]%s", v.value, v.lo, v.hi, v.complete ? "" : "  (incomplete: unmeasured patterns)");
+  return b;
+}
+
+}  // namespace
+
+int run_fit(const FitOptions& o) {
+  const auto fm = inject::FitModel::parse(ckpt::fs::read_file(o.fault_model), o.fault_model);
+  // Evidence per campaign fault model.
+  std::map<std::string, inject::PatternEvidence> ev;
+  double space_bits = 0, confidence = 0.95;
+  for (const auto& dir : o.results) {
+    const auto meta = nlohmann::json::parse(ckpt::fs::read_file(std::filesystem::path(dir) / "campaign.json"));
+    const std::string model = meta.at("config").at("inject").at("model").get<std::string>();
+    if (meta.at("config").at("inject").value("flips", 1) != 1)
+      std::cerr << "ckpt-flip: warning: " << dir << " injects " << meta.at("config").at("inject").at("flips") << " faults per trial; the fit assumes one\n";
+    space_bits = std::max(space_bits, meta.at("space").at("total_bits").get<double>());
+    confidence = meta.at("config").value("confidence", 0.95);
+    auto& e = ev[model];
+    for (const auto& [t, r] : inject::read_results(dir)) {
+      const std::string cls = r.at("class").get<std::string>();
+      ++e.n;
+      if (cls == "critical_sdc") ++e.critical_sdc;
+      if (cls == "critical_sdc" || cls == "tolerable_sdc") ++e.sdc;
+      if (cls == "load_failure" || cls == "hang" || cls == "crash" || cls == "nan_at_load" || cls == "nan_later") ++e.due;
+    }
+  }
+  std::vector<inject::PatternEvidence> per;
+  for (const auto& p : fm.patterns) per.push_back(ev.count(p.campaign_model) ? ev[p.campaign_model] : inject::PatternEvidence{});
+  const inject::PatternEvidence single = ev.count("flip") ? ev["flip"] : inject::PatternEvidence{};
+  const double mbit = o.mbit ? *o.mbit : space_bits / 1048576.0;
+  auto model = fm;
+  if (o.mbit) model.mbit = o.mbit;
+  const auto r = inject::compute_fit(model, per, single, mbit, confidence);
+  std::cout << "fault model: " << fm.name << (fm.illustrative ? " (ILLUSTRATIVE values)" : "") << "\n  source: " << fm.source << "\n"
+            << "exposed memory: " << r.mbit << " Mbit, exposure " << fm.exposure << "; raw upsets " << r.raw_fit << " FIT\n\n";
+  std::cout << "pattern            P      ECC corr  ECC det  trials  P(SDC | pattern) [CP]       P(DUE | pattern)\n";
+  for (const auto& p : r.per_pattern) {
+    char b[256];
+    std::snprintf(b, sizeof b, "%-18s %-6.3g %-9.3g %-8.3g %-7llu %s\n", p["name"].get<std::string>().c_str(), p["p"].get<double>(),
+                  p["ecc_corrected"].get<double>(), p["ecc_detected"].get<double>(), static_cast<unsigned long long>(p["trials"].get<std::uint64_t>()),
+                  p["measured"].get<bool>()
+                      ? (std::to_string(p["p_sdc"].get<double>()) + " [" + std::to_string(p["p_sdc_cp"][0].get<double>()) + ", " +
+                         std::to_string(p["p_sdc_cp"][1].get<double>()) + "]   " + std::to_string(p["p_due"].get<double>()))
+                            .c_str()
+                      : ("not measured (no --results with model " + p["campaign_model"].get<std::string>() + ")").c_str());
+    std::cout << b;
+  }
+  std::cout << "\ntwo-level (fault model x campaign):\n"
+            << "  SDC (any)        " << fit_text(r.sdc) << "\n  SDC (critical)   " << fit_text(r.critical_sdc) << "\n  DUE              "
+            << fit_text(r.due) << "\nsingle-level, for comparison:\n"
+            << "  low-level only (every upset past ECC is an SDC)  " << fit_text(r.sdc_low_level_only) << "\n"
+            << "  injection only (single-bit P(SDC) x raw rate)    " << fit_text(r.sdc_injection_only) << "\n"
+            << "bounds: interval arithmetic over the raw-rate range and each pattern's Clopper-Pearson interval (conservative)\n";
+  if (!o.json.empty()) {
+    auto j = r.to_json();
+    j["fault_model"] = {{"name", fm.name}, {"source", fm.source}, {"illustrative", fm.illustrative}};
+    ckpt::fs::write_file_atomic(o.json, j.dump(2) + "\n");
+    std::cout << "JSON: " << o.json << "\n";
+  }
+  return 0;
+}
+
+}  // namespace resil::flip

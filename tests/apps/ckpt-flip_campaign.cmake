@@ -1,0 +1,6 @@
+# ckpt-flip campaign/plan/report/fit black-box tests with a real ckpt-train (tests/apps/CMakeLists.txt includes this).
+if(TARGET ckpt-train)
+  resil_add_test(NAME ckpt-flip_campaign_cli
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ckpt-flip_campaign.sh $<TARGET_FILE:ckpt-flip> $<TARGET_FILE:ckpt-train>
+    LABELS integration TIMEOUT 400)
+endif()
