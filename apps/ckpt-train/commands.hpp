@@ -28,7 +28,7 @@ void setup_resume(CLI::App& app, ResumeOptions& o);
 int run_resume(const ResumeOptions& o, const resil::train::Comm& comm);
 
 struct EvalOptions {
-  std::string from, data, summary;
+  std::string from, data, summary, device;
   std::uint64_t test_limit = 0;
 };
 void setup_eval(CLI::App& app, EvalOptions& o);

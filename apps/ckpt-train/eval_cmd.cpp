@@ -9,13 +9,14 @@ void setup_eval(CLI::App& app, EvalOptions& o) {
   app.add_option("--summary", o.summary, "JSON summary (test_accuracy, nan_detected, ...), written also on failure");
   app.add_option("--data", o.data, "override the stored data location");
   app.add_option("--test-limit", o.test_limit, "evaluate on the first N test samples");
+  app.add_option("--device", o.device, "cpu | cuda | auto (default: the checkpoint's device)")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
 }
 
 int run_eval(const EvalOptions& o, const resil::train::Comm& comm) {
   resil::train::Summary s;
   try {
     s = resil::train::evaluate(o.from, o.data.empty() ? std::nullopt : std::optional<std::string>(o.data),
-                               o.test_limit ? std::optional<std::uint64_t>(o.test_limit) : std::nullopt);
+                               o.test_limit ? std::optional<std::uint64_t>(o.test_limit) : std::nullopt, o.device);
   } catch (const resil::Error& e) {
     s.command = "eval";
     s.world_size = comm.size();

@@ -3,7 +3,12 @@
 
 #include "commands.hpp"
 #include "resil/app/main.hpp"
+#include "resil/config.hpp"
+#include "resil/train/device.hpp"
 #include "resil/train/preempt.hpp"
+#if RESIL_HAVE_CUDA
+#include "resil/train/cuda.hpp"
+#endif
 
 using namespace resil::app::ckpt_train;
 
@@ -17,6 +22,10 @@ bool raised_on_every_rank(const resil::Error& e) {
 
 int main(int argc, char** argv) {
   resil::train::MpiSession mpi(&argc, &argv);
+#if RESIL_HAVE_CUDA
+  resil::train::register_cuda_provider({&resil::train::cuda_device_count, &resil::train::cuda_device_description,
+                                        &resil::train::cuda_device_for_local_rank, &resil::train::make_cuda_backend});
+#endif
   const resil::train::Comm comm = resil::train::Comm::world();
   CLI::App app{"ckpt-train: deterministic data-/model-parallel training with HDF5 checkpoints"};
   app.require_subcommand(1);

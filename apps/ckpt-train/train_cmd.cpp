@@ -46,6 +46,8 @@ void setup_train(CLI::App& app, TrainOptions& o) {
   app.add_option("--weight-decay", c.optimizer.weight_decay, "L2 weight decay")->check(CLI::Range(0.0, 1.0));
   app.add_option("--batch", c.batch, "global batch size")->check(CLI::Range(1, 1 << 20));
   app.add_option("--micro-batches", c.micro_batches, "mp: GPipe micro-batches per batch")->check(CLI::Range(1, 4096));
+  app.add_option("--device", c.device, "cpu | cuda | auto (auto: cuda when a GPU is present); recorded in the checkpoint")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("--threads", c.threads, "BLAS threads per rank (recorded: results depend on it)")->check(CLI::Range(1, 256));
   app.add_option("--limit", c.limit, "train on the first N samples (0 = all)");
   app.add_option("--synthetic-samples", c.synthetic_samples, "dlrm without --data: synthetic training samples")->check(CLI::Range(1, 1 << 30));

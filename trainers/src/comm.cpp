@@ -80,6 +80,20 @@ Comm Comm::world() {
   return Comm(0, 1);
 }
 
+int Comm::local_rank() const {
+#if RESIL_HAVE_MPI
+  if (size_ > 1) {
+    MPI_Comm node = MPI_COMM_NULL;
+    RESIL_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+    int r = 0;
+    MPI_Comm_rank(node, &r);
+    MPI_Comm_free(&node);
+    return r;
+  }
+#endif
+  return 0;
+}
+
 void Comm::allreduce_sum(std::vector<float>& buf) const {
 #if RESIL_HAVE_MPI
   if (size_ > 1) ordered_sum(buf, MPI_FLOAT, rank_, size_);

@@ -54,6 +54,18 @@ void PipelineStage::upload_input(const Batch& b, int offset, int n, Tensor& x) {
   be.upload(x.data(), b.x + static_cast<std::size_t>(offset) * numel_of(net_.input()), x.numel());
 }
 
+void PipelineStage::send(const Tensor& t, int dest, int tag) {
+  host_.resize(t.numel());
+  net_.backend().download(host_.data(), t.data(), t.numel());
+  comm_.send(host_.data(), host_.size(), dest, tag);
+}
+
+void PipelineStage::recv(Tensor& t, int src, int tag) {
+  host_.resize(t.numel());
+  comm_.recv(host_.data(), host_.size(), src, tag);
+  net_.backend().upload(t.data(), host_.data(), t.numel());
+}
+
 StepStats PipelineStage::broadcast(StepStats s) const {
   std::vector<double> v = {s.loss_sum, static_cast<double>(s.correct), static_cast<double>(s.samples)};
   comm_.bcast(v, comm_.size() - 1);
@@ -78,7 +90,7 @@ StepStats PipelineStage::train_step(const Batch& g, float grad_scale) {
       upload_input(g, m * mb, mb, x);
     } else {
       x.ensure(be, in_dims);
-      comm_.recv(x.data(), x.numel(), rank - 1, tag_act);
+      recv(x, rank - 1, tag_act);
     }
     const Tensor& y = net_.forward(x, first_, end_);
     if (last_stage) {
@@ -89,7 +101,7 @@ StepStats PipelineStage::train_step(const Batch& g, float grad_scale) {
       stats.loss_sum += be.softmax_xent(y.data(), labels_.data(), mb, y.dim(1), grad_scale, dl.data(), &stats.correct);
       stats.samples += mb;
     } else {
-      comm_.send(y.data(), y.numel(), rank + 1, tag_act);
+      send(y, rank + 1, tag_act);
     }
   }
   // Backward in reverse micro-batch order; parameter gradients accumulate across micro-batches.
@@ -97,12 +109,12 @@ StepStats PipelineStage::train_step(const Batch& g, float grad_scale) {
     const Tensor* dy = &dlogits_[static_cast<std::size_t>(m)];
     if (!last_stage) {
       dy_.ensure(be, out_dims);
-      comm_.recv(dy_.data(), dy_.numel(), rank + 1, tag_grad);
+      recv(dy_, rank + 1, tag_grad);
       dy = &dy_;
     }
     net_.forward(inputs_[static_cast<std::size_t>(m)], first_, end_);  // re-materialise this micro-batch
     const Tensor& dx = net_.backward(*dy, first_, end_, !first_stage);
-    if (!first_stage) comm_.send(dx.data(), dx.numel(), rank - 1, tag_grad);
+    if (!first_stage) send(dx, rank - 1, tag_grad);
   }
   return broadcast(stats);
 }
@@ -116,7 +128,7 @@ StepStats PipelineStage::eval_step(const Batch& g) {
     upload_input(g, 0, g.n, x);
   } else {
     x.ensure(be, with_batch(g.n, net_.dims_before(first_)));
-    comm_.recv(x.data(), x.numel(), rank - 1, tag_act);
+    recv(x, rank - 1, tag_act);
   }
   const Tensor& y = net_.forward(x, first_, end_);
   if (rank == comm_.size() - 1) {
@@ -125,7 +137,7 @@ StepStats PipelineStage::eval_step(const Batch& g) {
     stats.loss_sum = be.softmax_xent(y.data(), labels_.data(), g.n, y.dim(1), 0.0f, nullptr, &stats.correct);
     stats.samples = g.n;
   } else {
-    comm_.send(y.data(), y.numel(), rank + 1, tag_act);
+    send(y, rank + 1, tag_act);
   }
   return broadcast(stats);
 }

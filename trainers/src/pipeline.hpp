@@ -29,6 +29,9 @@ public:
 private:
   void upload_input(const Batch& b, int offset, int n, Tensor& x);
   StepStats broadcast(StepStats s) const;
+  // Activations and gradients cross ranks through host memory (backend memory may be a GPU's).
+  void send(const Tensor& t, int dest, int tag);
+  void recv(Tensor& t, int src, int tag);
   Sequential& net_;
   std::size_t first_, end_;
   const Comm& comm_;
@@ -36,6 +39,7 @@ private:
   std::vector<Tensor> inputs_, dlogits_;
   Tensor dy_, x_;
   IntBuffer labels_;
+  std::vector<float> host_;
 };
 
 }  // namespace resil::train

@@ -18,6 +18,7 @@
 #include "resil/data/criteo.hpp"
 #include "resil/data/idx.hpp"
 #include "resil/data/sampler.hpp"
+#include "resil/train/device.hpp"
 #include "resil/train/dlrm.hpp"
 #include "resil/train/preempt.hpp"
 
@@ -33,7 +34,7 @@ std::string TrainConfig::to_json() const {
                   {"optimizer", {{"kind", optimizer.kind}, {"lr", optimizer.lr}, {"momentum", optimizer.momentum},
                                  {"beta1", optimizer.beta1}, {"beta2", optimizer.beta2}, {"eps", optimizer.eps},
                                  {"weight_decay", optimizer.weight_decay}, {"lr_decay", optimizer.lr_decay}}},
-                  {"threads", threads}, {"blas", "openblas"}, {"data", data}, {"limit", limit}, {"test_limit", test_limit},
+                  {"threads", threads}, {"blas", "openblas"}, {"device", device}, {"data", data}, {"limit", limit}, {"test_limit", test_limit},
                   {"synthetic_samples", synthetic_samples}, {"ckpt_every", ckpt_every}};
   return j.dump();
 }
@@ -53,6 +54,7 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& w
                    o.at("beta1").get<float>(), o.at("beta2").get<float>(), o.at("eps").get<float>(),
                    o.at("weight_decay").get<float>(), o.value("lr_decay", 1.0f)};
     c.threads = j.at("threads").get<int>();
+    c.device = j.value("device", std::string("cpu"));
     c.data = j.at("data").get<std::string>();
     c.limit = j.at("limit").get<std::uint64_t>();
     c.test_limit = j.at("test_limit").get<std::uint64_t>();
@@ -65,7 +67,7 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& w
 }
 
 std::string Summary::to_json() const {
-  json j = {{"command", command}, {"model", model}, {"parallel", parallel}, {"world_size", world_size}, {"seed", seed},
+  json j = {{"command", command}, {"model", model}, {"parallel", parallel}, {"device", device}, {"world_size", world_size}, {"seed", seed},
             {"steps", steps}, {"epochs", epochs}, {"final_loss", std::isfinite(final_loss) ? json(final_loss) : json(nullptr)},
             {"test_loss", std::isfinite(test_loss) ? json(test_loss) : json(nullptr)}, {"test_accuracy", test_accuracy},
             {"nan_detected", nan_detected}, {"nan_step", nan_step}, {"preempted", preempted}, {"wall_seconds", wall_seconds},
@@ -215,6 +217,7 @@ struct Run {
   std::vector<std::pair<std::size_t, std::size_t>> layout;  // mp stages
   std::unique_ptr<PipelineStage> stage;
   std::vector<ParamRef> params;  // this rank's parameters
+  std::string device;            // the backend in words (summary)
   std::int64_t step = 0, epoch = 0;
   std::uint64_t cursor = 0;      // samples of epoch `epoch` consumed when the state was saved/loaded
   bool stop = false;             // every rank agreed on a preemption request at the last step
@@ -226,7 +229,11 @@ struct Run {
       throw UsageError("--parallel none under " + std::to_string(comm.size()) + " MPI ranks (use dp or mp, or run one process)");
     if (mode == ckpt::ParallelMode::dp && cfg.batch % comm.size() != 0)
       throw UsageError("--batch " + std::to_string(cfg.batch) + " is not divisible by the " + std::to_string(comm.size()) + " dp ranks");
-    be = make_cpu_backend(cfg.threads);
+    // The device is resolved (auto -> cpu|cuda) before the config is recorded anywhere. A run may
+    // resume on another device than it started on: the checkpoint format does not depend on it.
+    cfg.device = resolve_device(cfg.device);
+    const int local_rank = comm.size() > 1 ? comm.local_rank() : 0;
+    be = make_backend(cfg.device, cfg.threads, local_rank, &device);
     model = make_model(*be, cfg.model);
     model->init(cfg.seed);
     opt = std::make_unique<Optimizer>(*be, cfg.optimizer);
@@ -504,6 +511,7 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<stdfs::path
       if (resume_from) run->load_state(load_for_rank(*resume_from, *run), resume_from->string());
       if (root) stdfs::create_directories(cfg.ckpt_dir);
     });
+    sum.device = run->device;
     if (run->epoch >= cfg.epochs && resume_from)
       throw UsageError(resume_from->string() + " already has " + std::to_string(run->epoch) + " epochs; ask --epochs beyond that");
     if (root && !cfg.metrics.empty() && !resume_from) std::ofstream(cfg.metrics, std::ios::trunc);
@@ -647,11 +655,13 @@ Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& co
   cfg.summary = o.summary;
   if (o.data) cfg.data = *o.data;
   if (o.test_limit) cfg.test_limit = *o.test_limit;
+  if (!o.device.empty()) cfg.device = o.device;
   Summary s = train(cfg, comm, from, progress, log);
   return s;
 }
 
-Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data_dir, const std::optional<std::uint64_t>& test_limit) {
+Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data_dir, const std::optional<std::uint64_t>& test_limit,
+                 const std::string& device) {
   const double t0 = now();
   // Gather every parameter (all shards of an mp manifest) into one checkpoint.
   ckpt::Checkpoint all;
@@ -669,6 +679,7 @@ Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data
   TrainConfig cfg = TrainConfig::from_json(all.meta.config, from.string());
   if (data_dir) cfg.data = *data_dir;
   if (test_limit) cfg.test_limit = *test_limit;
+  if (!device.empty()) cfg.device = device;
   cfg.parallel = "none";
   cfg.limit = 1;  // evaluation needs the test split only
   const Comm solo = Comm::world();
@@ -679,6 +690,7 @@ Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data
   Staging st;
   Summary s = base_summary(cfg, solo);
   s.command = "eval";
+  s.device = run.device;
   s.parallel = std::string(ckpt::mode_name(all.meta.mode));
   s.world_size = static_cast<int>(all.meta.world_size);
   s.steps = all.meta.step;

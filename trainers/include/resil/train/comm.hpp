@@ -28,6 +28,9 @@ public:
   static Comm world();
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
+  /// Rank among the processes on this node (MPI_Comm_split_type SHARED): picks the GPU.
+  /// Collective: every rank calls it at the same point.
+  int local_rank() const;
 
   void allreduce_sum(std::vector<float>& buf) const;
   void allreduce_sum(std::vector<double>& buf) const;

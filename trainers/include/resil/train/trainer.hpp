@@ -23,6 +23,7 @@ struct TrainConfig {
   int micro_batches = 4;           // mp (GPipe)
   OptimizerConfig optimizer;
   int threads = 1;                 // BLAS threads per rank (pinned: results depend on it)
+  std::string device = "cpu";      // cpu | cuda | auto; the checkpoint records the resolved one
   std::string data;                // mlp/cnn: MNIST-format dir; dlrm: Criteo TSV file or "" (synthetic)
   std::uint64_t limit = 0;         // training samples kept (0 = all)
   std::uint64_t test_limit = 0;    // test samples kept (0 = all)
@@ -40,6 +41,7 @@ struct TrainConfig {
 struct Summary {
   std::string command = "train";
   std::string model, parallel;
+  std::string device;              // e.g. "cpu (openblas, 1 thread)", "cuda:0 (NVIDIA H100 ...)"
   int world_size = 1;
   std::uint64_t seed = 0;
   std::int64_t steps = 0, epochs = 0;
@@ -89,6 +91,7 @@ struct ResumeOverrides {
   int epochs = 0;
   std::string parallel;  // must match the checkpoint when set
   std::string model;     // must match the checkpoint when set
+  std::string device;    // cpu | cuda | auto; empty: the device the checkpoint was written on
   std::filesystem::path ckpt_dir, metrics, summary;
   std::optional<std::string> data;
   std::optional<std::uint64_t> test_limit;
@@ -100,7 +103,7 @@ Summary resume(const std::filesystem::path& from, const ResumeOverrides& o, cons
 /// Evaluate a checkpoint (file or mp manifest) on the test split, in one process. NaN/Inf in the
 /// weights or the loss sets nan_detected (the caller maps it to exit 6).
 Summary evaluate(const std::filesystem::path& from, const std::optional<std::string>& data,
-                 const std::optional<std::uint64_t>& test_limit);
+                 const std::optional<std::uint64_t>& test_limit, const std::string& device = "");
 
 /// Write `s` as JSON to `path` atomically (no-op for an empty path).
 void write_summary(const std::filesystem::path& path, const Summary& s);
