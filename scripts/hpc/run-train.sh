@@ -7,7 +7,9 @@
 # Environment (defaults in brackets):
 #   RESIL_BIN [build/bin]    where ckpt-train lives
 #   LAUNCH   [mpiexec -n NP] how to start NP ranks (slurm: "srun --mpi=pmi2")
-#   NP [4] MODEL [mlp] EPOCHS [2] SEED [1] PARALLEL [dp] CKPT_DIR [ckpts] TRAIN_ARGS []
+#   NP [4] MODEL [mlp] EPOCHS [2] SEED [1] PARALLEL [dp] CKPT_DIR [ckpts]
+#   TRAIN_ARGS []  extra `ckpt-train train` options (a resume takes them from the checkpoint's config)
+#   RESUME_ARGS [] extra `ckpt-train resume` options
 set -uo pipefail
 bin=${RESIL_BIN:-build/bin}
 np=${NP:-4}
@@ -19,7 +21,7 @@ latest=$("$bin/ckpt-train" latest --ckpt-dir "$ckpt_dir" 2>/dev/null || true)
 if [[ -n $latest ]]; then
   echo "resil: resuming from $latest"
   # shellcheck disable=SC2086
-  $launch "$bin/ckpt-train" resume --from "$latest" --epochs "${EPOCHS:-2}" --ckpt-dir "$ckpt_dir" ${TRAIN_ARGS:-}
+  $launch "$bin/ckpt-train" resume --from "$latest" --epochs "${EPOCHS:-2}" --ckpt-dir "$ckpt_dir" ${RESUME_ARGS:-}
 else
   echo "resil: starting a new run in $ckpt_dir"
   # shellcheck disable=SC2086
