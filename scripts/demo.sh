@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The main job on the embedded default (Fashion-MNIST from Debian's dataset-fashion-mnist):
 # train a small MLP deterministically -> HDF5 checkpoint -> inspect it -> inject bit flips with a
-# flip log -> diff/scan -> evaluate the altered checkpoint -> revert it exactly.
-#   OUT (default out/demo), JOBS (default nproc), BUILD_DIR (default build)
+# flip log -> diff/scan -> evaluate the altered checkpoint -> revert it exactly -> size a campaign
+# (Leveugle) -> a fault-injection campaign of a few dozen trials -> report with classes, Wilson and
+# Clopper-Pearson intervals and plots -> two-level FIT with an (illustrative) fault model.
+#   OUT (default out/demo), JOBS (default nproc), BUILD_DIR (default build), TRIALS (default 36)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 out=${OUT:-out/demo}
 jobs=${JOBS:-$(nproc)}
+trials=${TRIALS:-36}
 
 scripts/setup.sh
 if [[ ! -x $build/bin/ckpt-train || ! -x $build/bin/ckpt-flip ]]; then
@@ -50,4 +53,30 @@ echo "== 6. revert the flips exactly, from the log"
 h5diff -q "$ckpt" "$out/altered.h5" /model /model \
   && echo "reverted: h5diff finds /model identical to the golden checkpoint again"
 
-echo "== done: outputs in $out (metrics.jsonl, flips.jsonl, golden.json, eval-*.json)"
+echo "== 7. how many trials for a 5% margin at 95% confidence (Leveugle et al., DATE 2009)?"
+"$bin/ckpt-flip" plan "$ckpt" --role model --margin 0.05
+
+echo "== 8. a campaign: $trials single-bit trials over the model, stratified by field (sign/exponent/mantissa),"
+echo "      each evaluated with ckpt-train eval and classified against the golden run"
+cat > "$out/campaign.json" <<EOF
+{"name": "demo-mlp-eval", "checkpoint": "$(realpath "$ckpt")",
+ "command": ["$(realpath "$bin")/ckpt-train", "eval", "--from", "{ckpt}", "--summary", "{out}", "--test-limit", "2000"],
+ "trials": $trials, "seed": 2024, "timeout_s": 120,
+ "inject": {"flips": 1, "model": "flip", "role": "model", "strata": "field"},
+ "metric": "test_accuracy", "tolerance": 0.01}
+EOF
+"$bin/ckpt-flip" campaign "$out/campaign.json" --out "$out/campaign" --quiet
+echo "   and a smaller one with adjacent double-bit faults (the second pattern of the fault model)"
+sed -e 's/"model": "flip"/"model": "adjacent:2"/' -e 's/demo-mlp-eval/demo-mlp-eval-adj2/' -e "s/\"trials\": $trials/\"trials\": 12/" \
+  "$out/campaign.json" > "$out/campaign-adj2.json"
+"$bin/ckpt-flip" campaign "$out/campaign-adj2.json" --out "$out/campaign-adj2" --quiet
+
+echo "== 9. report: classes and rates with Wilson / Clopper-Pearson intervals, reweighted to the fault space"
+"$bin/ckpt-flip" report "$out/campaign" --json "$out/campaign/report.json" --markdown "$out/campaign/report.md"
+
+echo "== 10. two-level SDC/DUE FIT (illustrative fault model: read its \"source\")"
+"$bin/ckpt-flip" fit --fault-model examples/fault-models/dram-illustrative.json \
+  --results "$out/campaign" --results "$out/campaign-adj2" --json "$out/fit.json"
+
+echo "== done: outputs in $out (metrics.jsonl, flips.jsonl, golden.json, eval-*.json, campaign/, fit.json)"
+echo "== the report is $out/campaign/report.md (plots $out/campaign/plot-*.png, JSON $out/campaign/report.json)"

@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -5,6 +7,7 @@
 #include "resil/ckpt/fs.hpp"
 #include "resil/core/error.hpp"
 #include "resil/inject/campaign.hpp"
+#include "resil/inject/campaign_report.hpp"
 #include "resil/inject/fit.hpp"
 
 namespace resil::flip {
@@ -48,6 +51,31 @@ int run_fit(const FitOptions& o) {
     space_bits = std::max(space_bits, meta.at("space").at("total_bits").get<double>());
     confidence = meta.at("config").value("confidence", 0.95);
     auto& e = ev[model];
+    const std::string strata = meta.at("config").at("inject").value("strata", std::string("none"));
+    if (strata != "none") {
+      // Stratified (unevenly allocated) campaign: use the estimate reweighted to the whole fault
+      // space, as effective counts (n_eff, p n_eff) of the report.
+      const auto rep = inject::build_report(dir);
+      const auto& rw = rep.at("reweighted").at(strata);
+      auto eff = [&](const nlohmann::json& r, std::uint64_t& x) {
+        e.n = static_cast<std::uint64_t>(std::llround(r.at("n_eff").get<double>()));
+        x = static_cast<std::uint64_t>(std::llround(r.at("p").get<double>() * r.at("n_eff").get<double>()));
+      };
+      std::uint64_t n_sdc = 0;
+      eff(rw.at("classes").at("critical_sdc"), e.critical_sdc);
+      const auto n_crit = e.n;
+      eff(rw.at("groups").at("due"), e.due);
+      const auto n_due = e.n;
+      eff(rw.at("groups").at("sdc"), n_sdc);
+      e.sdc = n_sdc;
+      // One n for all three (the smallest effective size: the widest intervals).
+      e.n = std::min({e.n, n_crit, n_due});
+      e.sdc = std::min(e.sdc, e.n);
+      e.critical_sdc = std::min(e.critical_sdc, e.n);
+      e.due = std::min(e.due, e.n);
+      std::cout << dir << ": stratified by " << strata << "; using the reweighted estimates (effective n " << e.n << ")\n";
+      continue;
+    }
     for (const auto& [t, r] : inject::read_results(dir)) {
       const std::string cls = r.at("class").get<std::string>();
       ++e.n;

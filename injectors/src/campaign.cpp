@@ -386,8 +386,14 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
   stdfs::create_directories(wdir);
   CkptFiles work = copy_checkpoint(golden_files, wdir / "ckpt");
   const Golden golden = golden_reference(c, o, work, wdir);
+  auto cleanup = [&] {
+    if (o.keep_work) return;
+    std::error_code ec;
+    stdfs::remove_all(wdir, ec);
+    stdfs::remove(o.out / "work", ec);  // only when no other shard is working there
+  };
   if (todo.empty()) {
-    if (!o.keep_work) stdfs::remove_all(wdir);
+    cleanup();
     return rs;
   }
   const auto gsum = golden_checksums(golden_files);
@@ -522,7 +528,7 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
     ++done;
     if (on_trial) on_trial(rec, done, rs.planned, rs.counts);
   }
-  if (!o.keep_work) stdfs::remove_all(wdir);
+  cleanup();
   return rs;
 }
 

@@ -1,5 +1,6 @@
 #include "resil/inject/campaign_report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -42,6 +43,14 @@ std::string ci(const json& iv) {
   char b[64];
   std::snprintf(b, sizeof b, "[%.2f, %.2f]%%", 100 * iv.at(0).get<double>(), 100 * iv.at(1).get<double>());
   return b;
+}
+
+/// Keys of a per-dimension table in display order (bit positions numerically).
+std::vector<std::string> ordered_keys(const json& d, const std::string& dim) {
+  std::vector<std::string> k;
+  for (const auto& [key, v] : d.items()) k.push_back(key);
+  if (dim == "bit") std::sort(k.begin(), k.end(), [](const std::string& a, const std::string& b) { return std::stoi(a) < std::stoi(b); });
+  return k;
 }
 
 std::string pad(std::string s, std::size_t w) {
@@ -172,7 +181,8 @@ std::string report_text(const json& rep) {
     if (d.empty()) continue;
     o << "\nby " << dim << ":\n" << pad(dim, 12) << pad("n", 6) << pad("SDC", 10) << pad("SDC CP", 20) << pad("DUE", 10) << pad("DUE CP", 20)
       << "share of space\n";
-    for (const auto& [k, v] : d.items()) {
+    for (const auto& k : ordered_keys(d, dim)) {
+      const json& v = d.at(k);
       if (v.at("n").get<std::uint64_t>() == 0 && std::string(dim) == "bit") continue;
       const double share = rep.at("space").at("total_bits").get<double>() > 0 ? v.at("space_bits").get<double>() / rep.at("space").at("total_bits").get<double>() : 0;
       o << pad(k, 12) << pad(std::to_string(v.at("n").get<std::uint64_t>()), 6) << pad(pct(v.at("groups").at("sdc").at("p").get<double>()), 10)
@@ -221,7 +231,8 @@ std::string report_markdown(const json& rep, const std::vector<std::string>& plo
     const json& d = rep.at("by").at(dim);
     if (d.empty()) continue;
     o << "\n## By " << dim << "\n\n| " << dim << " | n | share of space | SDC | SDC CP | critical SDC | DUE | DUE CP |\n|---|---:|---:|---:|---|---:|---:|---|\n";
-    for (const auto& [k, v] : d.items()) {
+    for (const auto& k : ordered_keys(d, dim)) {
+      const json& v = d.at(k);
       if (v.at("n").get<std::uint64_t>() == 0) continue;
       const double tot = rep.at("space").at("total_bits").get<double>();
       o << "| " << k << " | " << v.at("n") << " | " << pct(tot > 0 ? v.at("space_bits").get<double>() / tot : 0) << " | "
