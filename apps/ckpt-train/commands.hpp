@@ -13,7 +13,8 @@ namespace resil::app::ckpt_train {
 struct TrainOptions {
   resil::train::TrainConfig cfg;
   std::optional<std::uint64_t> seed;
-  std::optional<float> lr_decay;  // default: 0.75 for mlp/cnn, 1 (none) for dlrm
+  std::optional<float> lr;        // default: 2e-3 for cnn, 1e-3 otherwise
+  std::optional<float> lr_decay;  // default: 0.75 mlp, 0.8 cnn, 1 (none) dlrm
 };
 void setup_train(CLI::App& app, TrainOptions& o);
 int run_train(const TrainOptions& o, const resil::train::Comm& comm);
