@@ -73,8 +73,13 @@ json build_report(const stdfs::path& out) {
   } catch (const std::exception&) {
     throw IoError((out / "campaign.json").string() + ": not a campaign directory (run `ckpt-flip campaign CONFIG --out DIR` first)");
   }
+  double golden_seconds = 0;
   try {
     golden = json::parse(ckpt::fs::read_file(out / "golden.json"));
+    // Wall times are not results: they go to "timing", so merged shards equal a single run.
+    golden_seconds = golden.value("wall_seconds", 0.0);
+    golden.erase("wall_seconds");
+    if (golden.contains("summary") && golden["summary"].is_object()) golden["summary"].erase("wall_seconds");
   } catch (const std::exception&) {
     golden = nullptr;
   }
@@ -153,7 +158,8 @@ json build_report(const stdfs::path& out) {
   }
   rep["by"] = by;
   rep["reweighted"] = rew;
-  rep["timing"] = {{"trial_seconds_total", wall}, {"trial_seconds_mean", n ? wall / static_cast<double>(n) : 0.0}};
+  rep["timing"] = {{"trial_seconds_total", wall}, {"trial_seconds_mean", n ? wall / static_cast<double>(n) : 0.0},
+                   {"golden_seconds", golden_seconds}};
   return rep;
 }
 
