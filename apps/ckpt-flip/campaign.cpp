@@ -36,7 +36,8 @@ int run_campaign(const CampaignOptions& o) {
   ro.keep_work = o.keep_work;
   std::cout << "campaign " << cfg.name << ": " << cfg.trials << " trials (shard " << o.shard << "), seed " << cfg.seed << ", model "
             << cfg.model << " x" << cfg.flips << ", timeout " << cfg.timeout_s << " s -> " << o.out << std::endl;
-  std::unique_ptr<app::Progress> bar;
+  const std::uint64_t planned = cfg.trials > ro.shard.index ? (cfg.trials - ro.shard.index + ro.shard.count - 1) / ro.shard.count : 0;
+  auto bar = std::make_unique<app::Progress>("trials", planned);
   auto counts_text = [](const std::map<std::string, std::uint64_t>& counts) {
     std::string s;
     for (const auto& [k, v] : counts) s += (s.empty() ? "" : " ") + k + "=" + std::to_string(v);
@@ -44,12 +45,12 @@ int run_campaign(const CampaignOptions& o) {
   };
   const auto rs = inject::run_campaign(cfg, ro, [&](const nlohmann::json& rec, std::uint64_t done, std::uint64_t total,
                                                     const std::map<std::string, std::uint64_t>& counts) {
-    if (!bar) bar = std::make_unique<app::Progress>("trials", total);
+    (void)total;
     if (!o.quiet && !app::stderr_is_tty())
       std::cout << "trial " << rec.at("trial") << ": " << rec.at("class").get<std::string>() << " (" << done << "/" << total << ")" << std::endl;
     bar->update(done, counts_text(counts));
   });
-  if (bar) bar->finish(counts_text(rs.counts));
+  if (rs.ran > 0) bar->finish(counts_text(rs.counts));
   std::cout << "shard " << o.shard << ": " << rs.planned << " trials, " << rs.skipped << " already done, " << rs.ran << " run now; "
             << counts_text(rs.counts) << "\nresults: " << rs.results.string() << "\nreport:  ckpt-flip report " << o.out << std::endl;
   return 0;
