@@ -7,16 +7,7 @@
 
 #if RESIL_HAVE_MPI
 #include <mpi.h>
-#define RESIL_MPI_CHECK(expr)                                                                            \
-  do {                                                                                                   \
-    const int rc_ = (expr);                                                                              \
-    if (rc_ != MPI_SUCCESS) {                                                                            \
-      char msg_[MPI_MAX_ERROR_STRING];                                                                   \
-      int len_ = 0;                                                                                      \
-      MPI_Error_string(rc_, msg_, &len_);                                                                \
-      throw ::resil::MpiError(std::string(#expr) + ": " + std::string(msg_, static_cast<std::size_t>(len_))); \
-    }                                                                                                    \
-  } while (0)
+#include "resil/train/mpi_check.hpp"
 #endif
 
 namespace resil::train {
