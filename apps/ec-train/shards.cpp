@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "resil/core/error.hpp"
@@ -90,41 +91,10 @@ std::vector<ByteVec> Shards::fetch(const std::vector<std::vector<FetchReq>>& req
   return mpi_.exchange(replies);
 }
 
-void Shards::encode_all() {
+void Shards::for_each_parity_stripe(const std::function<void(std::uint64_t, int, const std::vector<ec::ConstBytes>&)>& fn) {
   const int me = mpi_.rank(), n = mpi_.size();
   std::vector<std::vector<FetchReq>> reqs(static_cast<std::size_t>(n));
   std::vector<std::uint64_t> mine;  // stripes where this rank holds a parity member
-  for (std::uint64_t s = 0; s < lay_.stripes(); ++s) {
-    const int j = lay_.fragment_on(s, me);
-    if (j < k_) continue;
-    mine.push_back(s);
-    const int t = lay_.table_of(s);
-    for (int i = 0; i < k_; ++i) {
-      const auto p = lay_.place(s, i);
-      reqs[static_cast<std::size_t>(p.rank)].push_back({static_cast<std::uint32_t>(t), 0, p.slot, 0, lay_.fragment_bytes(t)});
-    }
-  }
-  const auto in = fetch(reqs);
-  std::vector<std::size_t> pos(static_cast<std::size_t>(n), 0);
-  for (auto s : mine) {
-    const int t = lay_.table_of(s);
-    const auto fb = lay_.fragment_bytes(t);
-    std::vector<ec::ConstBytes> src;
-    for (int i = 0; i < k_; ++i) {
-      const auto r = static_cast<std::size_t>(lay_.place(s, i).rank);
-      src.emplace_back(in[r].data() + pos[r], fb);
-      pos[r] += fb;
-    }
-    codec_.encode_row(lay_.fragment_on(s, me) - k_, src, member(s, lay_.fragment_on(s, me)));
-  }
-  for (auto& l : ledgers_) l.clear();
-  clear_lost();
-}
-
-std::uint64_t Shards::verify_parity() {
-  const int me = mpi_.rank(), n = mpi_.size();
-  std::vector<std::vector<FetchReq>> reqs(static_cast<std::size_t>(n));
-  std::vector<std::uint64_t> mine;
   for (std::uint64_t s = 0; s < lay_.stripes(); ++s) {
     if (lay_.fragment_on(s, me) < k_) continue;
     mine.push_back(s);
@@ -136,23 +106,36 @@ std::uint64_t Shards::verify_parity() {
   }
   const auto in = fetch(reqs);
   std::vector<std::size_t> pos(static_cast<std::size_t>(n), 0);
-  int bad = 0;
-  std::vector<std::byte> fresh;
+  std::vector<ec::ConstBytes> src;
   for (auto s : mine) {
-    const int t = lay_.table_of(s);
-    const auto fb = lay_.fragment_bytes(t);
-    std::vector<ec::ConstBytes> src;
+    const auto fb = lay_.fragment_bytes(lay_.table_of(s));
+    src.clear();
     for (int i = 0; i < k_; ++i) {
       const auto r = static_cast<std::size_t>(lay_.place(s, i).rank);
       src.emplace_back(in[r].data() + pos[r], fb);
       pos[r] += fb;
     }
-    fresh.assign(fb, std::byte{0});
-    const int j = lay_.fragment_on(s, me);
+    fn(s, lay_.fragment_on(s, me), src);
+  }
+}
+
+void Shards::encode_all() {
+  for_each_parity_stripe([&](std::uint64_t s, int j, const std::vector<ec::ConstBytes>& src) {
+    codec_.encode_row(j - k_, src, member(s, j));
+  });
+  for (auto& l : ledgers_) l.clear();
+  clear_lost();
+}
+
+std::uint64_t Shards::verify_parity() {
+  int bad = 0;
+  std::vector<std::byte> fresh;
+  for_each_parity_stripe([&](std::uint64_t s, int j, const std::vector<ec::ConstBytes>& src) {
+    fresh.assign(src.front().size(), std::byte{0});
     codec_.encode_row(j - k_, src, fresh);
     const auto stored = member(s, j);
     if (!std::equal(fresh.begin(), fresh.end(), stored.begin())) ++bad;
-  }
+  });
   std::vector<double> total{static_cast<double>(bad)};
   mpi_.allreduce_sum_ordered(total);
   return static_cast<std::uint64_t>(total[0]);

@@ -13,6 +13,8 @@
 // and which collectives (degraded reads, rebuild rounds) to enter.
 #pragma once
 
+#include <functional>
+
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -82,6 +84,9 @@ public:
   /// Byte ranges of members from the ranks holding them: reqs[r] go to rank r; returns, per rank,
   /// the requested bytes concatenated in request order. Serving a lost member is a bug (EcError).
   std::vector<ByteVec> fetch(const std::vector<std::vector<FetchReq>>& reqs);
+  /// Fetch the k data fragments of every stripe where this rank holds parity member j, then call
+  /// fn(stripe, j, sources) for each, in stripe order (initial encode and the end-of-run check).
+  void for_each_parity_stripe(const std::function<void(std::uint64_t, int, const std::vector<ec::ConstBytes>&)>& fn);
   /// Collective recovery work of one step, with a single fetch: `rows` (owned by this rank, in
   /// lost fragments) decoded from k surviving members each — the degraded reads, returned as
   /// row_bytes per row in order — and, when `stripes_per_rank` is set, a rebuild round: each
