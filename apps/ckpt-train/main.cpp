@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
   resil::train::register_cuda_provider({&resil::train::cuda_device_count, &resil::train::cuda_device_description,
                                         &resil::train::cuda_device_for_local_rank, &resil::train::make_cuda_backend});
 #endif
+#if RESIL_HAVE_CUDA && RESIL_HAVE_NCCL
+  resil::train::register_nccl_provider({&resil::train::make_nccl_comm, &resil::train::cuda_device_count});
+#endif
   const resil::train::Comm comm = resil::train::Comm::world();
   CLI::App app{"ckpt-train: deterministic data-/model-parallel training with HDF5 checkpoints"};
   app.require_subcommand(1);

@@ -12,6 +12,8 @@ void setup_resume(CLI::App& app, ResumeOptions& o) {
   app.add_option("--model", o.over.model, "must match the checkpoint")->check(CLI::IsMember({"mlp", "cnn", "dlrm"}));
   app.add_option("--device", o.over.device, "cpu | cuda | auto (default: the checkpoint's device; any may resume any)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app.add_option("--reduce", o.over.reduce, "auto | host | nccl (default: the checkpoint's; auto when --device changes)")
+      ->check(CLI::IsMember({"auto", "host", "nccl"}));
   app.add_option("--metrics", o.over.metrics, "JSONL file, one record per epoch (appended)");
   app.add_option("--summary", o.over.summary, "JSON summary written at the end (also on failure)");
   app.add_option("--data", o.data, "override the stored data location");

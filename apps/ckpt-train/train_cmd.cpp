@@ -48,6 +48,10 @@ void setup_train(CLI::App& app, TrainOptions& o) {
   app.add_option("--micro-batches", c.micro_batches, "mp: GPipe micro-batches per batch")->check(CLI::Range(1, 4096));
   app.add_option("--device", c.device, "cpu | cuda | auto (auto: cuda when a GPU is present); recorded in the checkpoint")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app.add_option("--reduce", c.reduce,
+                 "dp gradients / mp activations: host (rank-ordered over MPI, GPU dp == CPU dp) | nccl (on the GPUs) | auto "
+                 "(nccl on cuda when built and each rank has its own GPU, else host); recorded")
+      ->check(CLI::IsMember({"auto", "host", "nccl"}));
   app.add_option("--threads", c.threads, "BLAS threads per rank (recorded: results depend on it)")->check(CLI::Range(1, 256));
   app.add_option("--limit", c.limit, "train on the first N samples (0 = all)");
   app.add_option("--synthetic-samples", c.synthetic_samples, "dlrm without --data: synthetic training samples")->check(CLI::Range(1, 1 << 30));

@@ -85,6 +85,20 @@ int Comm::local_rank() const {
   return 0;
 }
 
+int Comm::local_size() const {
+#if RESIL_HAVE_MPI
+  if (size_ > 1) {
+    MPI_Comm node = MPI_COMM_NULL;
+    RESIL_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+    int n = 1;
+    MPI_Comm_size(node, &n);
+    MPI_Comm_free(&node);
+    return n;
+  }
+#endif
+  return 1;
+}
+
 void Comm::allreduce_sum(std::vector<float>& buf) const {
 #if RESIL_HAVE_MPI
   if (size_ > 1) ordered_sum(buf, MPI_FLOAT, rank_, size_);
@@ -121,6 +135,16 @@ void Comm::bcast(std::vector<double>& buf, int root) const {
 #endif
 }
 
+void Comm::bcast_bytes(void* p, std::size_t n, int root) const {
+#if RESIL_HAVE_MPI
+  if (size_ > 1) RESIL_MPI_CHECK(MPI_Bcast(p, static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD));
+#else
+  (void)p;
+  (void)n;
+  (void)root;
+#endif
+}
+
 void Comm::send(const float* p, std::size_t n, int dest, int tag) const {
 #if RESIL_HAVE_MPI
   RESIL_MPI_CHECK(MPI_Send(p, static_cast<int>(n), MPI_FLOAT, dest, tag, MPI_COMM_WORLD));
@@ -150,6 +174,46 @@ void Comm::abort(int code) const {
   if (size_ > 1) MPI_Abort(MPI_COMM_WORLD, code);
 #endif
   std::exit(code);
+}
+
+// ---------------------------------------------------------------- device collectives (NCCL)
+namespace {
+NcclProvider g_nccl;
+}
+
+void register_nccl_provider(const NcclProvider& p) { g_nccl = p; }
+
+bool nccl_built() noexcept { return g_nccl.make != nullptr && g_nccl.device_count != nullptr; }
+
+std::string resolve_reduce(const std::string& requested, const std::string& device, const Comm& comm) {
+  if (requested == "host") return "host";
+  if (requested != "auto" && requested != "nccl") throw UsageError("--reduce '" + requested + "' (expected auto, host or nccl)");
+  const bool automatic = requested == "auto";
+  if (device != "cuda") {
+    if (automatic) return "host";
+    throw UsageError("--reduce nccl needs --device cuda (this run is on " + device + "); use --reduce host");
+  }
+  if (!nccl_built()) {
+    if (automatic) return "host";
+    throw UsageError("--reduce nccl: this build of resil has no NCCL (RESIL_HAVE_NCCL=0); use --reduce host");
+  }
+  if (comm.size() > 1) {
+    // NCCL refuses two ranks of one communicator on the same GPU ("Duplicate GPU detected"). Every
+    // rank learns whether any node is oversubscribed, so all ranks take the same path.
+    const int local = comm.local_size(), gpus = g_nccl.device_count();
+    const int shared = comm.allreduce_max(local > gpus ? 1 : 0);
+    if (shared) {
+      if (automatic) return "host";
+      throw UsageError("--reduce nccl: " + std::to_string(local) + " ranks on this node share " + std::to_string(gpus) +
+                       " GPU(s), and NCCL needs one GPU per rank; use --reduce host (rank-ordered over MPI, GPUs may be shared)");
+    }
+  }
+  return "nccl";
+}
+
+std::unique_ptr<DeviceComm> make_device_comm(Backend& be, const Comm& comm) {
+  if (!nccl_built()) throw UsageError("--reduce nccl: this build of resil has no NCCL (RESIL_HAVE_NCCL=0); use --reduce host");
+  return g_nccl.make(be, comm);
 }
 
 }  // namespace resil::train

@@ -43,8 +43,9 @@ std::vector<std::pair<std::size_t, std::size_t>> partition_layers(Sequential& ne
   return out;
 }
 
-PipelineStage::PipelineStage(Sequential& net, std::size_t first, std::size_t end, const Comm& comm, int micro_batches)
-    : net_(net), first_(first), end_(end), comm_(comm), micro_(micro_batches) {
+PipelineStage::PipelineStage(Sequential& net, std::size_t first, std::size_t end, const Comm& comm, int micro_batches,
+                             DeviceComm* dcomm)
+    : net_(net), first_(first), end_(end), comm_(comm), micro_(micro_batches), dcomm_(dcomm) {
   if (micro_ < 1) throw UsageError("--micro-batches must be at least 1");
 }
 
@@ -55,12 +56,14 @@ void PipelineStage::upload_input(const Batch& b, int offset, int n, Tensor& x) {
 }
 
 void PipelineStage::send(const Tensor& t, int dest, int tag) {
+  if (dcomm_) return dcomm_->send(t.data(), t.numel(), dest);  // NCCL matches messages by order, not tag
   host_.resize(t.numel());
   net_.backend().download(host_.data(), t.data(), t.numel());
   comm_.send(host_.data(), host_.size(), dest, tag);
 }
 
 void PipelineStage::recv(Tensor& t, int src, int tag) {
+  if (dcomm_) return dcomm_->recv(t.data(), t.numel(), src);
   host_.resize(t.numel());
   comm_.recv(host_.data(), host_.size(), src, tag);
   net_.backend().upload(t.data(), host_.data(), t.numel());

@@ -18,7 +18,9 @@ std::vector<std::pair<std::size_t, std::size_t>> partition_layers(Sequential& ne
 
 class PipelineStage {
 public:
-  PipelineStage(Sequential& net, std::size_t first, std::size_t end, const Comm& comm, int micro_batches);
+  /// `dcomm` (optional, --reduce nccl): activations and gradients move device to device by NCCL.
+  PipelineStage(Sequential& net, std::size_t first, std::size_t end, const Comm& comm, int micro_batches,
+                DeviceComm* dcomm = nullptr);
   /// One training step on the global batch (every rank passes the same batch); gradients of this
   /// stage's parameters accumulate scaled by `grad_scale`. The returned stats (loss, correct) are
   /// the whole batch's, broadcast from the last stage to every rank.
@@ -29,13 +31,15 @@ public:
 private:
   void upload_input(const Batch& b, int offset, int n, Tensor& x);
   StepStats broadcast(StepStats s) const;
-  // Activations and gradients cross ranks through host memory (backend memory may be a GPU's).
+  // Activations and gradients cross ranks through host memory (backend memory may be a GPU's),
+  // or directly between GPUs with NCCL when dcomm_ is set.
   void send(const Tensor& t, int dest, int tag);
   void recv(Tensor& t, int src, int tag);
   Sequential& net_;
   std::size_t first_, end_;
   const Comm& comm_;
   int micro_;
+  DeviceComm* dcomm_;
   std::vector<Tensor> inputs_, dlogits_;
   Tensor dy_, x_;
   IntBuffer labels_;

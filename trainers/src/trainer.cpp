@@ -34,7 +34,7 @@ std::string TrainConfig::to_json() const {
                   {"optimizer", {{"kind", optimizer.kind}, {"lr", optimizer.lr}, {"momentum", optimizer.momentum},
                                  {"beta1", optimizer.beta1}, {"beta2", optimizer.beta2}, {"eps", optimizer.eps},
                                  {"weight_decay", optimizer.weight_decay}, {"lr_decay", optimizer.lr_decay}}},
-                  {"threads", threads}, {"blas", "openblas"}, {"device", device}, {"data", data}, {"limit", limit}, {"test_limit", test_limit},
+                  {"threads", threads}, {"blas", "openblas"}, {"device", device}, {"reduce", reduce}, {"data", data}, {"limit", limit}, {"test_limit", test_limit},
                   {"synthetic_samples", synthetic_samples}, {"ckpt_every", ckpt_every}};
   return j.dump();
 }
@@ -55,6 +55,7 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& w
                    o.at("weight_decay").get<float>(), o.value("lr_decay", 1.0f)};
     c.threads = j.at("threads").get<int>();
     c.device = j.value("device", std::string("cpu"));
+    c.reduce = j.value("reduce", std::string("host"));  // written before --reduce existed: the host path
     c.data = j.at("data").get<std::string>();
     c.limit = j.at("limit").get<std::uint64_t>();
     c.test_limit = j.at("test_limit").get<std::uint64_t>();
@@ -212,6 +213,7 @@ struct Run {
   const Comm& comm;
   ckpt::ParallelMode mode;
   std::unique_ptr<Backend> be;
+  std::unique_ptr<DeviceComm> dcomm;  // --reduce nccl with several ranks; null: host path over MPI
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> opt;
   std::vector<std::pair<std::size_t, std::size_t>> layout;  // mp stages
@@ -232,8 +234,13 @@ struct Run {
     // The device is resolved (auto -> cpu|cuda) before the config is recorded anywhere. A run may
     // resume on another device than it started on: the checkpoint format does not depend on it.
     cfg.device = resolve_device(cfg.device);
+    cfg.reduce = resolve_reduce(cfg.reduce, cfg.device, comm);
     const int local_rank = comm.size() > 1 ? comm.local_rank() : 0;
     be = make_backend(cfg.device, cfg.threads, local_rank, &device);
+    if (cfg.reduce == "nccl" && comm.size() > 1 && mode != ckpt::ParallelMode::none) {
+      dcomm = make_device_comm(*be, comm);
+      device += ", " + dcomm->name();
+    }
     model = make_model(*be, cfg.model);
     model->init(cfg.seed);
     opt = std::make_unique<Optimizer>(*be, cfg.optimizer);
@@ -242,7 +249,7 @@ struct Run {
       if (!cls) throw UsageError("--parallel mp supports the layer-chain models mlp and cnn, not " + cfg.model);
       layout = partition_layers(cls->net(), comm.size());
       const auto [first, end] = layout[static_cast<std::size_t>(comm.rank())];
-      stage = std::make_unique<PipelineStage>(cls->net(), first, end, comm, cfg.micro_batches);
+      stage = std::make_unique<PipelineStage>(cls->net(), first, end, comm, cfg.micro_batches, dcomm.get());
       params = cls->net().params(first, end);
     } else {
       params = model->params();
@@ -381,12 +388,19 @@ struct Run {
     return stats;
   }
 
-  /// Data-parallel reduction: gradients (and row-sparse touched-row masks) summed in rank order.
+  /// Data-parallel reduction: gradients (and row-sparse touched-row masks) summed in rank order
+  /// on the host, or the gradients summed by NCCL on the device (--reduce nccl).
   void reduce(StepStats& stats) {
     std::vector<float> flat;
-    for (const auto& p : params) {
-      const auto g = p.grad->to_host();
-      flat.insert(flat.end(), g.begin(), g.end());
+    if (dcomm) {
+      std::vector<DeviceSpan> grads;
+      for (const auto& p : params) grads.push_back({p.grad->data(), p.grad->numel()});
+      dcomm->allreduce_sum(grads);
+    } else {
+      for (const auto& p : params) {
+        const auto g = p.grad->to_host();
+        flat.insert(flat.end(), g.begin(), g.end());
+      }
     }
     const auto touched = model->touched_rows();
     std::vector<std::size_t> mask_at;
@@ -396,11 +410,13 @@ struct Run {
       flat.resize(flat.size() + static_cast<std::size_t>(it->value->dim(0)), 0.0f);
       for (auto r : rows) flat[mask_at.back() + static_cast<std::size_t>(r)] = 1.0f;
     }
-    comm.allreduce_sum(flat);
-    std::size_t off = 0;
-    for (const auto& p : params) {
-      be->upload(p.grad->data(), flat.data() + off, p.grad->numel());
-      off += p.grad->numel();
+    if (!flat.empty()) comm.allreduce_sum(flat);
+    if (!dcomm) {
+      std::size_t off = 0;
+      for (const auto& p : params) {
+        be->upload(p.grad->data(), flat.data() + off, p.grad->numel());
+        off += p.grad->numel();
+      }
     }
     for (std::size_t t = 0; t < touched.size(); ++t) {
       const auto it = std::find_if(params.begin(), params.end(), [&](const ParamRef& p) { return p.name == touched[t].first; });
@@ -655,7 +671,9 @@ Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& co
   cfg.summary = o.summary;
   if (o.data) cfg.data = *o.data;
   if (o.test_limit) cfg.test_limit = *o.test_limit;
+  if (!o.device.empty() && o.device != cfg.device) cfg.reduce = "auto";  // re-chosen for the new device
   if (!o.device.empty()) cfg.device = o.device;
+  if (!o.reduce.empty()) cfg.reduce = o.reduce;
   Summary s = train(cfg, comm, from, progress, log);
   return s;
 }
@@ -681,6 +699,7 @@ Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data
   if (test_limit) cfg.test_limit = *test_limit;
   if (!device.empty()) cfg.device = device;
   cfg.parallel = "none";
+  cfg.reduce = "auto";  // one process: nothing to reduce
   cfg.limit = 1;  // evaluation needs the test split only
   const Comm solo = Comm::world();
   if (solo.size() > 1) throw UsageError("eval runs in one process (got " + std::to_string(solo.size()) + " MPI ranks)");

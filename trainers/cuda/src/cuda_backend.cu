@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cuda_check.cuh"
+#include "cuda_internal.hpp"
 #include "resil/train/cuda.hpp"
 
 namespace resil::train {
@@ -244,6 +245,8 @@ public:
   }
   std::string name() const override { return "cuda"; }
   int threads() const override { return 1; }
+  cudaStream_t stream() const noexcept { return stream_->get(); }
+  int device() const noexcept { return device_; }
 
   float* alloc(std::size_t n) override {
     float* p = nullptr;
@@ -421,6 +424,12 @@ private:
 };
 
 }  // namespace
+
+cuda::BackendStream cuda::stream_of(Backend& be) {
+  auto* c = dynamic_cast<CudaBackend*>(&be);
+  if (!c) throw UsageError("device collectives need the CUDA backend, not '" + be.name() + "'");
+  return {c->stream(), c->device()};
+}
 
 std::unique_ptr<Backend> make_cuda_backend(int device) {
   const int n = cuda_device_count();

@@ -8,10 +8,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace resil::train {
+
+class Backend;
 
 /// Owns MPI_Init / MPI_Finalize (no-op without MPI, or when MPI was initialised by someone else).
 class MpiSession {
@@ -31,12 +34,16 @@ public:
   /// Rank among the processes on this node (MPI_Comm_split_type SHARED): picks the GPU.
   /// Collective: every rank calls it at the same point.
   int local_rank() const;
+  /// Number of processes on this node (same split as local_rank). Collective.
+  int local_size() const;
 
   void allreduce_sum(std::vector<float>& buf) const;
   void allreduce_sum(std::vector<double>& buf) const;
   /// Maximum over ranks (used to agree on failures).
   int allreduce_max(int v) const;
   void bcast(std::vector<double>& buf, int root) const;
+  /// Broadcast raw bytes (e.g. an ncclUniqueId) from `root`.
+  void bcast_bytes(void* p, std::size_t n, int root) const;
   void send(const float* p, std::size_t n, int dest, int tag) const;
   void recv(float* p, std::size_t n, int src, int tag) const;
   void barrier() const;
@@ -47,5 +54,49 @@ private:
   Comm(int rank, int size) : rank_(rank), size_(size) {}
   int rank_ = 0, size_ = 1;
 };
+
+// ---------------------------------------------------------------- device collectives (NCCL)
+// With --reduce nccl on the CUDA backend, dp gradients are summed and mp activations/gradients
+// moved in device memory, stream-ordered with the backend's kernels, instead of through host
+// memory and MPI. trainers/ stays free of CUDA: a program linked with NCCL registers the factory.
+
+/// n floats in backend memory (never dereferenced on the host). Plain struct: this header is also
+/// compiled as C++17 by nvcc, which has no std::span.
+struct DeviceSpan {
+  float* data = nullptr;
+  std::size_t size = 0;
+};
+
+/// Collectives on backend (device) memory. Every rank calls them in the same order.
+class DeviceComm {
+public:
+  virtual ~DeviceComm() = default;
+  /// E.g. "nccl 2.28.9 (NCCL_ALGO=Ring, NCCL_PROTO=Simple)".
+  virtual std::string name() const = 0;
+  /// In-place sum over ranks of every buffer (one NCCL group). The order in which a ring adds the
+  /// ranks' values is fixed for a given world size, NCCL version and configuration, so repeated
+  /// runs are bit-identical; it is not the host path's rank order for more than two ranks.
+  virtual void allreduce_sum(const std::vector<DeviceSpan>& bufs) = 0;
+  virtual void send(const float* p, std::size_t n, int dest) = 0;
+  virtual void recv(float* p, std::size_t n, int src) = 0;
+};
+
+/// The NCCL entry points (trainers/cuda), as plain function pointers.
+struct NcclProvider {
+  /// A communicator over every rank of `comm` on the backend's device and stream (collective).
+  std::unique_ptr<DeviceComm> (*make)(Backend& be, const Comm& comm) = nullptr;
+  int (*device_count)() noexcept = nullptr;
+};
+void register_nccl_provider(const NcclProvider& p);
+bool nccl_built() noexcept;
+
+/// --reduce auto|host|nccl for a run on `device` ("cpu" | "cuda", already resolved):
+/// auto -> nccl on cuda when NCCL is built and every rank of a node has its own GPU, else host.
+/// nccl on cpu, without NCCL, or with ranks sharing a GPU (NCCL >= 2.5 refuses two ranks on one
+/// device) is a UsageError. Collective when comm.size() > 1 (ranks agree on the answer).
+std::string resolve_reduce(const std::string& requested, const std::string& device, const Comm& comm);
+
+/// The NCCL communicator for a run that resolved to --reduce nccl (UsageError when not built).
+std::unique_ptr<DeviceComm> make_device_comm(Backend& be, const Comm& comm);
 
 }  // namespace resil::train

@@ -24,6 +24,7 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   int threads = 1;                 // BLAS threads per rank (pinned: results depend on it)
   std::string device = "cpu";      // cpu | cuda | auto; the checkpoint records the resolved one
+  std::string reduce = "auto";     // auto | host | nccl (dp gradients / mp activations); recorded resolved
   std::string data;                // mlp/cnn: MNIST-format dir; dlrm: Criteo TSV file or "" (synthetic)
   std::uint64_t limit = 0;         // training samples kept (0 = all)
   std::uint64_t test_limit = 0;    // test samples kept (0 = all)
@@ -92,6 +93,7 @@ struct ResumeOverrides {
   std::string parallel;  // must match the checkpoint when set
   std::string model;     // must match the checkpoint when set
   std::string device;    // cpu | cuda | auto; empty: the device the checkpoint was written on
+  std::string reduce;    // auto | host | nccl; empty: the checkpoint's (auto when --device changes it)
   std::filesystem::path ckpt_dir, metrics, summary;
   std::optional<std::string> data;
   std::optional<std::uint64_t> test_limit;

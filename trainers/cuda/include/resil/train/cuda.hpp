@@ -6,6 +6,7 @@
 #include <string>
 
 #include "resil/train/backend.hpp"
+#include "resil/train/comm.hpp"
 
 namespace resil::train {
 
@@ -22,5 +23,11 @@ int cuda_device_for_local_rank(int local_rank);
 /// floating-point atomics) for everything else, so repeated runs are bit-identical.
 /// Throws CudaError when the device cannot be used.
 std::unique_ptr<Backend> make_cuda_backend(int device);
+
+/// NCCL communicator over every rank of `comm`, on `be`'s device and stream (`be` must be a CUDA
+/// backend). Collective. Pins NCCL_ALGO=Ring and NCCL_PROTO=Simple unless the user set them, so
+/// repeated runs sum in the same order. Defined only in builds with NCCL (RESIL_HAVE_NCCL); programs
+/// hand it to register_nccl_provider.
+std::unique_ptr<DeviceComm> make_nccl_comm(Backend& be, const Comm& comm);
 
 }  // namespace resil::train
