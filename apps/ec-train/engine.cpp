@@ -152,7 +152,35 @@ void Engine::train_step(std::int64_t step) {
       Writer(req[static_cast<std::size_t>(owner)]).put(id);
       order[static_cast<std::size_t>(owner)].emplace_back(t, static_cast<int>(u));
     }
-  const auto asked_raw = mpi_.exchange(req);
+  // With ec the previous step's parity deltas ride along: [u64 request bytes][requests][deltas].
+  // Their arrival everywhere commits that step, one round earlier than a round of their own.
+  const bool carry = pending_step_ >= 0;
+  if (carry)
+    for (int r = 0; r < N; ++r) {
+      ByteVec m;
+      Writer w(m);
+      w.put(static_cast<std::uint64_t>(req[static_cast<std::size_t>(r)].size()));
+      w.put_bytes(req[static_cast<std::size_t>(r)].data(), req[static_cast<std::size_t>(r)].size());
+      const auto& pend = pending_deltas_[static_cast<std::size_t>(r)];
+      w.put_bytes(pend.data(), pend.size());
+      req[static_cast<std::size_t>(r)] = std::move(m);
+    }
+  auto asked_raw = mpi_.exchange(req);
+  if (carry) {
+    std::vector<ByteVec> deltas(static_cast<std::size_t>(N));
+    for (int r = 0; r < N; ++r) {
+      auto& m = asked_raw[static_cast<std::size_t>(r)];
+      Reader rd(m, "row request with parity deltas");
+      const auto n = rd.get<std::uint64_t>();
+      const std::byte* q = rd.take(static_cast<std::size_t>(n));
+      ByteVec reqs(q, q + n);
+      deltas[static_cast<std::size_t>(r)].assign(m.begin() + static_cast<std::ptrdiff_t>(sizeof(std::uint64_t) + n), m.end());
+      m = std::move(reqs);
+    }
+    shards_.apply_deltas(static_cast<std::uint64_t>(pending_step_), deltas);
+    pending_step_ = -1;
+    pending_deltas_.clear();
+  }
   std::vector<std::vector<RowId>> asked(static_cast<std::size_t>(N));
   std::vector<RowId> owned;  // rows of this rank that the step touches, sorted
   for (int r = 0; r < N; ++r) {
@@ -261,7 +289,8 @@ void Engine::train_step(std::int64_t step) {
   }
 
   // 9. One delta message per (stripe, data fragment) to each of its m parity holders, tagged with
-  // the step. When every holder has applied them (the exchange returns everywhere), step commits.
+  // the step. They leave with the next step's row requests (or flush_deltas()); when every holder
+  // has applied them, the step commits.
   if (cfg_.ft != "ec") return;
   std::vector<ByteVec> dout(static_cast<std::size_t>(N));
   for (std::size_t i = 0; i < owned.size();) {
@@ -284,7 +313,15 @@ void Engine::train_step(std::int64_t step) {
     }
     i = e;
   }
-  shards_.apply_deltas(static_cast<std::uint64_t>(step), mpi_.exchange(dout));
+  pending_deltas_ = std::move(dout);
+  pending_step_ = step;
+}
+
+void Engine::flush_deltas() {
+  if (pending_step_ < 0) return;  // the same on every rank: all run the same steps
+  shards_.apply_deltas(static_cast<std::uint64_t>(pending_step_), mpi_.exchange(pending_deltas_));
+  pending_step_ = -1;
+  pending_deltas_.clear();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -320,6 +357,9 @@ void Engine::set_mlp_state(const ByteVec& b) {
 
 std::optional<std::int64_t> Engine::inject(const std::vector<int>& ranks, std::int64_t step) {
   const int me = mpi_.rank(), N = mpi_.size();
+  // Failures strike at a commit boundary: the last step's deltas are applied first (see
+  // docs/ec-train.md, "Commit protocol").
+  flush_deltas();
   const double t0 = now_seconds();
   // The failed rank loses everything it held in memory; a replacement with garbage memory takes
   // its slot (same rank number). Then it announces itself: a real collective every rank joins.
@@ -504,6 +544,7 @@ int Engine::run() {
     progress.update(static_cast<std::uint64_t>(step), extra.str());
     ++step;
   }
+  flush_deltas();
   // Finish any rebuild still running, so the final state is fully redundant before it is hashed.
   while (cfg_.ft == "ec" && shards_.any_lost()) {
     const double r0 = now_seconds();

@@ -43,7 +43,9 @@ std::string Engine::meta_config(bool preempted) const {
 }
 
 void Engine::save_ckpt(std::int64_t step, bool preempted) {
-  // A lost fragment's store holds garbage until it is rebuilt: finish the rebuild first.
+  // A lost fragment's store holds garbage until it is rebuilt: finish the rebuild first (from
+  // parities that hold every delta up to `step`).
+  flush_deltas();
   while (shards_.any_lost()) {
     const double r0 = now_seconds();
     shards_.recover({}, static_cast<std::uint64_t>(step), 0);

@@ -72,6 +72,9 @@ private:
   ByteVec mlp_state();
   void set_mlp_state(const ByteVec& b);
   void after_rebuild(std::int64_t step, double round_s);
+  /// Apply the last step's parity deltas now, in a round of their own (collective). Used where the
+  /// parities must be current before the next step's first exchange: a failure, the end of the run.
+  void flush_deltas();
   std::string state_hash();
   // engine_ckpt.cpp
   void save_ckpt(std::int64_t step, bool preempted);
@@ -101,6 +104,10 @@ private:
   double loss_sum_ = 0;                     // this step's global loss (rank 0's view)
   std::uint64_t step_degraded_rows_ = 0;    // rows this rank decoded on the fly this step
   bool preempted_ = false;
+  // ec: the parity deltas of step `pending_step_` (one buffer per rank), sent with the next step's
+  // row requests; that step's exchange commits them.
+  std::vector<ByteVec> pending_deltas_;
+  std::int64_t pending_step_ = -1;
 };
 
 }  // namespace resil::ectrain
