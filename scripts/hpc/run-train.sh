@@ -2,7 +2,9 @@
 # Scheduler-neutral training step used by slurm/train.sbatch and pbs/train.pbs.
 # Starts `ckpt-train train`, or resumes from the newest complete checkpoint in CKPT_DIR when one
 # exists (a requeued job continues where it stopped). Exit 75 means "checkpointed after
-# SIGTERM/SIGUSR1: requeue me"; the batch script requeues on it.
+# SIGTERM/SIGUSR1: requeue me"; the batch script requeues on it. The launcher's own exit status is
+# not trusted for that: MPICH 4.0's mpiexec sometimes returns 0 although every rank exited 75, so
+# the run's summary JSON (CKPT_DIR/summary.json, "preempted": true) also turns the result into 75.
 #
 # Environment (defaults in brackets):
 #   RESIL_BIN [build/bin]    where ckpt-train lives
@@ -17,14 +19,22 @@ launch=${LAUNCH:-mpiexec -n $np}
 ckpt_dir=${CKPT_DIR:-ckpts}
 mkdir -p "$ckpt_dir"
 
+summary=$ckpt_dir/summary.json
+rm -f "$summary"
 latest=$("$bin/ckpt-train" latest --ckpt-dir "$ckpt_dir" 2>/dev/null || true)
 if [[ -n $latest ]]; then
   echo "resil: resuming from $latest"
   # shellcheck disable=SC2086
-  $launch "$bin/ckpt-train" resume --from "$latest" --epochs "${EPOCHS:-2}" --ckpt-dir "$ckpt_dir" ${RESUME_ARGS:-}
+  $launch "$bin/ckpt-train" resume --from "$latest" --epochs "${EPOCHS:-2}" --ckpt-dir "$ckpt_dir" --summary "$summary" ${RESUME_ARGS:-}
 else
   echo "resil: starting a new run in $ckpt_dir"
   # shellcheck disable=SC2086
   $launch "$bin/ckpt-train" train --model "${MODEL:-mlp}" --epochs "${EPOCHS:-2}" --seed "${SEED:-1}" \
-    --parallel "${PARALLEL:-dp}" --ckpt-dir "$ckpt_dir" ${TRAIN_ARGS:-}
+    --parallel "${PARALLEL:-dp}" --ckpt-dir "$ckpt_dir" --summary "$summary" ${TRAIN_ARGS:-}
 fi
+rc=$?
+if [[ $rc != 75 && -f $summary ]] && grep -Eq '"preempted": *true' "$summary"; then
+  echo "resil: launcher returned $rc but the run was preempted (summary.json): exiting 75"
+  rc=75
+fi
+exit $rc
