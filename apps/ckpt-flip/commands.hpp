@@ -93,6 +93,8 @@ struct FitOptions {
   std::string fault_model, json;
   std::vector<std::string> results;
   std::optional<double> mbit;
+  std::uint64_t draws = 20000;
+  std::optional<std::uint64_t> seed;
 };
 CLI::App* setup_fit(CLI::App& app, FitOptions& o);
 int run_fit(const FitOptions& o);
