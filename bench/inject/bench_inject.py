@@ -2,8 +2,16 @@
 Cases: contiguous fp32 and gzip-chunked (500x500) fp32, in place, N flips (default 10,000).
 Env: RESIL_BENCH_SIZES_MB (default "100"; e.g. "100,1024"), RESIL_BENCH_FLIPS (10000),
 RESIL_BENCH_BASELINE_FLIPS_GZIP (300: the h5py way costs ~tens of ms per flip on gzip chunks, so it is
-timed on this many flips and scaled per flip to N; printed as such)."""
+timed on this many flips and scaled per flip to N; printed as such), RESIL_BENCH_REPEATS (3: ckpt-flip
+runs per case, the median is reported; each run injects N more flips into the same file).
+With several sizes it also prints, per layout, ckpt-flip's time at the largest size over the smallest:
+for contiguous data this is the "time independent of file size" check (expected ~1).
+Files are written and flipped in slabs (never a whole dataset in memory) and fsynced before ckpt-flip
+is timed, so no dirty pages of the file's creation or of the h5py run are flushed inside its time.
+Needs about 2.2x the largest size free in TMPDIR (gzip file + its in-place staging copy)."""
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -16,6 +24,12 @@ flip = sys.argv[1]
 sizes = [int(s) for s in os.environ.get("RESIL_BENCH_SIZES_MB", "100").split(",")]
 nflips = int(os.environ.get("RESIL_BENCH_FLIPS", "10000"))
 base_gzip = int(os.environ.get("RESIL_BENCH_BASELINE_FLIPS_GZIP", "300"))
+repeats = int(os.environ.get("RESIL_BENCH_REPEATS", "3"))
+tmp_root = os.environ.get("TMPDIR", "/tmp")
+need = int(2.2 * max(sizes)) << 20
+if shutil.disk_usage(tmp_root).free < need:
+    sys.exit(f"bench_inject: {tmp_root} has {shutil.disk_usage(tmp_root).free >> 20} MiB free, "
+             f"{need >> 20} MiB needed for {max(sizes)} MB (set TMPDIR)")
 
 
 def make(path, mb, chunked):
@@ -28,7 +42,17 @@ def make(path, mb, chunked):
         step = 500
         for r in range(0, rows, step):
             d[r:r + step] = rng.standard_normal((step, cols)).astype("f4")
+    sync(path)
     return rows, cols
+
+
+def sync(path):
+    """Flush the file's dirty pages now, so that ckpt-flip's own fsync is not charged for them."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def h5py_way(path, shape, n):
@@ -42,18 +66,25 @@ def h5py_way(path, shape, n):
             v = np.array(d[i, j], dtype="f4")
             v.view("u4")[...] ^= np.uint32(1 << b)
             d[i, j] = v
-    return time.perf_counter() - t0
+    t = time.perf_counter() - t0
+    sync(path)
+    return t
 
 
 def ckpt_flip(path, n, log):
-    t0 = time.perf_counter()
-    subprocess.run([flip, "inject", path, "--in-place", "--seed", "1", "--flips", str(n), "--log", log, "--no-hash"],
-                   check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    """Median wall time of `repeats` in-place runs (process start to exit, fsync included)."""
+    times = []
+    for rep in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run([flip, "inject", path, "--in-place", "--seed", str(1 + rep), "--flips", str(n), "--log", log,
+                        "--no-hash"], check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 rows_out = []
-with tempfile.TemporaryDirectory(prefix="bench-inject-", dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
+tc_by = {}  # (chunked, mb) -> (ckpt-flip time, file MiB)
+with tempfile.TemporaryDirectory(prefix="bench-inject-", dir=tmp_root) as tmp:
     for mb in sizes:
         for chunked in (False, True):
             p = os.path.join(tmp, f"w{mb}{'g' if chunked else 'c'}.h5")
@@ -62,10 +93,21 @@ with tempfile.TemporaryDirectory(prefix="bench-inject-", dir=os.environ.get("TMP
             nb = min(nflips, base_gzip) if chunked else nflips
             tb = h5py_way(p, shape, nb) * nflips / nb
             tc = ckpt_flip(p, nflips, os.path.join(tmp, "log.jsonl"))
+            tc_by[(chunked, mb)] = (tc, fsize)
             kind = "gzip-chunked 500x500" if chunked else "contiguous"
             note = f" (h5py timed on {nb} flips, scaled)" if nb != nflips else ""
+            if repeats > 1:
+                note += f" (ckpt-flip median of {repeats})"
             line = (f"{mb:5d} MB {kind:22s} file {fsize:7.1f} MiB  {nflips} flips: h5py {tb:8.2f} s{note}  "
                     f"ckpt-flip {tc:6.3f} s  ratio {tb / tc:7.1f}x")
             print(line, flush=True)
             rows_out.append(line)
             os.remove(p)
+
+if len(set(sizes)) > 1:
+    lo, hi = min(sizes), max(sizes)
+    for chunked, kind, why in ((False, "contiguous", "time independent of file size: expected ~1"),
+                               (True, "gzip-chunked 500x500", "in place it is staged through a copy of the file: grows with it")):
+        (t_hi, f_hi), (t_lo, f_lo) = tc_by[(chunked, hi)], tc_by[(chunked, lo)]
+        print(f"{kind}: ckpt-flip {hi} MB / {lo} MB time = {t_hi / t_lo:.2f} "
+              f"({t_hi:.3f} s / {t_lo:.3f} s, files {f_hi:.1f} / {f_lo:.1f} MiB; {why})", flush=True)
