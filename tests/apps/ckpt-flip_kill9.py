@@ -20,7 +20,6 @@ Kill points: one uninterrupted run per file measures when the log is complete (i
 in it) and how long the apply phase lasts; killed runs are then signalled at fractions of that
 phase after their own log is complete, so the points track the machine's speed.
 """
-import glob
 import os
 import shutil
 import signal
