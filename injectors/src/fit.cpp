@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "resil/core/error.hpp"
 
@@ -170,19 +171,22 @@ double sample_raw(const FitModel& m, Rng& rng) {
 void propagate(const FitModel& m, const std::vector<PatternEvidence>& ev, const PatternEvidence& single, double scale,
                FitMonteCarlo mc, FitResult& r) {
   const std::size_t np = m.patterns.size();
-  // Patterns measured by the same campaign share one posterior draw: it is one unknown quantity.
+  // Patterns measured by the same campaign (same campaign_model and counts) share one posterior
+  // draw: it is one unknown quantity, not several independent ones.
   std::vector<std::size_t> group(np);
   std::vector<std::size_t> group_rep;  // a pattern index per group
-  std::map<std::string, std::size_t> by_model;
+  using Key = std::tuple<std::string, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>;
+  std::map<Key, std::size_t> by_model;
   for (std::size_t k = 0; k < np; ++k) {
     const auto& cm = m.patterns[k].campaign_model;
-    const auto it = cm.empty() ? by_model.end() : by_model.find(cm);
+    const Key key{cm, ev[k].n, ev[k].sdc, ev[k].critical_sdc, ev[k].due};
+    const auto it = cm.empty() ? by_model.end() : by_model.find(key);
     if (it != by_model.end()) {
       group[k] = it->second;
       continue;
     }
     group[k] = group_rep.size();
-    if (!cm.empty()) by_model.emplace(cm, group_rep.size());
+    if (!cm.empty()) by_model.emplace(key, group_rep.size());
     group_rep.push_back(k);
   }
   std::vector<double> alpha(np), mix(np), q_sdc(group_rep.size()), q_crit(group_rep.size()), q_due(group_rep.size());

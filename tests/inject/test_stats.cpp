@@ -2,7 +2,11 @@
 // scipy.stats, hand computations), plus the campaign classifier and two-level FIT arithmetic.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "resil/core/error.hpp"
 #include "resil/inject/campaign.hpp"
@@ -197,4 +201,193 @@ TEST_CASE("two-level FIT", "[fit][unit]") {
   CHECK(u.sdc.hi == Approx(20 * 0.2 * 0.5));
   CHECK_THROWS_AS(FitModel::parse(R"({"source": "x", "raw_fit_per_mbit": 1, "patterns": [{"name": "a", "p": 0.5}]})", "f"), resil::UsageError);
   CHECK_THROWS_AS(FitModel::parse(R"({"raw_fit_per_mbit": 1, "patterns": [{"name": "a", "p": 1}]})", "f"), resil::UsageError);
+}
+
+// ---- Monte Carlo propagation for the two-level FIT: samplers, then the propagation itself.
+// Every sampler check uses a fixed seed (deterministic) and a tolerance of 5 standard errors of the
+// statistic for the number of draws, so a correct sampler fails only for a ~1e-6 unlucky seed and a
+// wrong one (bias larger than the tolerance) fails every time.
+namespace {
+
+struct Moments {
+  double mean = 0, var = 0;
+};
+Moments moments(const std::vector<double>& x) {
+  double m = 0;
+  for (double v : x) m += v;
+  m /= static_cast<double>(x.size());
+  double s = 0;
+  for (double v : x) s += (v - m) * (v - m);
+  return {m, s / static_cast<double>(x.size() - 1)};
+}
+// Closed-form moments and excess kurtosis; the standard error of the sample variance is
+// sqrt(var^2 (2 + excess kurtosis) / N).
+void check_moments(const std::vector<double>& x, double mean, double var, double excess_kurtosis) {
+  const auto n = static_cast<double>(x.size());
+  const auto m = moments(x);
+  CHECK(std::fabs(m.mean - mean) < 5 * std::sqrt(var / n));
+  CHECK(std::fabs(m.var - var) < 5 * std::sqrt(var * var * (2 + excess_kurtosis) / n));
+}
+// |F(empirical q-quantile) - q| within 5 standard errors of an order statistic's CDF value.
+bool quantile_ok(double cdf_at_quantile, double q, std::uint64_t n) {
+  return std::fabs(cdf_at_quantile - q) < 5 * std::sqrt(q * (1 - q) / static_cast<double>(n));
+}
+
+}  // namespace
+
+TEST_CASE("gamma sampler: closed-form mean and variance", "[fit][unit]") {
+  const double a = GENERATE(0.5, 1.0, 2.5, 30.0);  // < 1 takes the U^(1/a) boost
+  resil::Rng rng(20240611, 1);
+  std::vector<double> x(200000);
+  for (auto& v : x) v = sample_gamma(a, rng);
+  INFO("shape " << a);
+  check_moments(x, a, a, 6 / a);
+  CHECK(*std::min_element(x.begin(), x.end()) >= 0);
+  CHECK_THROWS_AS(sample_gamma(0, rng), resil::UsageError);
+  CHECK_THROWS_AS(sample_gamma(-1, rng), resil::UsageError);
+}
+
+TEST_CASE("beta sampler: closed-form moments and Kolmogorov-Smirnov against the incomplete beta", "[fit][unit]") {
+  const auto [a, b] = GENERATE(std::pair{0.5, 0.5}, std::pair{2.5, 10.5}, std::pair{0.5, 40.5}, std::pair{30.5, 2.5});
+  INFO("Beta(" << a << ", " << b << ")");
+  resil::Rng rng(77, 2);
+  std::vector<double> x(200000);
+  for (auto& v : x) v = sample_beta(a, b, rng);
+  const double s = a + b, var = a * b / (s * s * (s + 1));
+  const double kurt = 6 * ((a - b) * (a - b) * (s + 1) - a * b * (s + 2)) / (a * b * (s + 2) * (s + 3));
+  check_moments(x, a / s, var, kurt);
+  // KS distance on the first 20000 draws; 1.95 / sqrt(n) is the 0.1% critical value.
+  std::vector<double> y(x.begin(), x.begin() + 20000);
+  std::sort(y.begin(), y.end());
+  double d = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const double f = incomplete_beta(a, b, y[i]), n = static_cast<double>(y.size());
+    d = std::max({d, std::fabs(f - static_cast<double>(i) / n), std::fabs(f - static_cast<double>(i + 1) / n)});
+  }
+  CHECK(d < 1.95 / std::sqrt(static_cast<double>(y.size())));
+  // Same stream, same draws.
+  resil::Rng r1(77, 2), r2(77, 2);
+  CHECK(sample_beta(a, b, r1) == sample_beta(a, b, r2));
+}
+
+TEST_CASE("dirichlet sampler: marginal means and the simplex", "[fit][unit]") {
+  const std::vector<double> alpha{0.5, 2.0, 7.5};
+  const double a0 = 10;
+  resil::Rng rng(3, 3);
+  std::vector<std::vector<double>> cols(3, std::vector<double>(100000));
+  std::vector<double> out(3);
+  for (std::size_t i = 0; i < cols[0].size(); ++i) {
+    sample_dirichlet(alpha, out, rng);
+    REQUIRE(out[0] + out[1] + out[2] == Approx(1).epsilon(1e-12));
+    for (int k = 0; k < 3; ++k) cols[k][i] = out[k];
+  }
+  for (int k = 0; k < 3; ++k) {
+    // Marginal k is Beta(alpha_k, a0 - alpha_k).
+    const double a = alpha[k], b = a0 - a, kurt = 6 * ((a - b) * (a - b) * (a0 + 1) - a * b * (a0 + 2)) / (a * b * (a0 + 2) * (a0 + 3));
+    check_moments(cols[k], a / a0, a * b / (a0 * a0 * (a0 + 1)), kurt);
+  }
+  std::vector<double> wrong(2);
+  CHECK_THROWS_AS(sample_dirichlet(alpha, wrong, rng), resil::UsageError);
+}
+
+TEST_CASE("summarize_draws: mean, median and interpolated percentiles", "[fit][unit]") {
+  std::vector<double> d{5, 1, 4, 2, 3};
+  const auto s = summarize_draws(d);
+  CHECK(s.mean == Approx(3));
+  CHECK(s.median == Approx(3));
+  CHECK(s.p2_5 == Approx(1.1));   // h = 0.025 * 4 = 0.1
+  CHECK(s.p97_5 == Approx(4.9));
+  std::vector<double> one{7};
+  CHECK(summarize_draws(one).p97_5 == 7);
+}
+
+TEST_CASE("two-level FIT: Monte Carlo propagation", "[fit][unit]") {
+  const std::uint64_t N = 20000;
+  const auto m = FitModel::parse(R"({"name": "t", "source": "test values", "raw_fit_per_mbit": 10, "raw_fit_per_mbit_range": [5, 20],
+      "mbit": 2, "exposure": 0.5, "patterns": [
+        {"name": "single", "p": 0.8, "ecc_corrected": 1.0, "campaign_model": "flip"},
+        {"name": "double", "p": 0.2, "ecc_corrected": 0.0, "ecc_detected": 0.5, "campaign_model": "adjacent:2"}]})", "fm.json");
+  const PatternEvidence single{100, 10, 5, 20}, dbl{50, 25, 10, 5};
+  SECTION("deterministic for a seed; the point value and bounds do not change") {
+    const auto plain = compute_fit(m, {single, dbl}, single, 0, 0.95);
+    const auto a = compute_fit(m, {single, dbl}, single, 0, 0.95, {N, 7});
+    const auto b = compute_fit(m, {single, dbl}, single, 0, 0.95, {N, 7});
+    const auto c = compute_fit(m, {single, dbl}, single, 0, 0.95, {N, 8});
+    CHECK_FALSE(plain.sdc.mc);
+    CHECK(a.to_json() == b.to_json());
+    CHECK(a.to_json().at("sdc").at("mc") != c.to_json().at("sdc").at("mc"));
+    CHECK(a.to_json().at("monte_carlo").at("seed") == 7);
+    for (auto f : {&FitResult::sdc, &FitResult::critical_sdc, &FitResult::due, &FitResult::sdc_low_level_only, &FitResult::sdc_injection_only}) {
+      const auto& v = a.*f;
+      CHECK(v.value == (plain.*f).value);
+      CHECK(v.lo == (plain.*f).lo);
+      CHECK(v.hi == (plain.*f).hi);
+      REQUIRE(v.mc);
+      CHECK(v.lo <= v.mc->median);  // the conservative bounds hold the median
+      CHECK(v.mc->median <= v.hi);
+      CHECK(v.mc->p2_5 < v.mc->median);
+      CHECK(v.mc->median < v.mc->p97_5);
+    }
+  }
+  SECTION("raw rate: log-uniform (default) or uniform over the range") {
+    // One pattern, all detected: DUE = raw exactly, so its draws are the raw-rate draws.
+    const std::string body = R"("raw_fit_per_mbit": 10, "raw_fit_per_mbit_range": [5, 20], "mbit": 1,
+        "patterns": [{"name": "d", "p": 1, "ecc_detected": 1, "campaign_model": "flip"}]})";
+    const auto lu = compute_fit(FitModel::parse(R"({"source": "t", )" + body, "f"), {PatternEvidence{}}, {}, 0, 0.95, {N, 1});
+    const auto F = [](double x) { return std::log(x / 5) / std::log(4.0); };  // log-uniform CDF on [5, 20]
+    CHECK(quantile_ok(F(lu.due.mc->median), 0.5, N));
+    CHECK(quantile_ok(F(lu.due.mc->p2_5), 0.025, N));
+    CHECK(quantile_ok(F(lu.due.mc->p97_5), 0.975, N));
+    const double mean = 15 / std::log(4.0), var = (400 - 25) / (2 * std::log(4.0)) - mean * mean;
+    CHECK(std::fabs(lu.due.mc->mean - mean) < 5 * std::sqrt(var / N));
+    const auto un = compute_fit(FitModel::parse(R"({"source": "t", "raw_fit_distribution": "uniform", )" + body, "f"), {PatternEvidence{}}, {}, 0, 0.95, {N, 1});
+    CHECK(quantile_ok((un.due.mc->median - 5) / 15, 0.5, N));
+    CHECK(quantile_ok((un.due.mc->p97_5 - 5) / 15, 0.975, N));
+    CHECK(un.to_json().at("monte_carlo").at("raw_rate").get<std::string>().rfind("uniform", 0) == 0);
+  }
+  SECTION("P(SDC | pattern) from the Jeffreys posterior; patterns of one campaign share a draw") {
+    // Fixed raw rate 1, two patterns measured by the same campaign (3 SDC in 20): SDC = q, q ~ Beta(3.5, 17.5).
+    // Independent draws per pattern would average two Betas and narrow the interval.
+    const auto fm = FitModel::parse(R"({"source": "t", "raw_fit_per_mbit": 1, "mbit": 1, "patterns": [
+        {"name": "a", "p": 0.5, "campaign_model": "flip"}, {"name": "b", "p": 0.5, "campaign_model": "flip"}]})", "f");
+    const PatternEvidence e{20, 3, 1, 0};
+    const auto r = compute_fit(fm, {e, e}, e, 0, 0.95, {N, 3});
+    CHECK(quantile_ok(incomplete_beta(3.5, 17.5, r.sdc.mc->median), 0.5, N));
+    CHECK(quantile_ok(incomplete_beta(3.5, 17.5, r.sdc.mc->p2_5), 0.025, N));
+    CHECK(quantile_ok(incomplete_beta(3.5, 17.5, r.sdc.mc->p97_5), 0.975, N));
+    CHECK(quantile_ok(incomplete_beta(1.5, 19.5, r.critical_sdc.mc->median), 0.5, N));
+    // No DUE seen: Beta(0.5, 20.5), not a point mass at 0.
+    CHECK(r.due.value == 0);
+    CHECK(quantile_ok(incomplete_beta(0.5, 20.5, r.due.mc->p97_5), 0.975, N));
+    // An unmeasured pattern draws from the prior Beta(1/2, 1/2) and stays incomplete.
+    const auto u = compute_fit(fm, {e, PatternEvidence{}}, e, 0, 0.95, {N, 3});
+    CHECK_FALSE(u.sdc.complete);
+    CHECK(u.sdc.mc->p97_5 > r.sdc.mc->p97_5);
+  }
+  SECTION("pattern mix from counts: Dirichlet(count + 1/2)") {
+    const auto fm = FitModel::parse(R"({"source": "t", "raw_fit_per_mbit": 1, "mbit": 1, "patterns": [
+        {"name": "a", "count": 30, "ecc_detected": 1}, {"name": "b", "count": 10, "p": 0.25, "ecc_corrected": 1}]})", "f");
+    REQUIRE(fm.has_counts());
+    CHECK(fm.patterns[0].p == Approx(0.75));
+    const auto r = compute_fit(fm, {PatternEvidence{}, PatternEvidence{}}, {}, 0, 0.95, {N, 5});
+    CHECK(r.dirichlet_mix);
+    CHECK(r.due.value == Approx(0.75));
+    // DUE = P_a ~ Beta(30.5, 10.5).
+    const double a = 30.5, b = 10.5, s = a + b;
+    CHECK(std::fabs(r.due.mc->mean - a / s) < 5 * std::sqrt(a * b / (s * s * (s + 1)) / N));
+    CHECK(quantile_ok(incomplete_beta(a, b, r.due.mc->median), 0.5, N));
+    // Bounds let P_a range over its Clopper-Pearson interval.
+    CHECK(r.due.lo == Approx(clopper_pearson_interval(30, 40, 0.95).lo));
+    CHECK(r.due.hi == Approx(clopper_pearson_interval(30, 40, 0.95).hi));
+  }
+  SECTION("fault-model errors") {
+    const auto bad = [](const std::string& j) { return FitModel::parse(j, "fm.json"); };
+    // counts on some patterns only; p disagreeing with the counts; log-uniform from 0; unknown distribution.
+    CHECK_THROWS_AS(bad(R"({"source": "t", "raw_fit_per_mbit": 1, "patterns": [{"name": "a", "count": 1, "p": 0.5}, {"name": "b", "p": 0.5}]})"), resil::UsageError);
+    CHECK_THROWS_AS(bad(R"({"source": "t", "raw_fit_per_mbit": 1, "patterns": [{"name": "a", "count": 3, "p": 0.5}, {"name": "b", "count": 1}]})"), resil::UsageError);
+    CHECK_THROWS_AS(bad(R"({"source": "t", "raw_fit_per_mbit": 1, "raw_fit_per_mbit_range": [0, 2], "patterns": [{"name": "a", "p": 1}]})"), resil::UsageError);
+    CHECK_NOTHROW(bad(R"({"source": "t", "raw_fit_per_mbit": 1, "raw_fit_per_mbit_range": [0, 2], "raw_fit_distribution": "uniform", "patterns": [{"name": "a", "p": 1}]})"));
+    CHECK_THROWS_AS(bad(R"({"source": "t", "raw_fit_per_mbit": 1, "raw_fit_distribution": "normal", "patterns": [{"name": "a", "p": 1}]})"), resil::UsageError);
+    CHECK(bad(R"({"source": "t", "assumptions": "one", "raw_fit_per_mbit": 1, "patterns": [{"name": "a", "p": 1}]})").assumptions.size() == 1);
+  }
 }

@@ -90,7 +90,7 @@ struct FitResult {
 };
 
 /// `evidence[i]` belongs to `model.patterns[i]`; `single_bit` is the evidence of the single-bit campaign.
-/// Patterns with the same campaign_model share one posterior draw per Monte Carlo draw (same evidence).
+/// Patterns with the same campaign_model and evidence share one posterior draw per Monte Carlo draw.
 FitResult compute_fit(const FitModel& model, const std::vector<PatternEvidence>& evidence, const PatternEvidence& single_bit,
                       double default_mbit, double confidence, FitMonteCarlo mc = {});
 
