@@ -1,12 +1,17 @@
 // plan(): sites -> records (reads the touched words once); apply(): records -> file, per word
-// chain, block by block, so each touched chunk is read and written once.
+// chain, block by block, so each touched chunk is read and written once. In place, HDF5 is only
+// ever opened read-only: raw data at known offsets is changed with pwrite, and edits that only
+// HDF5 can make (filtered or unallocated chunks) go through a staged copy decided up front.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <filesystem>
+#include <iostream>
 #include <map>
-#include <set>
 #include <unordered_map>
 
 #include "resil/ckpt/fs.hpp"
@@ -23,7 +28,7 @@ std::vector<FlipRecord> plan(const std::string& file, std::span<const Target> ta
   {
     std::vector<std::vector<std::uint64_t>> idx(targets.size());
     for (const auto& s : sites) idx[s.target].push_back(s.index);
-    WordFile wf(file, false);
+    WordFile wf(file, Access::read);
     for (std::size_t t = 0; t < targets.size(); ++t) {
       if (idx[t].empty()) continue;
       const unsigned width = wf.width_of(targets[t].info.path);
@@ -123,24 +128,83 @@ ApplyStats apply_raw(const std::string& file, std::span<const FlipRecord> record
   return st;
 }
 
-bool touches_filtered(const std::string& file, std::span<const FlipRecord> records) {
-  std::set<std::string> names;
-  for (const auto& r : records) names.insert(r.dataset);
-  auto f = ckpt::h5::open_file(file, ckpt::h5::Mode::read);
-  for (const auto& n : names) {
-    auto d = ckpt::h5::open_dataset(f, n, file);
-    ckpt::h5::PropList dcpl(H5Dget_create_plist(d));
-    if (H5Pget_nfilters(dcpl) > 0) return true;
+using Chains = std::map<std::string, std::map<std::uint64_t, std::vector<const FlipRecord*>>>;  // dataset -> index -> log order
+
+void check_width(WordFile& wf, const std::string& file, const std::string& dataset, const FlipRecord& r) {
+  const unsigned width = wf.width_of(dataset);
+  if (width != r.width)
+    throw MismatchError(file + ": dataset " + dataset + " stores " + std::to_string(width) + "-bit words, the log has " +
+                        std::to_string(r.width) + "-bit records");
+}
+
+std::vector<std::uint64_t> indices_of(const std::map<std::uint64_t, std::vector<const FlipRecord*>>& by_index) {
+  std::vector<std::uint64_t> idx;
+  idx.reserve(by_index.size());
+  for (const auto& kv : by_index) idx.push_back(kv.first);
+  return idx;
+}
+
+// Whether applying the chains changes a word that only HDF5 can write (read-only probe, before any
+// byte changes; mismatches there throw now). Words at known offsets are not read here.
+bool needs_staging(const std::string& file, const Chains& chains, Direction dir, bool force) {
+  WordFile wf(file, Access::read);
+  ApplyStats scratch;
+  bool changes = false;
+  for (const auto& [dataset, by_index] : chains) {
+    check_width(wf, file, dataset, *by_index.begin()->second.front());
+    auto only = wf.hdf5_only(dataset, indices_of(by_index));
+    wf.edit(dataset, std::move(only), [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
+      for (std::size_t k = 0; k < i.size(); ++k) changes = changes || resolve(by_index.at(i[k]), w[k], dir, force, file, scratch) != w[k];
+    });
+    if (changes) break;
   }
-  return false;
+  wf.close();
+  return changes;
+}
+
+// Temporaries of `file` (ckpt::fs::temp_sibling) whose process is gone, removed; their paths.
+std::vector<std::string> remove_stale_temporaries(const std::string& file) {
+  namespace stdfs = std::filesystem;
+  const stdfs::path p(file);
+  const std::string prefix = "." + p.filename().string() + ".tmp.";  // ckpt::fs::temp_sibling
+  const stdfs::path dir = p.parent_path().empty() ? stdfs::path(".") : p.parent_path();
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (stdfs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const char* first = name.data() + prefix.size();
+    const char* last = name.data() + name.size();
+    pid_t pid = 0;
+    const auto [ptr, err] = std::from_chars(first, last, pid);
+    if (err != std::errc() || ptr != last || *first == '+' || *first == '-' || pid <= 0 || pid == ::getpid()) continue;
+    // Alive, or alive under another user (EPERM): its temporary is in use, or at least not ours to judge.
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code fec;
+    if (!stdfs::is_regular_file(stdfs::symlink_status(it->path(), fec))) continue;
+    if (stdfs::remove(it->path(), fec)) removed.push_back(it->path().string());
+  }
+  return removed;
 }
 
 }  // namespace
 
 ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force, bool crash_safe) {
   if (records.empty()) return {};
+  if (crash_safe) {
+    // Killed staged runs leave a temporary copy the size of the file: reclaim it before staging again.
+    for (const auto& t : remove_stale_temporaries(file))
+      std::cout << "removed stale temporary " << t << " (its process is gone)\n";
+  }
   if (records.front().raw) return apply_raw(file, records, dir, force);
-  if (crash_safe && touches_filtered(file, records)) {
+  Chains chains;
+  for (const auto& r : records) {
+    if (r.raw) throw CorruptInputError("flip log mixes raw and dataset records");
+    chains[r.dataset][r.index].push_back(&r);
+  }
+  // HDF5 may relocate a rewritten filtered chunk and allocates unallocated ones, updating its
+  // metadata later; only a copy may be opened read-write, so such edits stage the whole file.
+  if (crash_safe && needs_staging(file, chains, dir, force)) {
     const auto tmp = ckpt::fs::temp_sibling(file);
     ckpt::fs::RemoveOnError guard(tmp);
     ckpt::fs::copy_file(file, tmp);
@@ -149,22 +213,11 @@ ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, D
     guard.keep();
     return st;
   }
-  // dataset -> index -> chain (log order)
-  std::map<std::string, std::map<std::uint64_t, std::vector<const FlipRecord*>>> chains;
-  for (const auto& r : records) {
-    if (r.raw) throw CorruptInputError("flip log mixes raw and dataset records");
-    chains[r.dataset][r.index].push_back(&r);
-  }
   ApplyStats st;
-  WordFile wf(file, true);
+  WordFile wf(file, crash_safe ? Access::in_place : Access::rewrite);
   for (auto& [dataset, by_index] : chains) {
-    const unsigned width = wf.width_of(dataset);
-    if (width != by_index.begin()->second.front()->width)
-      throw MismatchError(file + ": dataset " + dataset + " stores " + std::to_string(width) + "-bit words, the log has " +
-                          std::to_string(by_index.begin()->second.front()->width) + "-bit records");
-    std::vector<std::uint64_t> idx;
-    idx.reserve(by_index.size());
-    for (const auto& kv : by_index) idx.push_back(kv.first);
+    check_width(wf, file, dataset, *by_index.begin()->second.front());
+    auto idx = indices_of(by_index);
     st.words += idx.size();
     wf.edit(dataset, std::move(idx), [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
       for (std::size_t k = 0; k < i.size(); ++k) w[k] = resolve(by_index.at(i[k]), w[k], dir, force, file, st);

@@ -29,50 +29,7 @@ void store_word(std::byte* p, unsigned size, bool be, std::uint64_t w) noexcept 
   }
 }
 
-WordFile::WordFile(const std::string& path, bool writable) : path_(path), writable_(writable) {
-  file_ = h5::open_file(path, writable ? h5::Mode::read_write : h5::Mode::read);
-  fd_ = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-  if (fd_ < 0) throw IoError(path + ": cannot open: " + std::strerror(errno));
-  h5::SilenceErrors quiet;
-  h5::PropList fcpl(H5Fget_create_plist(file_));
-  hsize_t ub = 0;
-  if (fcpl.valid() && H5Pget_userblock(fcpl, &ub) >= 0) base_ = ub;
-}
-
-WordFile::~WordFile() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-void WordFile::close() {
-  if (file_.valid()) {
-    h5::SilenceErrors quiet;
-    if (writable_ && H5Fflush(file_, H5F_SCOPE_LOCAL) < 0) h5::throw_error(path_ + ": flush failed");
-    const hid_t id = file_.release();
-    if (H5Fclose(id) < 0) h5::throw_error(path_ + ": close failed");
-  }
-  if (fd_ >= 0) {
-    const int fd = std::exchange(fd_, -1);
-    if (writable_ && ::fsync(fd) != 0) {
-      ::close(fd);
-      throw IoError(path_ + ": fsync failed: " + std::strerror(errno));
-    }
-    ::close(fd);
-  }
-}
-
-unsigned WordFile::width_of(const std::string& dataset) {
-  h5::Dataset d = h5::open_dataset(file_, dataset, path_);
-  h5::Datatype t(H5Dget_type(d));
-  return static_cast<unsigned>(H5Tget_size(t) * 8);
-}
-
 namespace {
-
-struct Geometry {
-  std::vector<hsize_t> shape, chunk;
-  unsigned size = 0;
-  bool be = false;
-};
 
 std::vector<hsize_t> unravel(std::uint64_t flat, const std::vector<hsize_t>& shape) {
   std::vector<hsize_t> nd(shape.size());
@@ -109,134 +66,265 @@ void pwrite_all(int fd, const void* buf, std::size_t n, std::uint64_t off, const
 
 }  // namespace
 
-void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indices, const BlockFn& fn) {
-  if (indices.empty()) return;
-  const std::string where = path_ + ": dataset " + dataset;
-  h5::Dataset d = h5::open_dataset(file_, dataset, path_);
+WordFile::WordFile(const std::string& path, Access access) : path_(path), access_(access) {
+  // Only a private copy is opened read-write through HDF5: a read-write open writes the superblock
+  // (status flags on version 2/3, which a kill leaves set), and an in-place edit must never do that.
+  file_ = h5::open_file(path, access == Access::rewrite ? h5::Mode::read_write : h5::Mode::read);
+  fd_ = ::open(path.c_str(), (access == Access::read ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+  if (fd_ < 0) throw IoError(path + ": cannot open" + (access == Access::read ? "" : " for writing") + ": " + std::strerror(errno));
   h5::SilenceErrors quiet;
-  h5::Datatype ftype(H5Dget_type(d));
-  const H5T_class_t cls = H5Tget_class(ftype);
-  if (cls != H5T_INTEGER && cls != H5T_FLOAT) throw CorruptInputError(where + ": not an integer or float dataset");
-  Geometry g;
-  g.size = static_cast<unsigned>(H5Tget_size(ftype));
-  if (g.size == 0 || g.size > 8) throw CorruptInputError(where + ": element size " + std::to_string(g.size) + " is not 1..8 bytes");
-  g.be = H5Tget_order(ftype) == H5T_ORDER_BE;
-  h5::Dataspace space(H5Dget_space(d));
-  const int rank = H5Sget_simple_extent_ndims(space);
-  if (rank < 0) h5::throw_error(where + ": bad dataspace", ExitCode::corrupt_input);
-  g.shape.resize(static_cast<std::size_t>(rank));
-  if (rank > 0) H5Sget_simple_extent_dims(space, g.shape.data(), nullptr);
+  h5::PropList fcpl(H5Fget_create_plist(file_));
+  hsize_t ub = 0;
+  if (fcpl.valid() && H5Pget_userblock(fcpl, &ub) >= 0) base_ = ub;
+}
+
+WordFile::~WordFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void WordFile::close() {
+  const bool writes = access_ != Access::read;
+  if (file_.valid()) {
+    h5::SilenceErrors quiet;
+    if (access_ == Access::rewrite && H5Fflush(file_, H5F_SCOPE_LOCAL) < 0) h5::throw_error(path_ + ": flush failed");
+    const hid_t id = file_.release();
+    if (H5Fclose(id) < 0) h5::throw_error(path_ + ": close failed");
+  }
+  if (fd_ >= 0) {
+    const int fd = std::exchange(fd_, -1);
+    if (writes && ::fsync(fd) != 0) {
+      ::close(fd);
+      throw IoError(path_ + ": fsync failed: " + std::strerror(errno));
+    }
+    ::close(fd);
+  }
+}
+
+unsigned WordFile::width_of(const std::string& dataset) {
+  h5::Dataset d = h5::open_dataset(file_, dataset, path_);
+  h5::Datatype t(H5Dget_type(d));
+  return static_cast<unsigned>(H5Tget_size(t) * 8);
+}
+
+// A dataset's element type, extent and storage, as edit() needs them.
+struct WordFile::Layout {
+  std::string where;
+  h5::Dataset d;
+  h5::Datatype ftype;
+  h5::Dataspace space;
+  std::vector<hsize_t> shape, chunk;  // chunk: only for chunked layout
+  int rank = 0;
+  unsigned size = 0;
+  bool be = false;
   std::uint64_t numel = 1;
-  for (auto s : g.shape) numel *= s;
+  H5D_layout_t layout = H5D_LAYOUT_ERROR;
+  bool filtered = false;
+  haddr_t contiguous = HADDR_UNDEF;  // file address of contiguous raw data, if allocated
+};
+
+// Touched elements grouped by where their bytes live.
+struct WordFile::Block {
+  enum class Kind {
+    raw,     // bytes at a known file offset: a contiguous dataset, or an allocated unfiltered chunk
+    chunk,   // a chunk only HDF5 can write (filtered, or not allocated): a hyperslab of its region
+    points,  // compact, unallocated contiguous, other layouts: a point selection
+  } kind = Kind::points;
+  std::uint64_t addr = 0;              // raw: absolute file offset of the block's first byte
+  std::vector<hsize_t> start, count;   // chunk: the chunk's region, clipped to the extent
+  std::vector<std::uint64_t> idx;      // flat C-order indices, ascending
+  std::vector<std::uint64_t> offs;     // byte offsets of idx from addr (raw) / in the region (chunk)
+};
+
+WordFile::Layout WordFile::layout_of(const std::string& dataset) {
+  Layout l;
+  l.where = path_ + ": dataset " + dataset;
+  l.d = h5::open_dataset(file_, dataset, path_);
+  h5::SilenceErrors quiet;
+  l.ftype = h5::Datatype(H5Dget_type(l.d));
+  const H5T_class_t cls = H5Tget_class(l.ftype);
+  if (cls != H5T_INTEGER && cls != H5T_FLOAT) throw CorruptInputError(l.where + ": not an integer or float dataset");
+  l.size = static_cast<unsigned>(H5Tget_size(l.ftype));
+  if (l.size == 0 || l.size > 8) throw CorruptInputError(l.where + ": element size " + std::to_string(l.size) + " is not 1..8 bytes");
+  l.be = H5Tget_order(l.ftype) == H5T_ORDER_BE;
+  l.space = h5::Dataspace(H5Dget_space(l.d));
+  l.rank = H5Sget_simple_extent_ndims(l.space);
+  if (l.rank < 0) h5::throw_error(l.where + ": bad dataspace", ExitCode::corrupt_input);
+  l.shape.resize(static_cast<std::size_t>(l.rank));
+  if (l.rank > 0) H5Sget_simple_extent_dims(l.space, l.shape.data(), nullptr);
+  for (auto s : l.shape) l.numel *= s;
+  h5::PropList dcpl(H5Dget_create_plist(l.d));
+  l.layout = H5Pget_layout(dcpl);
+  l.filtered = H5Pget_nfilters(dcpl) > 0;
+  if (l.layout == H5D_CONTIGUOUS) l.contiguous = H5Dget_offset(l.d);
+  if (l.layout == H5D_CHUNKED && l.rank > 0) {
+    l.chunk.resize(l.shape.size());
+    RESIL_H5_CHECK(H5Pget_chunk(dcpl, l.rank, l.chunk.data()), l.where + ": chunk shape");
+  }
+  return l;
+}
+
+std::vector<WordFile::Block> WordFile::blocks_of(const Layout& l, std::vector<std::uint64_t>& indices) {
+  std::vector<Block> out;
   std::sort(indices.begin(), indices.end());
   indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
-  if (indices.back() >= numel)
-    throw MismatchError(where + ": element " + std::to_string(indices.back()) + " is beyond its " + std::to_string(numel) + " elements");
+  if (indices.empty()) return out;
+  if (indices.back() >= l.numel)
+    throw MismatchError(l.where + ": element " + std::to_string(indices.back()) + " is beyond its " + std::to_string(l.numel) + " elements");
 
-  h5::PropList dcpl(H5Dget_create_plist(d));
-  const H5D_layout_t layout = H5Pget_layout(dcpl);
-  std::vector<std::byte> buf;
-  std::vector<std::uint64_t> words;
-
-  if (layout == H5D_CONTIGUOUS) {
-    const haddr_t addr = H5Dget_offset(d);
-    if (addr != HADDR_UNDEF) {
-      // Raw data at a known file offset: touch exactly the touched elements' bytes.
-      const std::uint64_t base = base_ + addr;
-      words.resize(indices.size());
-      buf.resize(g.size);
-      for (std::size_t i = 0; i < indices.size(); ++i) {
-        pread_all(fd_, buf.data(), g.size, base + indices[i] * g.size, where);
-        words[i] = load_word(buf.data(), g.size, g.be);
-      }
-      const std::vector<std::uint64_t> before = words;
-      fn(indices, words);
-      if (writable_) {
-        for (std::size_t i = 0; i < indices.size(); ++i) {
-          if (words[i] == before[i]) continue;
-          store_word(buf.data(), g.size, g.be, words[i]);
-          pwrite_all(fd_, buf.data(), g.size, base + indices[i] * g.size, where);
-        }
-      }
-      return;
-    }
+  if (l.layout == H5D_CONTIGUOUS && l.contiguous != HADDR_UNDEF) {
+    Block b;
+    b.kind = Block::Kind::raw;
+    b.addr = base_ + l.contiguous;
+    b.idx = indices;
+    b.offs.resize(indices.size());
+    for (std::size_t i = 0; i < indices.size(); ++i) b.offs[i] = indices[i] * l.size;
+    out.push_back(std::move(b));
+    return out;
   }
 
-  if (layout == H5D_CHUNKED && rank > 0) {
-    g.chunk.resize(g.shape.size());
-    RESIL_H5_CHECK(H5Pget_chunk(dcpl, rank, g.chunk.data()), where + ": chunk shape");
-    // Chunk grid, row-major: group the touched elements by chunk.
-    std::vector<hsize_t> grid(g.shape.size());
-    for (std::size_t k = 0; k < grid.size(); ++k) grid[k] = (g.shape[k] + g.chunk[k] - 1) / g.chunk[k];
+  if (l.layout == H5D_CHUNKED && !l.chunk.empty()) {
+    const std::size_t rank = l.shape.size();
+    std::vector<hsize_t> grid(rank);
+    for (std::size_t k = 0; k < rank; ++k) grid[k] = (l.shape[k] + l.chunk[k] - 1) / l.chunk[k];
     std::vector<std::pair<std::uint64_t, std::uint64_t>> keyed(indices.size());  // (chunk id, flat index)
     for (std::size_t i = 0; i < indices.size(); ++i) {
-      const auto nd = unravel(indices[i], g.shape);
+      const auto nd = unravel(indices[i], l.shape);
       std::uint64_t id = 0;
-      for (std::size_t k = 0; k < nd.size(); ++k) id = id * grid[k] + nd[k] / g.chunk[k];
+      for (std::size_t k = 0; k < rank; ++k) id = id * grid[k] + nd[k] / l.chunk[k];
       keyed[i] = {id, indices[i]};
     }
     std::sort(keyed.begin(), keyed.end());
-    std::vector<std::uint64_t> blk_idx;
-    std::vector<hsize_t> start(g.shape.size()), count(g.shape.size());
+    std::uint64_t full = l.size;  // bytes of a stored chunk: edge chunks are stored full-size too
+    for (auto c : l.chunk) full *= c;
+    h5::SilenceErrors quiet;
     for (std::size_t i = 0; i < keyed.size();) {
+      Block b;
       std::size_t j = i;
-      blk_idx.clear();
-      while (j < keyed.size() && keyed[j].first == keyed[i].first) blk_idx.push_back(keyed[j++].second);
-      // The chunk's region, clipped to the dataset extent.
-      const auto nd0 = unravel(blk_idx.front(), g.shape);
-      std::uint64_t region = 1;
-      for (std::size_t k = 0; k < nd0.size(); ++k) {
-        start[k] = nd0[k] / g.chunk[k] * g.chunk[k];
-        count[k] = std::min<hsize_t>(g.chunk[k], g.shape[k] - start[k]);
-        region *= count[k];
-      }
-      buf.resize(region * g.size);
-      h5::Dataspace fsel(H5Scopy(space));
-      RESIL_H5_CHECK(H5Sselect_hyperslab(fsel, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), where + ": select chunk");
-      h5::Dataspace msel(H5Screate_simple(rank, count.data(), nullptr));
-      if (H5Dread(d, ftype, msel, fsel, H5P_DEFAULT, buf.data()) < 0)
-        h5::throw_error(where + ": cannot read chunk (damaged data or missing filter?)", ExitCode::corrupt_input);
-      std::vector<std::uint64_t> offs(blk_idx.size());
-      words.resize(blk_idx.size());
-      for (std::size_t k = 0; k < blk_idx.size(); ++k) {
-        const auto nd = unravel(blk_idx[k], g.shape);
-        std::uint64_t o = 0;
-        for (std::size_t q = 0; q < nd.size(); ++q) o = o * count[q] + (nd[q] - start[q]);
-        offs[k] = o * g.size;
-        words[k] = load_word(buf.data() + offs[k], g.size, g.be);
-      }
-      const std::vector<std::uint64_t> before = words;
-      fn(blk_idx, words);
-      if (writable_ && words != before) {
-        for (std::size_t k = 0; k < blk_idx.size(); ++k) store_word(buf.data() + offs[k], g.size, g.be, words[k]);
-        if (H5Dwrite(d, ftype, msel, fsel, H5P_DEFAULT, buf.data()) < 0) h5::throw_error(where + ": cannot write chunk");
-      }
+      while (j < keyed.size() && keyed[j].first == keyed[i].first) b.idx.push_back(keyed[j++].second);
       i = j;
+      const auto nd0 = unravel(b.idx.front(), l.shape);
+      b.start.resize(rank);
+      b.count.resize(rank);
+      for (std::size_t k = 0; k < rank; ++k) {
+        b.start[k] = nd0[k] / l.chunk[k] * l.chunk[k];
+        b.count[k] = std::min<hsize_t>(l.chunk[k], l.shape[k] - b.start[k]);
+      }
+      if (!l.filtered) {
+        unsigned mask = 0;
+        haddr_t addr = HADDR_UNDEF;
+        hsize_t nbytes = 0;
+        // Unallocated chunks report HADDR_UNDEF / size 0 (or fail): those stay with HDF5.
+        if (H5Dget_chunk_info_by_coord(l.d, b.start.data(), &mask, &addr, &nbytes) >= 0 && addr != HADDR_UNDEF &&
+            nbytes == full) {
+          b.kind = Block::Kind::raw;
+          b.addr = base_ + addr;
+        }
+      }
+      // Raw chunks are addressed with the full chunk shape, HDF5 regions with the clipped one.
+      const auto& dims = b.kind == Block::Kind::raw ? l.chunk : b.count;
+      if (b.kind != Block::Kind::raw) b.kind = Block::Kind::chunk;
+      b.offs.resize(b.idx.size());
+      for (std::size_t k = 0; k < b.idx.size(); ++k) {
+        const auto nd = unravel(b.idx[k], l.shape);
+        std::uint64_t o = 0;
+        for (std::size_t q = 0; q < rank; ++q) o = o * dims[q] + (nd[q] - b.start[q]);
+        b.offs[k] = o * l.size;
+      }
+      out.push_back(std::move(b));
     }
-    return;
+    return out;
   }
 
-  // Compact, scalar, or not-yet-allocated contiguous data: a point selection of the touched elements.
-  buf.resize(indices.size() * g.size);
-  h5::Dataspace fsel(H5Scopy(space));
-  if (rank > 0) {
-    std::vector<hsize_t> coords(indices.size() * g.shape.size());
-    for (std::size_t i = 0; i < indices.size(); ++i) {
-      const auto nd = unravel(indices[i], g.shape);
-      std::copy(nd.begin(), nd.end(), coords.begin() + static_cast<std::ptrdiff_t>(i * nd.size()));
+  Block b;
+  b.kind = Block::Kind::points;
+  b.idx = indices;
+  out.push_back(std::move(b));
+  return out;
+}
+
+std::vector<std::uint64_t> WordFile::hdf5_only(const std::string& dataset, std::vector<std::uint64_t> indices) {
+  const Layout l = layout_of(dataset);
+  std::vector<std::uint64_t> out;
+  for (const auto& b : blocks_of(l, indices))
+    if (b.kind != Block::Kind::raw) out.insert(out.end(), b.idx.begin(), b.idx.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indices, const BlockFn& fn) {
+  if (indices.empty()) return;
+  const Layout l = layout_of(dataset);
+  const auto blocks = blocks_of(l, indices);
+  h5::SilenceErrors quiet;
+  std::vector<std::byte> buf;
+  std::vector<std::uint64_t> words, before;
+  for (const auto& b : blocks) {
+    const std::size_t n = b.idx.size();
+    words.resize(n);
+    if (b.kind == Block::Kind::raw) {
+      // One read of the span when it is dense enough, else one read per word.
+      const std::uint64_t lo = b.offs.front(), hi = b.offs.back() + l.size;  // offs ascend with idx
+      const bool bulk = hi - lo <= std::max<std::uint64_t>(4096, 16 * n * l.size);
+      if (bulk) {
+        buf.resize(hi - lo);
+        pread_all(fd_, buf.data(), buf.size(), b.addr + lo, l.where);
+        for (std::size_t k = 0; k < n; ++k) words[k] = load_word(buf.data() + (b.offs[k] - lo), l.size, l.be);
+      } else {
+        buf.resize(l.size);
+        for (std::size_t k = 0; k < n; ++k) {
+          pread_all(fd_, buf.data(), l.size, b.addr + b.offs[k], l.where);
+          words[k] = load_word(buf.data(), l.size, l.be);
+        }
+      }
+      before = words;
+      fn(b.idx, words);
+      if (access_ == Access::read) continue;
+      // Word by word: each word is all-or-nothing whenever the process dies.
+      std::byte w[8];
+      for (std::size_t k = 0; k < n; ++k) {
+        if (words[k] == before[k]) continue;
+        store_word(w, l.size, l.be, words[k]);
+        pwrite_all(fd_, w, l.size, b.addr + b.offs[k], l.where);
+      }
+      continue;
     }
-    RESIL_H5_CHECK(H5Sselect_elements(fsel, H5S_SELECT_SET, indices.size(), coords.data()), where + ": select elements");
-  }
-  const hsize_t n = indices.size();
-  h5::Dataspace msel(rank > 0 ? H5Screate_simple(1, &n, nullptr) : H5Screate(H5S_SCALAR));
-  if (H5Dread(d, ftype, msel, fsel, H5P_DEFAULT, buf.data()) < 0) h5::throw_error(where + ": cannot read elements", ExitCode::corrupt_input);
-  words.resize(indices.size());
-  for (std::size_t i = 0; i < indices.size(); ++i) words[i] = load_word(buf.data() + i * g.size, g.size, g.be);
-  const std::vector<std::uint64_t> before = words;
-  fn(indices, words);
-  if (writable_ && words != before) {
-    for (std::size_t i = 0; i < indices.size(); ++i) store_word(buf.data() + i * g.size, g.size, g.be, words[i]);
-    if (H5Dwrite(d, ftype, msel, fsel, H5P_DEFAULT, buf.data()) < 0) h5::throw_error(where + ": cannot write elements");
+
+    h5::Dataspace fsel(H5Scopy(l.space));
+    h5::Dataspace msel;
+    if (b.kind == Block::Kind::chunk) {
+      std::uint64_t region = 1;
+      for (auto c : b.count) region *= c;
+      buf.resize(region * l.size);
+      RESIL_H5_CHECK(H5Sselect_hyperslab(fsel, H5S_SELECT_SET, b.start.data(), nullptr, b.count.data(), nullptr), l.where + ": select chunk");
+      msel = h5::Dataspace(H5Screate_simple(l.rank, b.count.data(), nullptr));
+      if (H5Dread(l.d, l.ftype, msel, fsel, H5P_DEFAULT, buf.data()) < 0)
+        h5::throw_error(l.where + ": cannot read chunk (damaged data or missing filter?)", ExitCode::corrupt_input);
+      for (std::size_t k = 0; k < n; ++k) words[k] = load_word(buf.data() + b.offs[k], l.size, l.be);
+    } else {
+      buf.resize(n * l.size);
+      if (l.rank > 0) {
+        std::vector<hsize_t> coords(n * l.shape.size());
+        for (std::size_t i = 0; i < n; ++i) {
+          const auto nd = unravel(b.idx[i], l.shape);
+          std::copy(nd.begin(), nd.end(), coords.begin() + static_cast<std::ptrdiff_t>(i * nd.size()));
+        }
+        RESIL_H5_CHECK(H5Sselect_elements(fsel, H5S_SELECT_SET, n, coords.data()), l.where + ": select elements");
+      }
+      const hsize_t cnt = n;
+      msel = h5::Dataspace(l.rank > 0 ? H5Screate_simple(1, &cnt, nullptr) : H5Screate(H5S_SCALAR));
+      if (H5Dread(l.d, l.ftype, msel, fsel, H5P_DEFAULT, buf.data()) < 0)
+        h5::throw_error(l.where + ": cannot read elements", ExitCode::corrupt_input);
+      for (std::size_t k = 0; k < n; ++k) words[k] = load_word(buf.data() + k * l.size, l.size, l.be);
+    }
+    before = words;
+    fn(b.idx, words);
+    if (access_ == Access::read || words == before) continue;
+    if (access_ == Access::in_place)
+      throw Error(l.where + ": element " + std::to_string(b.idx.front()) +
+                  " lies in a filtered or unallocated block, which only a staged copy may change (in-place edit refused)");
+    for (std::size_t k = 0; k < n; ++k)
+      store_word(buf.data() + (b.kind == Block::Kind::chunk ? b.offs[k] : k * l.size), l.size, l.be, words[k]);
+    if (H5Dwrite(l.d, l.ftype, msel, fsel, H5P_DEFAULT, buf.data()) < 0) h5::throw_error(l.where + ": cannot write " + (b.kind == Block::Kind::chunk ? "chunk" : "elements"));
   }
 }
 

@@ -1,32 +1,49 @@
 // Stored words of datasets, read and written in their own width and byte order (the file type is
-// the memory type: nothing is converted). I/O is proportional to what is touched: each touched
-// chunk is read (and written) once as a hyperslab of the chunk region; contiguous datasets are
-// accessed element by element at their file offset; nothing loads a whole dataset.
+// the memory type: nothing is converted). I/O is proportional to what is touched: raw data at a
+// known file offset (contiguous datasets, allocated chunks of unfiltered datasets) is accessed
+// word by word with pread/pwrite; other touched chunks are read (and written) once through HDF5 as
+// a hyperslab of the chunk region; nothing loads a whole dataset.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "resil/ckpt/h5.hpp"
 
 namespace resil::inject {
 
+enum class Access {
+  read,      // nothing is written
+  in_place,  // HDF5 read-only: only raw data at a known file offset is changed (pwrite), so no
+             // HDF5 metadata (superblock status flags, chunk index) changes and a kill at any
+             // point leaves a file HDF5 opens. Blocks only HDF5 can write are refused.
+  rewrite,   // HDF5 read-write too (a private copy): filtered or unallocated blocks through HDF5
+};
+
 class WordFile {
 public:
-  /// Open `path` (read-only unless `writable`). Throws IoError / CorruptInputError naming the file.
-  WordFile(const std::string& path, bool writable);
+  /// Open `path`. Throws IoError / CorruptInputError naming the file.
+  WordFile(const std::string& path, Access access);
   ~WordFile();
   WordFile(const WordFile&) = delete;
   WordFile& operator=(const WordFile&) = delete;
 
   /// fn(indices, words) for each block (a chunk, or all touched elements of a contiguous
   /// dataset): `indices` are flat C-order element indices, `words` their stored words (bit 0 =
-  /// LSB whatever the byte order). When the file is writable, fn's changes to `words` are written
-  /// back (a block whose words did not change is not written). `indices` must be unique.
+  /// LSB whatever the byte order). Unless the access is `read`, fn's changes to `words` are
+  /// written back (only changed words; a block whose words did not change is not written).
+  /// `indices` must be unique. With `Access::in_place`, a change in a block that only HDF5 can
+  /// write (see hdf5_only) throws Error before that block is written: callers stage such edits.
   using BlockFn = std::function<void(std::span<const std::uint64_t> indices, std::span<std::uint64_t> words)>;
   void edit(const std::string& dataset, std::vector<std::uint64_t> indices, const BlockFn& fn);
+
+  /// The subset of `indices` (sorted, unique) stored where only HDF5 can write them: chunks of
+  /// filtered datasets, chunks not allocated yet, contiguous data without storage, compact and
+  /// other layouts. Reads no data, only the chunk index.
+  std::vector<std::uint64_t> hdf5_only(const std::string& dataset, std::vector<std::uint64_t> indices);
 
   /// Stored width in bits of a dataset's elements.
   unsigned width_of(const std::string& dataset);
@@ -36,8 +53,13 @@ public:
   const std::string& path() const noexcept { return path_; }
 
 private:
+  struct Block;
+  struct Layout;
+  Layout layout_of(const std::string& dataset);
+  std::vector<Block> blocks_of(const Layout& l, std::vector<std::uint64_t>& indices);
+
   std::string path_;
-  bool writable_;
+  Access access_;
   ckpt::h5::File file_;
   int fd_ = -1;
   std::uint64_t base_ = 0;  // user block size: HDF5 addresses are relative to it
