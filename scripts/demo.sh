@@ -3,7 +3,7 @@
 # train a small MLP deterministically -> HDF5 checkpoint -> inspect it -> inject bit flips with a
 # flip log -> diff/scan -> evaluate the altered checkpoint -> revert it exactly -> size a campaign
 # (Leveugle) -> a fault-injection campaign of a few dozen trials -> report with classes, Wilson and
-# Clopper-Pearson intervals and plots -> two-level FIT with an (illustrative) fault model.
+# Clopper-Pearson intervals and plots -> two-level FIT with a fault model from published DRAM field data.
 #   OUT (default out/demo), JOBS (default nproc), BUILD_DIR (default build), TRIALS (default 36)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,8 +74,8 @@ sed -e 's/"model": "flip"/"model": "adjacent:2"/' -e 's/demo-mlp-eval/demo-mlp-e
 echo "== 9. report: classes and rates with Wilson / Clopper-Pearson intervals, reweighted to the fault space"
 "$bin/ckpt-flip" report "$out/campaign" --json "$out/campaign/report.json" --markdown "$out/campaign/report.md"
 
-echo "== 10. two-level SDC/DUE FIT (illustrative fault model: read its \"source\")"
-"$bin/ckpt-flip" fit --fault-model examples/fault-models/dram-illustrative.json \
+echo "== 10. two-level SDC/DUE FIT: DRAM field-data fault model, no ECC (sources and assumptions: docs/fault-models.md)"
+"$bin/ckpt-flip" fit --fault-model examples/fault-models/dram-field-noecc.json --seed 1 \
   --results "$out/campaign" --results "$out/campaign-adj2" --json "$out/fit.json"
 
 echo "== done: outputs in $out (metrics.jsonl, flips.jsonl, golden.json, eval-*.json, campaign/, fit.json)"
