@@ -144,22 +144,37 @@ std::vector<std::uint64_t> indices_of(const std::map<std::uint64_t, std::vector<
   return idx;
 }
 
-// Whether applying the chains changes a word that only HDF5 can write (read-only probe, before any
-// byte changes; mismatches there throw now). Words at known offsets are not read here.
-bool needs_staging(const std::string& file, const Chains& chains, Direction dir, bool force) {
-  WordFile wf(file, Access::read);
+// Whether applying the chains changes a word that only HDF5 can write (`wf` in place: a probe
+// before any byte changes; mismatches there throw now). Words at known offsets are not read here.
+bool needs_staging(WordFile& wf, const Chains& chains, Direction dir, bool force) {
   ApplyStats scratch;
   bool changes = false;
   for (const auto& [dataset, by_index] : chains) {
-    check_width(wf, file, dataset, *by_index.begin()->second.front());
+    check_width(wf, wf.path(), dataset, *by_index.begin()->second.front());
     auto only = wf.hdf5_only(dataset, indices_of(by_index));
     wf.edit(dataset, std::move(only), [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
-      for (std::size_t k = 0; k < i.size(); ++k) changes = changes || resolve(by_index.at(i[k]), w[k], dir, force, file, scratch) != w[k];
+      for (std::size_t k = 0; k < i.size(); ++k) {
+        const std::uint64_t before = w[k];
+        changes = changes || resolve(by_index.at(i[k]), w[k], dir, force, wf.path(), scratch) != before;
+      }
     });
     if (changes) break;
   }
-  wf.close();
   return changes;
+}
+
+ApplyStats apply_words(WordFile& wf, const Chains& chains, Direction dir, bool force) {
+  ApplyStats st;
+  for (const auto& [dataset, by_index] : chains) {
+    check_width(wf, wf.path(), dataset, *by_index.begin()->second.front());
+    auto idx = indices_of(by_index);
+    st.words += idx.size();
+    wf.edit(dataset, std::move(idx), [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
+      for (std::size_t k = 0; k < i.size(); ++k) w[k] = resolve(by_index.at(i[k]), w[k], dir, force, wf.path(), st);
+    });
+  }
+  wf.close();
+  return st;
 }
 
 // Temporaries of `file` (ckpt::fs::temp_sibling) whose process is gone, removed; their paths.
@@ -202,28 +217,24 @@ ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, D
     if (r.raw) throw CorruptInputError("flip log mixes raw and dataset records");
     chains[r.dataset][r.index].push_back(&r);
   }
-  // HDF5 may relocate a rewritten filtered chunk and allocates unallocated ones, updating its
-  // metadata later; only a copy may be opened read-write, so such edits stage the whole file.
-  if (crash_safe && needs_staging(file, chains, dir, force)) {
-    const auto tmp = ckpt::fs::temp_sibling(file);
-    ckpt::fs::RemoveOnError guard(tmp);
-    ckpt::fs::copy_file(file, tmp);
-    const auto st = apply(tmp.string(), records, dir, force, false);
-    ckpt::fs::durable_rename(tmp, file);
-    guard.keep();
-    return st;
+  if (!crash_safe) {
+    WordFile wf(file, Access::rewrite);
+    return apply_words(wf, chains, dir, force);
   }
-  ApplyStats st;
-  WordFile wf(file, crash_safe ? Access::in_place : Access::rewrite);
-  for (auto& [dataset, by_index] : chains) {
-    check_width(wf, file, dataset, *by_index.begin()->second.front());
-    auto idx = indices_of(by_index);
-    st.words += idx.size();
-    wf.edit(dataset, std::move(idx), [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
-      for (std::size_t k = 0; k < i.size(); ++k) w[k] = resolve(by_index.at(i[k]), w[k], dir, force, file, st);
-    });
+  {
+    // HDF5 is opened read-only: raw data at known offsets changes with pwrite, nothing else.
+    WordFile wf(file, Access::in_place);
+    if (!needs_staging(wf, chains, dir, force)) return apply_words(wf, chains, dir, force);
+    wf.close();
   }
-  wf.close();
+  // HDF5 allocates unallocated chunks and may relocate a rewritten filtered chunk, updating its
+  // metadata later; only a copy is opened read-write, so such edits stage the whole file.
+  const auto tmp = ckpt::fs::temp_sibling(file);
+  ckpt::fs::RemoveOnError guard(tmp);
+  ckpt::fs::copy_file(file, tmp);
+  const auto st = apply(tmp.string(), records, dir, force, false);
+  ckpt::fs::durable_rename(tmp, file);
+  guard.keep();
   return st;
 }
 

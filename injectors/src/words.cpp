@@ -1,6 +1,7 @@
 #include "resil/inject/words.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -72,6 +73,8 @@ WordFile::WordFile(const std::string& path, Access access) : path_(path), access
   file_ = h5::open_file(path, access == Access::rewrite ? h5::Mode::read_write : h5::Mode::read);
   fd_ = ::open(path.c_str(), (access == Access::read ? O_RDONLY : O_RDWR) | O_CLOEXEC);
   if (fd_ < 0) throw IoError(path + ": cannot open" + (access == Access::read ? "" : " for writing") + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd_, &st) == 0) file_size_ = static_cast<std::uint64_t>(st.st_size);
   h5::SilenceErrors quiet;
   h5::PropList fcpl(H5Fget_create_plist(file_));
   hsize_t ub = 0;
@@ -108,7 +111,7 @@ unsigned WordFile::width_of(const std::string& dataset) {
 
 // A dataset's element type, extent and storage, as edit() needs them.
 struct WordFile::Layout {
-  std::string where;
+  std::string name, where;
   h5::Dataset d;
   h5::Datatype ftype;
   h5::Dataspace space;
@@ -137,6 +140,7 @@ struct WordFile::Block {
 
 WordFile::Layout WordFile::layout_of(const std::string& dataset) {
   Layout l;
+  l.name = dataset;
   l.where = path_ + ": dataset " + dataset;
   l.d = h5::open_dataset(file_, dataset, path_);
   h5::SilenceErrors quiet;
@@ -194,13 +198,28 @@ std::vector<WordFile::Block> WordFile::blocks_of(const Layout& l, std::vector<st
       keyed[i] = {id, indices[i]};
     }
     std::sort(keyed.begin(), keyed.end());
+    // In place, allocated chunks of unfiltered data are changed at their file address. HDF5 1.10
+    // finds a chunk's address by walking the dataset's whole chunk index (H5Dget_chunk_info_by_coord),
+    // so touched x allocated chunks bounds the lookups: beyond what copying the file would cost
+    // (about 8 bytes per visited chunk entry), the chunks stay with HDF5 and the edit is staged.
+    auto& known = chunk_addr_[l.name];
+    std::uint64_t fresh = 0;  // touched chunks not looked up yet
+    for (std::size_t i = 0; i < keyed.size(); ++i)
+      if ((i == 0 || keyed[i].first != keyed[i - 1].first) && !known.contains(keyed[i].first)) ++fresh;
+    bool look_up = access_ == Access::in_place && !l.filtered && fresh > 0;
+    h5::SilenceErrors quiet;
+    if (look_up) {
+      hsize_t allocated = 0;
+      look_up = H5Dget_num_chunks(l.d, l.space, &allocated) >= 0 &&
+                fresh * allocated <= std::max<std::uint64_t>(100'000'000, file_size_ / 8);
+    }
     std::uint64_t full = l.size;  // bytes of a stored chunk: edge chunks are stored full-size too
     for (auto c : l.chunk) full *= c;
-    h5::SilenceErrors quiet;
     for (std::size_t i = 0; i < keyed.size();) {
       Block b;
+      const std::uint64_t id = keyed[i].first;
       std::size_t j = i;
-      while (j < keyed.size() && keyed[j].first == keyed[i].first) b.idx.push_back(keyed[j++].second);
+      while (j < keyed.size() && keyed[j].first == id) b.idx.push_back(keyed[j++].second);
       i = j;
       const auto nd0 = unravel(b.idx.front(), l.shape);
       b.start.resize(rank);
@@ -209,16 +228,19 @@ std::vector<WordFile::Block> WordFile::blocks_of(const Layout& l, std::vector<st
         b.start[k] = nd0[k] / l.chunk[k] * l.chunk[k];
         b.count[k] = std::min<hsize_t>(l.chunk[k], l.shape[k] - b.start[k]);
       }
-      if (!l.filtered) {
+      if (access_ == Access::in_place && !l.filtered && !known.contains(id) && look_up) {
         unsigned mask = 0;
         haddr_t addr = HADDR_UNDEF;
         hsize_t nbytes = 0;
         // Unallocated chunks report HADDR_UNDEF / size 0 (or fail): those stay with HDF5.
-        if (H5Dget_chunk_info_by_coord(l.d, b.start.data(), &mask, &addr, &nbytes) >= 0 && addr != HADDR_UNDEF &&
-            nbytes == full) {
-          b.kind = Block::Kind::raw;
-          b.addr = base_ + addr;
-        }
+        const bool at = H5Dget_chunk_info_by_coord(l.d, b.start.data(), &mask, &addr, &nbytes) >= 0 &&
+                        addr != HADDR_UNDEF && nbytes == full;
+        known[id] = at ? base_ + addr : hdf5_only_chunk_;
+      }
+      const auto it = known.find(id);
+      if (it != known.end() && it->second != hdf5_only_chunk_) {
+        b.kind = Block::Kind::raw;
+        b.addr = it->second;
       }
       // Raw chunks are addressed with the full chunk shape, HDF5 regions with the clipped one.
       const auto& dims = b.kind == Block::Kind::raw ? l.chunk : b.count;

@@ -3,18 +3,25 @@
 
   ckpt-flip_kill9.py CKPT_FLIP
 
-Complements the contiguous + gzip sweep of ckpt-flip_cli.sh with the states a kill can leave:
+Complements the contiguous + gzip sweep of ckpt-flip_cli.sh with the states a kill can leave, on a
+file with the default superblock (version 0) and on one written with h5py libver="latest"
+(superblock version 3, where an HDF5 read-write open records "open for write" in the superblock
+and a kill leaves the file unopenable: ckpt-flip must never open it read-write in place):
 
-* unfiltered chunked (chunks rewritten in place through HDF5, no staging copy; one dataset fully
-  allocated, one with half of its chunks never written, so flips there allocate chunks): after a kill
-  the file must still open and read, every touched word must be either its old or its new value
-  (a mix is allowed: that is what a kill mid-apply leaves), untouched words unchanged, and revert
-  must give back a file that is byte-identical to the original (dataset-identical where the kill or
-  the run allocated chunks). At least one kill must land mid-apply (some words applied, some not).
-* gzip-chunked (staged through a temporary sibling + atomic rename): after a kill the file is
-  byte-identical either to the original or to the uninterrupted run's output; revert restores it.
+* in place (HDF5 opened read-only; words of contiguous data and of allocated unfiltered chunks,
+  edge chunks included, changed with pwrite; the partially written dataset excluded): after a
+  kill the file must still open and read, every touched word must be either its old or its new
+  value (a mix is allowed: that is what a kill mid-apply leaves), untouched words unchanged, and
+  revert must give back a file byte-identical to the original. At least one kill must land
+  mid-apply (some words applied, some not).
+* staged (flips in chunks never written, which only HDF5 can allocate, or in gzip chunks: the
+  file goes through a temporary sibling + atomic rename): after a kill the file is byte-identical
+  either to the original or to the uninterrupted run's output; revert restores every dataset (the
+  bytes too unless chunks were allocated or a compressed chunk rewritten).
 * a kill before the log is complete (it is fsynced before the first byte of the file changes)
   leaves the file byte-identical to the original.
+* a killed staged run leaves its temporary sibling (.NAME.tmp.PID); the next in-place run
+  (here: revert) removes it, one line each, and leaves temporaries of live processes alone.
 
 Kill points: one uninterrupted run per file measures when the log is complete (its last record is
 in it) and how long the apply phase lasts; killed runs are then signalled at fractions of that
@@ -43,16 +50,27 @@ def fail(msg):
 
 def make_files(d):
     rng = np.random.default_rng(1)
-    u = os.path.join(d, "uncompressed.h5")
+    u = os.path.join(d, "chunked.h5")
     with h5py.File(u, "w") as f:
-        f.create_dataset("model/u", data=rng.standard_normal((2000, 2000)).astype("f4"), chunks=(25, 25))
+        # 2010 x 1990 over 25 x 40 chunks: the last chunk row and column are edge chunks (stored full-size).
+        f.create_dataset("model/u", data=rng.standard_normal((2010, 1990)).astype("f4"), chunks=(25, 40))
         s = f.create_dataset("model/s", shape=(400, 400), dtype="f8", chunks=(20, 20), fillvalue=0.0)
         s[:200] = rng.standard_normal((200, 400))  # rows 200.. stay unallocated chunks
+    n = os.path.join(d, "latest.h5")
+    with h5py.File(n, "w", libver="latest") as f:
+        f.create_dataset("model/c", data=rng.standard_normal((1000, 1000)).astype("f4"))  # contiguous
+        f.create_dataset("model/u", data=rng.standard_normal((1010, 990)).astype("f4"), chunks=(25, 40))
+        f.create_dataset("model/b", data=rng.standard_normal((30, 17, 11)).astype(">f8"), chunks=(8, 5, 4))
+        s = f.create_dataset("model/s", shape=(400, 400), dtype="f8", chunks=(20, 20), fillvalue=0.0)
+        s[:200] = rng.standard_normal((200, 400))
+    with open(n, "rb") as f:
+        if f.read(9)[8] < 2:
+            fail(f"{n}: libver=latest did not give superblock version 2/3")
     g = os.path.join(d, "gzip.h5")
     with h5py.File(g, "w") as f:
         f.create_dataset("model/g", data=rng.standard_normal((1500, 1500)).astype("f4"), chunks=(100, 100),
                          compression="gzip", shuffle=True)
-    return u, g
+    return u, n, g
 
 
 def words(path):
@@ -79,7 +97,7 @@ def log_complete(log):
         return False
 
 
-def run_inject(path, log, stop=None):
+def run_inject(path, log, args, stop=None):
     """Start an in-place injection and SIGKILL it as soon as stop(now, t_log) is true (times in s from
     the start; t_log: when its log was complete, or None). Without `stop` it runs to the end.
     Returns (t_log, t_end)."""
@@ -87,7 +105,7 @@ def run_inject(path, log, stop=None):
         os.remove(log)
     t0 = time.perf_counter()
     p = subprocess.Popen([FLIP, "inject", path, "--in-place", "--seed", str(SEED), "--flips", str(FLIPS),
-                          "--log", log, "--no-hash"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                          "--log", log, "--no-hash", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     t_log = None
     while p.poll() is None:
         now = time.perf_counter() - t0
@@ -148,15 +166,42 @@ def staging_files(d, name):
 
 def chunks_allocated(path):
     with h5py.File(path, "r") as f:
-        return {n: f[n].id.get_num_chunks() for n in ("model/u", "model/s", "model/g") if n in f}
+        return {n: f[n].id.get_num_chunks() for n in ("model/u", "model/s", "model/g", "model/b") if n in f}
 
 
-def sweep(kind, orig_path, d, fractions, after_rename=False):
+def revert_and_reap(k, log, what, leftovers):
+    """revert must succeed, remove every staging leftover of a dead process (one line each) and
+    keep temporaries of live processes and names that are not temporaries."""
+    d, name = os.path.split(k)
+    live = os.path.join(d, f".{name}.tmp.{os.getpid()}")  # this script's pid: alive
+    odd = os.path.join(d, f".{name}.tmp.12x")
+    for p in (live, odd):
+        with open(p, "wb") as f:
+            f.write(b"x")
+    rc, out = flip_cmd("revert", k, "--log", log)
+    if rc != 0:
+        fail(f"{what}: revert exited {rc}: {out}")
+    for t in leftovers:
+        if f"removed stale temporary {os.path.join(d, t)} " not in out:
+            fail(f"{what}: revert did not report removing the stale {t}: {out}")
+    if len([ln for ln in out.splitlines() if ln.startswith("removed stale temporary")]) != len(leftovers):
+        fail(f"{what}: revert reported other removals than {leftovers}: {out}")
+    for p in (live, odd):
+        if not os.path.exists(p):
+            fail(f"{what}: revert removed {os.path.basename(p)}, which is not a dead process's temporary")
+        os.remove(p)
+    if staging_files(d, name):
+        fail(f"{what}: staging leftovers after revert: {staging_files(d, name)}")
+
+
+def sweep(kind, orig_path, d, fractions, args=(), staged=False, after_rename=False):
     """Calibrate on one uninterrupted run, then kill at each fraction of its apply phase (and, with
-    after_rename, as soon as the staged copy has been renamed onto the file)."""
+    after_rename, as soon as the staged copy has been renamed onto the file). `staged`: the
+    injection must go through a staged copy (file = original or finished output after a kill);
+    otherwise it must be in place (no staged copy; revert byte-identical)."""
     ref_path = os.path.join(d, f"{kind}.ref.h5")
     shutil.copyfile(orig_path, ref_path)
-    t_log, t_end = run_inject(ref_path, os.path.join(d, f"{kind}.ref.jsonl"))
+    t_log, t_end = run_inject(ref_path, os.path.join(d, f"{kind}.ref.jsonl"), args)
     apply_s = max(t_end - t_log, 0.001)
     print(f"{kind}: uninterrupted: log complete after {t_log * 1e3:.0f} ms, apply phase {apply_s * 1e3:.0f} ms",
           flush=True)
@@ -173,18 +218,30 @@ def sweep(kind, orig_path, d, fractions, after_rename=False):
             return False
         return bool(seen)
 
+    mtime0, first_write = [0], []
+
+    def written(delay):  # in place: the file's mtime moved (its first pwrite), then `delay` s more
+        def stop(now, _t_log):
+            if not first_write and os.stat(k).st_mtime_ns != mtime0[0]:
+                first_write.append(now)
+            return bool(first_write) and now >= first_write[0] + delay
+        return stop
+
     points = [("start+50% of log", lambda now, _t: now >= 0.5 * t_log)]
     points += [(f"log+{f:.2f}*apply", lambda now, tl, f=f: tl is not None and now >= tl + f * apply_s)
                for f in fractions]
+    if not staged:
+        # The writes come last and quickly (after the chunk lookups): aim at them too.
+        points += [(f"first write+{ms}ms", written(ms / 1000)) for ms in (0, 2, 10)]
     if after_rename:
         points.append(("staged copy renamed", renamed))
     states = []
     for label, stop in points:
         shutil.copyfile(orig_path, k)
-        for t in staging_files(d, f"{kind}.k.h5"):
-            os.remove(os.path.join(d, t))  # leftovers of the previous kill
+        mtime0[0] = os.stat(k).st_mtime_ns
         seen.clear()
-        run_inject(k, log, stop)
+        first_write.clear()
+        run_inject(k, log, args, stop)
         what = f"{kind} kill at {label}"
         leftovers = staging_files(d, f"{kind}.k.h5")
         footer = os.path.exists(log) and b'"type":"footer"' in open(log, "rb").read()
@@ -199,49 +256,63 @@ def sweep(kind, orig_path, d, fractions, after_rename=False):
         except Exception as e:  # noqa: BLE001 - any failure to read is the finding
             fail(f"{what}: file unreadable after the kill: {e}")
         applied, pending = classify(orig, ref, after, what)
-        staged = ""
-        if kind == "gzip":
+        staged_state = ""
+        if staged:
             if same_bytes(orig_path, k):
-                staged = "; file = original"
+                staged_state = "; file = original"
             elif same_bytes(ref_path, k):
-                staged = "; file = finished output"
+                staged_state = "; file = finished output"
             else:
                 fail(f"{what}: staged file neither the original nor the finished output (applied {applied}/{total})")
+        elif leftovers:
+            fail(f"{what}: an in-place run left a staged copy: {leftovers}")
         state = "none" if applied == 0 else "all" if pending == 0 else "partial"
         states.append(state)
-        rc, out = flip_cmd("revert", k, "--log", log)
-        if rc != 0:
-            fail(f"{what}: revert exited {rc}: {out}")
+        revert_and_reap(k, log, what, leftovers)
         rc, out = flip_cmd("diff", orig_path, k)
         if rc != 0 or "identical" not in out:
             fail(f"{what}: revert not exact: {out}")
-        # Unfiltered: bytes too, unless flips landed in never-written chunks and their allocation reached
-        # the disk. gzip: a rewritten compressed chunk may move (docs/ckpt-flip.md), datasets only.
+        # In place: the bytes too (HDF5 never wrote). Staged unfiltered: bytes too, unless flips landed in
+        # never-written chunks and their allocation reached the disk. gzip: a rewritten compressed chunk
+        # may move (docs/ckpt-flip.md), datasets only.
         allocated = chunks_allocated(k) != orig_chunks
         exact = same_bytes(orig_path, k)
-        if kind == "uncompressed" and not exact and not allocated:
+        if not staged and not exact:
+            fail(f"{what}: in-place run reverted: datasets identical but file bytes differ")
+        if kind != "gzip" and not exact and not allocated:
             fail(f"{what}: reverted datasets identical but file bytes differ with no chunk allocated")
         print(f"  {what}: log complete, footer {'yes' if footer else 'no'}; {applied}/{total} touched words applied "
-              f"({state}){staged}; none corrupt; revert -> datasets identical, file bytes "
+              f"({state}){staged_state}; none corrupt; revert -> datasets identical, file bytes "
               f"{'identical' if exact else 'differ (chunks allocated)' if allocated else 'differ (chunks rewritten)'}"
               f"{'; staging leftover ' + ','.join(leftovers) if leftovers else ''}", flush=True)
     return states
 
 
+def in_place_sweep(kind, path, d, args):
+    fr = [0.05, 0.25, 0.45, 0.6, 0.7, 0.8, 0.9]
+    st = sweep(kind, path, d, fr, args)
+    if "partial" not in st:
+        # Loaded machine: the first sweep's points may all have missed the apply phase; one more.
+        st += sweep(kind, path, d, [f + 0.1 for f in fr[:-1]], args)
+    if "partial" not in st:
+        fail(f"{kind}: no kill landed mid-apply (some words applied, some not)")
+    return st
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="ckpt-flip-kill9-") as d:
-        u, g = make_files(d)
-        fr = [0.05, 0.25, 0.45, 0.6, 0.7, 0.8, 0.9]
-        st = sweep("uncompressed", u, d, fr)
-        if "partial" not in st:
-            # Loaded machine: the first sweep's points may all have missed the apply phase; one more.
-            st += sweep("uncompressed", u, d, [f + 0.1 for f in fr[:-1]])
-        if "partial" not in st:
-            fail("uncompressed: no kill landed mid-apply (some words applied, some not)")
-        sg = sweep("gzip", g, d, [0.3, 0.6, 0.9], after_rename=True)
-        print(f"uncompressed kill states: {' '.join(st)}")
-        print(f"gzip kill states: {' '.join(sg)}")
-        if "none" not in sg:
+        u, n, g = make_files(d)
+        in_place = ["--exclude", "/model/s"]  # no flip in a never-written chunk: nothing to stage
+        states = {
+            "chunked": in_place_sweep("chunked", u, d, in_place),
+            "chunked-alloc": sweep("chunked-alloc", u, d, [0.3, 0.9], staged=True, after_rename=True),
+            "latest": in_place_sweep("latest", n, d, in_place),
+            "latest-alloc": sweep("latest-alloc", n, d, [0.3, 0.6, 0.9], staged=True, after_rename=True),
+            "gzip": sweep("gzip", g, d, [0.3, 0.6, 0.9], staged=True, after_rename=True),
+        }
+        for kind, st in states.items():
+            print(f"{kind} kill states: {' '.join(st)}")
+        if "none" not in states["gzip"]:
             fail("gzip: no kill landed after the log was complete and before the rename")
     print("ckpt-flip kill -9 chunked OK")
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,9 +41,10 @@ public:
   using BlockFn = std::function<void(std::span<const std::uint64_t> indices, std::span<std::uint64_t> words)>;
   void edit(const std::string& dataset, std::vector<std::uint64_t> indices, const BlockFn& fn);
 
-  /// The subset of `indices` (sorted, unique) stored where only HDF5 can write them: chunks of
-  /// filtered datasets, chunks not allocated yet, contiguous data without storage, compact and
-  /// other layouts. Reads no data, only the chunk index.
+  /// The subset of `indices` (sorted, unique) that this file would not change with pwrite, i.e.
+  /// with `Access::in_place` those stored where only HDF5 can write them: chunks of filtered
+  /// datasets, chunks not allocated yet, contiguous data without storage, compact and other
+  /// layouts. Reads no data, only the chunk index (addresses are kept for edit()).
   std::vector<std::uint64_t> hdf5_only(const std::string& dataset, std::vector<std::uint64_t> indices);
 
   /// Stored width in bits of a dataset's elements.
@@ -62,7 +64,12 @@ private:
   Access access_;
   ckpt::h5::File file_;
   int fd_ = -1;
-  std::uint64_t base_ = 0;  // user block size: HDF5 addresses are relative to it
+  std::uint64_t base_ = 0;       // user block size: HDF5 addresses are relative to it
+  std::uint64_t file_size_ = 0;
+  // Per dataset: chunk id (row-major over the chunk grid) -> absolute file offset of its bytes, or
+  // hdf5_only_ when only HDF5 can write it. HDF5 1.10 looks chunks up by walking the whole index.
+  static constexpr std::uint64_t hdf5_only_chunk_ = ~std::uint64_t{0};
+  std::map<std::string, std::map<std::uint64_t, std::uint64_t>> chunk_addr_;
 };
 
 /// Decode/encode a stored word from/to its bytes in file order.
