@@ -18,6 +18,7 @@ and a kill leaves the file unopenable: ckpt-flip must never open it read-write i
   file goes through a temporary sibling + atomic rename): after a kill the file is byte-identical
   either to the original or to the uninterrupted run's output; revert restores every dataset (the
   bytes too unless chunks were allocated or a compressed chunk rewritten).
+* the uninterrupted run changed exactly the logged words, from old to new bits.
 * a kill before the log is complete (it is fsynced before the first byte of the file changes)
   leaves the file byte-identical to the original.
 * a killed staged run leaves its temporary sibling (.NAME.tmp.PID); the next in-place run
@@ -27,6 +28,7 @@ Kill points: one uninterrupted run per file measures when the log is complete (i
 in it) and how long the apply phase lasts; killed runs are then signalled at fractions of that
 phase after their own log is complete, so the points track the machine's speed.
 """
+import json
 import os
 import shutil
 import signal
@@ -80,7 +82,10 @@ def words(path):
         def visit(name, obj):
             if isinstance(obj, h5py.Dataset):
                 a = obj[...]
-                out[name] = a.view(f"u{a.dtype.itemsize}")
+                u = np.dtype(f"u{a.dtype.itemsize}")
+                if a.dtype.byteorder in "<>":  # stored word values, whatever the byte order
+                    u = u.newbyteorder(a.dtype.byteorder)
+                out[name] = a.view(u).astype(f"u{a.dtype.itemsize}")
         f.visititems(visit)
     return out
 
@@ -125,6 +130,25 @@ def run_inject(path, log, args, stop=None):
     if t_log is None and log_complete(log):
         t_log = t_end
     return t_log, t_end
+
+
+def check_log(orig, ref, log, what):
+    """The uninterrupted run changed exactly the logged elements, from the logged old to the logged new
+    bits (the log's old bits come from reading through HDF5, the in-place writes do not)."""
+    want = {n: a.copy() for n, a in orig.items()}
+    with open(log) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("type") != "flip":
+                continue
+            a, nd = want[r["dataset"].lstrip("/")], tuple(r["nd"])
+            if int(a[nd]) != int(r["old"], 16):
+                fail(f"{what}: {r['dataset']}{list(nd)}: file has {int(a[nd]):#x}, the log's old bits are {r['old']}")
+            a[nd] = int(r["new"], 16)
+    for n, a in want.items():
+        bad = np.count_nonzero(a != ref[n])
+        if bad:
+            fail(f"{what}: /{n}: {bad} word(s) differ from what the log says was written")
 
 
 def flip_cmd(*args):
@@ -206,6 +230,7 @@ def sweep(kind, orig_path, d, fractions, args=(), staged=False, after_rename=Fal
     print(f"{kind}: uninterrupted: log complete after {t_log * 1e3:.0f} ms, apply phase {apply_s * 1e3:.0f} ms",
           flush=True)
     orig, ref = words(orig_path), words(ref_path)
+    check_log(orig, ref, os.path.join(d, f"{kind}.ref.jsonl"), f"{kind} uninterrupted")
     total = sum(int(np.count_nonzero(orig[n] != ref[n])) for n in orig)
     orig_chunks = chunks_allocated(orig_path)
 
