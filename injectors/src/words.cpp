@@ -167,6 +167,26 @@ WordFile::Layout WordFile::layout_of(const std::string& dataset) {
   return l;
 }
 
+std::uint64_t WordFile::chunk_offset(const Layout& l, const std::vector<hsize_t>& start, std::uint64_t addr, std::uint64_t bytes) {
+  if (base_ == 0) return addr;
+  // With a user block, HDF5 1.10 reports chunk addresses relative to it (H5Dget_offset is absolute);
+  // other versions may not: settle it once per file against the chunk's bytes as HDF5 reads them.
+  if (chunk_rebase_ < 0) {
+    std::vector<std::byte> want(bytes), at(bytes);
+    std::uint32_t filters = 0;
+    if (H5Dread_chunk(l.d, H5P_DEFAULT, start.data(), &filters, want.data()) < 0) return hdf5_only_chunk_;
+    auto matches = [&](std::uint64_t off) {
+      if (off + bytes > file_size_) return false;
+      pread_all(fd_, at.data(), bytes, off, l.where);
+      return at == want;
+    };
+    const bool rel = matches(addr + base_), abs = matches(addr);
+    if (rel == abs) return hdf5_only_chunk_;  // undecided (e.g. equal bytes at both): leave it to HDF5
+    chunk_rebase_ = rel ? 1 : 0;
+  }
+  return addr + (chunk_rebase_ ? base_ : 0);
+}
+
 std::vector<WordFile::Block> WordFile::blocks_of(const Layout& l, std::vector<std::uint64_t>& indices) {
   std::vector<Block> out;
   std::sort(indices.begin(), indices.end());
@@ -178,7 +198,7 @@ std::vector<WordFile::Block> WordFile::blocks_of(const Layout& l, std::vector<st
   if (l.layout == H5D_CONTIGUOUS && l.contiguous != HADDR_UNDEF) {
     Block b;
     b.kind = Block::Kind::raw;
-    b.addr = base_ + l.contiguous;
+    b.addr = l.contiguous;  // H5Dget_offset is absolute: it includes the user block
     b.idx = indices;
     b.offs.resize(indices.size());
     for (std::size_t i = 0; i < indices.size(); ++i) b.offs[i] = indices[i] * l.size;
@@ -235,7 +255,7 @@ std::vector<WordFile::Block> WordFile::blocks_of(const Layout& l, std::vector<st
         // Unallocated chunks report HADDR_UNDEF / size 0 (or fail): those stay with HDF5.
         const bool at = H5Dget_chunk_info_by_coord(l.d, b.start.data(), &mask, &addr, &nbytes) >= 0 &&
                         addr != HADDR_UNDEF && nbytes == full;
-        known[id] = at ? base_ + addr : hdf5_only_chunk_;
+        known[id] = at ? chunk_offset(l, b.start, addr, full) : hdf5_only_chunk_;
       }
       const auto it = known.find(id);
       if (it != known.end() && it->second != hdf5_only_chunk_) {

@@ -18,7 +18,8 @@ and a kill leaves the file unopenable: ckpt-flip must never open it read-write i
   file goes through a temporary sibling + atomic rename): after a kill the file is byte-identical
   either to the original or to the uninterrupted run's output; revert restores every dataset (the
   bytes too unless chunks were allocated or a compressed chunk rewritten).
-* the uninterrupted run changed exactly the logged words, from old to new bits.
+* the uninterrupted run changed exactly the logged words, from old to new bits; also on a file with
+  a user block (in place and -o).
 * a kill before the log is complete (it is fsynced before the first byte of the file changes)
   leaves the file byte-identical to the original.
 * a killed staged run leaves its temporary sibling (.NAME.tmp.PID); the next in-place run
@@ -313,6 +314,33 @@ def sweep(kind, orig_path, d, fractions, args=(), staged=False, after_rename=Fal
     return states
 
 
+def userblock_check(d):
+    """A file with a user block: HDF5 addresses are relative to it (H5Dget_offset is absolute, chunk
+    addresses are not in HDF5 1.10): in place and -o must change exactly the logged words."""
+    rng = np.random.default_rng(2)
+    ub = os.path.join(d, "userblock.h5")
+    with h5py.File(ub, "w", userblock_size=1024) as f:
+        f.create_dataset("model/c", data=rng.standard_normal((300, 200)).astype("f4"))
+        f.create_dataset("model/u", data=rng.standard_normal((310, 190)).astype("f8"), chunks=(25, 40))
+    orig = words(ub)
+    for how in ("in place", "-o"):
+        k, log = os.path.join(d, "userblock.k.h5"), os.path.join(d, "userblock.jsonl")
+        shutil.copyfile(ub, k)
+        out = ["--in-place"] if how == "in place" else ["-o", k + ".out"]
+        rc, msg = flip_cmd("inject", k, *out, "--seed", "5", "--flips", "3000", "--log", log, "--no-hash")
+        if rc != 0:
+            fail(f"userblock {how}: inject exited {rc}: {msg}")
+        res = k if how == "in place" else k + ".out"
+        check_log(orig, words(res), log, f"userblock {how}")
+        rc, msg = flip_cmd("revert", res, "--log", log)
+        if rc != 0 or not same_bytes(ub, res):
+            fail(f"userblock {how}: revert exited {rc} or is not byte-identical: {msg}")
+        for p in (k, k + ".out"):
+            if os.path.exists(p):
+                os.remove(p)
+    print("userblock: in place and -o change exactly the logged words; revert byte-identical", flush=True)
+
+
 def in_place_sweep(kind, path, d, args):
     fr = [0.05, 0.25, 0.45, 0.6, 0.7, 0.8, 0.9]
     st = sweep(kind, path, d, fr, args)
@@ -327,6 +355,7 @@ def in_place_sweep(kind, path, d, args):
 def main():
     with tempfile.TemporaryDirectory(prefix="ckpt-flip-kill9-") as d:
         u, n, g = make_files(d)
+        userblock_check(d)
         in_place = ["--exclude", "/model/s"]  # no flip in a never-written chunk: nothing to stage
         states = {
             "chunked": in_place_sweep("chunked", u, d, in_place),

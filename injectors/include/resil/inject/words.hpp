@@ -59,13 +59,15 @@ private:
   struct Layout;
   Layout layout_of(const std::string& dataset);
   std::vector<Block> blocks_of(const Layout& l, std::vector<std::uint64_t>& indices);
+  std::uint64_t chunk_offset(const Layout& l, const std::vector<hsize_t>& start, std::uint64_t addr, std::uint64_t bytes);
 
   std::string path_;
   Access access_;
   ckpt::h5::File file_;
   int fd_ = -1;
-  std::uint64_t base_ = 0;       // user block size: HDF5 addresses are relative to it
+  std::uint64_t base_ = 0;       // user block size: HDF5's internal addresses are relative to it
   std::uint64_t file_size_ = 0;
+  int chunk_rebase_ = -1;        // chunk addresses + base_ (1) or not (0); -1: not settled yet
   // Per dataset: chunk id (row-major over the chunk grid) -> absolute file offset of its bytes, or
   // hdf5_only_ when only HDF5 can write it. HDF5 1.10 looks chunks up by walking the whole index.
   static constexpr std::uint64_t hdf5_only_chunk_ = ~std::uint64_t{0};
