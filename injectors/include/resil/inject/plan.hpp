@@ -78,11 +78,14 @@ struct ApplyStats {
 /// Per word the current bits must be a state of its record chain (forward: the first old or the
 /// last new; revert: the first old or any new); otherwise MismatchError names dataset and index,
 /// unless `force`. Raw records are applied to the file's bytes.
-/// Crash safety: HDF5 may relocate a compressed chunk when rewriting it and updates its chunk index
-/// later, so a process killed mid-write can leave an unreadable chunk. When `crash_safe` and a
-/// touched dataset has filters, the file is therefore staged: copied to a temporary sibling,
-/// modified there, fsynced and renamed over `file` (the file is always either before or after).
-/// Contiguous and unfiltered chunked data are modified in place word by word / chunk by chunk.
+/// Crash safety (`crash_safe`, i.e. in place): HDF5 is opened read-only, never read-write (a
+/// superblock v2/3 file opened for writing and killed would no longer open). Contiguous data and
+/// allocated chunks of unfiltered datasets are changed word by word with pwrite at their file
+/// addresses. A change HDF5 alone can make - a filtered chunk (HDF5 may relocate it and update the
+/// chunk index later), an unallocated chunk, compact or unallocated data - stages the file: copy to
+/// a temporary sibling, edit there through HDF5, fsync, rename over `file` (always before or
+/// after). Which way is decided by a read-only probe before any byte changes. Stale
+/// `.NAME.tmp.PID` siblings of dead processes are removed first.
 ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force = false,
                  bool crash_safe = true);
 
