@@ -65,6 +65,10 @@ private:
   Access access_;
   ckpt::h5::File file_;
   int fd_ = -1;
+  // The whole file mapped (shared; writable unless Access::read): raw words are read and written in
+  // memory instead of one pread/pwrite system call each. Null when mmap is not possible.
+  std::byte* map_ = nullptr;
+  std::size_t map_len_ = 0;
   std::uint64_t base_ = 0;       // user block size: HDF5's internal addresses are relative to it
   std::uint64_t file_size_ = 0;
   int chunk_rebase_ = -1;        // chunk addresses + base_ (1) or not (0); -1: not settled yet
