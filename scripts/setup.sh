@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config ninja-build
   libhdf5-dev hdf5-tools libisal-dev libmpich-dev mpich libcli11-dev catch2
-  libopenblas-dev nlohmann-json3-dev zlib1g-dev libxxhash-dev libssl-dev
+  libopenblas-dev nlohmann-json3-dev zlib1g-dev libxxhash-dev libssl-dev libdeflate-dev
   python3-h5py python3-numpy python3-matplotlib dataset-fashion-mnist
   clang libclang-rt-14-dev
   slurm-wlm munge
