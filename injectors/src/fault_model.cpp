@@ -62,6 +62,7 @@ PatternTable parse_pattern_table(std::string_view text, const std::string& sourc
         e.mask = parse_hex_mask(p.at("mask").get<std::string>(), source);
       } else if (p.contains("bits")) {
         for (const auto& b : p.at("bits")) {
+          if (!b.is_number_integer()) throw CorruptInputError(source + ": bits must be integers 0..63");
           const auto bit = b.get<std::int64_t>();
           if (bit < 0 || bit > 63) throw CorruptInputError(source + ": bit " + std::to_string(bit) + " outside 0..63");
           e.mask |= std::uint64_t{1} << bit;

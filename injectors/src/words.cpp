@@ -95,7 +95,7 @@ WordFile::~WordFile() {
 }
 
 void WordFile::close() {
-  const bool writes = access_ != Access::read;
+  const bool writes = access_ != Access::read && sync_;
   if (file_.valid()) {
     h5::SilenceErrors quiet;
     if (access_ == Access::rewrite && H5Fflush(file_, H5F_SCOPE_LOCAL) < 0) h5::throw_error(path_ + ": flush failed");
