@@ -24,7 +24,7 @@ int run_inspect(const InspectOptions& o);
 
 struct InjectOptions {
   std::string input, output, log;
-  bool in_place = false, dry_run = false, raw = false, no_hash = false;
+  bool in_place = false, dry_run = false, raw = false, no_hash = false, no_sync = false;
   std::optional<std::uint64_t> seed;
   std::uint64_t trial = 0;
   std::optional<std::uint64_t> flips;

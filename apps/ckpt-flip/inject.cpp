@@ -43,6 +43,9 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
   c->add_option("--as", o.as, "treat unsigned 16-bit datasets as this dtype (bf16)")->check(CLI::IsMember({"bf16", "f16"}));
   c->add_flag("--raw", o.raw, "flip bits anywhere in the file's bytes (HDF5 metadata included)");
   c->add_flag("--no-hash", o.no_hash, "skip the SHA-256 of input and output (logged as empty)");
+  c->add_flag("--no-sync", o.no_sync,
+              "with --in-place: do not fsync the file's edited words at the end (the log is still durable before any byte "
+              "changes, so revert/replay work after a crash; a power loss may lose some flips)");
   return c;
 }
 
@@ -126,7 +129,7 @@ int run_inject(const InjectOptions& o) {
     log.line(inject::header_line(h));
     for (std::size_t i = 0; i < records.size(); ++i) log.line(inject::record_line(records[i], i));
     log.sync();
-    st = inject::apply(o.input, records, inject::Direction::forward);
+    st = inject::apply(o.input, records, inject::Direction::forward, false, true, !o.no_sync);
     if (!o.no_hash) out_sha = ckpt::sha256_file(o.input);
     log.line(inject::footer_line(st.changed, out_sha));
     log.close();

@@ -204,7 +204,8 @@ std::vector<std::string> remove_stale_temporaries(const std::string& file) {
 
 }  // namespace
 
-ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force, bool crash_safe) {
+ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force, bool crash_safe,
+                 bool sync) {
   if (records.empty()) return {};
   if (crash_safe) {
     // Killed staged runs leave a temporary copy the size of the file: reclaim it before staging again.
@@ -224,6 +225,7 @@ ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, D
   {
     // HDF5 is opened read-only: raw data at known offsets changes with pwrite, nothing else.
     WordFile wf(file, Access::in_place);
+    wf.set_sync(sync);
     if (!needs_staging(wf, chains, dir, force)) return apply_words(wf, chains, dir, force);
     wf.close();
   }

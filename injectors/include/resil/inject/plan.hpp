@@ -86,8 +86,11 @@ struct ApplyStats {
 /// a temporary sibling, edit there through HDF5, fsync, rename over `file` (always before or
 /// after). Which way is decided by a read-only probe before any byte changes. Stale
 /// `.NAME.tmp.PID` siblings of dead processes are removed first.
+/// `sync` false (in place only): the file's edited bytes are not fsynced at the end (the staged
+/// path always is). A crash then may lose some of the edits, never tear a word; the log's
+/// old/new chains let revert and replay finish from any such state.
 ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force = false,
-                 bool crash_safe = true);
+                 bool crash_safe = true, bool sync = true);
 
 /// Flat index -> N-d index (C order).
 std::vector<std::uint64_t> unravel_index(std::uint64_t flat, const ckpt::Shape& shape);

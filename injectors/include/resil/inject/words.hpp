@@ -52,6 +52,8 @@ public:
 
   /// Flush and close (errors surface here rather than in the destructor).
   void close();
+  /// Whether close() makes the edits durable (msync + fsync). Default: yes.
+  void set_sync(bool sync) noexcept { sync_ = sync; }
   const std::string& path() const noexcept { return path_; }
 
 private:
@@ -67,6 +69,7 @@ private:
   int fd_ = -1;
   // The whole file mapped (shared; writable unless Access::read): raw words are read and written in
   // memory instead of one pread/pwrite system call each. Null when mmap is not possible.
+  bool sync_ = true;
   std::byte* map_ = nullptr;
   std::size_t map_len_ = 0;
   std::uint64_t base_ = 0;       // user block size: HDF5's internal addresses are relative to it
