@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -136,6 +137,16 @@ struct Slot {
   std::exception_ptr error;
 };
 
+// RESIL_INJECT_THREADS=N (1..64) overrides the default thread count (benchmarks); 0 if unset.
+unsigned env_threads() {
+  const char* v = std::getenv("RESIL_INJECT_THREADS");
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  const unsigned long n = std::strtoul(v, &end, 10);
+  if (*end != '\0' || n < 1 || n > 64) throw UsageError(std::string("RESIL_INJECT_THREADS=") + v + ": expected 1..64");
+  return static_cast<unsigned>(n);
+}
+
 std::string chunk_name(std::span<const hsize_t> start) {
   std::string s = "chunk at [";
   for (std::size_t k = 0; k < start.size(); ++k) s += (k ? ", " : "") + std::to_string(start[k]);
@@ -189,6 +200,7 @@ std::vector<bool> edit_deflate_chunks(hid_t dset, const std::string& where, cons
   const std::uint64_t chunk_bytes = n * size;
 
   if (threads == 0) threads = g_threads.load();
+  if (threads == 0) threads = env_threads();
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = static_cast<unsigned>(std::min<std::size_t>({threads, 64, tasks.size()}));
   // One thread: no pool, the codec runs on the calling thread between the HDF5 calls.
