@@ -1,4 +1,5 @@
 #include "resil/inject/words.hpp"
+#include "resil/inject/deflate_chunks.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -310,7 +311,23 @@ std::vector<std::uint64_t> WordFile::hdf5_only(const std::string& dataset, std::
 void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indices, const BlockFn& fn) {
   if (indices.empty()) return;
   const Layout l = layout_of(dataset);
-  const auto blocks = blocks_of(l, indices);
+  auto blocks = blocks_of(l, indices);
+  // Chunks of a deflate or shuffle+deflate dataset: raw chunk I/O with libdeflate on a pool
+  // (deflate_chunks.hpp). What it leaves (unallocated chunks, a skipped filter) goes on below.
+  if (l.filtered && chunk_codec_options().direct &&
+      std::all_of(blocks.begin(), blocks.end(), [](const Block& b) { return b.kind == Block::Kind::chunk; }))
+    if (const auto pipeline = deflate_pipeline(l.d, l.size)) {
+      std::vector<ChunkTask> tasks;
+      for (const auto& b : blocks) tasks.push_back({b.start, b.idx});
+      const auto mode = access_ == Access::rewrite    ? ChunkWrite::write
+                        : access_ == Access::in_place ? ChunkWrite::refuse
+                                                      : ChunkWrite::none;
+      const auto done = edit_deflate_chunks(l.d, l.where, {l.shape, l.chunk, l.size, l.be}, *pipeline, tasks, mode, fn);
+      std::vector<Block> rest;
+      for (std::size_t i = 0; i < blocks.size(); ++i)
+        if (!done[i]) rest.push_back(std::move(blocks[i]));
+      blocks = std::move(rest);
+    }
   h5::SilenceErrors quiet;
   std::vector<std::byte> buf;
   std::vector<std::uint64_t> words, before;

@@ -1,0 +1,398 @@
+// Direct chunk editing of gzip datasets (deflate_chunks.hpp) against the HDF5 filter path: same
+// planned records, same dataset contents after inject and revert, pipeline and level unchanged,
+// thread counts 1 and 4 identical, h5py reads every value; fallbacks (fletcher32, other orders,
+// unallocated chunks) and damaged chunks.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <map>
+#include <tuple>
+
+#include "resil/ckpt/fs.hpp"
+#include "resil/ckpt/io.hpp"
+#include "resil/inject/deflate_chunks.hpp"
+#include "resil/inject/plan.hpp"
+#include "resil/inject/sampling.hpp"
+#include "resil_test/tmpdir.hpp"
+
+using namespace resil;
+using namespace resil::inject;
+namespace h5 = ckpt::h5;
+
+namespace {
+
+const std::string check_py = std::string("/usr/bin/python3 ") + RESIL_INJECT_TEST_DIR + "/deflate_chunks_check.py";
+
+// Sets the process-wide codec options for a scope.
+struct CodecScope {
+  ChunkCodecOptions saved = chunk_codec_options();
+  explicit CodecScope(ChunkCodecOptions o) { set_chunk_codec_options(o); }
+  ~CodecScope() { set_chunk_codec_options(saved); }
+};
+
+// Raw stored bytes (file type as memory type) of every dataset.
+std::map<std::string, std::vector<unsigned char>> contents(const std::string& path) {
+  std::map<std::string, std::vector<unsigned char>> out;
+  auto f = h5::open_file(path, h5::Mode::read);
+  for (const auto& info : ckpt::list_datasets(f)) {
+    auto d = h5::open_dataset(f, info.path, path);
+    h5::Datatype t(H5Dget_type(d));
+    h5::Dataspace s(H5Dget_space(d));
+    auto& buf = out[info.path];
+    buf.resize(static_cast<std::size_t>(H5Sget_simple_extent_npoints(s)) * H5Tget_size(t));
+    REQUIRE(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) >= 0);
+  }
+  return out;
+}
+
+using Filters = std::vector<std::tuple<H5Z_filter_t, std::vector<unsigned>>>;
+
+Filters filters_of(const std::string& path, const std::string& dataset) {
+  auto f = h5::open_file(path, h5::Mode::read);
+  auto d = h5::open_dataset(f, dataset, path);
+  h5::PropList dcpl(H5Dget_create_plist(d));
+  Filters out;
+  for (int i = 0; i < H5Pget_nfilters(dcpl); ++i) {
+    unsigned flags = 0, cd[16] = {}, config = 0;
+    std::size_t n = 16;
+    char name[64];
+    const auto id = H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &n, cd, sizeof name, name, &config);
+    out.emplace_back(id, std::vector<unsigned>(cd, cd + n));
+  }
+  return out;
+}
+
+ckpt::Tensor filled(ckpt::DType t, ckpt::Shape shape, std::uint64_t seed) {
+  ckpt::Tensor x(t, std::move(shape));
+  Rng rng(seed, 0);
+  auto bytes = x.bytes();
+  const std::size_t sz = ckpt::dtype_size(t);
+  for (std::size_t i = 0; i < x.numel(); ++i) {
+    const double v = ckpt::dtype_is_float(t) ? rng.normal() : static_cast<double>(rng.below(1000));
+    const std::uint64_t w = ckpt::double_to_word(t, v);
+    std::memcpy(bytes.data() + i * sz, &w, sz);
+  }
+  return x;
+}
+
+// A dataset through the C API with an explicit filter list (fletcher32, orders HDF5 allows).
+void write_filtered(hid_t file, const std::string& name, std::vector<hsize_t> shape, std::vector<hsize_t> chunk,
+                    const std::vector<H5Z_filter_t>& filters, unsigned level, std::size_t rows_written = ~std::size_t{0}) {
+  h5::PropList dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  REQUIRE(H5Pset_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data()) >= 0);
+  for (auto f : filters) {
+    if (f == H5Z_FILTER_DEFLATE) REQUIRE(H5Pset_deflate(dcpl, level) >= 0);
+    if (f == H5Z_FILTER_SHUFFLE) REQUIRE(H5Pset_shuffle(dcpl) >= 0);
+    if (f == H5Z_FILTER_FLETCHER32) REQUIRE(H5Pset_fletcher32(dcpl) >= 0);
+  }
+  h5::Dataspace space(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr));
+  h5::PropList lcpl(H5Pcreate(H5P_LINK_CREATE));
+  REQUIRE(H5Pset_create_intermediate_group(lcpl, 1) >= 0);
+  h5::Dataset d(H5Dcreate2(file, name.c_str(), H5T_IEEE_F32LE, space, lcpl, dcpl, H5P_DEFAULT));
+  REQUIRE(d.valid());
+  std::uint64_t n = 1;
+  for (auto s : shape) n *= s;
+  std::vector<float> v(n);
+  Rng rng(n, 3);
+  for (auto& x : v) x = static_cast<float>(rng.normal());
+  auto count = shape;
+  count[0] = std::min<hsize_t>(shape[0], rows_written);  // the rest stays unallocated (fill value)
+  std::vector<hsize_t> start(shape.size(), 0);
+  h5::Dataspace mem(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr));
+  REQUIRE(H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) >= 0);
+  REQUIRE(H5Dwrite(d, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, v.data()) >= 0);
+}
+
+void make_capi_fixture(const std::string& path) {
+  auto f = h5::create_file(path);
+  using ckpt::DType;
+  std::uint64_t seed = 11;
+  struct Case {
+    DType t;
+    ckpt::Shape shape, chunk;
+    int level;
+    bool shuffle;
+  };
+  const Case cases[] = {
+      {DType::f32, {37, 23}, {8, 5}, 1, true},   {DType::f32, {37, 23}, {8, 5}, 9, false},
+      {DType::f64, {29, 31}, {10, 10}, 4, true}, {DType::f64, {64}, {16}, 6, false},
+      {DType::f16, {41, 13}, {9, 6}, 2, true},   {DType::f16, {5, 7, 9}, {2, 3, 4}, 7, false},
+      {DType::i64, {33, 17}, {7, 7}, 5, true},   {DType::i64, {4, 100}, {3, 30}, 9, false},
+  };
+  int k = 0;
+  for (const auto& c : cases)
+    ckpt::write_tensor(f, "/model/" + std::string(ckpt::dtype_name(c.t)) + "_" + std::to_string(k++), filled(c.t, c.shape, seed++),
+                       ckpt::WriteOptions{c.chunk, c.level, c.shuffle});
+  write_filtered(f, "/model/fletcher32", {30, 30}, {8, 8}, {H5Z_FILTER_SHUFFLE, H5Z_FILTER_DEFLATE, H5Z_FILTER_FLETCHER32}, 3);
+  write_filtered(f, "/model/deflate_then_shuffle", {30, 30}, {8, 8}, {H5Z_FILTER_DEFLATE, H5Z_FILTER_SHUFFLE}, 3);
+  write_filtered(f, "/model/partial", {40, 24}, {10, 8}, {H5Z_FILTER_SHUFFLE, H5Z_FILTER_DEFLATE}, 5, 12);
+}
+
+std::vector<FlipRecord> plan_flips(const std::string& file, std::uint64_t flips, std::uint64_t seed) {
+  std::vector<ckpt::DatasetInfo> infos;
+  {
+    auto f = h5::open_file(file, h5::Mode::read);
+    infos = ckpt::list_datasets(f);
+  }
+  const auto targets = select(infos, SelectOptions{});
+  PlanOptions opt;
+  opt.seed = seed;
+  opt.flips = flips;
+  const auto sites = sample_sites(targets, opt);
+  return plan(file, targets, sites, opt);
+}
+
+bool same_records(const std::vector<FlipRecord>& a, const std::vector<FlipRecord>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].dataset != b[i].dataset || a[i].index != b[i].index || a[i].old_bits != b[i].old_bits || a[i].new_bits != b[i].new_bits)
+      return false;
+  return true;
+}
+
+// Inject `flips` into copies of `src` by the HDF5 path and by the direct path (1 and 4 threads):
+// identical contents, exactly the logged words changed, pipelines unchanged, revert restores.
+void check_against_hdf5_path(const test::TempDir& dir, const std::string& src, std::uint64_t flips) {
+  std::vector<FlipRecord> recs;
+  {
+    CodecScope hdf5({false, 0});
+    recs = plan_flips(src, flips, 42);
+  }
+  const auto before = chunk_codec_stats();
+  {
+    CodecScope direct({true, 4});
+    INFO("plan() reads the same words through the direct path");
+    CHECK(same_records(recs, plan_flips(src, flips, 42)));
+  }
+  CHECK(chunk_codec_stats().read > before.read);
+
+  const auto original = contents(src);
+  std::map<std::string, std::map<std::string, std::vector<unsigned char>>> out;
+  const std::pair<std::string, ChunkCodecOptions> ways[] = {{"hdf5", {false, 0}}, {"t1", {true, 1}}, {"t4", {true, 4}}};
+  for (const auto& [name, opt] : ways) {
+    const auto file = (dir / (name + ".h5")).string();
+    ckpt::fs::copy_file(src, file);
+    CodecScope scope(opt);
+    const auto s0 = chunk_codec_stats();
+    const auto st = apply(file, recs, Direction::forward);
+    CHECK(st.changed > 0);
+    const auto s1 = chunk_codec_stats();
+    if (opt.direct) {
+      CHECK(s1.written > s0.written);
+    } else {
+      CHECK(s1.read == s0.read);
+      CHECK(s1.written == s0.written);
+    }
+    out[name] = contents(file);
+  }
+  REQUIRE(out["hdf5"].size() == original.size());
+  CHECK(out["t1"] == out["hdf5"]);
+  CHECK(out["t4"] == out["hdf5"]);
+
+  // Exactly the logged words differ from the original, by the records' XOR.
+  std::map<std::pair<std::string, std::uint64_t>, std::uint64_t> expect;
+  for (const auto& r : recs) expect[{r.dataset, r.index}] ^= r.mask();
+  std::uint64_t changed = 0;
+  for (const auto& [ds, bytes] : out["t4"]) {
+    const auto& orig = original.at(ds);
+    REQUIRE(orig.size() == bytes.size());
+    for (std::size_t i = 0; i < bytes.size(); ++i) changed += bytes[i] != orig[i];
+  }
+  CHECK(changed > 0);
+  for (const auto& r : recs) {
+    const auto& a = original.at(r.dataset);
+    const auto& b = out["t4"].at(r.dataset);
+    const unsigned size = r.width / 8;
+    std::uint64_t x = 0;  // XOR of the stored bytes, in file order: compare by popcount and position-free
+    for (unsigned j = 0; j < size; ++j) x |= std::uint64_t(a[r.index * size + j] ^ b[r.index * size + j]) << (8 * j);
+    CHECK(__builtin_popcountll(x) == __builtin_popcountll(expect.at({r.dataset, r.index})));
+  }
+
+  for (const auto& [ds, bytes] : original) {
+    INFO(ds);
+    CHECK(filters_of((dir / "t4.h5").string(), ds) == filters_of(src, ds));
+  }
+  INFO("h5py: same pipeline and values in the HDF5-path and direct outputs");
+  CHECK(test::run(check_py + " compare " + (dir / "hdf5.h5").string() + " " + (dir / "t4.h5").string() + " >/dev/null") == 0);
+  {
+    CodecScope direct({true, 4});
+    apply((dir / "t4.h5").string(), recs, Direction::revert);
+  }
+  CHECK(contents((dir / "t4.h5").string()) == original);
+  CHECK(test::run(check_py + " compare " + src + " " + (dir / "t4.h5").string() + " >/dev/null") == 0);
+}
+
+// Build a zlib stream of stored blocks (no compression) around `data`.
+std::vector<unsigned char> zlib_stored(const std::vector<unsigned char>& data) {
+  std::vector<unsigned char> z = {0x78, 0x01};
+  std::size_t at = 0;
+  do {
+    const std::size_t n = std::min<std::size_t>(65535, data.size() - at);
+    const bool last = at + n == data.size();
+    z.push_back(last ? 1 : 0);
+    z.push_back(n & 0xff);
+    z.push_back((n >> 8) & 0xff);
+    z.push_back(~n & 0xff);
+    z.push_back((~n >> 8) & 0xff);
+    z.insert(z.end(), data.begin() + static_cast<std::ptrdiff_t>(at), data.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
+  } while (at < data.size());
+  std::uint32_t a = 1, b = 0;
+  for (auto c : data) {
+    a = (a + c) % 65521;
+    b = (b + a) % 65521;
+  }
+  const std::uint32_t adler = (b << 16) | a;
+  for (int s = 24; s >= 0; s -= 8) z.push_back(static_cast<unsigned char>(adler >> s));
+  return z;
+}
+
+}  // namespace
+
+TEST_CASE("deflate_pipeline takes exactly deflate and shuffle+deflate", "[inject][unit]") {
+  test::TempDir dir("inject-deflate");
+  const auto file = (dir / "p.h5").string();
+  {
+    auto f = h5::create_file(file);
+    write_filtered(f, "/deflate", {20, 20}, {8, 8}, {H5Z_FILTER_DEFLATE}, 3);
+    write_filtered(f, "/shuffle_deflate", {20, 20}, {8, 8}, {H5Z_FILTER_SHUFFLE, H5Z_FILTER_DEFLATE}, 7);
+    write_filtered(f, "/deflate_shuffle", {20, 20}, {8, 8}, {H5Z_FILTER_DEFLATE, H5Z_FILTER_SHUFFLE}, 7);
+    write_filtered(f, "/fletcher32", {20, 20}, {8, 8}, {H5Z_FILTER_SHUFFLE, H5Z_FILTER_DEFLATE, H5Z_FILTER_FLETCHER32}, 7);
+    write_filtered(f, "/shuffle", {20, 20}, {8, 8}, {H5Z_FILTER_SHUFFLE}, 0);
+    write_filtered(f, "/plain", {20, 20}, {8, 8}, {}, 0);
+    ckpt::write_tensor(f, "/contig", filled(ckpt::DType::f32, {4, 4}, 1));
+  }
+  auto f = h5::open_file(file, h5::Mode::read);
+  auto pipe = [&](const std::string& name) { return deflate_pipeline(h5::open_dataset(f, name, file), 4); };
+  REQUIRE(pipe("/deflate"));
+  CHECK_FALSE(pipe("/deflate")->shuffle);
+  CHECK(pipe("/deflate")->level == 3);
+  REQUIRE(pipe("/shuffle_deflate"));
+  CHECK(pipe("/shuffle_deflate")->shuffle);
+  CHECK(pipe("/shuffle_deflate")->level == 7);
+  CHECK_FALSE(deflate_pipeline(h5::open_dataset(f, "/shuffle_deflate", file), 8));  // shuffle of another width
+  CHECK_FALSE(pipe("/deflate_shuffle"));
+  CHECK_FALSE(pipe("/fletcher32"));
+  CHECK_FALSE(pipe("/shuffle"));
+  CHECK_FALSE(pipe("/plain"));
+  CHECK_FALSE(pipe("/contig"));
+}
+
+TEST_CASE("direct gzip chunk edits equal the HDF5 filter path (C API file)", "[inject][unit]") {
+  test::TempDir dir("inject-deflate");
+  const auto src = (dir / "src.h5").string();
+  make_capi_fixture(src);
+  check_against_hdf5_path(dir, src, 1500);
+}
+
+TEST_CASE("direct gzip chunk edits equal the HDF5 filter path (h5py file)", "[inject][unit]") {
+  test::TempDir dir("inject-deflate");
+  const auto src = (dir / "src.h5").string();
+  REQUIRE(test::run(check_py + " make " + src) == 0);
+  check_against_hdf5_path(dir, src, 1200);
+}
+
+TEST_CASE("fallbacks: fletcher32 and unallocated chunks go through HDF5", "[inject][unit]") {
+  test::TempDir dir("inject-deflate");
+  const auto src = (dir / "src.h5").string();
+  {
+    auto f = h5::create_file(src);
+    write_filtered(f, "/model/fletcher32", {30, 30}, {8, 8}, {H5Z_FILTER_SHUFFLE, H5Z_FILTER_DEFLATE, H5Z_FILTER_FLETCHER32}, 3);
+  }
+  CodecScope direct({true, 2});
+  const auto s0 = chunk_codec_stats();
+  const auto recs = plan_flips(src, 200, 5);
+  const auto file = (dir / "out.h5").string();
+  ckpt::fs::copy_file(src, file);
+  CHECK(apply(file, recs, Direction::forward).changed > 0);
+  const auto s1 = chunk_codec_stats();
+  CHECK(s1.read == s0.read);
+  CHECK(s1.written == s0.written);
+  CHECK(filters_of(file, "/model/fletcher32") == filters_of(src, "/model/fletcher32"));
+  apply(file, recs, Direction::revert);
+  CHECK(contents(file) == contents(src));
+
+  // A partly written gzip dataset: allocated chunks direct, the others allocated by HDF5.
+  const auto part = (dir / "part.h5").string();
+  {
+    auto f = h5::create_file(part);
+    write_filtered(f, "/model/partial", {40, 24}, {10, 8}, {H5Z_FILTER_SHUFFLE, H5Z_FILTER_DEFLATE}, 5, 12);
+  }
+  std::vector<FlipRecord> all;
+  for (std::uint64_t i = 0; i < 40 * 24; i += 7) {
+    FlipRecord r;
+    r.dataset = "/model/partial";
+    r.index = i;
+    r.nd = {i / 24, i % 24};
+    r.dtype = ckpt::DType::f32;
+    r.width = 32;
+    all.push_back(r);
+  }
+  const auto orig = contents(part).at("/model/partial");
+  for (auto& r : all) {
+    std::uint32_t w = 0;
+    std::memcpy(&w, orig.data() + r.index * 4, 4);
+    r.old_bits = w;
+    r.new_bits = w ^ (1u << (r.index % 32));
+  }
+  const auto s2 = chunk_codec_stats();
+  apply(part, all, Direction::forward);
+  const auto s3 = chunk_codec_stats();
+  CHECK(s3.written - s2.written == 6);  // rows 0..11 touch chunk rows 0 and 1: 2 x 3 allocated chunks
+  const auto after = contents(part).at("/model/partial");
+  for (const auto& r : all) {
+    std::uint32_t w = 0;
+    std::memcpy(&w, after.data() + r.index * 4, 4);
+    CHECK(w == r.new_bits);
+  }
+  apply(part, all, Direction::revert);
+  CHECK(contents(part).at("/model/partial") == orig);
+}
+
+TEST_CASE("damaged gzip chunks: CorruptInputError naming file, dataset and chunk", "[inject][unit]") {
+  test::TempDir dir("inject-deflate");
+  const auto src = (dir / "bad.h5").string();
+  {
+    auto f = h5::create_file(src);
+    write_filtered(f, "/w", {16, 16}, {8, 8}, {H5Z_FILTER_DEFLATE}, 4);
+  }
+  const hsize_t at[2] = {8, 0};
+  auto damage = [&](const std::vector<unsigned char>& chunk) {
+    auto f = h5::open_file(src, h5::Mode::read_write);
+    auto d = h5::open_dataset(f, "/w", src);
+    REQUIRE(H5Dwrite_chunk(d, H5P_DEFAULT, 0, at, chunk.size(), chunk.data()) >= 0);
+  };
+  std::string expect;
+  SECTION("not a zlib stream") {
+    damage(std::vector<unsigned char>(100, 0x5a));
+    expect = "not a valid zlib stream";
+  }
+  SECTION("inflates short") {
+    damage(zlib_stored(std::vector<unsigned char>(8 * 8 * 4 - 4, 1)));
+    expect = "inflates to 252 bytes, not the chunk's 256";
+  }
+  SECTION("inflates long") {
+    damage(zlib_stored(std::vector<unsigned char>(8 * 8 * 4 + 1, 1)));
+    expect = "inflates to more than the chunk's 256 bytes";
+  }
+  CodecScope direct({true, 2});
+  FlipRecord r;
+  r.dataset = "/w";
+  r.index = 9 * 16 + 3;  // in chunk [8, 0]
+  r.nd = {9, 3};
+  r.dtype = ckpt::DType::f32;
+  r.width = 32;
+  r.new_bits = 1;
+  const std::vector<FlipRecord> recs{r};
+  try {
+    apply(src, recs, Direction::forward);
+    FAIL("no error");
+  } catch (const CorruptInputError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find(src) != std::string::npos);
+    CHECK(what.find("dataset /w") != std::string::npos);
+    CHECK(what.find("chunk at [8, 0]") != std::string::npos);
+    CHECK(what.find(expect) != std::string::npos);
+  }
+}
