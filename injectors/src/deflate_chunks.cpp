@@ -334,16 +334,15 @@ std::vector<bool> edit_deflate_chunks(hid_t dset, const std::string& where, cons
       }
       ++n_fn;
     } else if (n_written < n_fn) {
-      // Nothing left to read or decode: wait for the oldest write below.
+      // Nothing left to read or decode: the oldest write blocks below.
     } else {
       break;
     }
-    // Writes in task order: the oldest slot as soon as it is deflated, or blocking when the
-    // window is full or there is nothing else to do.
+    // Writes in task order: the oldest slot once it is deflated. Block only when no callback is
+    // waiting to run (a full window of decoded chunks is fed to fn first, keeping the pool busy).
     while (n_written < n_fn) {
       Slot& s = slots[n_written % window];
-      const bool must = n_fn == n_read || n_read - n_written >= window;
-      if (!must && !is_ready(s)) break;
+      if (n_fn < n_read && !is_ready(s)) break;
       wait(s);
       if (s.changed) {
         const ChunkTask& t = tasks[s.task];
@@ -352,8 +351,7 @@ std::vector<bool> edit_deflate_chunks(hid_t dset, const std::string& where, cons
         ++g_written;
       }
       ++n_written;
-      if (!must) continue;
-      break;
+      if (n_fn == n_read) break;  // room for the next read
     }
   }
   return done;
