@@ -201,7 +201,9 @@ std::vector<bool> edit_deflate_chunks(hid_t dset, const std::string& where, cons
 
   if (threads == 0) threads = g_threads.load();
   if (threads == 0) threads = env_threads();
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  // By default at most 8: HDF5's calls on this thread keep up with about that many codecs, and
+  // the window (2 chunks of buffers per slot) stays small with large chunks on large machines.
+  if (threads == 0) threads = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
   threads = static_cast<unsigned>(std::min<std::size_t>({threads, 64, tasks.size()}));
   // One thread: no pool, the codec runs on the calling thread between the HDF5 calls.
   const unsigned workers = threads > 1 ? threads : 0;

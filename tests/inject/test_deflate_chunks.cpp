@@ -4,6 +4,7 @@
 // unallocated chunks) and damaged chunks.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -13,6 +14,7 @@
 #include "resil/inject/deflate_chunks.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/sampling.hpp"
+#include "resil/inject/words.hpp"
 #include "resil_test/tmpdir.hpp"
 
 using namespace resil;
@@ -395,4 +397,65 @@ TEST_CASE("damaged gzip chunks: CorruptInputError naming file, dataset and chunk
     CHECK(what.find("chunk at [8, 0]") != std::string::npos);
     CHECK(what.find(expect) != std::string::npos);
   }
+}
+
+TEST_CASE("direct gzip chunks in place: reads fine, a change is refused and nothing is written", "[inject][unit]") {
+  test::TempDir dir("inject-deflate");
+  const auto src = (dir / "w.h5").string();
+  {
+    auto f = h5::create_file(src);
+    write_filtered(f, "/w", {20, 20}, {8, 8}, {H5Z_FILTER_SHUFFLE, H5Z_FILTER_DEFLATE}, 4);
+  }
+  const auto before = contents(src);
+  CodecScope direct({true, 2});
+  const auto s0 = chunk_codec_stats();
+  WordFile wf(src, Access::in_place);
+  std::vector<std::uint64_t> seen;
+  wf.edit("/w", {5, 399, 170}, [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
+    for (std::size_t k = 0; k < i.size(); ++k) {
+      std::uint32_t x = 0;
+      std::memcpy(&x, before.at("/w").data() + i[k] * 4, 4);
+      CHECK(w[k] == x);
+      seen.push_back(i[k]);
+    }
+  });
+  CHECK(seen == std::vector<std::uint64_t>{5, 170, 399});  // chunk order
+  CHECK(chunk_codec_stats().read - s0.read == 3);
+  try {
+    wf.edit("/w", {170}, [](std::span<const std::uint64_t>, std::span<std::uint64_t> w) { w[0] ^= 1; });
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("element 170 lies in a filtered or unallocated block") != std::string::npos);
+  }
+  wf.close();
+  CHECK(chunk_codec_stats().written == s0.written);
+  CHECK(contents(src) == before);
+}
+
+TEST_CASE("RESIL_INJECT_THREADS: 1..64, anything else is a usage error", "[inject][unit]") {
+  test::TempDir dir("inject-deflate");
+  const auto src = (dir / "w.h5").string();
+  {
+    auto f = h5::create_file(src);
+    write_filtered(f, "/w", {20, 20}, {8, 8}, {H5Z_FILTER_DEFLATE}, 4);
+  }
+  CodecScope direct({true, 0});
+  auto read_all = [&] {
+    WordFile wf(src, Access::read);
+    std::uint64_t n = 0;
+    std::vector<std::uint64_t> idx(400);
+    for (std::uint64_t i = 0; i < 400; ++i) idx[i] = i;
+    wf.edit("/w", idx, [&](std::span<const std::uint64_t> i, std::span<std::uint64_t>) { n += i.size(); });
+    return n;
+  };
+  const char* saved = std::getenv("RESIL_INJECT_THREADS");
+  const std::string keep = saved ? saved : "";
+  ::setenv("RESIL_INJECT_THREADS", "3", 1);
+  CHECK(read_all() == 400);
+  ::setenv("RESIL_INJECT_THREADS", "0", 1);
+  CHECK_THROWS_AS(read_all(), UsageError);
+  ::setenv("RESIL_INJECT_THREADS", "4x", 1);
+  CHECK_THROWS_AS(read_all(), UsageError);
+  if (saved) ::setenv("RESIL_INJECT_THREADS", keep.c_str(), 1);
+  else ::unsetenv("RESIL_INJECT_THREADS");
 }

@@ -33,7 +33,7 @@ std::optional<DeflatePipeline> deflate_pipeline(hid_t dset, unsigned elem_size);
 /// Process-wide switches (tests compare with the HDF5 path; benchmarks pick thread counts).
 struct ChunkCodecOptions {
   bool direct = true;    // false: every filtered chunk goes through HDF5's filters
-  unsigned threads = 0;  // codec threads; 0: $RESIL_INJECT_THREADS, else hardware_concurrency()
+  unsigned threads = 0;  // codec threads; 0: $RESIL_INJECT_THREADS, else hardware_concurrency() up to 8
 };
 ChunkCodecOptions chunk_codec_options() noexcept;
 void set_chunk_codec_options(const ChunkCodecOptions& opt) noexcept;
