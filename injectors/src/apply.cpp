@@ -147,20 +147,23 @@ std::vector<std::uint64_t> indices_of(const std::map<std::uint64_t, std::vector<
 // Whether applying the chains changes a word that only HDF5 can write (`wf` in place: a probe
 // before any byte changes; mismatches there throw now). Words at known offsets are not read here.
 bool needs_staging(WordFile& wf, const Chains& chains, Direction dir, bool force) {
+  // The first word that would change decides: stop reading (and decompressing) there. The staged
+  // edit checks every remaining word on the copy, so a mismatch still leaves the file untouched.
+  struct Decided {};
   ApplyStats scratch;
-  bool changes = false;
-  for (const auto& [dataset, by_index] : chains) {
-    check_width(wf, wf.path(), dataset, *by_index.begin()->second.front());
-    auto only = wf.hdf5_only(dataset, indices_of(by_index));
-    wf.edit(dataset, std::move(only), [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
-      for (std::size_t k = 0; k < i.size(); ++k) {
-        const std::uint64_t before = w[k];
-        changes = changes || resolve(by_index.at(i[k]), w[k], dir, force, wf.path(), scratch) != before;
-      }
-    });
-    if (changes) break;
+  try {
+    for (const auto& [dataset, by_index] : chains) {
+      check_width(wf, wf.path(), dataset, *by_index.begin()->second.front());
+      auto only = wf.hdf5_only(dataset, indices_of(by_index));
+      wf.edit(dataset, std::move(only), [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
+        for (std::size_t k = 0; k < i.size(); ++k)
+          if (resolve(by_index.at(i[k]), w[k], dir, force, wf.path(), scratch) != w[k]) throw Decided{};
+      });
+    }
+  } catch (const Decided&) {
+    return true;
   }
-  return changes;
+  return false;
 }
 
 ApplyStats apply_words(WordFile& wf, const Chains& chains, Direction dir, bool force) {
