@@ -2,7 +2,15 @@
 // chunked+gzip+shuffle, 5-D, every fault model. Checks bit-exactness against the log.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -247,4 +255,384 @@ TEST_CASE("scan flags exponent flips, NaN/Inf and checksum mismatches; clean fil
       CHECK(d.checksum == "mismatch");
       CHECK(d.outliers + d.inf + d.nan == 3);  // each |x| < 2 exponent-MSB flip jumps by 2^128 or to Inf/NaN
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// In-place edits (HDF5 read-only; words changed through the file mapping) of unfiltered chunked
+// data and of files with a user block, vs the staged path (temporary copy renamed over the file).
+// Files are written with the HDF5 C API so layouts the library would not choose are covered:
+// partial edge chunks, chunks never written, user blocks, both superblock formats.
+
+namespace {
+
+std::uint64_t inode_of(const std::string& p) {
+  struct stat s {};
+  REQUIRE(::stat(p.c_str(), &s) == 0);
+  return static_cast<std::uint64_t>(s.st_ino);
+}
+
+std::vector<unsigned char> file_bytes(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  REQUIRE(in);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::set<std::string> dir_entries(const test::TempDir& dir) {
+  std::set<std::string> s;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) s.insert(e.path().filename().string());
+  return s;
+}
+
+// Words of a dataset through HDF5 (unallocated chunks read as the fill value).
+std::vector<std::uint64_t> words_of(const std::string& file, const std::string& dataset) {
+  auto f = ckpt::h5::open_file(file, ckpt::h5::Mode::read);
+  const auto t = ckpt::read_tensor(f, dataset, file);
+  std::vector<std::uint64_t> w(t.numel());
+  for (std::uint64_t i = 0; i < t.numel(); ++i) w[i] = word_at(t, i);
+  return w;
+}
+
+// Hand-made records: flip `bit` of element `index`, chained when an element repeats.
+struct FlipAt {
+  std::uint64_t index;
+  unsigned bit;
+};
+std::vector<FlipRecord> flips_at(const std::string& file, const std::string& dataset, DType t, const ckpt::Shape& shape,
+                                 const std::vector<FlipAt>& at) {
+  auto cur = words_of(file, dataset);
+  std::vector<FlipRecord> out;
+  for (const auto& a : at) {
+    FlipRecord r;
+    r.dataset = dataset;
+    r.index = a.index;
+    r.nd = unravel_index(a.index, shape);
+    r.dtype = t;
+    r.width = ckpt::dtype_bits(t);
+    r.anchor = a.bit;
+    r.old_bits = cur.at(a.index);
+    r.new_bits = r.old_bits ^ (std::uint64_t{1} << a.bit);
+    cur[a.index] = r.new_bits;
+    out.push_back(r);
+  }
+  return out;
+}
+
+// Every dataset's words: `after` differs from `before` exactly by the records' chained XOR.
+void check_exact_change(const std::map<std::string, std::vector<std::uint64_t>>& before, const std::string& file,
+                        const std::vector<FlipRecord>& recs) {
+  std::map<std::pair<std::string, std::uint64_t>, std::uint64_t> expect;
+  for (const auto& r : recs) expect[{r.dataset, r.index}] ^= r.mask();
+  for (const auto& [name, w0] : before) {
+    const auto w1 = words_of(file, name);
+    REQUIRE(w1.size() == w0.size());
+    std::uint64_t bad = 0;
+    for (std::uint64_t i = 0; i < w0.size(); ++i) {
+      const auto it = expect.find({name, i});
+      if ((w0[i] ^ w1[i]) != (it == expect.end() ? 0 : it->second)) ++bad;
+    }
+    INFO(file << ": " << name);
+    CHECK(bad == 0);
+  }
+}
+
+std::map<std::string, std::vector<std::uint64_t>> snapshot(const std::string& file, const std::vector<std::string>& names) {
+  std::map<std::string, std::vector<std::uint64_t>> m;
+  for (const auto& n : names) m[n] = words_of(file, n);
+  return m;
+}
+
+// An HDF5 file with an optional user block, in the earliest or the latest file format.
+ckpt::h5::File create_raw_file(const std::string& path, hsize_t user_block, bool latest) {
+  ckpt::h5::PropList fcpl(H5Pcreate(H5P_FILE_CREATE));
+  ckpt::h5::PropList fapl(H5Pcreate(H5P_FILE_ACCESS));
+  REQUIRE(H5Pset_userblock(fcpl, user_block) >= 0);
+  if (latest) REQUIRE(H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST) >= 0);
+  ckpt::h5::File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl));
+  REQUIRE(f.valid());
+  return f;
+}
+
+// Random words of the dataset's type (f32/f64: normal values; integers: all bits random).
+std::vector<unsigned char> random_data(hid_t type, std::uint64_t n, std::uint64_t seed) {
+  const std::size_t sz = H5Tget_size(type);
+  std::vector<unsigned char> b(n * sz);
+  Rng rng(seed, 0);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    if (H5Tget_class(type) == H5T_FLOAT && sz == 4) {
+      const float v = static_cast<float>(rng.normal());
+      std::memcpy(b.data() + i * sz, &v, sz);
+    } else if (H5Tget_class(type) == H5T_FLOAT) {
+      const double v = rng.normal();
+      std::memcpy(b.data() + i * sz, &v, sz);
+    } else {
+      const std::uint64_t v = rng();
+      std::memcpy(b.data() + i * sz, &v, sz);
+    }
+  }
+  return b;
+}
+
+// A dataset of native `type`: contiguous (chunk empty) or chunked without filters. Chunks listed in
+// `skip` (row-major ids over the chunk grid, 2-D) are never written, so they stay unallocated.
+void make_dataset(hid_t f, const std::string& name, hid_t type, const std::vector<hsize_t>& shape,
+                  const std::vector<hsize_t>& chunk, std::uint64_t seed, const std::set<std::uint64_t>& skip = {}) {
+  const int rank = static_cast<int>(shape.size());
+  ckpt::h5::Dataspace space(H5Screate_simple(rank, shape.data(), nullptr));
+  ckpt::h5::PropList dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  if (!chunk.empty()) REQUIRE(H5Pset_chunk(dcpl, rank, chunk.data()) >= 0);
+  ckpt::h5::make_parents(f, name);
+  ckpt::h5::Dataset d(H5Dcreate2(f, name.c_str(), type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+  REQUIRE(d.valid());
+  std::uint64_t n = 1;
+  for (auto s : shape) n *= s;
+  const auto data = random_data(type, n, seed);
+  if (skip.empty()) {
+    REQUIRE(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) >= 0);
+    return;
+  }
+  REQUIRE(rank == 2);
+  const hsize_t gr = (shape[0] + chunk[0] - 1) / chunk[0], gc = (shape[1] + chunk[1] - 1) / chunk[1];
+  for (hsize_t r = 0; r < gr; ++r)
+    for (hsize_t c = 0; c < gc; ++c) {
+      if (skip.contains(r * gc + c)) continue;
+      const hsize_t start[2] = {r * chunk[0], c * chunk[1]};
+      const hsize_t count[2] = {std::min(chunk[0], shape[0] - start[0]), std::min(chunk[1], shape[1] - start[1])};
+      ckpt::h5::Dataspace sel(H5Scopy(space));
+      REQUIRE(H5Sselect_hyperslab(sel, H5S_SELECT_SET, start, nullptr, count, nullptr) >= 0);
+      REQUIRE(H5Dwrite(d, type, sel, sel, H5P_DEFAULT, data.data()) >= 0);
+    }
+}
+
+std::uint64_t flat(const ckpt::Shape& shape, std::uint64_t r, std::uint64_t c) { return r * shape[1] + c; }
+
+}  // namespace
+
+TEST_CASE("unfiltered chunks with partial edge chunks are edited in place, not staged", "[inject][unit]") {
+  test::TempDir dir("inject-inplace-chunks");
+  const auto file = (dir / "c.h5").string();
+  const bool latest = GENERATE(false, true);
+  const bool sync = GENERATE(true, false);
+  const ckpt::Shape shape{13, 7};  // chunks 4x3: grid 4x3, the last chunk row and column are partial
+  {
+    auto f = create_raw_file(file, 0, latest);
+    make_dataset(f, "/w", H5T_NATIVE_FLOAT, {13, 7}, {4, 3}, 11);
+  }
+  // Sites from the sampler, plus every corner of the partial edge chunks, plus a repeated word.
+  const auto targets = [&] {
+    auto f = ckpt::h5::open_file(file, ckpt::h5::Mode::read);
+    return select(ckpt::list_datasets(f), {});
+  }();
+  REQUIRE(targets.size() == 1);
+  PlanOptions p;
+  p.seed = 21;
+  p.flips = 30;
+  auto recs = plan(file, targets, sample_sites(targets, p), p);
+  REQUIRE(recs.size() == 30);
+  std::set<std::uint64_t> planned;
+  for (const auto& r : recs) planned.insert(r.index);
+  std::vector<FlipAt> edge;
+  for (const std::uint64_t i : {flat(shape, 12, 6), flat(shape, 12, 0), flat(shape, 0, 6), flat(shape, 11, 6), flat(shape, 12, 5)})
+    if (!planned.contains(i)) edge.push_back({i, 30});
+  edge.push_back({edge.front().index, 0});  // a chain of two records on one word
+  {
+    auto more = flips_at(file, "/w", DType::f32, shape, edge);
+    recs.insert(recs.end(), more.begin(), more.end());
+  }
+  const auto before = snapshot(file, {"/w"});
+  const auto bytes0 = file_bytes(file);
+  const auto ino = inode_of(file);
+  const auto entries = dir_entries(dir);
+
+  const auto st = apply(file, recs, Direction::forward, false, true, sync);
+  CHECK(st.changed == st.words);
+  CHECK(inode_of(file) == ino);  // not staged: no rename over the file
+  CHECK(dir_entries(dir) == entries);
+  check_exact_change(before, file, recs);
+  // Only raw data bytes changed: no HDF5 metadata (superblock flags, chunk index) was rewritten.
+  const auto bytes1 = file_bytes(file);
+  REQUIRE(bytes1.size() == bytes0.size());
+  std::uint64_t differ = 0;
+  for (std::size_t i = 0; i < bytes0.size(); ++i) differ += bytes0[i] != bytes1[i];
+  CHECK(differ > 0);
+  CHECK(differ <= st.changed * 4);
+
+  const auto rst = apply(file, recs, Direction::revert, false, true, sync);
+  CHECK(rst.changed == st.changed);
+  CHECK(inode_of(file) == ino);
+  CHECK(snapshot(file, {"/w"}) == before);
+  CHECK(file_bytes(file) == bytes0);
+  CHECK(dir_entries(dir) == entries);
+}
+
+TEST_CASE("a flip in a never-written chunk is staged; flips elsewhere in that file stay in place", "[inject][unit]") {
+  test::TempDir dir("inject-unalloc");
+  const auto file = (dir / "u.h5").string();
+  const bool latest = GENERATE(false, true);
+  const ckpt::Shape shape{13, 7};
+  // Chunk (1,1) (rows 4-7, cols 3-5) and the partial corner chunk (3,2) are never written.
+  const std::set<std::uint64_t> skip{1 * 3 + 1, 3 * 3 + 2};
+  {
+    auto f = create_raw_file(file, 0, latest);
+    make_dataset(f, "/w", H5T_NATIVE_FLOAT, {13, 7}, {4, 3}, 12, skip);
+  }
+  {
+    auto f = ckpt::h5::open_file(file, ckpt::h5::Mode::read);
+    auto d = ckpt::h5::open_dataset(f, "/w", file);
+    ckpt::h5::Dataspace space(H5Dget_space(d));
+    hsize_t n = 0;
+    REQUIRE(H5Dget_num_chunks(d, space, &n) >= 0);
+    REQUIRE(n == 12 - skip.size());
+  }
+  const auto before = snapshot(file, {"/w"});
+  CHECK(before.at("/w")[flat(shape, 5, 4)] == 0);   // the fill value
+  CHECK(before.at("/w")[flat(shape, 12, 6)] == 0);
+  const auto ino = inode_of(file);
+
+  SECTION("allocated chunks only: in place") {
+    const auto recs = flips_at(file, "/w", DType::f32, shape, {{flat(shape, 0, 0), 31}, {flat(shape, 12, 2), 3}, {flat(shape, 4, 6), 23}});
+    const auto st = apply(file, recs, Direction::forward);
+    CHECK(st.changed == 3);
+    CHECK(inode_of(file) == ino);
+    check_exact_change(before, file, recs);
+    apply(file, recs, Direction::revert);
+    CHECK(inode_of(file) == ino);
+    CHECK(snapshot(file, {"/w"}) == before);
+  }
+  SECTION("an unallocated chunk is hit: staged, values right, then revert") {
+    const auto corner = GENERATE(true, false);
+    const std::uint64_t hole = corner ? flat(shape, 12, 6) : flat(shape, 5, 4);
+    const auto recs = flips_at(file, "/w", DType::f32, shape, {{flat(shape, 0, 0), 31}, {hole, 30}, {flat(shape, 8, 1), 7}});
+    const auto entries = dir_entries(dir);
+    const auto st = apply(file, recs, Direction::forward);
+    CHECK(st.changed == 3);
+    CHECK(inode_of(file) != ino);        // staged: a copy was renamed over the file
+    CHECK(dir_entries(dir) == entries);  // and no temporary is left behind
+    check_exact_change(before, file, recs);
+    {
+      float v = 0;
+      const auto w = words_of(file, "/w")[hole];
+      std::memcpy(&v, &w, 4);
+      CHECK(v == 2.0f);  // 0x40000000: bit 30 of +0.0
+    }
+    // HDF5 allocated the chunk in the staged copy; the other holes stay unallocated.
+    {
+      auto f = ckpt::h5::open_file(file, ckpt::h5::Mode::read);
+      auto d = ckpt::h5::open_dataset(f, "/w", file);
+      ckpt::h5::Dataspace space(H5Dget_space(d));
+      hsize_t n = 0;
+      REQUIRE(H5Dget_num_chunks(d, space, &n) >= 0);
+      CHECK(n == 12 - skip.size() + 1);
+    }
+    const auto ino2 = inode_of(file);
+    const auto rst = apply(file, recs, Direction::revert);
+    CHECK(rst.changed == 3);
+    CHECK(inode_of(file) == ino2);  // every touched chunk is allocated now: in place
+    CHECK(snapshot(file, {"/w"}) == before);
+  }
+}
+
+TEST_CASE("files with a user block: contiguous and chunked words change in place, the user block does not",
+          "[inject][unit]") {
+  test::TempDir dir("inject-userblock");
+  const hsize_t ub = GENERATE(hsize_t{512}, hsize_t{4096});
+  const bool latest = GENERATE(false, true);
+  const auto file = (dir / "ub.h5").string();
+  const ckpt::Shape s64{9, 5}, s32{11, 10};
+  {
+    auto f = create_raw_file(file, ub, latest);
+    make_dataset(f, "/model/c64", H5T_NATIVE_DOUBLE, {9, 5}, {}, 31);
+    make_dataset(f, "/model/k32", H5T_NATIVE_INT32, {11, 10}, {4, 4}, 32);  // edge chunks 3 rows, 2 cols
+  }
+  {
+    // A recognisable pattern in the user block (HDF5 leaves it zero).
+    std::vector<unsigned char> pat(ub);
+    for (std::size_t i = 0; i < pat.size(); ++i) pat[i] = static_cast<unsigned char>((i * 37 + 11) ^ (i >> 8));
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    REQUIRE(::pwrite(fd, pat.data(), pat.size(), 0) == static_cast<ssize_t>(pat.size()));
+    ::close(fd);
+  }
+  const auto bytes0 = file_bytes(file);
+  const std::vector<unsigned char> user_block(bytes0.begin(), bytes0.begin() + static_cast<std::ptrdiff_t>(ub));
+  const auto before = snapshot(file, {"/model/c64", "/model/k32"});
+  const auto ino = inode_of(file);
+
+  auto recs = flips_at(file, "/model/c64", DType::f64, s64,
+                       {{0, 63}, {flat(s64, 8, 4), 52}, {flat(s64, 4, 2), 0}, {flat(s64, 4, 2), 40}});
+  {
+    auto more = flips_at(file, "/model/k32", DType::i32, s32,
+                         {{0, 0}, {flat(s32, 10, 9), 31}, {flat(s32, 5, 5), 17}, {flat(s32, 3, 8), 9}, {flat(s32, 9, 0), 4}});
+    recs.insert(recs.end(), more.begin(), more.end());
+  }
+  // Sampled sites on top, on the chunked dataset only (the hand-made ones cover the contiguous one).
+  {
+    SelectOptions sel;
+    sel.include = {"/model/k32"};
+    const auto targets = [&] {
+      auto f = ckpt::h5::open_file(file, ckpt::h5::Mode::read);
+      return select(ckpt::list_datasets(f), sel);
+    }();
+    REQUIRE(targets.size() == 1);
+    PlanOptions p;
+    p.seed = 5;
+    p.flips = 20;
+    p.model = FaultModel::parse("flip");
+    auto sampled = plan(file, targets, sample_sites(targets, p), p);
+    // Keep words the hand-made records do not touch, so every chain stays in log order.
+    std::set<std::uint64_t> taken;
+    for (const auto& r : recs)
+      if (r.dataset == "/model/k32") taken.insert(r.index);
+    for (auto& r : sampled)
+      if (!taken.contains(r.index)) recs.push_back(r);
+  }
+
+  const bool sync = GENERATE(true, false);
+  const auto st = apply(file, recs, Direction::forward, false, true, sync);
+  CHECK(st.changed == st.words);
+  CHECK(inode_of(file) == ino);
+  check_exact_change(before, file, recs);
+  const auto bytes1 = file_bytes(file);
+  REQUIRE(bytes1.size() == bytes0.size());
+  CHECK(std::equal(user_block.begin(), user_block.end(), bytes1.begin()));
+  std::uint64_t differ = 0;
+  for (std::size_t i = 0; i < bytes0.size(); ++i) differ += bytes0[i] != bytes1[i];
+  CHECK(differ > 0);
+  CHECK(differ <= st.changed * 8);
+
+  apply(file, recs, Direction::revert, false, true, sync);
+  CHECK(inode_of(file) == ino);
+  CHECK(file_bytes(file) == bytes0);
+}
+
+TEST_CASE("sync=false leaves the same bytes as sync=true", "[inject][unit]") {
+  test::TempDir dir("inject-nosync");
+  const hsize_t ub = GENERATE(hsize_t{0}, hsize_t{512});
+  const auto a = (dir / "a.h5").string(), b = (dir / "b.h5").string();
+  const ckpt::Shape shape{13, 7};
+  {
+    auto f = create_raw_file(a, ub, true);
+    make_dataset(f, "/w", H5T_NATIVE_FLOAT, {13, 7}, {4, 3}, 41);
+    make_dataset(f, "/c", H5T_NATIVE_DOUBLE, {20}, {}, 42);
+  }
+  ckpt::fs::copy_file(a, b);
+  REQUIRE(file_bytes(a) == file_bytes(b));
+  auto recs = flips_at(a, "/w", DType::f32, shape, {{0, 1}, {flat(shape, 12, 6), 31}, {flat(shape, 6, 4), 22}});
+  {
+    auto more = flips_at(a, "/c", DType::f64, {20}, {{19, 63}, {3, 50}});
+    recs.insert(recs.end(), more.begin(), more.end());
+  }
+  const auto before = snapshot(a, {"/w", "/c"});
+  const auto ia = inode_of(a), ib = inode_of(b);
+  const auto sa = apply(a, recs, Direction::forward, false, true, true);
+  const auto sb = apply(b, recs, Direction::forward, false, true, false);
+  CHECK(sa.changed == 5);
+  CHECK(sb.changed == sa.changed);
+  CHECK(inode_of(a) == ia);
+  CHECK(inode_of(b) == ib);
+  CHECK(file_bytes(a) == file_bytes(b));
+  check_exact_change(before, b, recs);
+  apply(a, recs, Direction::revert, false, true, true);
+  apply(b, recs, Direction::revert, false, true, false);
+  CHECK(file_bytes(a) == file_bytes(b));
+  CHECK(snapshot(b, {"/w", "/c"}) == before);
 }
