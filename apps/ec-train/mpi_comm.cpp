@@ -4,7 +4,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 
 #include "resil/core/error.hpp"
 #include "resil/train/mpi_check.hpp"
@@ -16,18 +15,7 @@ Mpi::Mpi(int poll_us) : poll_us_(poll_us) {
   RESIL_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
 }
 
-void Mpi::wait(void* request) const {
-  auto* req = static_cast<MPI_Request*>(request);
-  for (;;) {
-    int done = 0;
-    RESIL_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
-    if (done) return;
-    if (poll_us_ > 0) {
-      const timespec ts{0, static_cast<long>(poll_us_) * 1000};
-      nanosleep(&ts, nullptr);
-    }
-  }
-}
+void Mpi::wait(void* request) const { train::mpi_wait(*static_cast<MPI_Request*>(request), poll_us_); }
 
 std::vector<ByteVec> Mpi::exchange(const std::vector<ByteVec>& out) const {
   const auto n = static_cast<std::size_t>(size_);

@@ -26,13 +26,16 @@ template <class T>
 void ordered_sum(std::vector<T>& buf, MPI_Datatype type, int rank, int size) {
   const int n = static_cast<int>(buf.size());
   std::vector<T> all(rank == 0 ? buf.size() * static_cast<std::size_t>(size) : 0);
-  RESIL_MPI_CHECK(MPI_Gather(buf.data(), n, type, all.data(), n, type, 0, MPI_COMM_WORLD));
+  MPI_Request req;
+  RESIL_MPI_CHECK(MPI_Igather(buf.data(), n, type, all.data(), n, type, 0, MPI_COMM_WORLD, &req));
+  resil::train::mpi_wait(req);
   if (rank == 0)
     for (int r = 1; r < size; ++r) {
       const T* src = all.data() + static_cast<std::size_t>(r) * buf.size();
       for (std::size_t i = 0; i < buf.size(); ++i) buf[i] += src[i];
     }
-  RESIL_MPI_CHECK(MPI_Bcast(buf.data(), n, type, 0, MPI_COMM_WORLD));
+  RESIL_MPI_CHECK(MPI_Ibcast(buf.data(), n, type, 0, MPI_COMM_WORLD, &req));
+  resil::train::mpi_wait(req);
 }
 #endif
 }  // namespace
@@ -119,7 +122,9 @@ int Comm::allreduce_max(int v) const {
 #if RESIL_HAVE_MPI
   if (size_ > 1) {
     int out = v;
-    RESIL_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    MPI_Request req;
+    RESIL_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req));
+    resil::train::mpi_wait(req);
     return out;
   }
 #endif
@@ -128,7 +133,11 @@ int Comm::allreduce_max(int v) const {
 
 void Comm::bcast(std::vector<double>& buf, int root) const {
 #if RESIL_HAVE_MPI
-  if (size_ > 1) RESIL_MPI_CHECK(MPI_Bcast(buf.data(), static_cast<int>(buf.size()), MPI_DOUBLE, root, MPI_COMM_WORLD));
+  if (size_ > 1) {
+    MPI_Request req;
+    RESIL_MPI_CHECK(MPI_Ibcast(buf.data(), static_cast<int>(buf.size()), MPI_DOUBLE, root, MPI_COMM_WORLD, &req));
+    mpi_wait(req);
+  }
 #else
   (void)buf;
   (void)root;
@@ -137,7 +146,11 @@ void Comm::bcast(std::vector<double>& buf, int root) const {
 
 void Comm::bcast_bytes(void* p, std::size_t n, int root) const {
 #if RESIL_HAVE_MPI
-  if (size_ > 1) RESIL_MPI_CHECK(MPI_Bcast(p, static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD));
+  if (size_ > 1) {
+    MPI_Request req;
+    RESIL_MPI_CHECK(MPI_Ibcast(p, static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD, &req));
+    mpi_wait(req);
+  }
 #else
   (void)p;
   (void)n;
@@ -147,7 +160,9 @@ void Comm::bcast_bytes(void* p, std::size_t n, int root) const {
 
 void Comm::send(const float* p, std::size_t n, int dest, int tag) const {
 #if RESIL_HAVE_MPI
-  RESIL_MPI_CHECK(MPI_Send(p, static_cast<int>(n), MPI_FLOAT, dest, tag, MPI_COMM_WORLD));
+  MPI_Request req;
+  RESIL_MPI_CHECK(MPI_Isend(p, static_cast<int>(n), MPI_FLOAT, dest, tag, MPI_COMM_WORLD, &req));
+  mpi_wait(req);
 #else
   (void)p; (void)n; (void)dest; (void)tag;
   throw MpiError("send: this build has no MPI");
@@ -156,7 +171,9 @@ void Comm::send(const float* p, std::size_t n, int dest, int tag) const {
 
 void Comm::recv(float* p, std::size_t n, int src, int tag) const {
 #if RESIL_HAVE_MPI
-  RESIL_MPI_CHECK(MPI_Recv(p, static_cast<int>(n), MPI_FLOAT, src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+  MPI_Request req;
+  RESIL_MPI_CHECK(MPI_Irecv(p, static_cast<int>(n), MPI_FLOAT, src, tag, MPI_COMM_WORLD, &req));
+  mpi_wait(req);
 #else
   (void)p; (void)n; (void)src; (void)tag;
   throw MpiError("recv: this build has no MPI");
@@ -165,7 +182,11 @@ void Comm::recv(float* p, std::size_t n, int src, int tag) const {
 
 void Comm::barrier() const {
 #if RESIL_HAVE_MPI
-  if (size_ > 1) RESIL_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  if (size_ > 1) {
+    MPI_Request req;
+    RESIL_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+    mpi_wait(req);
+  }
 #endif
 }
 
