@@ -10,8 +10,11 @@ same layers (MLP 784-256-128-10; LeNet-5 style CNN conv5x5 1->6 pad 2, pool, con
 400-120-84-10), Adam lr 1e-3, batch 64, the same N Fashion-MNIST samples, time of the training loop.
 Ratio = ckpt-train / PyTorch (< 1: ckpt-train faster). Best of --repeat runs each.
 """
-import argparse, gzip, json, os, shutil, subprocess, sys, tempfile, time
+import argparse, json, os, shutil, subprocess, sys, tempfile, time
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fmnist_idx import find, idx  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("ckpt_train")
@@ -22,19 +25,6 @@ ap.add_argument("--models", default="mlp,cnn")
 ap.add_argument("--repeat", type=int, default=2)
 ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
 a = ap.parse_args()
-
-def idx(path):
-    with (gzip.open(path) if path.endswith(".gz") else open(path, "rb")) as f:
-        b = f.read()
-    nd = b[3]
-    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
-    return np.frombuffer(b, np.uint8, offset=4 + 4 * nd).reshape(dims)
-
-def find(stem):
-    for s in (stem, stem + ".gz"):
-        if os.path.exists(os.path.join(a.data, s)):
-            return os.path.join(a.data, s)
-    sys.exit(f"bench_train: {stem} not found under {a.data}")
 
 def ours(model):
     best = float("inf")
@@ -55,8 +45,8 @@ def torch_epoch(model):
     from torch import nn
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
-    x = torch.from_numpy(idx(find("train-images-idx3-ubyte"))[:a.samples].astype(np.float32) / 255.0)
-    y = torch.from_numpy(idx(find("train-labels-idx1-ubyte"))[:a.samples].astype(np.int64))
+    x = torch.from_numpy(idx(find(a.data, "train-images-idx3-ubyte", "bench_train"))[:a.samples].astype(np.float32) / 255.0)
+    y = torch.from_numpy(idx(find(a.data, "train-labels-idx1-ubyte", "bench_train"))[:a.samples].astype(np.int64))
     if model == "mlp":
         net = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
         x = x.reshape(-1, 784)

@@ -23,8 +23,11 @@ BCE with logits (Adagrad 0.05; PyTorch updates the embedding tables densely, ckp
 touched rows). Data: Fashion-MNIST for MLP/CNN, synthetic clicks for DLRM (random on the PyTorch side).
 Ratio = ckpt-train / PyTorch (< 1: ckpt-train faster); goal <= 1.2. Best of --repeat runs each.
 """
-import argparse, gzip, json, os, shutil, subprocess, sys, tempfile, time
+import argparse, json, os, shutil, subprocess, sys, tempfile, time
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fmnist_idx import find, idx  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("ckpt_train")
@@ -61,19 +64,6 @@ if not torch.cuda.is_available():
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 gpu = torch.device("cuda")
-
-def idx(path):
-    with (gzip.open(path) if path.endswith(".gz") else open(path, "rb")) as f:
-        b = f.read()
-    nd = b[3]
-    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
-    return np.frombuffer(b, np.uint8, offset=4 + 4 * nd).reshape(dims)
-
-def find(stem):
-    for s in (stem, stem + ".gz"):
-        if os.path.exists(os.path.join(a.data, s)):
-            return os.path.join(a.data, s)
-    sys.exit(f"bench_train_gpu: {stem} not found under {a.data}")
 
 # ---- ckpt-train
 def epoch2_seconds(model, steps):
@@ -130,8 +120,8 @@ def torch_step_time(model):
         loss_fn = nn.BCEWithLogitsLoss()
         batch = lambda i: ((dense[i].to(gpu), sparse[i].to(gpu)), y[i].to(gpu))
     else:
-        x = torch.from_numpy(idx(find("train-images-idx3-ubyte"))[:n].astype(np.float32) / 255.0)
-        y = torch.from_numpy(idx(find("train-labels-idx1-ubyte"))[:n].astype(np.int64))
+        x = torch.from_numpy(idx(find(a.data, "train-images-idx3-ubyte", "bench_train_gpu"))[:n].astype(np.float32) / 255.0)
+        y = torch.from_numpy(idx(find(a.data, "train-labels-idx1-ubyte", "bench_train_gpu"))[:n].astype(np.int64))
         if model == "mlp":
             net = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
             x = x.reshape(-1, 784)

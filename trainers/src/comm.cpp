@@ -74,30 +74,31 @@ Comm Comm::world() {
   return Comm(0, 1);
 }
 
+#if RESIL_HAVE_MPI
+namespace {
+// This rank's rank in, or the size of, the ranks sharing its node (MPI_COMM_TYPE_SHARED).
+int on_node(int world_rank, bool size) {
+  MPI_Comm node = MPI_COMM_NULL;
+  RESIL_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
+  int v = size ? 1 : 0;
+  if (size) MPI_Comm_size(node, &v);
+  else MPI_Comm_rank(node, &v);
+  MPI_Comm_free(&node);
+  return v;
+}
+}  // namespace
+#endif
+
 int Comm::local_rank() const {
 #if RESIL_HAVE_MPI
-  if (size_ > 1) {
-    MPI_Comm node = MPI_COMM_NULL;
-    RESIL_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
-    int r = 0;
-    MPI_Comm_rank(node, &r);
-    MPI_Comm_free(&node);
-    return r;
-  }
+  if (size_ > 1) return on_node(rank_, false);
 #endif
   return 0;
 }
 
 int Comm::local_size() const {
 #if RESIL_HAVE_MPI
-  if (size_ > 1) {
-    MPI_Comm node = MPI_COMM_NULL;
-    RESIL_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
-    int n = 1;
-    MPI_Comm_size(node, &n);
-    MPI_Comm_free(&node);
-    return n;
-  }
+  if (size_ > 1) return on_node(rank_, true);
 #endif
   return 1;
 }
