@@ -142,95 +142,141 @@ void Engine::train_step(std::int64_t step) {
           std::lower_bound(u.begin(), u.end(), b.rows[static_cast<std::size_t>(i * T + t)]) - u.begin()));
   }
 
-  // 2. Ask each row's owner for it.
-  std::vector<ByteVec> req(static_cast<std::size_t>(N));
+  // 2. Ask each row's owner for it. A row whose fragment is lost (global knowledge) is also asked
+  // of the k survivors its decode reads: they answer with their bytes in the reply round, so
+  // degraded reads add bytes to the step's exchanges, not rounds.
+  const bool recovering = shards_.any_lost();
+  std::vector<ByteVec> req(static_cast<std::size_t>(N)), deg(static_cast<std::size_t>(N));
   std::vector<std::vector<std::pair<int, int>>> order(static_cast<std::size_t>(N));  // (table, position in uniq)
+  std::vector<std::pair<int, int>> my_lost;  // this rank's degraded reads, in the order asked
   for (int t = 0; t < T; ++t)
     for (std::size_t u = 0; u < uniq[static_cast<std::size_t>(t)].size(); ++u) {
       const RowId id{static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(uniq[static_cast<std::size_t>(t)][u])};
-      const int owner = lay.locate(t, id.row).rank;
-      Writer(req[static_cast<std::size_t>(owner)]).put(id);
-      order[static_cast<std::size_t>(owner)].emplace_back(t, static_cast<int>(u));
+      const auto p = lay.locate(t, id.row);
+      Writer(req[static_cast<std::size_t>(p.rank)]).put(id);
+      order[static_cast<std::size_t>(p.rank)].emplace_back(t, static_cast<int>(u));
+      if (recovering && shards_.lost(p.rank, p.stripe)) {
+        for (int j : shards_.plan_of(p.stripe).sources()) Writer(deg[static_cast<std::size_t>(lay.rank_of(p.stripe, j))]).put(id);
+        my_lost.emplace_back(t, static_cast<int>(u));
+      }
     }
-  // With ec the previous step's parity deltas ride along: [u64 request bytes][requests][deltas].
-  // Their arrival everywhere commits that step, one round earlier than a round of their own.
-  const bool carry = pending_step_ >= 0;
-  if (carry)
-    for (int r = 0; r < N; ++r) {
-      ByteVec m;
-      Writer w(m);
-      w.put(static_cast<std::uint64_t>(req[static_cast<std::size_t>(r)].size()));
-      w.put_bytes(req[static_cast<std::size_t>(r)].data(), req[static_cast<std::size_t>(r)].size());
-      const auto& pend = pending_deltas_[static_cast<std::size_t>(r)];
-      w.put_bytes(pend.data(), pend.size());
-      req[static_cast<std::size_t>(r)] = std::move(m);
+  // One message per rank: [u64 request bytes][requests][u64 degraded bytes][degraded requests], then
+  // with ec the previous step's parity deltas. Their arrival everywhere commits that step, one
+  // round earlier than a round of their own.
+  for (int r = 0; r < N; ++r) {
+    ByteVec m;
+    Writer w(m);
+    for (const ByteVec* part : {&req[static_cast<std::size_t>(r)], &deg[static_cast<std::size_t>(r)]}) {
+      w.put(static_cast<std::uint64_t>(part->size()));
+      w.put_bytes(part->data(), part->size());
     }
-  auto asked_raw = mpi_.exchange(req);
-  if (carry) {
-    std::vector<ByteVec> deltas(static_cast<std::size_t>(N));
-    for (int r = 0; r < N; ++r) {
-      auto& m = asked_raw[static_cast<std::size_t>(r)];
-      Reader rd(m, "row request with parity deltas");
+    if (pending_step_ >= 0) w.put_bytes(pending_deltas_[static_cast<std::size_t>(r)].data(), pending_deltas_[static_cast<std::size_t>(r)].size());
+    req[static_cast<std::size_t>(r)] = std::move(m);
+  }
+  const auto asked_raw = mpi_.exchange(req);
+  std::vector<std::vector<RowId>> asked(static_cast<std::size_t>(N)), deg_asked(static_cast<std::size_t>(N));
+  std::vector<ByteVec> deltas(static_cast<std::size_t>(N));
+  std::vector<RowId> owned;  // rows of this rank that the step touches, sorted
+  std::vector<RowId> serve;  // lost rows this rank is a decode source of, sorted
+  for (int r = 0; r < N; ++r) {
+    const auto& m = asked_raw[static_cast<std::size_t>(r)];
+    Reader rd(m, "row request");
+    for (auto* list : {&asked[static_cast<std::size_t>(r)], &deg_asked[static_cast<std::size_t>(r)]}) {
       const auto n = rd.get<std::uint64_t>();
+      if (n % sizeof(RowId) != 0) throw EcError("malformed row request from rank " + std::to_string(r));
       const std::byte* q = rd.take(static_cast<std::size_t>(n));
-      ByteVec reqs(q, q + n);
-      deltas[static_cast<std::size_t>(r)].assign(m.begin() + static_cast<std::ptrdiff_t>(sizeof(std::uint64_t) + n), m.end());
-      m = std::move(reqs);
+      list->resize(static_cast<std::size_t>(n / sizeof(RowId)));
+      std::memcpy(list->data(), q, static_cast<std::size_t>(n));
     }
+    const auto rest = rd.remaining();
+    const std::byte* tail = rd.take(rest);
+    deltas[static_cast<std::size_t>(r)].assign(tail, tail + rest);
+    owned.insert(owned.end(), asked[static_cast<std::size_t>(r)].begin(), asked[static_cast<std::size_t>(r)].end());
+    serve.insert(serve.end(), deg_asked[static_cast<std::size_t>(r)].begin(), deg_asked[static_cast<std::size_t>(r)].end());
+  }
+  if (pending_step_ >= 0) {
     shards_.apply_deltas(static_cast<std::uint64_t>(pending_step_), deltas);
     pending_step_ = -1;
     pending_deltas_.clear();
   }
-  std::vector<std::vector<RowId>> asked(static_cast<std::size_t>(N));
-  std::vector<RowId> owned;  // rows of this rank that the step touches, sorted
-  for (int r = 0; r < N; ++r) {
-    Reader rd(asked_raw[static_cast<std::size_t>(r)], "row request");
-    while (!rd.done()) asked[static_cast<std::size_t>(r)].push_back(rd.get<RowId>());
-    owned.insert(owned.end(), asked[static_cast<std::size_t>(r)].begin(), asked[static_cast<std::size_t>(r)].end());
+  for (auto* v : {&owned, &serve}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
   }
-  std::sort(owned.begin(), owned.end());
-  owned.erase(std::unique(owned.begin(), owned.end()), owned.end());
   auto pos_of = [&](const RowId& id) { return static_cast<std::size_t>(std::lower_bound(owned.begin(), owned.end(), id) - owned.begin()); };
 
-  // 3. Their current bytes: from the store, or decoded from k survivors when the fragment is lost.
+  // 3. Their current bytes from the store; rows of lost fragments come decoded with the replies.
   std::vector<std::byte> old(owned.size() * rb);
-  std::vector<RowId> lost_rows;
   std::vector<std::size_t> lost_pos;
   for (std::size_t i = 0; i < owned.size(); ++i) {
     const auto p = lay.locate(static_cast<int>(owned[i].table), owned[i].row);
     if (shards_.lost(me, p.stripe)) {
-      lost_rows.push_back(owned[i]);
       lost_pos.push_back(i);
     } else {
       const auto src = shards_.row(owned[i]);
       std::memcpy(old.data() + i * rb, src.data(), rb);
     }
   }
-  step_degraded_rows_ = 0;
-  if (shards_.any_lost()) {
-    // Every rank knows: all enter the recovery collective, which serves the degraded reads and
-    // runs this step's rebuild round in one fetch (the data is as of the end of step - 1).
-    const double r0 = now_seconds();
-    const auto dec = shards_.recover(lost_rows, static_cast<std::uint64_t>(step - 1),
-                                     cfg_.ft == "ec" ? std::optional<std::uint64_t>(cfg_.rebuild_stripes) : std::nullopt);
-    for (std::size_t q = 0; q < lost_rows.size(); ++q) std::memcpy(old.data() + lost_pos[q] * rb, dec.data() + q * rb, rb);
-    step_degraded_rows_ = lost_rows.size();
-    after_rebuild(step - 1, now_seconds() - r0);
-  }
+  // While anything is lost, every rank takes the same rebuild round this step (the data is as of
+  // the end of step - 1; the last step's deltas were applied above).
+  std::vector<Shards::RebuildJob> jobs;
+  if (recovering) jobs = shards_.take_rebuild_jobs(cfg_.rebuild_stripes);
 
-  // 4. Answer with the weights (not the accumulators) in the order asked.
+  // 4. Replies, per rank: the weights (not the accumulators) of the rows asked, except lost ones;
+  // this rank's member bytes (weights) for each degraded read asked of it; whole rows of its
+  // members for each owner of a lost row it is a source of (the owner needs the accumulators
+  // too); whole source fragments for the rebuild jobs of that rank.
+  const double r0 = now_seconds();
+  double recovery_s = 0;
   std::vector<ByteVec> rep(static_cast<std::size_t>(N));
-  for (int r = 0; r < N; ++r)
+  for (int r = 0; r < N; ++r) {
+    Writer w(rep[static_cast<std::size_t>(r)]);
     for (const auto& id : asked[static_cast<std::size_t>(r)])
-      Writer(rep[static_cast<std::size_t>(r)]).put_bytes(old.data() + pos_of(id) * rb, sd * sizeof(float));
+      if (!shards_.lost(me, lay.locate(static_cast<int>(id.table), id.row).stripe)) w.put_bytes(old.data() + pos_of(id) * rb, sd * sizeof(float));
+    if (!recovering) continue;
+    for (const auto& id : deg_asked[static_cast<std::size_t>(r)]) {
+      const auto p = lay.locate(static_cast<int>(id.table), id.row);
+      shards_.put_member_bytes(p.stripe, lay.fragment_on(p.stripe, me), p.offset, sd * sizeof(float), w);
+    }
+    for (const auto& id : serve) {
+      const auto p = lay.locate(static_cast<int>(id.table), id.row);
+      if (p.rank == r) shards_.put_member_bytes(p.stripe, lay.fragment_on(p.stripe, me), p.offset, rb, w);
+    }
+    shards_.put_rebuild_sources(jobs, r, w);
+  }
+  if (recovering) recovery_s += now_seconds() - r0;
   const auto got = mpi_.exchange(rep);
+  const double r1 = now_seconds();
   std::vector<std::vector<float>> emb(static_cast<std::size_t>(T));
   for (int t = 0; t < T; ++t) emb[static_cast<std::size_t>(t)].resize(uniq[static_cast<std::size_t>(t)].size() * sd);
+  std::vector<Reader> from;
   for (int r = 0; r < N; ++r) {
-    Reader rd(got[static_cast<std::size_t>(r)], "row reply");
-    for (const auto& [t, u] : order[static_cast<std::size_t>(r)])
-      std::memcpy(emb[static_cast<std::size_t>(t)].data() + static_cast<std::size_t>(u) * sd, rd.take(sd * sizeof(float)), sd * sizeof(float));
+    from.emplace_back(got[static_cast<std::size_t>(r)], "row reply");
+    for (const auto& [t, u] : order[static_cast<std::size_t>(r)]) {
+      if (recovering && shards_.lost(r, lay.locate(t, static_cast<std::uint64_t>(uniq[static_cast<std::size_t>(t)][static_cast<std::size_t>(u)])).stripe)) continue;
+      std::memcpy(emb[static_cast<std::size_t>(t)].data() + static_cast<std::size_t>(u) * sd, from.back().take(sd * sizeof(float)), sd * sizeof(float));
+    }
   }
+  step_degraded_rows_ = 0;
+  if (recovering) {
+    // The same decode as the owner's below, of the weights only: bit-identical values.
+    for (const auto& [t, u] : my_lost) {
+      const auto p = lay.locate(t, static_cast<std::uint64_t>(uniq[static_cast<std::size_t>(t)][static_cast<std::size_t>(u)]));
+      shards_.decode_member(p.stripe, shards_.plan_of(p.stripe), p.fragment, from, sd * sizeof(float),
+                            ec::Bytes(reinterpret_cast<std::byte*>(emb[static_cast<std::size_t>(t)].data() + static_cast<std::size_t>(u) * sd), sd * sizeof(float)));
+    }
+    // Whole rows (weights and accumulators) of this rank's lost rows, for the update below.
+    for (std::size_t i : lost_pos) {
+      const auto p = lay.locate(static_cast<int>(owned[i].table), owned[i].row);
+      shards_.decode_member(p.stripe, shards_.plan_of(p.stripe), p.fragment, from, rb, ec::Bytes(old.data() + i * rb, rb));
+    }
+    step_degraded_rows_ = lost_pos.size();
+    shards_.finish_rebuild(jobs, from, static_cast<std::uint64_t>(step - 1));
+    recovery_s += now_seconds() - r1;
+    after_rebuild(step - 1, recovery_s);
+  }
+  for (int r = 0; r < N; ++r)
+    if (!from[static_cast<std::size_t>(r)].done()) throw EcError("row reply from rank " + std::to_string(r) + " is longer than expected");
 
   // 5. Forward and backward on the local batch (gradients scaled by 1 / global batch).
   std::vector<std::vector<float>> egrad;
@@ -548,7 +594,7 @@ int Engine::run() {
   // Finish any rebuild still running, so the final state is fully redundant before it is hashed.
   while (cfg_.ft == "ec" && shards_.any_lost()) {
     const double r0 = now_seconds();
-    shards_.recover({}, static_cast<std::uint64_t>(cfg_.steps), 0);
+    shards_.rebuild(0, static_cast<std::uint64_t>(cfg_.steps));
     after_rebuild(cfg_.steps, now_seconds() - r0);
   }
   progress.finish();

@@ -48,7 +48,7 @@ void Engine::save_ckpt(std::int64_t step, bool preempted) {
   flush_deltas();
   while (shards_.any_lost()) {
     const double r0 = now_seconds();
-    shards_.recover({}, static_cast<std::uint64_t>(step), 0);
+    shards_.rebuild(0, static_cast<std::uint64_t>(step));
     after_rebuild(step, now_seconds() - r0);
   }
   const double t0 = now_seconds();

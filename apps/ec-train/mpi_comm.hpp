@@ -66,6 +66,7 @@ public:
   }
   const std::byte* take(std::size_t n);
   bool done() const noexcept { return pos_ == b_.size(); }
+  std::size_t remaining() const noexcept { return b_.size() - pos_; }
 
 private:
   void copy_out(void* dst, std::size_t n);

@@ -183,77 +183,65 @@ std::optional<std::uint64_t> Shards::over_limit() const {
   return std::nullopt;
 }
 
-std::vector<std::byte> Shards::recover(const std::vector<RowId>& rows, std::uint64_t committed_step,
-                                      std::optional<std::uint64_t> stripes_per_rank, RebuildRound* round) {
-  const int me = mpi_.rank(), n = mpi_.size();
-  // Rebuild jobs: every replacement's next lost stripes. The erased sets are taken before any of
-  // this round's rebuilds, for the jobs and the row reads alike (all decode the same state).
-  struct Job {
-    int rank;
-    std::uint64_t stripe;
-    std::vector<int> erased;
-  };
-  std::vector<Job> jobs;
-  for (int f = 0; stripes_per_rank && f < n; ++f) {
+std::vector<Shards::RebuildJob> Shards::take_rebuild_jobs(std::uint64_t stripes_per_rank) {
+  std::vector<RebuildJob> jobs;
+  for (int f = 0; f < mpi_.size(); ++f) {
     auto& cur = cursor_[static_cast<std::size_t>(f)];
     std::uint64_t taken = 0;
-    while (pending_[static_cast<std::size_t>(f)] > taken && (*stripes_per_rank == 0 || taken < *stripes_per_rank)) {
+    while (pending_[static_cast<std::size_t>(f)] > taken && (stripes_per_rank == 0 || taken < stripes_per_rank)) {
       while (!lost(f, cur)) ++cur;
       jobs.push_back({f, cur, erased(cur)});
       ++cur;
       ++taken;
     }
   }
-  // One fetch for both: row_bytes of k survivors per degraded row, whole fragments per rebuild job.
-  std::vector<std::vector<FetchReq>> reqs(static_cast<std::size_t>(n));
-  for (const auto& r : rows) {
-    const auto p = lay_.locate(static_cast<int>(r.table), r.row);
-    for (int j : codec_.plan(erased(p.stripe)).sources()) {
-      const auto fp = lay_.place(p.stripe, j);
-      reqs[static_cast<std::size_t>(fp.rank)].push_back({r.table, j >= k_ ? 1u : 0u, fp.slot, p.offset, row_bytes_});
-    }
-  }
+  return jobs;
+}
+
+void Shards::put_rebuild_sources(const std::vector<RebuildJob>& jobs, int dest, Writer& w) {
+  const int me = mpi_.rank();
   for (const auto& job : jobs) {
-    if (job.rank != me) continue;
-    const int t = lay_.table_of(job.stripe);
-    for (int j : codec_.plan(job.erased).sources()) {
-      const auto fp = lay_.place(job.stripe, j);
-      reqs[static_cast<std::size_t>(fp.rank)].push_back({static_cast<std::uint32_t>(t), j >= k_ ? 1u : 0u, fp.slot, 0, lay_.fragment_bytes(t)});
-    }
+    if (job.rank != dest) continue;
+    for (int j : codec_.plan(job.erased).sources())
+      if (lay_.rank_of(job.stripe, j) == me) {
+        const auto src = member(job.stripe, j);
+        w.put_bytes(src.data(), src.size());
+      }
   }
-  const auto in = fetch(reqs);
-  std::vector<std::size_t> pos(static_cast<std::size_t>(n), 0);
-  std::vector<std::byte> scratch;
-  // Decode `len` bytes of the members `plan.targets()` of `stripe`; `mine` (if a target) goes to `dst_mine`.
-  auto decode = [&](std::uint64_t stripe, const ec::DecodePlan& plan, std::size_t len, int mine, ec::Bytes dst_mine) {
-    std::vector<ec::ConstBytes> src;
-    for (int j : plan.sources()) {
-      const auto r = static_cast<std::size_t>(lay_.place(stripe, j).rank);
-      src.emplace_back(in[r].data() + pos[r], len);
-      pos[r] += len;
-    }
-    scratch.assign(plan.targets().size() * len, std::byte{0});
-    std::vector<ec::Bytes> dst;
-    bool found = false;
-    for (std::size_t q = 0; q < plan.targets().size(); ++q) {
-      const bool is_mine = plan.targets()[q] == mine;
-      found = found || is_mine;
-      dst.push_back(is_mine ? dst_mine : ec::Bytes(scratch.data() + q * len, len));
-    }
-    if (!found) throw EcError("decoding stripe " + std::to_string(stripe) + " for a member that is not lost");
-    codec_.decode(plan, src, dst);
-  };
-  std::vector<std::byte> out(rows.size() * row_bytes_);
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const auto p = lay_.locate(static_cast<int>(rows[i].table), rows[i].row);
-    decode(p.stripe, codec_.plan(erased(p.stripe)), row_bytes_, p.fragment, ec::Bytes(out.data() + i * row_bytes_, row_bytes_));
+}
+
+const ec::DecodePlan& Shards::plan_of(std::uint64_t stripe) const { return codec_.plan(erased(stripe)); }
+
+void Shards::put_member_bytes(std::uint64_t stripe, int j, std::size_t offset, std::size_t len, Writer& w) {
+  if (lost(mpi_.rank(), stripe)) throw EcError("rank " + std::to_string(mpi_.rank()) + " asked to serve its lost member of stripe " + std::to_string(stripe));
+  const auto src = member(stripe, j).subspan(offset, len);
+  w.put_bytes(src.data(), src.size());
+}
+
+void Shards::decode_member(std::uint64_t stripe, const ec::DecodePlan& plan, int target, std::vector<Reader>& from, std::size_t len,
+                           ec::Bytes dst) {
+  std::vector<ec::ConstBytes> src;
+  for (int j : plan.sources()) src.emplace_back(from[static_cast<std::size_t>(lay_.rank_of(stripe, j))].take(len), len);
+  scratch_.resize(plan.targets().size() * len);
+  std::vector<ec::Bytes> out;
+  bool found = false;
+  for (std::size_t q = 0; q < plan.targets().size(); ++q) {
+    const bool is_target = plan.targets()[q] == target;
+    found = found || is_target;
+    out.push_back(is_target ? dst : ec::Bytes(scratch_.data() + q * len, len));
   }
+  if (!found) throw EcError("decoding stripe " + std::to_string(stripe) + " for member " + std::to_string(target) + ", which is not lost");
+  codec_.decode(plan, src, out);
+}
+
+RebuildRound Shards::finish_rebuild(const std::vector<RebuildJob>& jobs, std::vector<Reader>& from, std::uint64_t committed_step) {
+  const int me = mpi_.rank();
   RebuildRound res;
   for (const auto& job : jobs) {
     if (job.rank != me) continue;
     const int t = lay_.table_of(job.stripe);
     const int mine = lay_.fragment_on(job.stripe, me);
-    decode(job.stripe, codec_.plan(job.erased), lay_.fragment_bytes(t), mine, member(job.stripe, mine));
+    decode_member(job.stripe, codec_.plan(job.erased), mine, from, lay_.fragment_bytes(t), member(job.stripe, mine));
     res.bytes += lay_.fragment_bytes(t);
     if (mine >= k_) {
       // Decoded from data as of `committed_step`: every delta up to it is inside; later ones must still come.
@@ -267,8 +255,21 @@ std::vector<std::byte> Shards::recover(const std::vector<RowId>& rows, std::uint
     --pending_[static_cast<std::size_t>(job.rank)];
   }
   res.stripes = jobs.size();
-  if (round) *round = res;
-  return out;
+  return res;
+}
+
+RebuildRound Shards::rebuild(std::uint64_t stripes_per_rank, std::uint64_t committed_step) {
+  const int n = mpi_.size();
+  const auto jobs = take_rebuild_jobs(stripes_per_rank);
+  std::vector<ByteVec> out(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    Writer w(out[static_cast<std::size_t>(r)]);
+    put_rebuild_sources(jobs, r, w);
+  }
+  const auto in = mpi_.exchange(out);
+  std::vector<Reader> from;
+  for (const auto& b : in) from.emplace_back(b, "rebuild sources");
+  return finish_rebuild(jobs, from, committed_step);
 }
 
 void Shards::apply_deltas(std::uint64_t step, const std::vector<ByteVec>& in) {

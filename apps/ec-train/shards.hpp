@@ -87,13 +87,34 @@ public:
   /// Fetch the k data fragments of every stripe where this rank holds parity member j, then call
   /// fn(stripe, j, sources) for each, in stripe order (initial encode and the end-of-run check).
   void for_each_parity_stripe(const std::function<void(std::uint64_t, int, const std::vector<ec::ConstBytes>&)>& fn);
-  /// Collective recovery work of one step, with a single fetch: `rows` (owned by this rank, in
-  /// lost fragments) decoded from k surviving members each — the degraded reads, returned as
-  /// row_bytes per row in order — and, when `stripes_per_rank` is set, a rebuild round: each
-  /// replacement rebuilds its next that many lost stripes (0 = all) into its stores. The data must
-  /// be as of the end of `committed_step`; rebuilt parity then holds every delta up to it.
-  std::vector<std::byte> recover(const std::vector<RowId>& rows, std::uint64_t committed_step,
-                                 std::optional<std::uint64_t> stripes_per_rank, RebuildRound* round = nullptr);
+  // ---- recovery (no request round: every rank knows the lost members and the rebuild cursors) ----
+  /// One stripe a replacement rebuilds in a rebuild round; `erased` is taken before the round.
+  struct RebuildJob {
+    int rank = 0;
+    std::uint64_t stripe = 0;
+    std::vector<int> erased;
+  };
+  /// The next rebuild round, identical on every rank (advances the cursors): each replacement's
+  /// next `stripes_per_rank` lost stripes (0 = all of them).
+  std::vector<RebuildJob> take_rebuild_jobs(std::uint64_t stripes_per_rank);
+  /// Sender side: append the whole source fragments that rank `dest` needs from this rank for its
+  /// jobs, in job order, then source order.
+  void put_rebuild_sources(const std::vector<RebuildJob>& jobs, int dest, Writer& w);
+  /// Receiver side: decode this rank's jobs from the sources read from `from[r]` (in the order
+  /// put_rebuild_sources wrote them), write them into its stores, then mark every job's member as
+  /// no longer lost (on every rank). The data must be as of the end of `committed_step`: rebuilt
+  /// parity holds every delta up to it, later ones must still come.
+  RebuildRound finish_rebuild(const std::vector<RebuildJob>& jobs, std::vector<Reader>& from, std::uint64_t committed_step);
+  /// Collective: a rebuild round in an exchange of its own (before a checkpoint, end of the run).
+  RebuildRound rebuild(std::uint64_t stripes_per_rank, std::uint64_t committed_step);
+
+  /// Degraded reads: the decode plan for the stripe's current erasures (its sources are the
+  /// fragments to read), the bytes [offset, offset + len) of this rank's member j, and the decode of
+  /// member `target` from the plan's sources read from `from[rank of source]`, in plan order.
+  const ec::DecodePlan& plan_of(std::uint64_t stripe) const;
+  void put_member_bytes(std::uint64_t stripe, int j, std::size_t offset, std::size_t len, Writer& w);
+  void decode_member(std::uint64_t stripe, const ec::DecodePlan& plan, int target, std::vector<Reader>& from, std::size_t len,
+                     ec::Bytes dst);
   /// Fold the deltas received for `step` into this rank's parity (exactly once per (step, source));
   /// deltas for a parity fragment that is lost are dropped (it is rebuilt from newer data).
   void apply_deltas(std::uint64_t step, const std::vector<ByteVec>& in);
@@ -112,6 +133,7 @@ private:
   std::vector<ec::DeltaLedger> ledgers_;             // per table: source = parity slot * k + fragment
   std::vector<std::vector<std::uint8_t>> lost_;      // [rank][stripe]
   std::vector<std::uint64_t> pending_, cursor_;      // per rank: lost members, next stripe to rebuild
+  std::vector<std::byte> scratch_;                   // decoded targets nobody here asked for
 };
 
 }  // namespace resil::ectrain
