@@ -208,8 +208,9 @@ void Engine::train_step(std::int64_t step) {
   // 3. Their current bytes from the store; rows of lost fragments come decoded with the replies.
   std::vector<std::byte> old(owned.size() * rb);
   std::vector<std::size_t> lost_pos;
+  std::vector<ec::RowPlace> place(owned.size());
   for (std::size_t i = 0; i < owned.size(); ++i) {
-    const auto p = lay.locate(static_cast<int>(owned[i].table), owned[i].row);
+    const auto& p = place[i] = lay.locate(static_cast<int>(owned[i].table), owned[i].row);
     if (shards_.lost(me, p.stripe)) {
       lost_pos.push_back(i);
     } else {
@@ -231,8 +232,10 @@ void Engine::train_step(std::int64_t step) {
   std::vector<ByteVec> rep(static_cast<std::size_t>(N));
   for (int r = 0; r < N; ++r) {
     Writer w(rep[static_cast<std::size_t>(r)]);
-    for (const auto& id : asked[static_cast<std::size_t>(r)])
-      if (!shards_.lost(me, lay.locate(static_cast<int>(id.table), id.row).stripe)) w.put_bytes(old.data() + pos_of(id) * rb, sd * sizeof(float));
+    for (const auto& id : asked[static_cast<std::size_t>(r)]) {
+      const auto i = pos_of(id);
+      if (!shards_.lost(me, place[i].stripe)) w.put_bytes(old.data() + i * rb, sd * sizeof(float));
+    }
     if (!recovering) continue;
     for (const auto& id : deg_asked[static_cast<std::size_t>(r)]) {
       const auto p = lay.locate(static_cast<int>(id.table), id.row);
@@ -266,10 +269,8 @@ void Engine::train_step(std::int64_t step) {
                             ec::Bytes(reinterpret_cast<std::byte*>(emb[static_cast<std::size_t>(t)].data() + static_cast<std::size_t>(u) * sd), sd * sizeof(float)));
     }
     // Whole rows (weights and accumulators) of this rank's lost rows, for the update below.
-    for (std::size_t i : lost_pos) {
-      const auto p = lay.locate(static_cast<int>(owned[i].table), owned[i].row);
-      shards_.decode_member(p.stripe, shards_.plan_of(p.stripe), p.fragment, from, rb, ec::Bytes(old.data() + i * rb, rb));
-    }
+    for (std::size_t i : lost_pos)
+      shards_.decode_member(place[i].stripe, shards_.plan_of(place[i].stripe), place[i].fragment, from, rb, ec::Bytes(old.data() + i * rb, rb));
     step_degraded_rows_ = lost_pos.size();
     shards_.finish_rebuild(jobs, from, static_cast<std::uint64_t>(step - 1));
     recovery_s += now_seconds() - r1;
@@ -340,20 +341,16 @@ void Engine::train_step(std::int64_t step) {
   if (cfg_.ft != "ec") return;
   std::vector<ByteVec> dout(static_cast<std::size_t>(N));
   for (std::size_t i = 0; i < owned.size();) {
-    const auto p = lay.locate(static_cast<int>(owned[i].table), owned[i].row);
+    const auto& p = place[i];
     std::size_t e = i + 1;
-    while (e < owned.size()) {
-      const auto q = lay.locate(static_cast<int>(owned[e].table), owned[e].row);
-      if (q.stripe != p.stripe || q.fragment != p.fragment) break;
-      ++e;
-    }
+    while (e < owned.size() && place[e].stripe == p.stripe && place[e].fragment == p.fragment) ++e;
     for (int j = k; j < lay.n(); ++j) {
       Writer w(dout[static_cast<std::size_t>(lay.place(p.stripe, j).rank)]);
       w.put(p.stripe);
       w.put(static_cast<std::uint32_t>(p.fragment));
       w.put(static_cast<std::uint32_t>(e - i));
       for (std::size_t q = i; q < e; ++q) {
-        w.put(static_cast<std::uint32_t>(lay.locate(static_cast<int>(owned[q].table), owned[q].row).offset));
+        w.put(static_cast<std::uint32_t>(place[q].offset));
         w.put_bytes(delta.data() + q * rb, rb);
       }
     }

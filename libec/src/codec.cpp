@@ -6,6 +6,7 @@
 #include <array>
 #include <bitset>
 #include <climits>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -282,7 +283,16 @@ void xor_delta(ConstBytes a, ConstBytes b, Bytes out) {
     throw UsageError("ec::xor_delta: lengths differ (" + std::to_string(a.size()) + ", " + std::to_string(b.size()) +
                      ", " + std::to_string(out.size()) + ")");
   }
-  for (std::size_t i = 0; i < a.size(); ++i) out[i] = a[i] ^ b[i];
+  // Eight bytes at a time (a byte loop that may alias does not vectorise at -O2).
+  std::size_t i = 0;
+  for (; i + 8 <= a.size(); i += 8) {
+    std::uint64_t x, y;
+    std::memcpy(&x, a.data() + i, 8);
+    std::memcpy(&y, b.data() + i, 8);
+    x ^= y;
+    std::memcpy(out.data() + i, &x, 8);
+  }
+  for (; i < a.size(); ++i) out[i] = a[i] ^ b[i];
 }
 
 }  // namespace resil::ec
