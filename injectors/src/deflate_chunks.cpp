@@ -1,10 +1,12 @@
 // Direct chunk I/O for deflate / shuffle+deflate datasets (see deflate_chunks.hpp). Per touched
 // chunk: H5Dread_chunk (calling thread) -> inflate + gather touched words (pool) -> fn (calling
-// thread, task order) -> scatter changed words + deflate (pool) -> H5Dwrite_chunk (calling thread,
-// task order). Words are read and written at their positions in the shuffled layout (byte j of
+// thread, task order) -> scatter changed words + patch the stored stream, or deflate in full when
+// the patcher declines (pool) -> H5Dwrite_chunk (calling thread, task order). Words are read and written at their positions in the shuffled layout (byte j of
 // element e of an n-element chunk lies at j * n + e), which is what unshuffle, edit, shuffle
 // would produce without the two passes over the chunk.
 #include "resil/inject/deflate_chunks.hpp"
+
+#include "resil/inject/deflate_patch.hpp"
 
 #include <libdeflate.h>
 
@@ -25,9 +27,9 @@ namespace h5 = ckpt::h5;
 
 namespace {
 
-std::atomic<bool> g_direct{true};
+std::atomic<bool> g_direct{true}, g_patch{true};
 std::atomic<unsigned> g_threads{0};
-std::atomic<std::uint64_t> g_read{0}, g_written{0};
+std::atomic<std::uint64_t> g_read{0}, g_written{0}, g_patched{0}, g_deflated{0};
 
 // One inflater and one deflater per thread (libdeflate objects are not shareable between threads).
 struct Codec {
@@ -133,7 +135,9 @@ struct Slot {
   Buffer comp, raw;
   std::vector<std::uint64_t> pos;  // element offset of each touched word in the full chunk
   std::vector<std::uint64_t> words, before;
-  bool ready = false, changed = false;
+  std::vector<std::uint64_t> bytes_changed;  // positions in raw, ascending
+  std::vector<std::byte> patched;            // the patched stream when use_patched
+  bool ready = false, changed = false, use_patched = false;
   std::exception_ptr error;
 };
 
@@ -155,14 +159,15 @@ std::string chunk_name(std::span<const hsize_t> start) {
 
 }  // namespace
 
-ChunkCodecOptions chunk_codec_options() noexcept { return {g_direct.load(), g_threads.load()}; }
+ChunkCodecOptions chunk_codec_options() noexcept { return {g_direct.load(), g_threads.load(), g_patch.load()}; }
 
 void set_chunk_codec_options(const ChunkCodecOptions& opt) noexcept {
   g_direct = opt.direct;
   g_threads = opt.threads;
+  g_patch = opt.patch;
 }
 
-ChunkCodecStats chunk_codec_stats() noexcept { return {g_read.load(), g_written.load()}; }
+ChunkCodecStats chunk_codec_stats() noexcept { return {g_read.load(), g_written.load(), g_patched.load(), g_deflated.load()}; }
 
 std::optional<DeflatePipeline> deflate_pipeline(hid_t dset, unsigned elem_size) {
   h5::SilenceErrors quiet;
@@ -198,6 +203,7 @@ std::vector<bool> edit_deflate_chunks(hid_t dset, const std::string& where, cons
   std::uint64_t n = 1;  // elements of a stored chunk: edge chunks are stored full size
   for (auto c : geom.chunk) n *= c;
   const std::uint64_t chunk_bytes = n * size;
+  const bool patch = g_patch.load();
 
   if (threads == 0) threads = g_threads.load();
   if (threads == 0) threads = env_threads();
@@ -261,17 +267,32 @@ std::vector<bool> edit_deflate_chunks(hid_t dset, const std::string& where, cons
 
   auto deflate = [&](Slot& s) {
     std::byte w[8];
+    s.bytes_changed.clear();
     for (std::size_t k = 0; k < s.pos.size(); ++k) {
       if (s.words[k] == s.before[k]) continue;
       store_word(w, size, geom.big_endian, s.words[k]);
       const std::uint64_t e = s.pos[k];
-      for (unsigned j = 0; j < size; ++j) s.raw.data()[pipeline.shuffle ? j * n + e : e * size + j] = w[j];
+      for (unsigned j = 0; j < size; ++j) {
+        const std::uint64_t at = pipeline.shuffle ? j * n + e : e * size + j;
+        if (s.raw.data()[at] == w[j]) continue;
+        s.raw.data()[at] = w[j];
+        s.bytes_changed.push_back(at);
+      }
+    }
+    // The patcher checks its result by inflating it; anything it declines is deflated in full.
+    std::sort(s.bytes_changed.begin(), s.bytes_changed.end());
+    s.bytes_changed.erase(std::unique(s.bytes_changed.begin(), s.bytes_changed.end()), s.bytes_changed.end());
+    s.use_patched = patch && patch_zlib({s.comp.data(), s.comp.size}, {s.raw.data(), chunk_bytes}, s.bytes_changed, s.patched);
+    if (s.use_patched) {
+      ++g_patched;
+      return;
     }
     auto* enc = codec().deflater(static_cast<int>(pipeline.level));
     s.comp.resize(libdeflate_zlib_compress_bound(enc, chunk_bytes));
     const std::size_t got = libdeflate_zlib_compress(enc, s.raw.data(), chunk_bytes, s.comp.data(), s.comp.size);
     if (got == 0) throw Error(where + ": " + chunk_name(tasks[s.task].start) + ": deflate failed");
     s.comp.size = got;
+    ++g_deflated;
   };
 
   auto job = [&](Slot& s, auto&& step) {
@@ -348,7 +369,9 @@ std::vector<bool> edit_deflate_chunks(hid_t dset, const std::string& where, cons
       wait(s);
       if (s.changed) {
         const ChunkTask& t = tasks[s.task];
-        if (H5Dwrite_chunk(dset, H5P_DEFAULT, 0, t.start.data(), s.comp.size, s.comp.data()) < 0)
+        const std::byte* data = s.use_patched ? s.patched.data() : s.comp.data();
+        const std::size_t bytes = s.use_patched ? s.patched.size() : s.comp.size;
+        if (H5Dwrite_chunk(dset, H5P_DEFAULT, 0, t.start.data(), bytes, data) < 0)
           h5::throw_error(where + ": cannot write " + chunk_name(t.start));
         ++g_written;
       }

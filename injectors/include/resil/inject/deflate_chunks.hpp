@@ -1,7 +1,10 @@
 // Direct chunk editing of gzip datasets: chunks whose filter pipeline is exactly deflate, or
 // shuffle then deflate (h5py's compression="gzip", shuffle=True), are read raw with
-// H5Dread_chunk, inflated with libdeflate, edited in their (shuffled) byte layout, deflated at the
-// dataset's own level and written back with H5Dwrite_chunk. HDF5 is not thread-safe: every HDF5
+// H5Dread_chunk, inflated with libdeflate, edited in their (shuffled) byte layout, patched at the
+// token level (deflate_patch.hpp: the stored stream's LZ77 parse is kept, only the blocks around
+// the changed bytes are encoded again; the result is inflated and compared before it is used) or,
+// when the patcher does not take the stream, deflated at the dataset's own level, and written back
+// with H5Dwrite_chunk. HDF5 is not thread-safe: every HDF5
 // call stays on the calling thread; the codec work runs on a small pool with a bounded window of
 // chunks in flight, so memory is O(threads x chunk) and reads, callbacks and writes happen in task
 // order whatever the thread count. WordFile::edit uses it for filtered chunked datasets; any other
@@ -34,6 +37,7 @@ std::optional<DeflatePipeline> deflate_pipeline(hid_t dset, unsigned elem_size);
 struct ChunkCodecOptions {
   bool direct = true;    // false: every filtered chunk goes through HDF5's filters
   unsigned threads = 0;  // codec threads; 0: $RESIL_INJECT_THREADS, else hardware_concurrency() up to 8
+  bool patch = true;     // false: every changed chunk is deflated again in full (no token-level patch)
 };
 ChunkCodecOptions chunk_codec_options() noexcept;
 void set_chunk_codec_options(const ChunkCodecOptions& opt) noexcept;
@@ -41,7 +45,9 @@ void set_chunk_codec_options(const ChunkCodecOptions& opt) noexcept;
 /// Counters since process start (for tests: which path ran).
 struct ChunkCodecStats {
   std::uint64_t read = 0;     // chunks read and inflated here
-  std::uint64_t written = 0;  // chunks deflated and written here
+  std::uint64_t written = 0;  // chunks written here (patched + deflated)
+  std::uint64_t patched = 0;  // of those, patched at the token level
+  std::uint64_t deflated = 0; // of those, deflated again in full (patch off, or the patcher declined)
 };
 ChunkCodecStats chunk_codec_stats() noexcept;
 
