@@ -170,7 +170,10 @@ void check_against_hdf5_path(const test::TempDir& dir, const std::string& src, s
 
   const auto original = contents(src);
   std::map<std::string, std::map<std::string, std::vector<unsigned char>>> out;
-  const std::pair<std::string, ChunkCodecOptions> ways[] = {{"hdf5", {false, 0}}, {"t1", {true, 1}}, {"t4", {true, 4}}};
+  // t1/t4: token-level patching (every chunk HDF5's zlib wrote is patched, none deflated in full);
+  // t4full: the full re-deflate for comparison.
+  const std::pair<std::string, ChunkCodecOptions> ways[] = {
+      {"hdf5", {false, 0, true}}, {"t1", {true, 1, true}}, {"t4", {true, 4, true}}, {"t4full", {true, 4, false}}};
   for (const auto& [name, opt] : ways) {
     const auto file = (dir / (name + ".h5")).string();
     ckpt::fs::copy_file(src, file);
@@ -181,6 +184,8 @@ void check_against_hdf5_path(const test::TempDir& dir, const std::string& src, s
     const auto s1 = chunk_codec_stats();
     if (opt.direct) {
       CHECK(s1.written > s0.written);
+      CHECK(s1.written - s0.written == (s1.patched - s0.patched) + (s1.deflated - s0.deflated));
+      CHECK(s1.patched - s0.patched == (opt.patch ? s1.written - s0.written : 0));
     } else {
       CHECK(s1.read == s0.read);
       CHECK(s1.written == s0.written);
@@ -190,6 +195,7 @@ void check_against_hdf5_path(const test::TempDir& dir, const std::string& src, s
   REQUIRE(out["hdf5"].size() == original.size());
   CHECK(out["t1"] == out["hdf5"]);
   CHECK(out["t4"] == out["hdf5"]);
+  CHECK(out["t4full"] == out["hdf5"]);
 
   // Exactly the logged words differ from the original, by the records' XOR.
   std::map<std::pair<std::string, std::uint64_t>, std::uint64_t> expect;
@@ -214,8 +220,9 @@ void check_against_hdf5_path(const test::TempDir& dir, const std::string& src, s
     INFO(ds);
     CHECK(filters_of((dir / "t4.h5").string(), ds) == filters_of(src, ds));
   }
-  INFO("h5py: same pipeline and values in the HDF5-path and direct outputs");
+  INFO("h5py: same pipeline and values in the HDF5-path and direct outputs (patched and deflated in full)");
   CHECK(test::run(check_py + " compare " + (dir / "hdf5.h5").string() + " " + (dir / "t4.h5").string() + " >/dev/null") == 0);
+  CHECK(test::run(check_py + " compare " + (dir / "hdf5.h5").string() + " " + (dir / "t4full.h5").string() + " >/dev/null") == 0);
   {
     CodecScope direct({true, 4});
     apply((dir / "t4.h5").string(), recs, Direction::revert);
@@ -458,4 +465,102 @@ TEST_CASE("RESIL_INJECT_THREADS: 1..64, anything else is a usage error", "[injec
   CHECK_THROWS_AS(read_all(), UsageError);
   if (saved) ::setenv("RESIL_INJECT_THREADS", keep.c_str(), 1);
   else ::unsetenv("RESIL_INJECT_THREADS");
+}
+
+namespace {
+
+// A zlib stream of `data` in one dynamic block declaring 288 litlen codes (HLIT 31): libdeflate
+// inflates it, zlib (HDF5's filter) refuses it ("too many length or distance symbols"), and the
+// token-level patcher declines it. Litlen lengths: symbols 0..223 8 bits, 224..287 9 bits (a
+// complete code); one distance code of length 0; every byte a literal.
+std::vector<unsigned char> zlib_hlit288(const std::vector<unsigned char>& data) {
+  std::vector<unsigned char> z = {0x78, 0x01};
+  std::uint64_t acc = 0;
+  unsigned n = 0;
+  auto put = [&](std::uint32_t bits, unsigned cnt) {
+    acc |= std::uint64_t{bits} << n;
+    n += cnt;
+    while (n >= 8) {
+      z.push_back(static_cast<unsigned char>(acc));
+      acc >>= 8;
+      n -= 8;
+    }
+  };
+  auto put_code = [&](std::uint32_t code, unsigned len) {  // Huffman codes go MSB first
+    for (unsigned i = len; i-- > 0;) put((code >> i) & 1, 1);
+  };
+  put(1, 1);  // BFINAL
+  put(2, 2);  // dynamic
+  put(31, 5);  // HLIT: 288
+  put(0, 5);   // HDIST: 1
+  put(3, 4);   // HCLEN: 7 (order 16 17 18 0 8 7 9)
+  // Code-length code: 8 -> '0', 0 -> '10', 9 -> '11'.
+  for (unsigned len : {0u, 0u, 0u, 2u, 1u, 0u, 2u}) put(len, 3);
+  for (unsigned s = 0; s < 288; ++s) s < 224 ? put_code(0, 1) : put_code(3, 2);
+  put_code(2, 2);  // the distance code's length 0
+  auto lit = [&](unsigned s) { s < 224 ? put_code(s, 8) : put_code(448 + (s - 224), 9); };
+  for (auto c : data) lit(c);
+  lit(256);
+  if (n) put(0, 8 - n);
+  std::uint32_t a = 1, b = 0;
+  for (auto c : data) {
+    a = (a + c) % 65521;
+    b = (b + a) % 65521;
+  }
+  const std::uint32_t adler = (b << 16) | a;
+  for (int s = 24; s >= 0; s -= 8) z.push_back(static_cast<unsigned char>(adler >> s));
+  return z;
+}
+
+}  // namespace
+
+TEST_CASE("a chunk the patcher declines is deflated in full, and HDF5 then reads it", "[inject][unit]") {
+  test::TempDir dir("inject-deflate");
+  const auto src = (dir / "odd.h5").string();
+  {
+    auto f = h5::create_file(src);
+    write_filtered(f, "/w", {16, 16}, {8, 8}, {H5Z_FILTER_DEFLATE}, 4);
+  }
+  const auto before = contents(src).at("/w");
+  // Chunk [8, 0] holds rows 8..15, columns 0..7 (C order within the chunk).
+  std::vector<unsigned char> chunk(8 * 8 * 4);
+  for (std::size_t r = 0; r < 8; ++r) std::memcpy(&chunk[r * 32], &before[((8 + r) * 16) * 4], 32);
+  {
+    auto f = h5::open_file(src, h5::Mode::read_write);
+    auto d = h5::open_dataset(f, "/w", src);
+    const hsize_t at[2] = {8, 0};
+    const auto z = zlib_hlit288(chunk);
+    REQUIRE(H5Dwrite_chunk(d, H5P_DEFAULT, 0, at, z.size(), z.data()) >= 0);
+  }
+  {
+    INFO("HDF5's zlib refuses the chunk");
+    auto f = h5::open_file(src, h5::Mode::read);
+    auto d = h5::open_dataset(f, "/w", src);
+    std::vector<float> all(16 * 16);
+    h5::SilenceErrors quiet;
+    CHECK(H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, all.data()) < 0);
+  }
+  FlipRecord r;
+  r.dataset = "/w";
+  r.index = 9 * 16 + 3;  // in chunk [8, 0]
+  r.nd = {9, 3};
+  r.dtype = ckpt::DType::f32;
+  r.width = 32;
+  std::uint32_t w = 0;
+  std::memcpy(&w, &before[r.index * 4], 4);
+  r.old_bits = w;
+  r.new_bits = w ^ (1u << 30);
+  CodecScope direct({true, 1, true});
+  const auto s0 = chunk_codec_stats();
+  CHECK(apply(src, std::vector<FlipRecord>{r}, Direction::forward).changed == 1);
+  const auto s1 = chunk_codec_stats();
+  CHECK(s1.written - s0.written == 1);
+  CHECK(s1.deflated - s0.deflated == 1);
+  CHECK(s1.patched == s0.patched);
+  CodecScope hdf5({false, 0, true});
+  auto after = contents(src).at("/w");  // HDF5 reads the rewritten chunk
+  std::memcpy(&w, &after[r.index * 4], 4);
+  CHECK(w == r.new_bits);
+  std::memcpy(&after[r.index * 4], &before[r.index * 4], 4);
+  CHECK(after == before);
 }
