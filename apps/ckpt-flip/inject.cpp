@@ -1,4 +1,5 @@
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "commands.hpp"
@@ -7,6 +8,7 @@
 #include "resil/config.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/raw.hpp"
+#include "resil/inject/words.hpp"
 
 namespace resil::flip {
 
@@ -74,6 +76,13 @@ int run_inject(const InjectOptions& o) {
   if (!o.seed) std::cout << "seed: " << seed << " (drawn; pass --seed " << seed << " to repeat)\n";
   const auto popt = plan_options(o, seed);
 
+  // In place, one WordFile serves listing, planning and applying: one open, one mapping, one
+  // chunk-address lookup, so each touched page is faulted in once (it only reads until apply).
+  std::optional<inject::WordFile> wf;
+  if (o.in_place && !o.raw) {
+    wf.emplace(o.input, inject::Access::in_place);
+    wf->set_sync(!o.no_sync);
+  }
   std::vector<inject::FlipRecord> records;
   if (o.raw) {
     records = inject::plan_raw(o.input, popt);
@@ -85,14 +94,16 @@ int run_inject(const InjectOptions& o) {
     sel.bits = inject::BitSpec::parse(o.bits.empty() ? "all" : o.bits);
     if (!o.as.empty()) sel.as = ckpt::dtype_from_name(o.as);
     std::vector<ckpt::DatasetInfo> infos;
-    {
+    if (wf) {
+      infos = ckpt::list_datasets(wf->h5());
+    } else {
       auto f = ckpt::h5::open_file(o.input, ckpt::h5::Mode::read);
       infos = ckpt::list_datasets(f);
     }
     const auto targets = inject::select(infos, sel);
     const auto sites = inject::sample_sites(targets, popt);
     if (sites.empty()) std::cout << "no site drawn (--ber over the selected bits gave 0 faults)\n";
-    records = inject::plan(o.input, targets, sites, popt);
+    records = wf ? inject::plan(*wf, targets, sites, popt) : inject::plan(o.input, targets, sites, popt);
   }
 
   if (o.dry_run) {
@@ -129,7 +140,8 @@ int run_inject(const InjectOptions& o) {
     log.line(inject::header_line(h));
     for (std::size_t i = 0; i < records.size(); ++i) log.line(inject::record_line(records[i], i));
     log.sync();
-    st = inject::apply(o.input, records, inject::Direction::forward, false, true, !o.no_sync);
+    st = wf ? inject::apply(*wf, records, inject::Direction::forward)
+            : inject::apply(o.input, records, inject::Direction::forward, false, true, !o.no_sync);
     if (!o.no_hash) out_sha = ckpt::sha256_file(o.input);
     log.line(inject::footer_line(st.changed, out_sha));
     log.close();

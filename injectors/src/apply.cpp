@@ -23,23 +23,30 @@ namespace resil::inject {
 
 std::vector<FlipRecord> plan(const std::string& file, std::span<const Target> targets, std::span<const Site> sites,
                              const PlanOptions& opt) {
-  // Current words of every touched element, read block by block.
+  WordFile wf(file, Access::read);
+  auto out = plan(wf, targets, sites, opt);
+  wf.close();
+  return out;
+}
+
+std::vector<FlipRecord> plan(WordFile& wf, std::span<const Target> targets, std::span<const Site> sites,
+                             const PlanOptions& opt) {
+  // Current words of every touched element, read block by block (fn changes nothing: no write).
   std::vector<std::unordered_map<std::uint64_t, std::uint64_t>> current(targets.size());
   {
     std::vector<std::vector<std::uint64_t>> idx(targets.size());
     for (const auto& s : sites) idx[s.target].push_back(s.index);
-    WordFile wf(file, Access::read);
     for (std::size_t t = 0; t < targets.size(); ++t) {
       if (idx[t].empty()) continue;
       const unsigned width = wf.width_of(targets[t].info.path);
       if (width != ckpt::dtype_bits(targets[t].dtype))
-        throw UsageError(file + ": dataset " + targets[t].info.path + ": stored width " + std::to_string(width) +
+        throw UsageError(wf.path() + ": dataset " + targets[t].info.path + ": stored width " + std::to_string(width) +
                          " does not match dtype " + std::string(ckpt::dtype_name(targets[t].dtype)));
+      current[t].reserve(idx[t].size());
       wf.edit(targets[t].info.path, std::move(idx[t]), [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
         for (std::size_t k = 0; k < i.size(); ++k) current[t][i[k]] = w[k];
       });
     }
-    wf.close();
   }
   Rng rng(derive_seed(opt.seed, opt.trial), stream_model);
   std::vector<FlipRecord> out;
@@ -205,33 +212,46 @@ std::vector<std::string> remove_stale_temporaries(const std::string& file) {
   return removed;
 }
 
+void print_removed(const std::vector<std::string>& removed) {
+  for (const auto& t : removed) std::cout << "removed stale temporary " << t << " (its process is gone)\n";
+}
+
 }  // namespace
 
 ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force, bool crash_safe,
                  bool sync) {
   if (records.empty()) return {};
-  if (crash_safe) {
-    // Killed staged runs leave a temporary copy the size of the file: reclaim it before staging again.
-    for (const auto& t : remove_stale_temporaries(file))
-      std::cout << "removed stale temporary " << t << " (its process is gone)\n";
+  if (records.front().raw) {
+    if (crash_safe) print_removed(remove_stale_temporaries(file));
+    return apply_raw(file, records, dir, force);
   }
-  if (records.front().raw) return apply_raw(file, records, dir, force);
+  // In place, HDF5 is opened read-only: raw data at known offsets changes, nothing else.
+  WordFile wf(file, crash_safe ? Access::in_place : Access::rewrite);
+  wf.set_sync(sync);
+  return apply(wf, records, dir, force);
+}
+
+ApplyStats apply(WordFile& wf, std::span<const FlipRecord> records, Direction dir, bool force) {
+  const std::string file = wf.path();
+  if (wf.access() == Access::read) throw UsageError(file + ": apply needs a WordFile opened for writing");
+  const bool crash_safe = wf.access() == Access::in_place;
+  if (records.empty()) {
+    wf.close();
+    return {};
+  }
+  // Killed staged runs leave a temporary copy the size of the file: reclaim it before staging again.
+  if (crash_safe) print_removed(remove_stale_temporaries(file));
+  if (records.front().raw) {
+    wf.close();
+    return apply_raw(file, records, dir, force);
+  }
   Chains chains;
   for (const auto& r : records) {
     if (r.raw) throw CorruptInputError("flip log mixes raw and dataset records");
     chains[r.dataset][r.index].push_back(&r);
   }
-  if (!crash_safe) {
-    WordFile wf(file, Access::rewrite);
-    return apply_words(wf, chains, dir, force);
-  }
-  {
-    // HDF5 is opened read-only: raw data at known offsets changes with pwrite, nothing else.
-    WordFile wf(file, Access::in_place);
-    wf.set_sync(sync);
-    if (!needs_staging(wf, chains, dir, force)) return apply_words(wf, chains, dir, force);
-    wf.close();
-  }
+  if (!crash_safe || !needs_staging(wf, chains, dir, force)) return apply_words(wf, chains, dir, force);
+  wf.close();
   // HDF5 allocates unallocated chunks and may relocate a rewritten filtered chunk, updating its
   // metadata later; only a copy is opened read-write, so such edits stage the whole file.
   const auto tmp = ckpt::fs::temp_sibling(file);

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -67,9 +69,45 @@ void pwrite_all(int fd, const void* buf, std::size_t n, std::uint64_t off, const
   }
 }
 
+std::atomic<WordIo> g_io{WordIo::automatic};
+
+// $RESIL_INJECT_WORD_IO (benchmarks): mapped or syscalls; unset or empty: automatic.
+WordIo io_from_env() {
+  const char* v = std::getenv("RESIL_INJECT_WORD_IO");
+  if (v == nullptr || *v == '\0') return WordIo::automatic;
+  if (std::strcmp(v, "mapped") == 0) return WordIo::mapped;
+  if (std::strcmp(v, "syscalls") == 0) return WordIo::syscalls;
+  throw UsageError(std::string("RESIL_INJECT_WORD_IO=") + v + ": expected mapped or syscalls");
+}
+
 }  // namespace
 
+WordIo word_io() noexcept { return g_io.load(); }
+void set_word_io(WordIo io) noexcept { g_io.store(io); }
+
+WordIo WordFile::io_for(std::uint64_t words, std::uint64_t span_bytes) const noexcept {
+  if (io_ != WordIo::automatic) return io_;
+  // Syncing: stores through the mapping would dirty whole page-cache folios (see WordIo). Sparse:
+  // a fault (and its fault-around and unmap) per word costs more than a pread and a pwrite.
+  const bool sparse = span_bytes / 4096 > sparse_pages_per_word * words;
+  return (sync_ && access_ != Access::read) || sparse ? WordIo::syscalls : WordIo::mapped;
+}
+
+std::byte* WordFile::mapping() {
+  if (map_ || map_failed_ || file_size_ == 0 || fd_ < 0) return map_;
+  void* m = ::mmap(nullptr, file_size_, PROT_READ | (access_ == Access::read ? 0 : PROT_WRITE), MAP_SHARED, fd_, 0);
+  if (m == MAP_FAILED) {
+    map_failed_ = true;
+    return nullptr;
+  }
+  map_ = static_cast<std::byte*>(m);
+  map_len_ = file_size_;
+  return map_;
+}
+
 WordFile::WordFile(const std::string& path, Access access) : path_(path), access_(access) {
+  io_ = word_io();
+  if (io_ == WordIo::automatic) io_ = io_from_env();
   // Only a private copy is opened read-write through HDF5: a read-write open writes the superblock
   // (status flags on version 2/3, which a kill leaves set), and an in-place edit must never do that.
   file_ = h5::open_file(path, access == Access::rewrite ? h5::Mode::read_write : h5::Mode::read);
@@ -77,13 +115,6 @@ WordFile::WordFile(const std::string& path, Access access) : path_(path), access
   if (fd_ < 0) throw IoError(path + ": cannot open" + (access == Access::read ? "" : " for writing") + ": " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd_, &st) == 0) file_size_ = static_cast<std::uint64_t>(st.st_size);
-  if (file_size_ > 0) {
-    void* m = ::mmap(nullptr, file_size_, PROT_READ | (access == Access::read ? 0 : PROT_WRITE), MAP_SHARED, fd_, 0);
-    if (m != MAP_FAILED) {
-      map_ = static_cast<std::byte*>(m);
-      map_len_ = file_size_;
-    }
-  }
   h5::SilenceErrors quiet;
   h5::PropList fcpl(H5Fget_create_plist(file_));
   hsize_t ub = 0;
@@ -104,7 +135,7 @@ void WordFile::close() {
     if (H5Fclose(id) < 0) h5::throw_error(path_ + ": close failed");
   }
   if (map_) {
-    const int rc = writes ? ::msync(map_, map_len_, MS_SYNC) : 0;
+    const int rc = writes && map_stored_ ? ::msync(map_, map_len_, MS_SYNC) : 0;
     ::munmap(std::exchange(map_, nullptr), map_len_);
     if (rc != 0) throw IoError(path_ + ": msync failed: " + std::strerror(errno));
   }
@@ -328,13 +359,22 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
         if (!done[i]) rest.push_back(std::move(blocks[i]));
       blocks = std::move(rest);
     }
+  // One way for all raw blocks of this edit, by their density over the file span they cover.
+  std::uint64_t raw_words = 0, first = ~std::uint64_t{0}, end = 0;
+  for (const auto& b : blocks)
+    if (b.kind == Block::Kind::raw) {
+      raw_words += b.idx.size();
+      first = std::min(first, b.addr + b.offs.front());
+      end = std::max(end, b.addr + b.offs.back() + l.size);
+    }
+  const bool use_map = raw_words > 0 && io_for(raw_words, end - first) == WordIo::mapped && mapping() && end <= map_len_;
   h5::SilenceErrors quiet;
   std::vector<std::byte> buf;
   std::vector<std::uint64_t> words, before;
   for (const auto& b : blocks) {
     const std::size_t n = b.idx.size();
     words.resize(n);
-    if (b.kind == Block::Kind::raw && map_ && b.addr + b.offs.back() + l.size <= map_len_) {
+    if (b.kind == Block::Kind::raw && use_map) {
       // Through the mapping: no system call per word. A word is stored with one instruction (its
       // size is 1, 2, 4 or 8 bytes), so a process killed at any point leaves it old or new.
       const std::byte* src = map_ + b.addr;
@@ -346,6 +386,7 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
         if (words[k] == before[k]) continue;
         std::byte w[8];
         store_word(w, l.size, l.be, words[k]);
+        map_stored_ = true;
         std::byte* dst = map_ + b.addr + b.offs[k];
         switch (l.size) {
           case 1: std::memcpy(dst, w, 1); break;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "resil/inject/raw.hpp"
 #include "resil/inject/diff.hpp"
 #include "resil/inject/scan.hpp"
+#include "resil/inject/words.hpp"
 #include "resil_test/tmpdir.hpp"
 
 using namespace resil;
@@ -635,4 +637,143 @@ TEST_CASE("sync=false leaves the same bytes as sync=true", "[inject][unit]") {
   apply(b, recs, Direction::revert, false, true, false);
   CHECK(file_bytes(a) == file_bytes(b));
   CHECK(snapshot(b, {"/w", "/c"}) == before);
+}
+
+namespace {
+
+// Pins the process-wide word I/O for one test.
+struct WordIoScope {
+  WordIo saved = word_io();
+  explicit WordIoScope(WordIo io) { set_word_io(io); }
+  ~WordIoScope() { set_word_io(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("word I/O: mapped, syscalls and automatic leave the same bytes, synced or not", "[inject][unit]") {
+  test::TempDir dir("inject-wordio");
+  const hsize_t ub = GENERATE(hsize_t{0}, hsize_t{512});
+  const bool sync = GENERATE(true, false);
+  const auto ref = (dir / "ref.h5").string();
+  const ckpt::Shape shape{13, 7};
+  {
+    auto f = create_raw_file(ref, ub, false);
+    make_dataset(f, "/w", H5T_NATIVE_FLOAT, {13, 7}, {4, 3}, 51);  // raw chunks, edge chunks
+    make_dataset(f, "/c", H5T_NATIVE_DOUBLE, {300}, {}, 52);       // contiguous
+    make_dataset(f, "/s", H5T_NATIVE_INT16, {40}, {}, 53);
+  }
+  auto recs = flips_at(ref, "/w", DType::f32, shape, {{0, 1}, {flat(shape, 12, 6), 31}, {flat(shape, 6, 4), 22}});
+  for (auto more : {flips_at(ref, "/c", DType::f64, {300}, {{299, 63}, {3, 50}, {150, 0}}),
+                    flips_at(ref, "/s", DType::i16, {40}, {{0, 15}, {39, 2}})})
+    recs.insert(recs.end(), more.begin(), more.end());
+  const auto before = snapshot(ref, {"/w", "/c", "/s"});
+  const auto bytes0 = file_bytes(ref);
+  std::vector<std::vector<unsigned char>> after;
+  for (const WordIo io : {WordIo::mapped, WordIo::syscalls, WordIo::automatic}) {
+    INFO("word io " << static_cast<int>(io) << ", sync " << sync << ", user block " << ub);
+    WordIoScope scope(io);
+    const auto p = (dir / ("f" + std::to_string(static_cast<int>(io)) + ".h5")).string();
+    ckpt::fs::copy_file(ref, p);
+    const auto ino = inode_of(p);
+    const auto st = apply(p, recs, Direction::forward, false, true, sync);
+    CHECK(st.changed == 8);
+    CHECK(inode_of(p) == ino);
+    check_exact_change(before, p, recs);
+    after.push_back(file_bytes(p));
+    // Applying again finds every word already new: nothing changes.
+    CHECK(apply(p, recs, Direction::forward, false, true, sync).unchanged == 8);
+    apply(p, recs, Direction::revert, false, true, sync);
+    CHECK(file_bytes(p) == bytes0);
+  }
+  CHECK(after[0] == after[1]);
+  CHECK(after[1] == after[2]);
+}
+
+TEST_CASE("word I/O: automatic picks syscalls when syncing or sparse, mapped when dense; env override", "[inject][unit]") {
+  test::TempDir dir("inject-wordio-pick");
+  const auto p = (dir / "f.h5").string();
+  {
+    auto f = create_raw_file(p, 0, false);
+    make_dataset(f, "/c", H5T_NATIVE_FLOAT, {100}, {}, 1);
+  }
+  WordIoScope scope(WordIo::automatic);
+  const char* env = std::getenv("RESIL_INJECT_WORD_IO");
+  const std::string saved_env = env ? env : "";
+  ::unsetenv("RESIL_INJECT_WORD_IO");
+  {
+    WordFile wf(p, Access::in_place);
+    CHECK(wf.io_for(10'000, std::uint64_t{100} << 20) == WordIo::syscalls);  // sync (the default)
+    wf.set_sync(false);
+    CHECK(wf.io_for(10'000, std::uint64_t{100} << 20) == WordIo::mapped);    // 2.4 pages per word
+    CHECK(wf.io_for(10'000, std::uint64_t{1} << 30) == WordIo::syscalls);    // 26 pages per word
+    CHECK(wf.io_for(1, 4) == WordIo::mapped);
+    wf.close();
+    WordFile rd(p, Access::read);  // reading never syncs anything: density alone
+    CHECK(rd.io_for(10'000, std::uint64_t{100} << 20) == WordIo::mapped);
+  }
+  {
+    WordIoScope pinned(WordIo::mapped);
+    WordFile wf(p, Access::in_place);
+    CHECK(wf.io_for(10'000, std::uint64_t{1} << 30) == WordIo::mapped);
+  }
+  ::setenv("RESIL_INJECT_WORD_IO", "syscalls", 1);
+  {
+    WordFile wf(p, Access::in_place);
+    wf.set_sync(false);
+    CHECK(wf.io_for(1, 4) == WordIo::syscalls);
+  }
+  ::setenv("RESIL_INJECT_WORD_IO", "mmap", 1);
+  CHECK_THROWS_AS(WordFile(p, Access::in_place), UsageError);
+  if (saved_env.empty()) ::unsetenv("RESIL_INJECT_WORD_IO");
+  else ::setenv("RESIL_INJECT_WORD_IO", saved_env.c_str(), 1);
+}
+
+TEST_CASE("plan and apply through one WordFile: same records and bytes as by path", "[inject][unit]") {
+  test::TempDir dir("inject-onefile");
+  const auto a = (dir / "a.h5").string(), b = (dir / "b.h5").string();
+  {
+    auto f = ckpt::h5::create_file(a);
+    ckpt::write_tensor(f, "/model/w", filled(DType::f32, {64, 33}, 5), {});
+    ckpt::write_tensor(f, "/model/b", filled(DType::f64, {33}, 6), {});
+  }
+  ckpt::fs::copy_file(a, b);
+  const auto io = GENERATE(WordIo::mapped, WordIo::syscalls);
+  WordIoScope scope(io);
+  std::vector<Target> targets;
+  {
+    auto f = ckpt::h5::open_file(a, ckpt::h5::Mode::read);
+    targets = select(ckpt::list_datasets(f), {});
+  }
+  PlanOptions p;
+  p.seed = 9;
+  p.flips = 40;
+  p.model = FaultModel::parse("adjacent:2");
+  const auto sites = sample_sites(targets, p);
+  const auto by_path = plan(b, targets, sites, p);
+  const auto ino = inode_of(a);
+  std::vector<FlipRecord> recs;
+  ApplyStats st;
+  {
+    WordFile wf(a, Access::in_place);
+    wf.set_sync(false);
+    CHECK(select(ckpt::list_datasets(wf.h5()), {}).size() == targets.size());
+    recs = plan(wf, targets, sites, p);
+    REQUIRE(recs.size() == by_path.size());
+    for (std::size_t i = 0; i < recs.size(); ++i) CHECK(record_line(recs[i], i) == record_line(by_path[i], i));
+    CHECK(file_bytes(a) == file_bytes(b));  // planning wrote nothing
+    st = apply(wf, recs, Direction::forward);
+  }
+  const auto st_b = apply(b, by_path, Direction::forward, false, true, true);
+  CHECK(st.changed == st_b.changed);
+  CHECK(inode_of(a) == ino);
+  CHECK(file_bytes(a) == file_bytes(b));
+  check_only_logged_bits_differ(b, a, {});  // same contents
+  {
+    WordFile rd(a, Access::read);
+    CHECK_THROWS_AS(apply(rd, recs, Direction::revert), UsageError);
+  }
+  WordFile wf(a, Access::in_place);
+  apply(wf, recs, Direction::revert);
+  apply(b, by_path, Direction::revert);
+  CHECK(file_bytes(a) == file_bytes(b));
 }

@@ -16,6 +16,8 @@
 
 namespace resil::inject {
 
+class WordFile;
+
 enum class Role { all, model, optimizer };
 
 struct SelectOptions {
@@ -66,6 +68,11 @@ std::vector<Site> sample_sites(std::span<const Target> targets, const PlanOption
 /// model in site order. Records hitting one word chain (old of the second = new of the first).
 std::vector<FlipRecord> plan(const std::string& file, std::span<const Target> targets, std::span<const Site> sites,
                              const PlanOptions& opt);
+/// The same through an open WordFile (e.g. Access::in_place, then passed on to apply(): one open,
+/// one mapping and one chunk-address lookup for both steps; each touched page faults in once). Only
+/// reads: nothing is written, whatever the access.
+std::vector<FlipRecord> plan(WordFile& file, std::span<const Target> targets, std::span<const Site> sites,
+                             const PlanOptions& opt);
 
 enum class Direction { forward, revert };
 struct ApplyStats {
@@ -91,6 +98,10 @@ struct ApplyStats {
 /// old/new chains let revert and replay finish from any such state.
 ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force = false,
                  bool crash_safe = true, bool sync = true);
+/// The same through an open WordFile, which it closes (its set_sync applies): Access::in_place is the
+/// crash-safe way (a staged edit closes it and works on a copy of its path), Access::rewrite the
+/// other; Access::read is a UsageError. Raw records reopen the file by path.
+ApplyStats apply(WordFile& file, std::span<const FlipRecord> records, Direction dir, bool force = false);
 
 /// Flat index -> N-d index (C order).
 std::vector<std::uint64_t> unravel_index(std::uint64_t flat, const ckpt::Shape& shape);

@@ -1,8 +1,8 @@
 // Stored words of datasets, read and written in their own width and byte order (the file type is
 // the memory type: nothing is converted). I/O is proportional to what is touched: raw data at a
 // known file offset (contiguous datasets, allocated chunks of unfiltered datasets) is accessed
-// word by word with pread/pwrite; other touched chunks are read (and written) once through HDF5 as
-// a hyperslab of the chunk region; nothing loads a whole dataset.
+// word by word (through a shared mapping of the file, or pread/pwrite: WordIo); other touched
+// chunks are read (and written) once through HDF5 as a hyperslab of the chunk region; nothing loads a whole dataset.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,24 @@ enum class Access {
              // point leaves a file HDF5 opens. Blocks only HDF5 can write are refused.
   rewrite,   // HDF5 read-write too (a private copy): filtered or unallocated blocks through HDF5
 };
+
+/// How words at known file offsets (contiguous data, allocated unfiltered chunks) are read and
+/// written. Process-wide, like ChunkCodecOptions (tests pin each way; benchmarks compare them).
+///  - mapped: loads and one store instruction per changed word in a shared mapping of the file
+///    (mapped on first use). No system call per word; each touched page faults in (the kernel maps
+///    up to 16 neighbours per read fault, and tears them down at unmap).
+///  - syscalls: pread per word (one pread of the span when it is dense) and one pwrite per changed
+///    word. No fault and no unmap cost; on ext4 with large page-cache folios (Linux >= 6.16) only the
+///    written 4 KiB blocks become dirty, whereas a store through the mapping dirties the page's whole
+///    folio (up to 2 MiB), so a final fsync writes back what changed rather than every touched folio.
+///  - automatic (default): per block, syscalls when close() syncs (set_sync(true)) or when the block's
+///    words are sparse (its span covers more than sparse_pages_per_word pages per word: at 10,000
+///    words, files beyond ~160 MB), else mapped.
+/// $RESIL_INJECT_WORD_IO=mapped|syscalls overrides automatic (read when a WordFile opens).
+enum class WordIo { automatic, mapped, syscalls };
+WordIo word_io() noexcept;
+void set_word_io(WordIo io) noexcept;
+inline constexpr std::uint64_t sparse_pages_per_word = 4;
 
 class WordFile {
 public:
@@ -55,6 +73,12 @@ public:
   /// Whether close() makes the edits durable (msync + fsync). Default: yes.
   void set_sync(bool sync) noexcept { sync_ = sync; }
   const std::string& path() const noexcept { return path_; }
+  Access access() const noexcept { return access_; }
+  /// The HDF5 file this WordFile opened (read-only unless Access::rewrite): callers list datasets
+  /// through it instead of opening the file once more.
+  const ckpt::h5::File& h5() const noexcept { return file_; }
+  /// How edit() accesses a raw block of `words` words spanning `span_bytes` (never automatic).
+  WordIo io_for(std::uint64_t words, std::uint64_t span_bytes) const noexcept;
 
 private:
   struct Block;
@@ -67,9 +91,13 @@ private:
   Access access_;
   ckpt::h5::File file_;
   int fd_ = -1;
-  // The whole file mapped (shared; writable unless Access::read): raw words are read and written in
-  // memory instead of one pread/pwrite system call each. Null when mmap is not possible.
+  std::byte* mapping();
   bool sync_ = true;
+  WordIo io_ = WordIo::automatic;  // word_io() or the environment, at open
+  // The whole file mapped (shared; writable unless Access::read) on first use by a mapped block:
+  // raw words are read and written in memory instead of one system call each. map_failed_: mmap
+  // refused (the syscalls way then). map_stored_: a store went through it (close() msyncs).
+  bool map_failed_ = false, map_stored_ = false;
   std::byte* map_ = nullptr;
   std::size_t map_len_ = 0;
   std::uint64_t base_ = 0;       // user block size: HDF5's internal addresses are relative to it
