@@ -279,7 +279,10 @@ void update_checksum(hid_t file, const std::string& path) { set_checksum(file, p
 
 std::string shape_string(const Shape& s) {
   std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(s[i]);
+  }
   return out + "]";
 }
 
