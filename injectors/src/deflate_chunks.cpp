@@ -151,6 +151,16 @@ unsigned env_threads() {
   return static_cast<unsigned>(n);
 }
 
+// RESIL_INJECT_PATCH=0 turns token-level patching off (benchmarks compare the full deflate
+// through the CLI); 1 or unset: on.
+bool env_patch() {
+  const char* v = std::getenv("RESIL_INJECT_PATCH");
+  if (!v || !*v) return true;
+  if (std::string(v) == "0") return false;
+  if (std::string(v) == "1") return true;
+  throw UsageError(std::string("RESIL_INJECT_PATCH=") + v + ": expected 0 or 1");
+}
+
 std::string chunk_name(std::span<const hsize_t> start) {
   std::string s = "chunk at [";
   for (std::size_t k = 0; k < start.size(); ++k) s += (k ? ", " : "") + std::to_string(start[k]);
@@ -203,7 +213,7 @@ std::vector<bool> edit_deflate_chunks(hid_t dset, const std::string& where, cons
   std::uint64_t n = 1;  // elements of a stored chunk: edge chunks are stored full size
   for (auto c : geom.chunk) n *= c;
   const std::uint64_t chunk_bytes = n * size;
-  const bool patch = g_patch.load();
+  const bool patch = g_patch.load() && env_patch();
 
   if (threads == 0) threads = g_threads.load();
   if (threads == 0) threads = env_threads();

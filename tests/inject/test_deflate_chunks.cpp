@@ -439,7 +439,7 @@ TEST_CASE("direct gzip chunks in place: reads fine, a change is refused and noth
   CHECK(contents(src) == before);
 }
 
-TEST_CASE("RESIL_INJECT_THREADS: 1..64, anything else is a usage error", "[inject][unit]") {
+TEST_CASE("RESIL_INJECT_THREADS: 1..64, RESIL_INJECT_PATCH: 0|1, anything else is a usage error", "[inject][unit]") {
   test::TempDir dir("inject-deflate");
   const auto src = (dir / "w.h5").string();
   {
@@ -465,6 +465,15 @@ TEST_CASE("RESIL_INJECT_THREADS: 1..64, anything else is a usage error", "[injec
   CHECK_THROWS_AS(read_all(), UsageError);
   if (saved) ::setenv("RESIL_INJECT_THREADS", keep.c_str(), 1);
   else ::unsetenv("RESIL_INJECT_THREADS");
+  // RESIL_INJECT_PATCH: 0 or 1 (unset: 1).
+  const char* saved_patch = std::getenv("RESIL_INJECT_PATCH");
+  const std::string keep_patch = saved_patch ? saved_patch : "";
+  ::setenv("RESIL_INJECT_PATCH", "0", 1);
+  CHECK(read_all() == 400);
+  ::setenv("RESIL_INJECT_PATCH", "yes", 1);
+  CHECK_THROWS_AS(read_all(), UsageError);
+  if (saved_patch) ::setenv("RESIL_INJECT_PATCH", keep_patch.c_str(), 1);
+  else ::unsetenv("RESIL_INJECT_PATCH");
 }
 
 namespace {
