@@ -53,6 +53,23 @@ void put_key(std::string& out, const char* key) {
   out += key;
   out += "\":";
 }
+// "0x..." with (width + 3) / 4 digits, quoted, then a comma.
+void put_hex(std::string& out, std::uint64_t v, unsigned width) {
+  static constexpr char digits[] = "0123456789abcdef";
+  out += "\"0x";
+  for (unsigned i = (width + 3) / 4; i-- > 0;) out += digits[(v >> (4 * i)) & 0xf];
+  out += "\",";
+}
+// value_json(v).dump() without building a json value: the strings for NaN/Inf, else the
+// serializer's own shortest round-trip formatting (nlohmann's dump_float calls exactly this).
+void put_value(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += std::isnan(v) ? "\"nan\"" : v > 0 ? "\"inf\"" : "\"-inf\"";
+    return;
+  }
+  char b[64];
+  out.append(b, nlohmann::detail::to_chars(b, b + sizeof b, v));
+}
 void put_bits(std::string& out, std::uint64_t mask) {
   out += '[';
   bool first = true;
@@ -93,7 +110,13 @@ std::string record_line(const FlipRecord& r, std::uint64_t seq) {
     return out;
   }
   put_key(out, "dataset");
-  out += json(r.dataset).dump();
+  // Records come grouped by dataset: its escaped name is made once per run of records.
+  thread_local std::string last_dataset, last_dataset_json;
+  if (r.dataset != last_dataset || last_dataset_json.empty()) {
+    last_dataset = r.dataset;
+    last_dataset_json = json(r.dataset).dump();
+  }
+  out += last_dataset_json;
   out += ',';
   put_key(out, "dtype");
   out += '"';
@@ -103,7 +126,7 @@ std::string record_line(const FlipRecord& r, std::uint64_t seq) {
   put_uint(out, r.index);
   out += ',';
   put_key(out, "mask");
-  out += '"' + hex_bits(mask, r.width) + "\",";
+  put_hex(out, mask, r.width);
   put_key(out, "nd");
   out += '[';
   for (std::size_t i = 0; i < r.nd.size(); ++i) {
@@ -112,14 +135,14 @@ std::string record_line(const FlipRecord& r, std::uint64_t seq) {
   }
   out += "],";
   put_key(out, "new");
-  out += '"' + hex_bits(r.new_bits, r.width) + "\",";
+  put_hex(out, r.new_bits, r.width);
   put_key(out, "new_value");
-  out += value_json(ckpt::word_to_double(r.dtype, r.new_bits)).dump();
+  put_value(out, ckpt::word_to_double(r.dtype, r.new_bits));
   out += ',';
   put_key(out, "old");
-  out += '"' + hex_bits(r.old_bits, r.width) + "\",";
+  put_hex(out, r.old_bits, r.width);
   put_key(out, "old_value");
-  out += value_json(ckpt::word_to_double(r.dtype, r.old_bits)).dump();
+  put_value(out, ckpt::word_to_double(r.dtype, r.old_bits));
   out += ',';
   put_key(out, "seq");
   put_uint(out, seq);
