@@ -135,13 +135,12 @@ bool build_decode(const u8* lens, unsigned n, unsigned primary, u32* t, std::siz
 struct FixedTables {
   std::array<u32, kLitCap> lit;
   std::array<u32, kDistCap> dist;
+  std::array<u8, 288 + 32> lens;  // litlen then distance code lengths (RFC 1951 3.2.6)
   FixedTables() {
-    u8 lens[288];
     for (unsigned s = 0; s < 288; ++s) lens[s] = s < 144 ? 8 : s < 256 ? 9 : s < 280 ? 7 : 8;
-    build_decode(lens, 288, kPrimary, lit.data(), lit.size());
-    u8 dl[30];
-    std::fill(dl, dl + 30, u8{5});
-    build_decode(dl, 30, kPrimary, dist.data(), dist.size());
+    for (unsigned s = 288; s < 320; ++s) lens[s] = 5;
+    build_decode(lens.data(), 288, kPrimary, lit.data(), lit.size());
+    build_decode(lens.data() + 288, 30, kPrimary, dist.data(), dist.size());
   }
 };
 
@@ -332,16 +331,27 @@ void canonical_codes(const u8* lens, unsigned n, std::uint16_t* codes) {
 
 // ---- per-thread scratch -------------------------------------------------------------------------
 
+// One changed token of a Huffman block: its bits in the old stream and its replacement tokens.
+struct Edit {
+  u64 bit_begin = 0, bit_end = 0;
+  std::size_t tok_begin = 0, tok_end = 0;
+};
+
 struct Block {
   u64 bit_begin = 0, bit_end = 0;  // header's first bit .. after end-of-block
+  u64 header_end = 0;              // after BTYPE (fixed) or the code lengths (dynamic)
   u64 out_begin = 0, out_end = 0;
-  std::size_t tok_begin = 0, tok_end = 0;  // new tokens (dirty Huffman blocks only)
+  std::size_t tok_begin = 0, tok_end = 0;    // all its new tokens (dirty Huffman blocks only)
+  std::size_t edit_begin = 0, edit_end = 0;  // its edits (dirty Huffman blocks only)
+  std::size_t lens_at = 0;                   // its 288 litlen + 32 distance code lengths (dirty)
   u8 type = 0;
   bool final = false, dirty = false;
 };
 
 struct Work {
   std::vector<Block> blocks;
+  std::vector<Edit> edits;
+  std::vector<u8> lens;  // code lengths of the dirty blocks, 320 each
   std::unique_ptr<u32[]> tok;  // literal: byte; match: length << 16 | (distance - 1)
   std::size_t tok_cap = 0;
   std::unique_ptr<std::byte[]> check;
@@ -375,6 +385,8 @@ struct Decoder {
   u64 pos = 0;             // output position
   u32* tok = nullptr;
   std::size_t nt = 0;
+  std::vector<Edit>* edits = nullptr;
+  u8 block_lens[288 + 32] = {};  // the current block's litlen and distance code lengths
 
   u64 next_f() const { return fi < f.size() ? f[fi] : kNone; }
   bool hits(u64 s, u64 len) const {  // F meets [s, s + len)
@@ -429,6 +441,8 @@ struct Decoder {
           dirty = true;
           ++fi;
           nf = next_f();
+          const u64 end = r.bitpos();
+          edits->push_back({end - (e & 0xff), end, nt, nt + 1});
         }
         tok[nt++] = t;
         ++p;
@@ -451,8 +465,11 @@ struct Decoder {
       if (d > p || len > total - p) break;
       if (nf < p + len || (p - d + len > ff && hits(p - d, len))) {
         pos = p;
+        const std::size_t t0 = nt;
         split(len, d);
         dirty = true;
+        const u64 end = r.bitpos();
+        edits->push_back({end - (e & 0xff) - kCodes.len_extra[k] - (de & 0xff) - kCodes.dist_extra[ds], end, t0, nt});
       } else {
         tok[nt++] = len << 16 | (d - 1);
       }
@@ -507,10 +524,29 @@ struct Decoder {
       i += rep;
     }
     if (lens[256] == 0) return false;
+    std::fill(block_lens, block_lens + 320, u8{0});
+    std::copy(lens, lens + hlit, block_lens);
+    std::copy(lens + hlit, lens + n, block_lens + 288);
     return build_decode(lens, hlit, kPrimary, w.lit.data(), w.lit.size()) &&
            build_decode(lens + hlit, hdist, kPrimary, w.dist.data(), w.dist.size());
   }
 };
+
+void put_tokens(BitWriter& bw, const u32* tok, std::size_t nt, const std::uint16_t* lc, const u8* ll,
+                const std::uint16_t* dc, const u8* dl) {
+  for (std::size_t i = 0; i < nt; ++i) {
+    const u32 t = tok[i];
+    if (t < 256) {
+      bw.put(lc[t], ll[t]);
+      continue;
+    }
+    const u32 len = t >> 16, d = (t & 0xffff) + 1;
+    const unsigned k = kCodes.len_sym[len];
+    bw.put(lc[257 + k] | u64{len - kCodes.len_base[k]} << ll[257 + k], ll[257 + k] + kCodes.len_extra[k]);
+    const unsigned s = dist_sym(d);
+    bw.put(dc[s] | u64{d - kCodes.dist_base[s]} << dl[s], dl[s] + kCodes.dist_extra[s]);
+  }
+}
 
 // A changed block again, with dynamic codes fitted to its new tokens.
 void encode_block(BitWriter& bw, const u32* tok, std::size_t nt, bool final) {
@@ -577,7 +613,7 @@ void encode_block(BitWriter& bw, const u32* tok, std::size_t nt, bool final) {
   unsigned hclen = 19;
   while (hclen > 4 && cl[kClenOrder[hclen - 1]] == 0) --hclen;
 
-  bw.reserve(nt * 6 + 512);
+  bw.reserve(nt * 6 + 1024);  // tokens <= 48 bits each; header <= 14 + 57 + 316 x 14 bits
   bw.put(final ? 1 : 0, 1);
   bw.put(2, 2);
   bw.put(hlit - 257, 5);
@@ -591,19 +627,71 @@ void encode_block(BitWriter& bw, const u32* tok, std::size_t nt, bool final) {
     else if (s == 17) bw.put(extra[i], 3);
     else if (s == 18) bw.put(extra[i], 7);
   }
-  for (std::size_t i = 0; i < nt; ++i) {
-    const u32 t = tok[i];
-    if (t < 256) {
-      bw.put(lc[t], ll[t]);
+  put_tokens(bw, tok, nt, lc, ll, dc, dl);
+  bw.put(lc[256], ll[256]);
+}
+
+// A changed block kept in its own codes: its old bits between edits are copied and each edit's
+// tokens are encoded with the block's code. An edit with a token the block's code lacks (a literal
+// or length the block never used) closes the block there (its end-of-block code), puts the edit in
+// a small fixed-Huffman block and opens the block again (its header bits copied, BFINAL only on the
+// last piece). False, with nothing written, when that would add more than ~3% to the block: the
+// caller encodes it afresh.
+bool encode_edits(BitWriter& bw, const u8* src, std::size_t size, const Block& b, const Work& w) {
+  const u8* ll = w.lens.data() + b.lens_at;
+  const u8* dl = ll + 288;
+  auto representable = [&](const Edit& e) {
+    for (std::size_t j = e.tok_begin; j < e.tok_end; ++j) {
+      const u32 t = w.tok[j];
+      if (t < 256 ? !ll[t] : (!ll[257 + kCodes.len_sym[t >> 16]] || !dl[dist_sym((t & 0xffff) + 1)])) return false;
+    }
+    return true;
+  };
+  std::size_t reopen = 0, last_reopen = b.edit_end;
+  for (std::size_t i = b.edit_begin; i < b.edit_end; ++i)
+    if (!representable(w.edits[i])) ++reopen, last_reopen = i;
+  const u64 header = b.header_end - b.bit_begin;
+  if (reopen && (header + 64) * reopen * 32 > b.bit_end - b.bit_begin) return false;
+
+  struct Fixed {
+    u8 ll[288], dl[32];
+    std::uint16_t lc[288], dc[32];
+    Fixed() {
+      const auto& f = fixed_tables().lens;
+      std::copy(f.begin(), f.begin() + 288, ll);
+      std::copy(f.begin() + 288, f.end(), dl);
+      canonical_codes(ll, 288, lc);
+      canonical_codes(dl, 32, dc);
+    }
+  };
+  static const Fixed fixed;
+  std::uint16_t lc[288], dc[32];
+  canonical_codes(ll, 288, lc);
+  canonical_codes(dl, 32, dc);
+  u64 at = b.bit_begin;
+  if (reopen) {  // the first piece is never the last
+    bw.put(0, 1);
+    at = b.bit_begin + 1;
+  }
+  for (std::size_t i = b.edit_begin; i < b.edit_end; ++i) {
+    const Edit& e = w.edits[i];
+    copy_bits(bw, src, size, at, e.bit_begin);
+    at = e.bit_end;
+    bw.reserve((e.tok_end - e.tok_begin) * 6 + static_cast<std::size_t>(header / 8) + 32);
+    if (representable(e)) {
+      put_tokens(bw, w.tok.get() + e.tok_begin, e.tok_end - e.tok_begin, lc, ll, dc, dl);
       continue;
     }
-    const u32 len = t >> 16, d = (t & 0xffff) + 1;
-    const unsigned k = kCodes.len_sym[len];
-    bw.put(lc[257 + k] | u64{len - kCodes.len_base[k]} << ll[257 + k], ll[257 + k] + kCodes.len_extra[k]);
-    const unsigned s = dist_sym(d);
-    bw.put(dc[s] | u64{d - kCodes.dist_base[s]} << dl[s], dl[s] + kCodes.dist_extra[s]);
+    bw.put(lc[256], ll[256]);
+    bw.put(0, 1);
+    bw.put(1, 2);
+    put_tokens(bw, w.tok.get() + e.tok_begin, e.tok_end - e.tok_begin, fixed.lc, fixed.ll, fixed.dc, fixed.dl);
+    bw.put(fixed.lc[256], fixed.ll[256]);
+    bw.put(b.final && i == last_reopen ? 1 : 0, 1);
+    copy_bits(bw, src, size, b.bit_begin + 1, b.header_end);
   }
-  bw.put(lc[256], ll[256]);
+  copy_bits(bw, src, size, at, b.bit_end);
+  return true;
 }
 
 }  // namespace
@@ -625,7 +713,10 @@ bool patch_zlib(std::span<const std::byte> old_stream, std::span<const std::byte
     w.tok_cap = total + 1;
   }
   w.blocks.clear();
+  w.edits.clear();
+  w.lens.clear();
   Decoder dc;
+  dc.edits = &w.edits;
   dc.br.begin = src;
   dc.br.end = src + size;
   dc.br.seek_byte(2);
@@ -662,11 +753,20 @@ bool patch_zlib(std::span<const std::byte> old_stream, std::span<const std::byte
         if (!dc.dynamic_header(w)) return false;
         lit = w.lit.data();
         dist = w.dist.data();
+      } else {
+        std::copy(fixed.lens.begin(), fixed.lens.end(), dc.block_lens);
       }
+      b.header_end = dc.br.bitpos();
       b.tok_begin = dc.nt;
+      b.edit_begin = w.edits.size();
       if (!dc.huffman_block(lit, dist, b.dirty)) return false;
       if (!b.dirty) dc.nt = b.tok_begin;  // its bits are copied: its tokens are not needed
       b.tok_end = dc.nt;
+      b.edit_end = w.edits.size();
+      if (b.dirty) {
+        b.lens_at = w.lens.size();
+        w.lens.insert(w.lens.end(), dc.block_lens, dc.block_lens + 320);
+      }
     }
     b.bit_end = dc.br.bitpos();
     b.out_end = dc.pos;
@@ -692,7 +792,7 @@ bool patch_zlib(std::span<const std::byte> old_stream, std::span<const std::byte
       bw.put(len | u64{~len & 0xffff} << 16, 32);
       bw.bytes(dc.nd + b.out_begin, len);
     } else if (b.dirty) {
-      encode_block(bw, w.tok.get() + b.tok_begin, b.tok_end - b.tok_begin, b.final);
+      if (!encode_edits(bw, src, size, b, w)) encode_block(bw, w.tok.get() + b.tok_begin, b.tok_end - b.tok_begin, b.final);
     } else {
       copy_bits(bw, src, size, b.bit_begin, b.bit_end);
     }
