@@ -223,7 +223,7 @@ struct BitWriter {
     if (n) put(0, 8 - n);
   }
   void bytes(const u8* s, std::size_t len) {  // byte-aligned only
-    std::memcpy(v.data() + at, s, len);
+    if (len) std::memcpy(v.data() + at, s, len);  // s may be null when len is 0
     at += len;
   }
 };

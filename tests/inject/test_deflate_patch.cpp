@@ -119,6 +119,7 @@ enum class Change { none, one, few, many, adjacent, ends, every_byte };
 
 std::vector<std::uint64_t> make_changes(Change c, std::size_t n, std::uint64_t seed) {
   std::vector<std::uint64_t> f;
+  if (n == 0) return f;
   Rng rng(seed, 2);
   switch (c) {
     case Change::none:
@@ -189,7 +190,7 @@ TEST_CASE("patch_zlib: zlib streams, every strategy and level, random change set
   const ZOpts opts[] = {{0}, {1}, {4}, {6}, {9}, {6, Z_FIXED}, {6, Z_HUFFMAN_ONLY}, {6, Z_RLE}, {9, Z_DEFAULT_STRATEGY, 9, 1},
                         {4, Z_FILTERED}};
   const Kind kinds[] = {Kind::random, Kind::text, Kind::runs, Kind::floats, Kind::zeros};
-  const std::size_t sizes[] = {1, 2, 3, 17, 258, 259, 4099, 65535, 65536 + 7, 200003};
+  const std::size_t sizes[] = {0, 1, 2, 3, 17, 258, 259, 4099, 65535, 65536 + 7, 200003};
   const Change changes[] = {Change::none, Change::one, Change::few, Change::many, Change::adjacent, Change::ends};
   std::uint64_t seed = 1;
   for (const auto& o : opts)
