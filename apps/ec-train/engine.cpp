@@ -148,16 +148,23 @@ void Engine::train_step(std::int64_t step) {
   const bool recovering = shards_.any_lost();
   std::vector<ByteVec> req(static_cast<std::size_t>(N)), deg(static_cast<std::size_t>(N));
   std::vector<std::vector<std::pair<int, int>>> order(static_cast<std::size_t>(N));  // (table, position in uniq)
-  std::vector<std::pair<int, int>> my_lost;  // this rank's degraded reads, in the order asked
+  struct Degraded {
+    int table, pos;   // the row: table, position in uniq
+    ec::RowPlace at;  // its place
+  };
+  std::vector<Degraded> my_lost;  // this rank's degraded reads, in the order asked
+  std::vector<std::vector<std::uint8_t>> order_lost(static_cast<std::size_t>(N));  // per order entry: asked degraded
   for (int t = 0; t < T; ++t)
     for (std::size_t u = 0; u < uniq[static_cast<std::size_t>(t)].size(); ++u) {
       const RowId id{static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(uniq[static_cast<std::size_t>(t)][u])};
       const auto p = lay.locate(t, id.row);
       Writer(req[static_cast<std::size_t>(p.rank)]).put(id);
       order[static_cast<std::size_t>(p.rank)].emplace_back(t, static_cast<int>(u));
-      if (recovering && shards_.lost(p.rank, p.stripe)) {
+      const bool is_lost = recovering && shards_.lost(p.rank, p.stripe);
+      order_lost[static_cast<std::size_t>(p.rank)].push_back(is_lost);
+      if (is_lost) {
         for (int j : shards_.plan_of(p.stripe).sources()) Writer(deg[static_cast<std::size_t>(lay.rank_of(p.stripe, j))]).put(id);
-        my_lost.emplace_back(t, static_cast<int>(u));
+        my_lost.push_back({t, static_cast<int>(u), p});
       }
     }
   // One message per rank: [u64 request bytes][requests][u64 degraded bytes][degraded requests], then
@@ -221,7 +228,14 @@ void Engine::train_step(std::int64_t step) {
   // While anything is lost, every rank takes the same rebuild round this step (the data is as of
   // the end of step - 1; the last step's deltas were applied above).
   std::vector<Shards::RebuildJob> jobs;
-  if (recovering) jobs = shards_.take_rebuild_jobs(cfg_.rebuild_stripes);
+  std::vector<std::vector<ec::RowPlace>> serve_at(static_cast<std::size_t>(N));  // `serve` by owner
+  if (recovering) {
+    jobs = shards_.take_rebuild_jobs(cfg_.rebuild_stripes);
+    for (const auto& id : serve) {
+      const auto p = lay.locate(static_cast<int>(id.table), id.row);
+      serve_at[static_cast<std::size_t>(p.rank)].push_back(p);
+    }
+  }
 
   // 4. Replies, per rank: the weights (not the accumulators) of the rows asked, except lost ones;
   // this rank's member bytes (weights) for each degraded read asked of it; whole rows of its
@@ -241,10 +255,7 @@ void Engine::train_step(std::int64_t step) {
       const auto p = lay.locate(static_cast<int>(id.table), id.row);
       shards_.put_member_bytes(p.stripe, lay.fragment_on(p.stripe, me), p.offset, sd * sizeof(float), w);
     }
-    for (const auto& id : serve) {
-      const auto p = lay.locate(static_cast<int>(id.table), id.row);
-      if (p.rank == r) shards_.put_member_bytes(p.stripe, lay.fragment_on(p.stripe, me), p.offset, rb, w);
-    }
+    for (const auto& p : serve_at[static_cast<std::size_t>(r)]) shards_.put_member_bytes(p.stripe, lay.fragment_on(p.stripe, me), p.offset, rb, w);
     shards_.put_rebuild_sources(jobs, r, w);
   }
   if (recovering) recovery_s += now_seconds() - r0;
@@ -255,18 +266,18 @@ void Engine::train_step(std::int64_t step) {
   std::vector<Reader> from;
   for (int r = 0; r < N; ++r) {
     from.emplace_back(got[static_cast<std::size_t>(r)], "row reply");
-    for (const auto& [t, u] : order[static_cast<std::size_t>(r)]) {
-      if (recovering && shards_.lost(r, lay.locate(t, static_cast<std::uint64_t>(uniq[static_cast<std::size_t>(t)][static_cast<std::size_t>(u)])).stripe)) continue;
+    for (std::size_t q = 0; q < order[static_cast<std::size_t>(r)].size(); ++q) {
+      if (order_lost[static_cast<std::size_t>(r)][q]) continue;
+      const auto [t, u] = order[static_cast<std::size_t>(r)][q];
       std::memcpy(emb[static_cast<std::size_t>(t)].data() + static_cast<std::size_t>(u) * sd, from.back().take(sd * sizeof(float)), sd * sizeof(float));
     }
   }
   step_degraded_rows_ = 0;
   if (recovering) {
     // The same decode as the owner's below, of the weights only: bit-identical values.
-    for (const auto& [t, u] : my_lost) {
-      const auto p = lay.locate(t, static_cast<std::uint64_t>(uniq[static_cast<std::size_t>(t)][static_cast<std::size_t>(u)]));
-      shards_.decode_member(p.stripe, shards_.plan_of(p.stripe), p.fragment, from, sd * sizeof(float),
-                            ec::Bytes(reinterpret_cast<std::byte*>(emb[static_cast<std::size_t>(t)].data() + static_cast<std::size_t>(u) * sd), sd * sizeof(float)));
+    for (const auto& g : my_lost) {
+      auto* dst = reinterpret_cast<std::byte*>(emb[static_cast<std::size_t>(g.table)].data() + static_cast<std::size_t>(g.pos) * sd);
+      shards_.decode_member(g.at.stripe, shards_.plan_of(g.at.stripe), g.at.fragment, from, sd * sizeof(float), ec::Bytes(dst, sd * sizeof(float)));
     }
     // Whole rows (weights and accumulators) of this rank's lost rows, for the update below.
     for (std::size_t i : lost_pos)

@@ -31,6 +31,7 @@ Shards::Shards(const Mpi& mpi, int k, int m, int tables, std::uint32_t rows, int
   lost_.assign(static_cast<std::size_t>(mpi_.size()), std::vector<std::uint8_t>(lay_.stripes(), 0));
   pending_.assign(static_cast<std::size_t>(mpi_.size()), 0);
   cursor_.assign(static_cast<std::size_t>(mpi_.size()), 0);
+  plan_cache_.assign(lay_.stripes(), nullptr);
 }
 
 std::span<std::byte> Shards::row(RowId r) {
@@ -142,6 +143,7 @@ std::uint64_t Shards::verify_parity() {
 }
 
 void Shards::fail(int rank) {
+  std::fill(plan_cache_.begin(), plan_cache_.end(), nullptr);
   auto& l = lost_[static_cast<std::size_t>(rank)];
   std::uint64_t count = 0;
   for (std::uint64_t s = 0; s < lay_.stripes(); ++s) {
@@ -158,6 +160,7 @@ void Shards::fail(int rank) {
 }
 
 void Shards::clear_lost() {
+  std::fill(plan_cache_.begin(), plan_cache_.end(), nullptr);
   for (auto& l : lost_) std::fill(l.begin(), l.end(), 0);
   std::fill(pending_.begin(), pending_.end(), 0);
   std::fill(cursor_.begin(), cursor_.end(), 0);
@@ -210,7 +213,13 @@ void Shards::put_rebuild_sources(const std::vector<RebuildJob>& jobs, int dest, 
   }
 }
 
-const ec::DecodePlan& Shards::plan_of(std::uint64_t stripe) const { return codec_.plan(erased(stripe)); }
+const ec::DecodePlan& Shards::plan_of(std::uint64_t stripe) {
+  // Erasures change only at failures and rebuilds (which reset the entry): one lookup per stripe
+  // and erasure pattern instead of one per degraded read.
+  auto& p = plan_cache_[stripe];
+  if (!p) p = &codec_.plan(erased(stripe));
+  return *p;
+}
 
 void Shards::put_member_bytes(std::uint64_t stripe, int j, std::size_t offset, std::size_t len, Writer& w) {
   if (lost(mpi_.rank(), stripe)) throw EcError("rank " + std::to_string(mpi_.rank()) + " asked to serve its lost member of stripe " + std::to_string(stripe));
@@ -220,18 +229,18 @@ void Shards::put_member_bytes(std::uint64_t stripe, int j, std::size_t offset, s
 
 void Shards::decode_member(std::uint64_t stripe, const ec::DecodePlan& plan, int target, std::vector<Reader>& from, std::size_t len,
                            ec::Bytes dst) {
-  std::vector<ec::ConstBytes> src;
-  for (int j : plan.sources()) src.emplace_back(from[static_cast<std::size_t>(lay_.rank_of(stripe, j))].take(len), len);
-  scratch_.resize(plan.targets().size() * len);
-  std::vector<ec::Bytes> out;
+  src_.clear();
+  for (int j : plan.sources()) src_.emplace_back(from[static_cast<std::size_t>(lay_.rank_of(stripe, j))].take(len), len);
+  if (scratch_.size() < plan.targets().size() * len) scratch_.resize(plan.targets().size() * len);
+  out_.clear();
   bool found = false;
   for (std::size_t q = 0; q < plan.targets().size(); ++q) {
     const bool is_target = plan.targets()[q] == target;
     found = found || is_target;
-    out.push_back(is_target ? dst : ec::Bytes(scratch_.data() + q * len, len));
+    out_.push_back(is_target ? dst : ec::Bytes(scratch_.data() + q * len, len));
   }
   if (!found) throw EcError("decoding stripe " + std::to_string(stripe) + " for member " + std::to_string(target) + ", which is not lost");
-  codec_.decode(plan, src, out);
+  codec_.decode(plan, src_, out_);
 }
 
 RebuildRound Shards::finish_rebuild(const std::vector<RebuildJob>& jobs, std::vector<Reader>& from, std::uint64_t committed_step) {
@@ -252,6 +261,7 @@ RebuildRound Shards::finish_rebuild(const std::vector<RebuildJob>& jobs, std::ve
   }
   for (const auto& job : jobs) {
     lost_[static_cast<std::size_t>(job.rank)][job.stripe] = 0;
+    plan_cache_[job.stripe] = nullptr;
     --pending_[static_cast<std::size_t>(job.rank)];
   }
   res.stripes = jobs.size();

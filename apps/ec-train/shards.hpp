@@ -111,7 +111,7 @@ public:
   /// Degraded reads: the decode plan for the stripe's current erasures (its sources are the
   /// fragments to read), the bytes [offset, offset + len) of this rank's member j, and the decode of
   /// member `target` from the plan's sources read from `from[rank of source]`, in plan order.
-  const ec::DecodePlan& plan_of(std::uint64_t stripe) const;
+  const ec::DecodePlan& plan_of(std::uint64_t stripe);
   void put_member_bytes(std::uint64_t stripe, int j, std::size_t offset, std::size_t len, Writer& w);
   void decode_member(std::uint64_t stripe, const ec::DecodePlan& plan, int target, std::vector<Reader>& from, std::size_t len,
                      ec::Bytes dst);
@@ -134,6 +134,9 @@ private:
   std::vector<std::vector<std::uint8_t>> lost_;      // [rank][stripe]
   std::vector<std::uint64_t> pending_, cursor_;      // per rank: lost members, next stripe to rebuild
   std::vector<std::byte> scratch_;                   // decoded targets nobody here asked for
+  std::vector<ec::ConstBytes> src_;                  // decode_member's source and output lists
+  std::vector<ec::Bytes> out_;
+  std::vector<const ec::DecodePlan*> plan_cache_;    // per stripe: plan of its current erasures, or null
 };
 
 }  // namespace resil::ectrain

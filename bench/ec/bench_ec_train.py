@@ -4,15 +4,16 @@ checkpoint intervals in one run, recovery time (full redundancy) ec vs ckpt, and
 recovering. The baseline (--ft none, measured in the same run, alternating with the others)
 is printed with every ratio.
 
-usage: bench_ec_train.py EC_TRAIN [--ranks 6] [--steps 200] [--reps 3] [--mpiexec mpiexec]
+usage: bench_ec_train.py EC_TRAIN [--ranks 6] [--steps 200] [--reps 6] [--mpiexec mpiexec]
 
-Every measurement is repeated --reps times (each configuration right after its own baseline run)
-and the median is reported with the range: with ranks oversubscribing the cores, single runs move
-by several percent.
+Every measurement is repeated --reps times (each configuration next to its own baseline run,
+alternating which runs first) and the median is reported with the range: with ranks
+oversubscribing the cores, single runs move by several percent.
 """
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,7 +26,7 @@ def arg(name, default):
 EXE = sys.argv[1]
 RANKS = int(arg("--ranks", "6"))
 STEPS = int(arg("--steps", "200"))
-REPS = int(arg("--reps", "3"))
+REPS = int(arg("--reps", "6"))
 MPIEXEC = arg("--mpiexec", "mpiexec")
 WORK = tempfile.mkdtemp(prefix="bench_ec_train.")
 
@@ -63,14 +64,21 @@ def main():
                         ("ckpt every 10 steps", ["--ft", "ckpt", "--ckpt-interval", "10"]),
                         ("ckpt every 50 steps", ["--ft", "ckpt", "--ckpt-interval", "50"])]:
         pairs = []
-        for _ in range(REPS):
-            base = run("none", "--ft", "none")
-            rep = run(name.replace(" ", "_").replace("=", ""), *extra)
+        for i in range(REPS):
+            # Alternate which of the pair runs first (ABBA...): the second run of a pair tends to
+            # be slower here (the first one's teardown), which would bias every overhead upwards.
+            if i % 2 == 0:
+                base = run("none", "--ft", "none")
+                rep = run(name.replace(" ", "_").replace("=", ""), *extra)
+            else:
+                rep = run(name.replace(" ", "_").replace("=", ""), *extra)
+                base = run("none", "--ft", "none")
             hashes.update([base["state_hash"], rep["state_hash"]])
             t0, t1 = mean_step(base), mean_step(rep)
             pairs.append(((t1 - t0) / t0, t0, t1))
         pairs.sort()
-        ov, t0, t1 = pairs[len(pairs) // 2]
+        ov = statistics.median(p[0] for p in pairs)
+        t0, t1 = statistics.median(p[1] for p in pairs), statistics.median(p[2] for p in pairs)
         overhead[name] = ov
         print(f"{name:<28}{1e3 * t0:9.2f}{1e3 * t1:9.2f}{100 * ov:9.1f}%  [{100 * pairs[0][0]:+.1f}, {100 * pairs[-1][0]:+.1f}]")
     if overhead["ckpt every 1 step"] > 0:
@@ -108,7 +116,7 @@ def main():
         print(f"\n3. ec throughput, run {i + 1}: before {before:.0f}, during recovery {during:.0f}"
               f" ({100 * during / before:.0f}% of before), after {after:.0f} samples/s", end="")
     ratios.sort()
-    print(f"\n   during/before: median {100 * ratios[len(ratios) // 2]:.0f}%"
+    print(f"\n   during/before: median {100 * statistics.median(ratios):.0f}%"
           f" [{100 * ratios[0]:.0f}, {100 * ratios[-1]:.0f}] over {REPS} runs")
     print(f"\nstate_hash over all runs: {sorted(hashes)}")
     shutil.rmtree(WORK, ignore_errors=True)
