@@ -5,7 +5,10 @@
 // bits, a distance code and its extra bits take at most 15+5+15+13 = 48 bits). The output is never
 // materialised: only its position is tracked, against the sorted change list F. Tokens of a block
 // are kept only if the block changed (at most one token per output byte, so the token buffer is
-// bounded by the data size).
+// bounded by the data size), with each changed token's bit range in the old stream (an Edit).
+// Encoding a changed block, cheapest first: (1) in its own codes, old bits copied between edits;
+// (2) the same, with edits its codes cannot express in small fixed-Huffman blocks between pieces
+// of it; (3) afresh with dynamic codes fitted to its new tokens.
 #include "resil/inject/deflate_patch.hpp"
 
 #include <libdeflate.h>

@@ -242,6 +242,11 @@ TEST_CASE("patch_zlib: every byte changed, and chained patches", "[inject][unit]
       cur = next;
       stream = out;
     }
+    INFO("kind " << int(k) << ": after 20 patches " << stream.size() << " bytes, zlib afresh " << zlib_compress(cur, {6}).size());
+    // Shuffled floats (checkpoints) stay close to a fresh deflate; text and runs with ~1,500 bytes
+    // rewritten lose the matches those bytes broke (no new LZ77 parse, by design).
+    const double slack = k == Kind::floats ? 1.02 : 1.25;
+    CHECK(static_cast<double>(stream.size()) <= slack * static_cast<double>(zlib_compress(cur, {6}).size()) + 64);
   }
 }
 

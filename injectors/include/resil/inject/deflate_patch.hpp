@@ -4,11 +4,14 @@
 // the new and F the changed positions, a match covering [a, a+L) at distance d stays valid at every
 // q with q and q-d outside F (there D'[q] = D[q] = D[q-d] = D'[q-d]); every other position becomes
 // the literal D'[q] (a match is split; pieces shorter than 3 become literals); a literal at q in F
-// takes D'[q]. Only blocks whose tokens changed are encoded again (fresh dynamic Huffman codes,
-// lengths limited to 15 bits, code-length code to 7); every other block's bits are copied verbatim
-// (shifted when an earlier block changed size), block boundaries and BFINAL are kept, stored
-// blocks are written again from D', and the zlib trailer carries the Adler-32 of D'. The cost is
-// about one decode of the stream instead of a new LZ77 parse, and the size stays about the same.
+// takes D'[q]. Only blocks whose tokens changed are encoded again: in their own Huffman codes
+// where those express the new tokens (old bits copied between the changed tokens; a token the
+// code lacks goes in a small fixed-Huffman block between two pieces of the block), else with
+// fresh dynamic codes (lengths limited to 15 bits, code-length code to 7). Every other block's bits
+// are copied verbatim (shifted when an earlier block changed size), BFINAL stays on the last
+// block, stored blocks are written again from D', and the zlib trailer carries the Adler-32 of D'.
+// The cost is about one decode of the stream instead of a new LZ77 parse, and the size stays
+// about the same.
 #pragma once
 
 #include <cstddef>
