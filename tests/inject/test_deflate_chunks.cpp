@@ -1,7 +1,8 @@
 // Direct chunk editing of gzip datasets (deflate_chunks.hpp) against the HDF5 filter path: same
 // planned records, same dataset contents after inject and revert, pipeline and level unchanged,
-// thread counts 1 and 4 identical, h5py reads every value; fallbacks (fletcher32, other orders,
-// unallocated chunks) and damaged chunks.
+// thread counts 1 and 4 identical, token-level patching and the full re-deflate identical, h5py
+// reads every value; fallbacks (fletcher32, other orders, unallocated chunks, a stream the patcher
+// declines) and damaged chunks.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
