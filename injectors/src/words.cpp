@@ -85,10 +85,12 @@ WordIo io_from_env() {
 WordIo word_io() noexcept { return g_io.load(); }
 void set_word_io(WordIo io) noexcept { g_io.store(io); }
 
-WordIo WordFile::io_for() const noexcept {
+WordIo WordFile::io_for(std::uint64_t words, std::uint64_t span_bytes) const noexcept {
   if (io_ != WordIo::automatic) return io_;
-  // Syncing: stores through the mapping would dirty whole page-cache folios (see WordIo).
-  return sync_ && access_ != Access::read ? WordIo::syscalls : WordIo::mapped;
+  // Syncing sparse words: stores through the mapping would dirty whole page-cache folios, and the
+  // sync would write back all of them (see WordIo). Dense words share their folios anyway.
+  const bool sparse = span_bytes / 4096 > sparse_pages_per_word * words;
+  return sync_ && access_ != Access::read && sparse ? WordIo::syscalls : WordIo::mapped;
 }
 
 std::byte* WordFile::mapping() {
@@ -357,14 +359,16 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
         if (!done[i]) rest.push_back(std::move(blocks[i]));
       blocks = std::move(rest);
     }
-  // One way for all raw blocks of this edit (the mapping only if it covers them all).
-  std::uint64_t raw_words = 0, end = 0;
+  // One way for all raw blocks of this edit, by their density over the file span they cover (the
+  // mapping only if it covers them all).
+  std::uint64_t raw_words = 0, first = ~std::uint64_t{0}, end = 0;
   for (const auto& b : blocks)
     if (b.kind == Block::Kind::raw) {
       raw_words += b.idx.size();
+      first = std::min(first, b.addr + b.offs.front());
       end = std::max(end, b.addr + b.offs.back() + l.size);
     }
-  const bool use_map = raw_words > 0 && io_for() == WordIo::mapped && mapping() && end <= map_len_;
+  const bool use_map = raw_words > 0 && io_for(raw_words, end - first) == WordIo::mapped && mapping() && end <= map_len_;
   h5::SilenceErrors quiet;
   std::vector<std::byte> buf;
   std::vector<std::uint64_t> words, before;

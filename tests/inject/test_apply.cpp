@@ -689,7 +689,7 @@ TEST_CASE("word I/O: mapped, syscalls and automatic leave the same bytes, synced
   CHECK(after[1] == after[2]);
 }
 
-TEST_CASE("word I/O: automatic picks syscalls when syncing a written file, else mapped; env override", "[inject][unit]") {
+TEST_CASE("word I/O: automatic picks syscalls when syncing sparse words of a written file, else mapped; env override", "[inject][unit]") {
   test::TempDir dir("inject-wordio-pick");
   const auto p = (dir / "f.h5").string();
   {
@@ -702,23 +702,25 @@ TEST_CASE("word I/O: automatic picks syscalls when syncing a written file, else 
   ::unsetenv("RESIL_INJECT_WORD_IO");
   {
     WordFile wf(p, Access::in_place);
-    CHECK(wf.io_for() == WordIo::syscalls);  // sync (the default)
+    CHECK(wf.io_for(10'000, std::uint64_t{1} << 30) == WordIo::syscalls);  // sync (the default), 26 pages per word
+    CHECK(wf.io_for(10'000, std::uint64_t{100} << 20) == WordIo::mapped);   // 2.4 pages per word
+    CHECK(wf.io_for(1, 4) == WordIo::mapped);
     wf.set_sync(false);
-    CHECK(wf.io_for() == WordIo::mapped);
+    CHECK(wf.io_for(10'000, std::uint64_t{1} << 30) == WordIo::mapped);
     wf.close();
     WordFile rd(p, Access::read);  // reading never syncs anything
-    CHECK(rd.io_for() == WordIo::mapped);
+    CHECK(rd.io_for(10'000, std::uint64_t{1} << 30) == WordIo::mapped);
   }
   {
     WordIoScope pinned(WordIo::mapped);
     WordFile wf(p, Access::in_place);
-    CHECK(wf.io_for() == WordIo::mapped);
+    CHECK(wf.io_for(10'000, std::uint64_t{1} << 30) == WordIo::mapped);
   }
   ::setenv("RESIL_INJECT_WORD_IO", "syscalls", 1);
   {
     WordFile wf(p, Access::in_place);
     wf.set_sync(false);
-    CHECK(wf.io_for() == WordIo::syscalls);
+    CHECK(wf.io_for(1, 4) == WordIo::syscalls);
   }
   ::setenv("RESIL_INJECT_WORD_IO", "mmap", 1);
   CHECK_THROWS_AS(WordFile(p, Access::in_place), UsageError);

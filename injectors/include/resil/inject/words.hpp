@@ -33,10 +33,14 @@ enum class Access {
 ///    word. No fault and no unmap cost; on ext4 with large page-cache folios (Linux >= 6.16) only the
 ///    written 4 KiB blocks become dirty, whereas a store through the mapping dirties the page's whole
 ///    folio (up to 2 MiB), so a final fsync writes back what changed rather than every touched folio.
-///  - automatic (default): syscalls when close() syncs (set_sync(true)) and the file is written,
-///    else mapped. Measured on a warm 1 GiB file, 10,000 flips (docs/performance.md): without the
-///    sync the mapping is faster (0.08 s vs 0.11 s: a fault maps a whole large folio, a pwrite walks
-///    it per call); with the sync pwrite is (0.22 s vs 0.47 s: far fewer bytes to write back).
+///  - automatic (default): syscalls when close() syncs (set_sync(true)) a written file and the
+///    words are sparse (their span covers more than sparse_pages_per_word pages per word: at 10,000
+///    words, files beyond ~160 MB), else mapped. Measured, 10,000 flips on warm files
+///    (docs/performance.md): without the sync the mapping is faster (1 GiB: 0.08 s vs 0.11 s; a
+///    fault maps a whole large folio, a pwrite walks it per call); with the sync pwrite is faster on
+///    sparse words (1 GiB: 0.22 s vs 0.47 s, far fewer bytes to write back) and the mapping on
+///    dense ones (100 MB: 0.10 s vs 0.13 s, the touched folios cover the file either way).
+inline constexpr std::uint64_t sparse_pages_per_word = 4;
 /// $RESIL_INJECT_WORD_IO=mapped|syscalls overrides automatic (read when a WordFile opens).
 enum class WordIo { automatic, mapped, syscalls };
 WordIo word_io() noexcept;
@@ -77,8 +81,8 @@ public:
   /// The HDF5 file this WordFile opened (read-only unless Access::rewrite): callers list datasets
   /// through it instead of opening the file once more.
   const ckpt::h5::File& h5() const noexcept { return file_; }
-  /// How edit() accesses raw words (never automatic).
-  WordIo io_for() const noexcept;
+  /// How edit() accesses a raw block of `words` words spanning `span_bytes` (never automatic).
+  WordIo io_for(std::uint64_t words, std::uint64_t span_bytes) const noexcept;
 
 private:
   struct Block;
