@@ -232,6 +232,17 @@ void check_against_hdf5_path(const test::TempDir& dir, const std::string& src, s
   CHECK(test::run(check_py + " compare " + src + " " + (dir / "t4.h5").string() + " >/dev/null") == 0);
 }
 
+// The zlib trailer: Adler-32 of `data`, big-endian.
+void append_adler32(std::vector<unsigned char>& z, const std::vector<unsigned char>& data) {
+  std::uint32_t a = 1, b = 0;
+  for (auto c : data) {
+    a = (a + c) % 65521;
+    b = (b + a) % 65521;
+  }
+  const std::uint32_t adler = (b << 16) | a;
+  for (int s = 24; s >= 0; s -= 8) z.push_back(static_cast<unsigned char>(adler >> s));
+}
+
 // Build a zlib stream of stored blocks (no compression) around `data`.
 std::vector<unsigned char> zlib_stored(const std::vector<unsigned char>& data) {
   std::vector<unsigned char> z = {0x78, 0x01};
@@ -247,13 +258,7 @@ std::vector<unsigned char> zlib_stored(const std::vector<unsigned char>& data) {
     z.insert(z.end(), data.begin() + static_cast<std::ptrdiff_t>(at), data.begin() + static_cast<std::ptrdiff_t>(at + n));
     at += n;
   } while (at < data.size());
-  std::uint32_t a = 1, b = 0;
-  for (auto c : data) {
-    a = (a + c) % 65521;
-    b = (b + a) % 65521;
-  }
-  const std::uint32_t adler = (b << 16) | a;
-  for (int s = 24; s >= 0; s -= 8) z.push_back(static_cast<unsigned char>(adler >> s));
+  append_adler32(z, data);
   return z;
 }
 
@@ -512,13 +517,7 @@ std::vector<unsigned char> zlib_hlit288(const std::vector<unsigned char>& data) 
   for (auto c : data) lit(c);
   lit(256);
   if (n) put(0, 8 - n);
-  std::uint32_t a = 1, b = 0;
-  for (auto c : data) {
-    a = (a + c) % 65521;
-    b = (b + a) % 65521;
-  }
-  const std::uint32_t adler = (b << 16) | a;
-  for (int s = 24; s >= 0; s -= 8) z.push_back(static_cast<unsigned char>(adler >> s));
+  append_adler32(z, data);
   return z;
 }
 
