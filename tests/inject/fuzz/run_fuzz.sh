@@ -1,6 +1,7 @@
 #!/bin/bash
-# Build the parser fuzz targets with clang (libFuzzer + ASan + UBSan) straight from the parser
-# sources (no HDF5 needed), replay the saved regression corpus, then fuzz each for a bounded time.
+# Build the parser fuzz targets (flip logs, pattern tables, selections, zlib patching) with clang
+# (libFuzzer + ASan + UBSan) straight from the parser sources (no HDF5 needed), replay the saved
+# regression corpus, then fuzz each for a bounded time.
 # Usage: run_fuzz.sh SOURCE_DIR BUILD_DIR [SECONDS] [build-only]
 # The build runs `run_fuzz.sh SRC OUT 0 build-only` (target resil_fuzzers) so the test itself only fuzzes.
 set -euo pipefail
@@ -9,10 +10,12 @@ CXX=${RESIL_FUZZ_CXX:-clang++}
 mkdir -p "$OUT"
 INC="-I$SRC/injectors/include -I$SRC/libckpt/include"
 FLAGS="-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $INC"
-build() {  # build NAME SOURCES...
+build() {  # build NAME SOURCES... [-lLIB...]
   local name=$1; shift
-  if [ ! -x "$OUT/$name" ] || [ -n "$(find "$@" -newer "$OUT/$name" 2>/dev/null)" ]; then
-    $CXX $FLAGS -o "$OUT/$name" "$@"
+  local srcs=() libs=()
+  for a in "$@"; do case $a in -l*) libs+=("$a") ;; *) srcs+=("$a") ;; esac; done
+  if [ ! -x "$OUT/$name" ] || [ -n "$(find "${srcs[@]}" -newer "$OUT/$name" 2>/dev/null)" ]; then
+    $CXX $FLAGS -o "$OUT/$name" "${srcs[@]}" "${libs[@]}"
   fi
 }
 I=$SRC/injectors/src
@@ -20,8 +23,10 @@ F=$SRC/tests/inject/fuzz
 build fuzz_log "$F/fuzz_log.cpp" "$I/flip_log.cpp" "$I/selection.cpp" "$SRC/libckpt/src/dtype.cpp"
 build fuzz_pattern "$F/fuzz_pattern.cpp" "$I/fault_model.cpp" "$I/selection.cpp"
 build fuzz_selection "$F/fuzz_selection.cpp" "$I/fault_model.cpp" "$I/selection.cpp"
+# The token-level zlib patcher decodes the compressed chunks of user files.
+build fuzz_patch "$F/fuzz_patch.cpp" "$I/deflate_patch.cpp" -ldeflate -lz
 [ "$MODE" = build-only ] && exit 0
-for t in log pattern selection; do
+for t in log pattern selection patch; do
   corpus="$F/corpus/$t"
   work="$OUT/work_$t"; mkdir -p "$work"
   # 1. Regression: every saved input (incl. past crashes) must pass.
