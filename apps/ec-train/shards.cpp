@@ -243,15 +243,13 @@ void Shards::decode_member(std::uint64_t stripe, const ec::DecodePlan& plan, int
   codec_.decode(plan, src_, out_);
 }
 
-RebuildRound Shards::finish_rebuild(const std::vector<RebuildJob>& jobs, std::vector<Reader>& from, std::uint64_t committed_step) {
+void Shards::finish_rebuild(const std::vector<RebuildJob>& jobs, std::vector<Reader>& from, std::uint64_t committed_step) {
   const int me = mpi_.rank();
-  RebuildRound res;
   for (const auto& job : jobs) {
     if (job.rank != me) continue;
     const int t = lay_.table_of(job.stripe);
     const int mine = lay_.fragment_on(job.stripe, me);
     decode_member(job.stripe, codec_.plan(job.erased), mine, from, lay_.fragment_bytes(t), member(job.stripe, mine));
-    res.bytes += lay_.fragment_bytes(t);
     if (mine >= k_) {
       // Decoded from data as of `committed_step`: every delta up to it is inside; later ones must still come.
       const auto slot = lay_.place(job.stripe, mine).slot;
@@ -264,11 +262,9 @@ RebuildRound Shards::finish_rebuild(const std::vector<RebuildJob>& jobs, std::ve
     plan_cache_[job.stripe] = nullptr;
     --pending_[static_cast<std::size_t>(job.rank)];
   }
-  res.stripes = jobs.size();
-  return res;
 }
 
-RebuildRound Shards::rebuild(std::uint64_t stripes_per_rank, std::uint64_t committed_step) {
+void Shards::rebuild(std::uint64_t stripes_per_rank, std::uint64_t committed_step) {
   const int n = mpi_.size();
   const auto jobs = take_rebuild_jobs(stripes_per_rank);
   std::vector<ByteVec> out(static_cast<std::size_t>(n));
@@ -279,7 +275,7 @@ RebuildRound Shards::rebuild(std::uint64_t stripes_per_rank, std::uint64_t commi
   const auto in = mpi_.exchange(out);
   std::vector<Reader> from;
   for (const auto& b : in) from.emplace_back(b, "rebuild sources");
-  return finish_rebuild(jobs, from, committed_step);
+  finish_rebuild(jobs, from, committed_step);
 }
 
 void Shards::apply_deltas(std::uint64_t step, const std::vector<ByteVec>& in) {

@@ -40,12 +40,6 @@ struct FetchReq {
   std::uint64_t slot = 0, offset = 0, len = 0;
 };
 
-/// Stripes taken up by one rebuild round.
-struct RebuildRound {
-  std::uint64_t stripes = 0;   // all ranks together
-  std::uint64_t bytes = 0;     // decoded by this rank
-};
-
 class Shards {
 public:
   Shards(const Mpi& mpi, int k, int m, int tables, std::uint32_t rows, int dim, std::uint32_t rows_per_fragment);
@@ -104,9 +98,9 @@ public:
   /// put_rebuild_sources wrote them), write them into its stores, then mark every job's member as
   /// no longer lost (on every rank). The data must be as of the end of `committed_step`: rebuilt
   /// parity holds every delta up to it, later ones must still come.
-  RebuildRound finish_rebuild(const std::vector<RebuildJob>& jobs, std::vector<Reader>& from, std::uint64_t committed_step);
+  void finish_rebuild(const std::vector<RebuildJob>& jobs, std::vector<Reader>& from, std::uint64_t committed_step);
   /// Collective: a rebuild round in an exchange of its own (before a checkpoint, end of the run).
-  RebuildRound rebuild(std::uint64_t stripes_per_rank, std::uint64_t committed_step);
+  void rebuild(std::uint64_t stripes_per_rank, std::uint64_t committed_step);
 
   /// Degraded reads: the decode plan for the stripe's current erasures (its sources are the
   /// fragments to read), the bytes [offset, offset + len) of this rank's member j, and the decode of

@@ -23,11 +23,18 @@ nlohmann::json value_json(double v) {
   return v;
 }
 
-std::string hex_bits(std::uint64_t v, unsigned width) {
+namespace {
+// "0x" and (width + 3) / 4 hex digits of v, appended.
+void append_hex(std::string& out, std::uint64_t v, unsigned width) {
   static constexpr char digits[] = "0123456789abcdef";
-  const unsigned n = (width + 3) / 4;
-  std::string s = "0x";
-  for (unsigned i = n; i-- > 0;) s += digits[(v >> (4 * i)) & 0xf];
+  out += "0x";
+  for (unsigned i = (width + 3) / 4; i-- > 0;) out += digits[(v >> (4 * i)) & 0xf];
+}
+}  // namespace
+
+std::string hex_bits(std::uint64_t v, unsigned width) {
+  std::string s;
+  append_hex(s, v, width);
   return s;
 }
 
@@ -55,16 +62,15 @@ void put_key(std::string& out, const char* key) {
 }
 // "0x..." with (width + 3) / 4 digits, quoted, then a comma.
 void put_hex(std::string& out, std::uint64_t v, unsigned width) {
-  static constexpr char digits[] = "0123456789abcdef";
-  out += "\"0x";
-  for (unsigned i = (width + 3) / 4; i-- > 0;) out += digits[(v >> (4 * i)) & 0xf];
+  out += '"';
+  append_hex(out, v, width);
   out += "\",";
 }
 // value_json(v).dump() without building a json value: the strings for NaN/Inf, else the
 // serializer's own shortest round-trip formatting (nlohmann's dump_float calls exactly this).
 void put_value(std::string& out, double v) {
   if (!std::isfinite(v)) {
-    out += std::isnan(v) ? "\"nan\"" : v > 0 ? "\"inf\"" : "\"-inf\"";
+    out += value_json(v).dump();  // rare: the strings value_json chose
     return;
   }
   char b[64];
@@ -96,14 +102,14 @@ std::string record_line(const FlipRecord& r, std::uint64_t seq) {
   out += ',';
   if (r.raw) {
     put_key(out, "mask");
-    out += '"' + hex_bits(mask, 8) + "\",";
+    put_hex(out, mask, 8);
     put_key(out, "new");
-    out += '"' + hex_bits(r.new_bits, 8) + "\",";
+    put_hex(out, r.new_bits, 8);
     put_key(out, "offset");
     put_uint(out, r.index);
     out += ',';
     put_key(out, "old");
-    out += '"' + hex_bits(r.old_bits, 8) + "\",";
+    put_hex(out, r.old_bits, 8);
     put_key(out, "seq");
     put_uint(out, seq);
     out += ",\"type\":\"raw\"}";
