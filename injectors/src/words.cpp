@@ -375,35 +375,13 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
   for (const auto& b : blocks) {
     const std::size_t n = b.idx.size();
     words.resize(n);
-    if (b.kind == Block::Kind::raw && use_map) {
-      // Through the mapping: no system call per word. A word is stored with one instruction (its
-      // size is 1, 2, 4 or 8 bytes), so a process killed at any point leaves it old or new.
-      const std::byte* src = map_ + b.addr;
-      for (std::size_t k = 0; k < n; ++k) words[k] = load_word(src + b.offs[k], l.size, l.be);
-      before = words;
-      fn(b.idx, words);
-      if (access_ == Access::read) continue;
-      for (std::size_t k = 0; k < n; ++k) {
-        if (words[k] == before[k]) continue;
-        std::byte w[8];
-        store_word(w, l.size, l.be, words[k]);
-        map_stored_ = true;
-        std::byte* dst = map_ + b.addr + b.offs[k];
-        switch (l.size) {
-          case 1: std::memcpy(dst, w, 1); break;
-          case 2: std::memcpy(dst, w, 2); break;
-          case 4: std::memcpy(dst, w, 4); break;
-          case 8: std::memcpy(dst, w, 8); break;
-          default: pwrite_all(fd_, w, l.size, b.addr + b.offs[k], l.where);  // odd widths: one call
-        }
-      }
-      continue;
-    }
     if (b.kind == Block::Kind::raw) {
-      // One read of the span when it is dense enough, else one read per word.
+      // Read: through the mapping (no system call per word), or one pread of the span when it is
+      // dense enough, else one pread per word.
       const std::uint64_t lo = b.offs.front(), hi = b.offs.back() + l.size;  // offs ascend with idx
-      const bool bulk = hi - lo <= std::max<std::uint64_t>(4096, 16 * n * l.size);
-      if (bulk) {
+      if (use_map) {
+        for (std::size_t k = 0; k < n; ++k) words[k] = load_word(map_ + b.addr + b.offs[k], l.size, l.be);
+      } else if (hi - lo <= std::max<std::uint64_t>(4096, 16 * n * l.size)) {
         buf.resize(hi - lo);
         pread_all(fd_, buf.data(), buf.size(), b.addr + lo, l.where);
         for (std::size_t k = 0; k < n; ++k) words[k] = load_word(buf.data() + (b.offs[k] - lo), l.size, l.be);
@@ -417,12 +395,21 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
       before = words;
       fn(b.idx, words);
       if (access_ == Access::read) continue;
-      // Word by word: each word is all-or-nothing whenever the process dies.
+      // Write word by word, each all-or-nothing whenever the process dies: one store instruction
+      // into the mapping (sizes 1, 2, 4, 8), else one pwrite.
       std::byte w[8];
       for (std::size_t k = 0; k < n; ++k) {
         if (words[k] == before[k]) continue;
         store_word(w, l.size, l.be, words[k]);
-        pwrite_all(fd_, w, l.size, b.addr + b.offs[k], l.where);
+        std::byte* dst = use_map ? map_ + b.addr + b.offs[k] : nullptr;
+        if (dst) map_stored_ = true;
+        switch (dst ? l.size : 0) {
+          case 1: std::memcpy(dst, w, 1); break;
+          case 2: std::memcpy(dst, w, 2); break;
+          case 4: std::memcpy(dst, w, 4); break;
+          case 8: std::memcpy(dst, w, 8); break;
+          default: pwrite_all(fd_, w, l.size, b.addr + b.offs[k], l.where);  // no mapping, or an odd width
+        }
       }
       continue;
     }
