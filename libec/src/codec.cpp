@@ -72,6 +72,16 @@ Codec::Codec(int k, int m) : k_(k), m_(m) {
   }
   matrix_.resize(static_cast<std::size_t>(n()) * k_);
   gf_gen_cauchy1_matrix(matrix_.data(), n(), k_);
+  // Scale column i of the parity rows by 1 / g[k][i]: the first parity row becomes all ones (a plain
+  // XOR parity, so update_row(0, ...) is an XOR), and every square submatrix of the parity rows is
+  // the Cauchy one's times nonzero column factors, so still invertible: the code stays MDS.
+  for (int i = 0; i < k_; ++i) {
+    const unsigned char inv = gf_inv(matrix_[static_cast<std::size_t>(k_) * k_ + i]);
+    for (int j = k_; j < n(); ++j) {
+      auto& g = matrix_[static_cast<std::size_t>(j) * k_ + i];
+      g = gf_mul(g, inv);
+    }
+  }
   parity_tables_.resize(32u * static_cast<std::size_t>(k_) * m_);
   ec_init_tables(k_, m_, matrix_.data() + static_cast<std::size_t>(k_) * k_, parity_tables_.data());
   cache_ = std::make_unique<Cache>();
@@ -150,6 +160,11 @@ void Codec::update_row(int j, int fragment, std::size_t offset, ConstBytes delta
                      std::to_string(offset + delta.size()) + ") of fragment " + std::to_string(fragment) +
                      " exceeds parity fragment " + std::to_string(j) + " of " + std::to_string(parity_j.size()) +
                      " bytes");
+  }
+  if (j == 0) {  // the all-ones row: g[k][fragment] * delta is delta itself
+    const Bytes dst = parity_j.subspan(offset, delta.size());
+    xor_delta(dst, delta, dst);
+    return;
   }
   const unsigned char* tables = parity_tables_.data() + 32u * static_cast<std::size_t>(k_) * static_cast<std::size_t>(j);
   for (std::size_t off = 0; off < delta.size(); off += kChunk) {

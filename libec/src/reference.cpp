@@ -30,6 +30,11 @@ std::vector<std::uint8_t> cauchy_matrix_reference(int k, int m) {
           i < k ? (i == j ? 1 : 0) : gf_inv_reference(static_cast<std::uint8_t>(i ^ j));
     }
   }
+  // Column i of the parity rows scaled by 1 / a[k][i], so that parity row 0 is all ones.
+  for (int j = 0; j < k; ++j) {
+    const auto inv = gf_inv_reference(a[static_cast<std::size_t>(k) * k + j]);
+    for (int i = k; i < n; ++i) a[static_cast<std::size_t>(i) * k + j] = gf_mul_reference(a[static_cast<std::size_t>(i) * k + j], inv);
+  }
   return a;
 }
 

@@ -69,12 +69,21 @@ TEST_CASE("GF(2^8) reference arithmetic agrees with ISA-L's", "[ec][unit]") {
   CHECK(gf_mul_reference(0x80, 2) == 0x1D);  // x^8 reduces to x^4 + x^3 + x^2 + 1
 }
 
-TEST_CASE("the generator is the systematic Cauchy matrix", "[ec][unit]") {
+TEST_CASE("the generator is the systematic Cauchy matrix with an all-ones first parity row", "[ec][unit]") {
   const auto [k, m] = GENERATE(table<int, int>({{1, 1}, {2, 1}, {4, 2}, {6, 3}, {10, 4}, {200, 56}}));
   const Codec codec(k, m);
   const auto ref = cauchy_matrix_reference(k, m);
   REQUIRE(codec.matrix().size() == ref.size());
   CHECK(std::equal(ref.begin(), ref.end(), codec.matrix().begin()));
+  const auto g = codec.matrix();
+  CHECK(std::all_of(g.begin() + k * k, g.begin() + k * k + k, [](unsigned char x) { return x == 1; }));
+  // Column j of the parity rows is the Cauchy column 1 / (i xor j) times (k xor j).
+  int bad = 0;
+  for (int i = k; i < k + m; ++i)
+    for (int j = 0; j < k; ++j)
+      bad += g[static_cast<std::size_t>(i * k + j)] !=
+             gf_mul_reference(gf_inv_reference(static_cast<std::uint8_t>(i ^ j)), static_cast<std::uint8_t>(k ^ j));
+  CHECK(bad == 0);
 }
 
 TEST_CASE("encode matches the byte-wise reference for odd, unaligned, end-of-allocation buffers", "[ec][unit]") {

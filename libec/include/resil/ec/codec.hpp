@@ -1,8 +1,10 @@
-// Reed-Solomon erasure code over GF(2^8) (ISA-L), systematic, with a Cauchy generator matrix.
+// Reed-Solomon erasure code over GF(2^8) (ISA-L), systematic, with a Cauchy generator matrix whose
+// columns are scaled so that the first parity row is all ones (that parity is the XOR of the data).
 //
 // A stripe has n = k + m fragments of equal length: fragments 0..k-1 are data, k..n-1 parity.
 // Any k of the n fragments determine the other m (every square submatrix of a Cauchy matrix is
-// invertible), so up to m simultaneous erasures are recovered bit-exactly.
+// invertible, and scaling its columns by nonzero factors keeps it so), so up to m simultaneous
+// erasures are recovered bit-exactly.
 //
 // Two-phase, as ISA-L itself: the constructor builds the generator matrix and the encode tables
 // once; decode tables are built once per erasure pattern (DecodePlan, cached in the Codec). The
@@ -55,7 +57,8 @@ public:
   int m() const noexcept { return m_; }
   int n() const noexcept { return k_ + m_; }
 
-  /// The n x k generator matrix, row-major: identity on top, Cauchy rows 1/(i xor j) below.
+  /// The n x k generator matrix, row-major: identity on top, Cauchy rows 1/(i xor j) below with
+  /// column j multiplied by (k xor j), which makes row k all ones.
   std::span<const unsigned char> matrix() const noexcept { return matrix_; }
 
   /// parity[j] = sum_i matrix[k + j][i] * data[i] over GF(2^8), for all j < m.
@@ -71,6 +74,7 @@ public:
   /// One parity holder's share of encode/update: parity fragment k + j only (0 <= j < m), e.g.
   /// on the rank that stores just that member of the stripe. Same rules as encode/update.
   void encode_row(int j, std::span<const ConstBytes> data, Bytes parity_j) const;
+  /// update_row(0, ...) is a plain XOR (row k is all ones), the common m = 1 case.
   void update_row(int j, int fragment, std::size_t offset, ConstBytes delta, Bytes parity_j) const;
 
   /// The cached plan recovering `erased` (any order, no repeats, at most m) from the k lowest

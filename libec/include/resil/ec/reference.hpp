@@ -17,7 +17,8 @@ std::uint8_t gf_mul_reference(std::uint8_t a, std::uint8_t b) noexcept;
 /// The b with a * b = 1, found by trying all 255 candidates; 0 for a = 0.
 std::uint8_t gf_inv_reference(std::uint8_t a) noexcept;
 
-/// The n x k systematic Cauchy generator: identity rows, then row i, column j = 1 / (i xor j).
+/// The n x k systematic generator: identity rows, then row i, column j = 1 / (i xor j) scaled by
+/// (k xor j) (= 1 / row k's entry), so that row k is all ones.
 std::vector<std::uint8_t> cauchy_matrix_reference(int k, int m);
 
 /// Byte-at-a-time parity computation from the generator above.
