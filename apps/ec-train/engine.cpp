@@ -167,37 +167,24 @@ void Engine::train_step(std::int64_t step) {
         my_lost.push_back({t, static_cast<int>(u), p});
       }
     }
-  // One message per rank: [u64 request bytes][requests][u64 degraded bytes][degraded requests], then
-  // with ec the previous step's parity deltas. Their arrival everywhere commits that step, one
-  // round earlier than a round of their own.
-  for (int r = 0; r < N; ++r) {
-    ByteVec m;
-    Writer w(m);
-    for (const ByteVec* part : {&req[static_cast<std::size_t>(r)], &deg[static_cast<std::size_t>(r)]}) {
-      w.put(static_cast<std::uint64_t>(part->size()));
-      w.put_bytes(part->data(), part->size());
-    }
-    if (pending_step_ >= 0) w.put_bytes(pending_deltas_[static_cast<std::size_t>(r)].data(), pending_deltas_[static_cast<std::size_t>(r)].size());
-    req[static_cast<std::size_t>(r)] = std::move(m);
-  }
-  const auto asked_raw = mpi_.exchange(req);
+  // One message per rank, three framed parts: requests, degraded requests, and with ec the previous
+  // step's parity deltas. Their arrival everywhere commits that step, one round earlier than a
+  // round of their own.
+  const auto asked_raw = mpi_.exchange_parts({&req, &deg, pending_step_ >= 0 ? &pending_deltas_ : nullptr});
   std::vector<std::vector<RowId>> asked(static_cast<std::size_t>(N)), deg_asked(static_cast<std::size_t>(N));
-  std::vector<ByteVec> deltas(static_cast<std::size_t>(N));
+  std::vector<ByteView> deltas(static_cast<std::size_t>(N));
   std::vector<RowId> owned;  // rows of this rank that the step touches, sorted
   std::vector<RowId> serve;  // lost rows this rank is a decode source of, sorted
   for (int r = 0; r < N; ++r) {
-    const auto& m = asked_raw[static_cast<std::size_t>(r)];
-    Reader rd(m, "row request");
+    Reader rd(asked_raw.from(r), "row request");
     for (auto* list : {&asked[static_cast<std::size_t>(r)], &deg_asked[static_cast<std::size_t>(r)]}) {
-      const auto n = rd.get<std::uint64_t>();
-      if (n % sizeof(RowId) != 0) throw EcError("malformed row request from rank " + std::to_string(r));
-      const std::byte* q = rd.take(static_cast<std::size_t>(n));
-      list->resize(static_cast<std::size_t>(n / sizeof(RowId)));
-      std::memcpy(list->data(), q, static_cast<std::size_t>(n));
+      const auto part = rd.part();
+      if (part.size() % sizeof(RowId) != 0) throw EcError("malformed row request from rank " + std::to_string(r));
+      list->resize(part.size() / sizeof(RowId));
+      if (!part.empty()) std::memcpy(list->data(), part.data(), part.size());
     }
-    const auto rest = rd.remaining();
-    const std::byte* tail = rd.take(rest);
-    deltas[static_cast<std::size_t>(r)].assign(tail, tail + rest);
+    deltas[static_cast<std::size_t>(r)] = rd.part();
+    if (!rd.done()) throw EcError("row request from rank " + std::to_string(r) + " is longer than expected");
     owned.insert(owned.end(), asked[static_cast<std::size_t>(r)].begin(), asked[static_cast<std::size_t>(r)].end());
     serve.insert(serve.end(), deg_asked[static_cast<std::size_t>(r)].begin(), deg_asked[static_cast<std::size_t>(r)].end());
   }
@@ -265,7 +252,7 @@ void Engine::train_step(std::int64_t step) {
   for (int t = 0; t < T; ++t) emb[static_cast<std::size_t>(t)].resize(uniq[static_cast<std::size_t>(t)].size() * sd);
   std::vector<Reader> from;
   for (int r = 0; r < N; ++r) {
-    from.emplace_back(got[static_cast<std::size_t>(r)], "row reply");
+    from.emplace_back(got.from(r), "row reply");
     for (std::size_t q = 0; q < order[static_cast<std::size_t>(r)].size(); ++q) {
       if (order_lost[static_cast<std::size_t>(r)][q]) continue;
       const auto [t, u] = order[static_cast<std::size_t>(r)][q];
@@ -321,7 +308,7 @@ void Engine::train_step(std::int64_t step) {
   const auto gin = mpi_.exchange(gout);
   std::vector<float> gsum(owned.size() * sd, 0.0f);
   for (int r = 0; r < N; ++r) {
-    Reader rd(gin[static_cast<std::size_t>(r)], "row gradient");
+    Reader rd(gin.from(r), "row gradient");
     for (const auto& id : asked[static_cast<std::size_t>(r)]) {
       float g[256];
       std::memcpy(g, rd.take(sd * sizeof(float)), sd * sizeof(float));
@@ -331,8 +318,8 @@ void Engine::train_step(std::int64_t step) {
   }
 
   // 8. Adagrad on each touched row: [w | s] -> s += g^2, w -= lr g / (sqrt(s) + eps). The new bytes
-  // go to the store even for a lost fragment (its rebuild writes the same bytes again).
-  std::vector<std::byte> delta(owned.size() * rb);
+  // go to the store even for a lost fragment (its rebuild writes the same bytes again); `old` keeps
+  // the bytes before.
   for (std::size_t i = 0; i < owned.size(); ++i) {
     float v[512];
     std::memcpy(v, old.data() + i * rb, rb);
@@ -342,38 +329,60 @@ void Engine::train_step(std::int64_t step) {
       v[q] -= cfg_.lr * g[q] / (std::sqrt(v[sd + q]) + adagrad_eps);
     }
     std::memcpy(shards_.row(owned[i]).data(), v, rb);
-    ec::xor_delta(ec::ConstBytes(old.data() + i * rb, rb), ec::ConstBytes(reinterpret_cast<const std::byte*>(v), rb),
-                  ec::Bytes(delta.data() + i * rb, rb));
   }
 
   // 9. One delta message per (stripe, data fragment) to each of its m parity holders, tagged with
-  // the step. They leave with the next step's row requests (or flush_deltas()); when every holder
+  // the step: per run of rows, [u64 stripe][u32 fragment][u32 rows] then [u32 offset][old XOR new]
+  // per row. The XOR is computed straight into the first holder's message and copied to the
+  // others. They leave with the next step's row requests (or flush_deltas()); when every holder
   // has applied them, the step commits.
   if (cfg_.ft != "ec") return;
-  std::vector<ByteVec> dout(static_cast<std::size_t>(N));
-  for (std::size_t i = 0; i < owned.size();) {
-    const auto& p = place[i];
-    std::size_t e = i + 1;
-    while (e < owned.size() && place[e].stripe == p.stripe && place[e].fragment == p.fragment) ++e;
-    for (int j = k; j < lay.n(); ++j) {
-      Writer w(dout[static_cast<std::size_t>(lay.place(p.stripe, j).rank)]);
-      w.put(p.stripe);
-      w.put(static_cast<std::uint32_t>(p.fragment));
-      w.put(static_cast<std::uint32_t>(e - i));
-      for (std::size_t q = i; q < e; ++q) {
-        w.put(static_cast<std::uint32_t>(place[q].offset));
-        w.put_bytes(delta.data() + q * rb, rb);
-      }
+  const std::size_t head = sizeof(std::uint64_t) + 2 * sizeof(std::uint32_t), per_row = sizeof(std::uint32_t) + rb;
+  std::vector<std::size_t> need(static_cast<std::size_t>(N), 0);
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) {
+      pending_deltas_.assign(static_cast<std::size_t>(N), {});
+      for (int r = 0; r < N; ++r) pending_deltas_[static_cast<std::size_t>(r)].reserve(need[static_cast<std::size_t>(r)]);
     }
-    i = e;
+    for (std::size_t i = 0; i < owned.size();) {
+      const auto& p = place[i];
+      std::size_t e = i + 1;
+      while (e < owned.size() && place[e].stripe == p.stripe && place[e].fragment == p.fragment) ++e;
+      const std::byte* first = nullptr;  // the first holder's copy of this run's rows
+      for (int j = k; j < lay.n(); ++j) {
+        const auto dest = static_cast<std::size_t>(lay.place(p.stripe, j).rank);
+        if (pass == 0) {
+          need[dest] += head + (e - i) * per_row;
+          continue;
+        }
+        Writer w(pending_deltas_[dest]);
+        w.put(p.stripe);
+        w.put(static_cast<std::uint32_t>(p.fragment));
+        w.put(static_cast<std::uint32_t>(e - i));
+        std::byte* out = w.grow((e - i) * per_row);
+        if (first) {
+          std::memcpy(out, first, (e - i) * per_row);
+          continue;
+        }
+        first = out;
+        for (std::size_t q = i; q < e; ++q, out += per_row) {
+          const auto off = static_cast<std::uint32_t>(place[q].offset);
+          std::memcpy(out, &off, sizeof off);
+          ec::xor_delta(ec::ConstBytes(old.data() + q * rb, rb), shards_.row(owned[q]), ec::Bytes(out + sizeof off, rb));
+        }
+      }
+      i = e;
+    }
   }
-  pending_deltas_ = std::move(dout);
   pending_step_ = step;
 }
 
 void Engine::flush_deltas() {
   if (pending_step_ < 0) return;  // the same on every rank: all run the same steps
-  shards_.apply_deltas(static_cast<std::uint64_t>(pending_step_), mpi_.exchange(pending_deltas_));
+  const auto in = mpi_.exchange(pending_deltas_);
+  std::vector<ByteView> parts;
+  for (int r = 0; r < in.size(); ++r) parts.push_back(in.from(r));
+  shards_.apply_deltas(static_cast<std::uint64_t>(pending_step_), parts);
   pending_step_ = -1;
   pending_deltas_.clear();
 }

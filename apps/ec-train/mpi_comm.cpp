@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -17,34 +18,56 @@ Mpi::Mpi(int poll_us) : poll_us_(poll_us) {
 
 void Mpi::wait(void* request) const { train::mpi_wait(*static_cast<MPI_Request*>(request), poll_us_); }
 
-std::vector<ByteVec> Mpi::exchange(const std::vector<ByteVec>& out) const {
+Inbox Mpi::exchange(const std::vector<ByteVec>& out) const { return exchange_impl({&out}, false); }
+
+Inbox Mpi::exchange_parts(std::initializer_list<const std::vector<ByteVec>*> parts) const { return exchange_impl(parts, true); }
+
+Inbox Mpi::exchange_impl(std::initializer_list<const std::vector<ByteVec>*> parts, bool framed) const {
   const auto n = static_cast<std::size_t>(size_);
-  if (out.size() != n) throw EcError("exchange: " + std::to_string(out.size()) + " buffers for " + std::to_string(n) + " ranks");
+  for (const auto* p : parts)
+    if (p && p->size() != n) throw EcError("exchange: " + std::to_string(p->size()) + " buffers for " + std::to_string(n) + " ranks");
+  const std::size_t frame = framed ? sizeof(std::uint64_t) : 0;
   std::vector<int> scount(n), rcount(n), sdisp(n), rdisp(n);
+  std::size_t stot = 0;
   for (std::size_t r = 0; r < n; ++r) {
-    if (out[r].size() > static_cast<std::size_t>(1) << 30) throw EcError("exchange: message of " + std::to_string(out[r].size()) + " bytes");
-    scount[r] = static_cast<int>(out[r].size());
+    std::size_t len = 0;
+    for (const auto* p : parts) len += frame + (p ? (*p)[r].size() : 0);
+    if (len > static_cast<std::size_t>(1) << 30) throw EcError("exchange: message of " + std::to_string(len) + " bytes");
+    scount[r] = static_cast<int>(len);
+    sdisp[r] = static_cast<int>(stot);
+    stot += len;
   }
+  if (stot > static_cast<std::size_t>(INT_MAX)) throw EcError("exchange: " + std::to_string(stot) + " bytes in all");
   MPI_Request req;
   RESIL_MPI_CHECK(MPI_Ialltoall(scount.data(), 1, MPI_INT, rcount.data(), 1, MPI_INT, MPI_COMM_WORLD, &req));
-  wait(&req);
-  ByteVec sbuf, rbuf;
-  int stot = 0, rtot = 0;
-  for (std::size_t r = 0; r < n; ++r) {
-    sdisp[r] = stot;
-    rdisp[r] = rtot;
-    stot += scount[r];
-    rtot += rcount[r];
-  }
-  sbuf.resize(static_cast<std::size_t>(stot));
-  rbuf.resize(static_cast<std::size_t>(rtot));
+  // Pack while the counts travel.
+  ByteVec sbuf(stot);
+  std::byte* w = sbuf.data();
   for (std::size_t r = 0; r < n; ++r)
-    if (!out[r].empty()) std::memcpy(sbuf.data() + sdisp[r], out[r].data(), out[r].size());
-  RESIL_MPI_CHECK(MPI_Ialltoallv(sbuf.data(), scount.data(), sdisp.data(), MPI_BYTE, rbuf.data(), rcount.data(), rdisp.data(),
+    for (const auto* p : parts) {
+      const std::uint64_t len = p ? (*p)[r].size() : 0;
+      if (framed) {
+        std::memcpy(w, &len, sizeof len);
+        w += sizeof len;
+      }
+      if (len) std::memcpy(w, (*p)[r].data(), len);
+      w += len;
+    }
+  wait(&req);
+  Inbox in;
+  in.at_.resize(n + 1);
+  std::size_t rtot = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    in.at_[r] = rtot;
+    rdisp[r] = static_cast<int>(rtot);
+    rtot += static_cast<std::size_t>(rcount[r]);
+  }
+  in.at_[n] = rtot;
+  if (rtot > static_cast<std::size_t>(INT_MAX)) throw EcError("exchange: " + std::to_string(rtot) + " bytes in all");
+  in.data_.resize(rtot);
+  RESIL_MPI_CHECK(MPI_Ialltoallv(sbuf.data(), scount.data(), sdisp.data(), MPI_BYTE, in.data_.data(), rcount.data(), rdisp.data(),
                                  MPI_BYTE, MPI_COMM_WORLD, &req));
   wait(&req);
-  std::vector<ByteVec> in(n);
-  for (std::size_t r = 0; r < n; ++r) in[r].assign(rbuf.begin() + rdisp[r], rbuf.begin() + rdisp[r] + rcount[r]);
   return in;
 }
 

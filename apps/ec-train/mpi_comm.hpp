@@ -9,12 +9,28 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace resil::ectrain {
 
 using ByteVec = std::vector<std::byte>;
+using ByteView = std::span<const std::byte>;
+
+/// What every rank sent to this one in an exchange, kept in the one receive buffer (no copy per
+/// sender): from(r) is rank r's message.
+class Inbox {
+public:
+  ByteView from(int r) const noexcept { return {data_.data() + at_[static_cast<std::size_t>(r)], at_[static_cast<std::size_t>(r) + 1] - at_[static_cast<std::size_t>(r)]}; }
+  int size() const noexcept { return static_cast<int>(at_.size()) - 1; }
+
+private:
+  friend class Mpi;
+  ByteVec data_;
+  std::vector<std::size_t> at_;  // size + 1 offsets
+};
 
 class Mpi {
 public:
@@ -24,7 +40,11 @@ public:
   int size() const noexcept { return size_; }
 
   /// Personalised all-to-all of byte buffers: out[r] goes to rank r; returns what each rank sent here.
-  std::vector<ByteVec> exchange(const std::vector<ByteVec>& out) const;
+  Inbox exchange(const std::vector<ByteVec>& out) const;
+  /// The same with several parts per destination, sent as one message without concatenating them
+  /// first: rank r receives, for each part p in order, [u64 size][(*p)[r]] (read them back with
+  /// Reader::part). A null part is empty for every rank.
+  Inbox exchange_parts(std::initializer_list<const std::vector<ByteVec>*> parts) const;
   void allreduce_sum_ordered(std::vector<float>& buf) const;
   void allreduce_sum_ordered(std::vector<double>& buf) const;
   /// Element-wise maximum over ranks.
@@ -39,6 +59,7 @@ public:
 
 private:
   void wait(void* request) const;
+  Inbox exchange_impl(std::initializer_list<const std::vector<ByteVec>*> parts, bool framed) const;
   int rank_ = 0, size_ = 1, poll_us_ = 20;
 };
 
@@ -51,6 +72,11 @@ public:
     b_.insert(b_.end(), p, p + sizeof(T));
   }
   void put_bytes(const std::byte* p, std::size_t n) { b_.insert(b_.end(), p, p + n); }
+  /// n more bytes at the end, to be filled by the caller.
+  std::byte* grow(std::size_t n) {
+    b_.resize(b_.size() + n);
+    return b_.data() + b_.size() - n;
+  }
 
 private:
   ByteVec& b_;
@@ -58,19 +84,24 @@ private:
 
 class Reader {
 public:
-  Reader(const ByteVec& b, std::string what) : b_(b), what_(std::move(what)) {}
+  Reader(ByteView b, std::string what) : b_(b), what_(std::move(what)) {}
   template <class T> T get() {
     T v;
     copy_out(&v, sizeof(T));
     return v;
   }
   const std::byte* take(std::size_t n);
+  /// One framed part of an exchange_parts message: [u64 size][bytes].
+  ByteView part() {
+    const auto n = get<std::uint64_t>();
+    return {take(static_cast<std::size_t>(n)), static_cast<std::size_t>(n)};
+  }
   bool done() const noexcept { return pos_ == b_.size(); }
   std::size_t remaining() const noexcept { return b_.size() - pos_; }
 
 private:
   void copy_out(void* dst, std::size_t n);
-  const ByteVec& b_;
+  ByteView b_;
   std::size_t pos_ = 0;
   std::string what_;
 };

@@ -67,7 +67,7 @@ void Shards::init_rows(std::uint64_t seed) {
   }
 }
 
-std::vector<ByteVec> Shards::fetch(const std::vector<std::vector<FetchReq>>& reqs) {
+Inbox Shards::fetch(const std::vector<std::vector<FetchReq>>& reqs) {
   const int n = mpi_.size();
   std::vector<ByteVec> out(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
@@ -77,7 +77,7 @@ std::vector<ByteVec> Shards::fetch(const std::vector<std::vector<FetchReq>>& req
   const auto in = mpi_.exchange(out);
   std::vector<ByteVec> replies(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
-    Reader rd(in[static_cast<std::size_t>(r)], "fetch request");
+    Reader rd(in.from(r), "fetch request");
     Writer w(replies[static_cast<std::size_t>(r)]);
     while (!rd.done()) {
       const auto q = rd.get<FetchReq>();
@@ -113,7 +113,7 @@ void Shards::for_each_parity_stripe(const std::function<void(std::uint64_t, int,
     src.clear();
     for (int i = 0; i < k_; ++i) {
       const auto r = static_cast<std::size_t>(lay_.place(s, i).rank);
-      src.emplace_back(in[r].data() + pos[r], fb);
+      src.emplace_back(in.from(static_cast<int>(r)).data() + pos[r], fb);
       pos[r] += fb;
     }
     fn(s, lay_.fragment_on(s, me), src);
@@ -274,11 +274,11 @@ void Shards::rebuild(std::uint64_t stripes_per_rank, std::uint64_t committed_ste
   }
   const auto in = mpi_.exchange(out);
   std::vector<Reader> from;
-  for (const auto& b : in) from.emplace_back(b, "rebuild sources");
+  for (int r = 0; r < n; ++r) from.emplace_back(in.from(r), "rebuild sources");
   finish_rebuild(jobs, from, committed_step);
 }
 
-void Shards::apply_deltas(std::uint64_t step, const std::vector<ByteVec>& in) {
+void Shards::apply_deltas(std::uint64_t step, std::span<const ByteView> in) {
   const int me = mpi_.rank();
   for (const auto& buf : in) {
     Reader rd(buf, "parity delta");

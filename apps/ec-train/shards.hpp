@@ -77,7 +77,7 @@ public:
   // ---- collective data movement ----
   /// Byte ranges of members from the ranks holding them: reqs[r] go to rank r; returns, per rank,
   /// the requested bytes concatenated in request order. Serving a lost member is a bug (EcError).
-  std::vector<ByteVec> fetch(const std::vector<std::vector<FetchReq>>& reqs);
+  Inbox fetch(const std::vector<std::vector<FetchReq>>& reqs);
   /// Fetch the k data fragments of every stripe where this rank holds parity member j, then call
   /// fn(stripe, j, sources) for each, in stripe order (initial encode and the end-of-run check).
   void for_each_parity_stripe(const std::function<void(std::uint64_t, int, const std::vector<ec::ConstBytes>&)>& fn);
@@ -111,7 +111,7 @@ public:
                      ec::Bytes dst);
   /// Fold the deltas received for `step` into this rank's parity (exactly once per (step, source));
   /// deltas for a parity fragment that is lost are dropped (it is rebuilt from newer data).
-  void apply_deltas(std::uint64_t step, const std::vector<ByteVec>& in);
+  void apply_deltas(std::uint64_t step, std::span<const ByteView> in);
   /// Collective: hash of every row (table order, row order) into `h` on rank 0.
   void hash_into(ckpt::Xxh64& h);
 
