@@ -188,11 +188,15 @@ void Engine::train_step(std::int64_t step) {
     owned.insert(owned.end(), asked[static_cast<std::size_t>(r)].begin(), asked[static_cast<std::size_t>(r)].end());
     serve.insert(serve.end(), deg_asked[static_cast<std::size_t>(r)].begin(), deg_asked[static_cast<std::size_t>(r)].end());
   }
-  if (pending_step_ >= 0) {
-    shards_.apply_deltas(static_cast<std::uint64_t>(pending_step_), deltas);
-    pending_step_ = -1;
-    pending_deltas_.clear();
-  }
+  // The last step's deltas: applied now when this step reads parity (degraded reads, rebuilds),
+  // otherwise while the replies travel (nothing in them depends on parity).
+  const auto committed = pending_step_;
+  auto apply_committed = [&] {
+    if (committed >= 0) shards_.apply_deltas(static_cast<std::uint64_t>(committed), deltas);
+  };
+  if (recovering) apply_committed();
+  pending_step_ = -1;
+  pending_deltas_.clear();
   for (auto* v : {&owned, &serve}) {
     std::sort(v->begin(), v->end());
     v->erase(std::unique(v->begin(), v->end()), v->end());
@@ -246,7 +250,7 @@ void Engine::train_step(std::int64_t step) {
     shards_.put_rebuild_sources(jobs, r, w);
   }
   if (recovering) recovery_s += now_seconds() - r0;
-  const auto got = mpi_.exchange(rep);
+  const auto got = recovering ? mpi_.exchange(rep) : mpi_.exchange(rep, apply_committed);
   const double r1 = now_seconds();
   std::vector<std::vector<float>> emb(static_cast<std::size_t>(T));
   for (int t = 0; t < T; ++t) emb[static_cast<std::size_t>(t)].resize(uniq[static_cast<std::size_t>(t)].size() * sd);

@@ -18,11 +18,14 @@ Mpi::Mpi(int poll_us) : poll_us_(poll_us) {
 
 void Mpi::wait(void* request) const { train::mpi_wait(*static_cast<MPI_Request*>(request), poll_us_); }
 
-Inbox Mpi::exchange(const std::vector<ByteVec>& out) const { return exchange_impl({&out}, false); }
+Inbox Mpi::exchange(const std::vector<ByteVec>& out, const std::function<void()>& while_waiting) const {
+  return exchange_impl({&out}, false, while_waiting);
+}
 
-Inbox Mpi::exchange_parts(std::initializer_list<const std::vector<ByteVec>*> parts) const { return exchange_impl(parts, true); }
+Inbox Mpi::exchange_parts(std::initializer_list<const std::vector<ByteVec>*> parts) const { return exchange_impl(parts, true, {}); }
 
-Inbox Mpi::exchange_impl(std::initializer_list<const std::vector<ByteVec>*> parts, bool framed) const {
+Inbox Mpi::exchange_impl(std::initializer_list<const std::vector<ByteVec>*> parts, bool framed,
+                         const std::function<void()>& while_waiting) const {
   const auto n = static_cast<std::size_t>(size_);
   for (const auto* p : parts)
     if (p && p->size() != n) throw EcError("exchange: " + std::to_string(p->size()) + " buffers for " + std::to_string(n) + " ranks");
@@ -67,6 +70,7 @@ Inbox Mpi::exchange_impl(std::initializer_list<const std::vector<ByteVec>*> part
   in.data_.resize(rtot);
   RESIL_MPI_CHECK(MPI_Ialltoallv(sbuf.data(), scount.data(), sdisp.data(), MPI_BYTE, in.data_.data(), rcount.data(), rdisp.data(),
                                  MPI_BYTE, MPI_COMM_WORLD, &req));
+  if (while_waiting) while_waiting();
   wait(&req);
   return in;
 }

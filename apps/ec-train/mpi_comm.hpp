@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -40,7 +41,9 @@ public:
   int size() const noexcept { return size_; }
 
   /// Personalised all-to-all of byte buffers: out[r] goes to rank r; returns what each rank sent here.
-  Inbox exchange(const std::vector<ByteVec>& out) const;
+  /// `while_waiting`, if given, runs once after the data exchange is posted and before it is
+  /// waited on (work that the exchange does not depend on, overlapped with it).
+  Inbox exchange(const std::vector<ByteVec>& out, const std::function<void()>& while_waiting = {}) const;
   /// The same with several parts per destination, sent as one message without concatenating them
   /// first: rank r receives, for each part p in order, [u64 size][(*p)[r]] (read them back with
   /// Reader::part). A null part is empty for every rank.
@@ -59,7 +62,8 @@ public:
 
 private:
   void wait(void* request) const;
-  Inbox exchange_impl(std::initializer_list<const std::vector<ByteVec>*> parts, bool framed) const;
+  Inbox exchange_impl(std::initializer_list<const std::vector<ByteVec>*> parts, bool framed,
+                      const std::function<void()>& while_waiting) const;
   int rank_ = 0, size_ = 1, poll_us_ = 20;
 };
 
