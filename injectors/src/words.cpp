@@ -87,10 +87,11 @@ void set_word_io(WordIo io) noexcept { g_io.store(io); }
 
 WordIo WordFile::io_for(std::uint64_t words, std::uint64_t span_bytes) const noexcept {
   if (io_ != WordIo::automatic) return io_;
-  // Syncing sparse words: stores through the mapping would dirty whole page-cache folios, and the
-  // sync would write back all of them (see WordIo). Dense words share their folios anyway.
+  // Sparse words: a read fault per word (mapping 16 neighbours, unmapped again at the end) costs
+  // more than a pread, and a store dirties its whole page-cache folio where a pwrite dirties its
+  // 4 KiB block (see WordIo). Dense words share their pages and folios: the mapping.
   const bool sparse = span_bytes / 4096 > sparse_pages_per_word * words;
-  return sync_ && access_ != Access::read && sparse ? WordIo::syscalls : WordIo::mapped;
+  return sparse ? WordIo::syscalls : WordIo::mapped;
 }
 
 std::byte* WordFile::mapping() {
@@ -386,10 +387,18 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
         pread_all(fd_, buf.data(), buf.size(), b.addr + lo, l.where);
         for (std::size_t k = 0; k < n; ++k) words[k] = load_word(buf.data() + (b.offs[k] - lo), l.size, l.be);
       } else {
+        // Sparse: one pread per word, unless this WordFile read or wrote the word before (planning
+        // reads the words that applying then changes: one pread each, not two).
         buf.resize(l.size);
         for (std::size_t k = 0; k < n; ++k) {
-          pread_all(fd_, buf.data(), l.size, b.addr + b.offs[k], l.where);
+          const std::uint64_t at = b.addr + b.offs[k];
+          if (const auto hit = known_.find(at); hit != known_.end()) {
+            words[k] = hit->second;
+            continue;
+          }
+          pread_all(fd_, buf.data(), l.size, at, l.where);
           words[k] = load_word(buf.data(), l.size, l.be);
+          known_.emplace(at, words[k]);
         }
       }
       before = words;
@@ -410,6 +419,7 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
           case 8: std::memcpy(dst, w, 8); break;
           default: pwrite_all(fd_, w, l.size, b.addr + b.offs[k], l.where);  // no mapping, or an odd width
         }
+        if (const auto hit = known_.find(b.addr + b.offs[k]); hit != known_.end()) hit->second = words[k];
       }
       continue;
     }

@@ -689,7 +689,7 @@ TEST_CASE("word I/O: mapped, syscalls and automatic leave the same bytes, synced
   CHECK(after[1] == after[2]);
 }
 
-TEST_CASE("word I/O: automatic picks syscalls when syncing sparse words of a written file, else mapped; env override", "[inject][unit]") {
+TEST_CASE("word I/O: automatic picks syscalls for sparse words, else mapped; env override", "[inject][unit]") {
   test::TempDir dir("inject-wordio-pick");
   const auto p = (dir / "f.h5").string();
   {
@@ -702,14 +702,16 @@ TEST_CASE("word I/O: automatic picks syscalls when syncing sparse words of a wri
   ::unsetenv("RESIL_INJECT_WORD_IO");
   {
     WordFile wf(p, Access::in_place);
-    CHECK(wf.io_for(10'000, std::uint64_t{1} << 30) == WordIo::syscalls);  // sync (the default), 26 pages per word
+    CHECK(wf.io_for(10'000, std::uint64_t{1} << 30) == WordIo::syscalls);  // 26 pages per word
     CHECK(wf.io_for(10'000, std::uint64_t{100} << 20) == WordIo::mapped);   // 2.4 pages per word
     CHECK(wf.io_for(1, 4) == WordIo::mapped);
-    wf.set_sync(false);
-    CHECK(wf.io_for(10'000, std::uint64_t{1} << 30) == WordIo::mapped);
+    wf.set_sync(false);  // with or without the final sync
+    CHECK(wf.io_for(10'000, std::uint64_t{1} << 30) == WordIo::syscalls);
+    CHECK(wf.io_for(10'000, std::uint64_t{100} << 20) == WordIo::mapped);
     wf.close();
-    WordFile rd(p, Access::read);  // reading never syncs anything
-    CHECK(rd.io_for(10'000, std::uint64_t{1} << 30) == WordIo::mapped);
+    WordFile rd(p, Access::read);  // reading the same way
+    CHECK(rd.io_for(10'000, std::uint64_t{1} << 30) == WordIo::syscalls);
+    CHECK(rd.io_for(10'000, std::uint64_t{100} << 20) == WordIo::mapped);
   }
   {
     WordIoScope pinned(WordIo::mapped);
@@ -726,6 +728,50 @@ TEST_CASE("word I/O: automatic picks syscalls when syncing sparse words of a wri
   CHECK_THROWS_AS(WordFile(p, Access::in_place), UsageError);
   if (saved_env.empty()) ::unsetenv("RESIL_INJECT_WORD_IO");
   else ::setenv("RESIL_INJECT_WORD_IO", saved_env.c_str(), 1);
+}
+
+TEST_CASE("word I/O: one WordFile reads each sparse word once and sees its own writes", "[inject][unit]") {
+  // pread/pwrite keeps the words it read or wrote: a second edit of the same words must see what
+  // the first one wrote, and a revert through the same WordFile restores the file byte for byte.
+  test::TempDir dir("inject-wordio-known");
+  const auto p = (dir / "f.h5").string();
+  {
+    auto f = create_raw_file(p, 0, false);
+    make_dataset(f, "/c", H5T_NATIVE_DOUBLE, {5000}, {}, 7);
+  }
+  const auto bytes0 = file_bytes(p);
+  WordIoScope scope(WordIo::syscalls);
+  const std::vector<std::uint64_t> idx{0, 1, 999, 4999};
+  std::vector<std::uint64_t> seen;
+  {
+    WordFile wf(p, Access::in_place);
+    wf.edit("/c", idx, [&](std::span<const std::uint64_t>, std::span<std::uint64_t> w) { seen.assign(w.begin(), w.end()); });
+    wf.edit("/c", idx, [&](std::span<const std::uint64_t>, std::span<std::uint64_t> w) {
+      for (std::size_t k = 0; k < w.size(); ++k) {
+        CHECK(w[k] == seen[k]);
+        w[k] ^= std::uint64_t{1} << (k * 7);
+      }
+    });
+    wf.edit("/c", {999, 4999, 2}, [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
+      REQUIRE(i.size() == 3);  // ascending: 2, 999, 4999
+      CHECK(w[1] == (seen[2] ^ (std::uint64_t{1} << 14)));
+      CHECK(w[2] == (seen[3] ^ (std::uint64_t{1} << 21)));
+    });
+    wf.close();
+  }
+  CHECK(file_bytes(p) != bytes0);
+  {
+    WordFile wf(p, Access::in_place);
+    wf.edit("/c", idx, [&](std::span<const std::uint64_t>, std::span<std::uint64_t> w) {
+      for (std::size_t k = 0; k < w.size(); ++k) CHECK(w[k] == (seen[k] ^ (std::uint64_t{1} << (k * 7))));
+      for (std::size_t k = 0; k < w.size(); ++k) w[k] = seen[k];
+    });
+    wf.edit("/c", idx, [&](std::span<const std::uint64_t>, std::span<std::uint64_t> w) {
+      for (std::size_t k = 0; k < w.size(); ++k) CHECK(w[k] == seen[k]);
+    });
+    wf.close();
+  }
+  CHECK(file_bytes(p) == bytes0);
 }
 
 TEST_CASE("plan and apply through one WordFile: same records and bytes as by path", "[inject][unit]") {
