@@ -85,6 +85,10 @@ def ckpt_flip(path, n, log, extra=()):
     """Median wall time of `repeats` in-place runs (process start to exit, fsync included)."""
     times = []
     for rep in range(repeats):
+        # Start from the state the h5py way starts from: no dirty page of the file, no writeback in
+        # flight (a --no-sync run leaves its blocks dirty; without this the next run would be timed
+        # while the kernel writes them back, and this run's writeback would not be charged at all).
+        sync(path)
         warm(path)
         t0 = time.perf_counter()
         subprocess.run([flip, "inject", path, "--in-place", "--seed", str(1 + rep), "--flips", str(n), "--log", log,

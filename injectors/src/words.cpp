@@ -87,11 +87,11 @@ void set_word_io(WordIo io) noexcept { g_io.store(io); }
 
 WordIo WordFile::io_for(std::uint64_t words, std::uint64_t span_bytes) const noexcept {
   if (io_ != WordIo::automatic) return io_;
-  // Sparse words: a read fault per word (mapping 16 neighbours, unmapped again at the end) costs
-  // more than a pread, and a store dirties its whole page-cache folio where a pwrite dirties its
-  // 4 KiB block (see WordIo). Dense words share their pages and folios: the mapping.
+  // Syncing sparse words: stores through the mapping would dirty whole page-cache folios, and the
+  // sync would write back all of them (see WordIo). Dense words share their folios anyway; without
+  // the sync the mapping is faster on files cached in large folios (see WordIo).
   const bool sparse = span_bytes / 4096 > sparse_pages_per_word * words;
-  return sparse ? WordIo::syscalls : WordIo::mapped;
+  return sync_ && access_ != Access::read && sparse ? WordIo::syscalls : WordIo::mapped;
 }
 
 std::byte* WordFile::mapping() {

@@ -34,15 +34,15 @@ enum class Access {
 ///    word. No fault and no unmap cost; on ext4 with large page-cache folios (Linux >= 6.16) only the
 ///    written 4 KiB blocks become dirty, whereas a store through the mapping dirties the page's whole
 ///    folio (up to 2 MiB), so a final fsync writes back what changed rather than every touched folio.
-///  - automatic (default): syscalls when the words are sparse (their span covers more than
-///    sparse_pages_per_word pages per word: at 10,000 words, files beyond ~160 MB), else mapped.
-///    Measured, 10,000 flips on warm files (docs/performance.md): on sparse words pread/pwrite is
-///    faster with the final sync (1 GiB: 0.22 s vs 0.47 s, far fewer bytes to write back) and
-///    without it (1 GiB, fourth session: 0.074 s vs 0.089 s after a sync, 0.08-0.09 s vs
-///    0.09-0.10 s with the previous runs' writeback in flight; a read fault maps and later unmaps
-///    16 pages, a store dirties the whole folio), and it leaves 4 KiB blocks dirty instead of
-///    whole folios; on dense words the mapping is faster (100 MB: 0.04 s vs 0.075 s without the
-///    sync, 0.10 s vs 0.13 s with it: the touched pages cover the file either way).
+///  - automatic (default): syscalls when close() syncs (set_sync(true)) a written file and the
+///    words are sparse (their span covers more than sparse_pages_per_word pages per word: at 10,000
+///    words, files beyond ~160 MB), else mapped. Measured, 10,000 flips on warm files
+///    (docs/performance.md): with the sync pwrite is faster on sparse words (1 GiB: 0.22 s vs
+///    0.47 s, far fewer bytes to write back) and the mapping on dense ones (100 MB: 0.10 s vs
+///    0.13 s, the touched folios cover the file either way). Without the sync it depends on how
+///    the file is cached: on a file freshly written or read (2 MiB folios) the mapping is faster
+///    (1 GiB: 0.09-0.10 s vs 0.12 s; each pwrite walks the folio's 512 buffer heads twice), on one
+///    cached in small folios pwrite is (0.074 s vs 0.089 s). The fresh file is the common case.
 inline constexpr std::uint64_t sparse_pages_per_word = 4;
 /// $RESIL_INJECT_WORD_IO=mapped|syscalls overrides automatic (read when a WordFile opens).
 enum class WordIo { automatic, mapped, syscalls };
