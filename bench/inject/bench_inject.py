@@ -8,7 +8,10 @@ With several sizes it also prints, per layout, ckpt-flip's time at the largest s
 for contiguous data this is the "time independent of file size" check (expected ~1).
 Files are written and flipped in slabs (never a whole dataset in memory) and fsynced before ckpt-flip
 is timed, so no dirty pages of the file's creation or of the h5py run are flushed inside its time.
-Needs about 2.2x the largest size free in TMPDIR (gzip file + its in-place staging copy)."""
+Needs about 2.2x the largest size free in TMPDIR (gzip file + its in-place staging copy).
+usage: bench_inject.py CKPT_FLIP [BENCH_WORD_IO]: with the second, each contiguous case also prints
+the kernel's floor: the same number of scattered word reads and writes with nothing else
+(bench_word_io.cpp), each way after the same sync and warm-up as a ckpt-flip run."""
 import os
 import shutil
 import statistics
@@ -97,6 +100,21 @@ def ckpt_flip(path, n, log, extra=()):
     return statistics.median(times)
 
 
+def word_io_floor(path, n):
+    """bench_word_io's lines for each way, each run starting like a ckpt-flip run (synced, warm)."""
+    if len(sys.argv) < 3:
+        return []
+    lines = []
+    for way in ("pread+pwrite", "mapping", "pread+mapping"):
+        sync(path)
+        warm(path)
+        out = subprocess.run([sys.argv[2], path, "--words", str(n), "--way", way], check=True,
+                             capture_output=True, text=True).stdout.splitlines()
+        lines += [l for l in out if l.startswith("  ")]
+    sync(path)
+    return lines
+
+
 rows_out = []
 _kinds = os.environ.get("RESIL_BENCH_CASES", "contiguous,gzip").split(",")
 cases = {False: "contiguous" in _kinds, True: "gzip" in _kinds}
@@ -123,6 +141,12 @@ with tempfile.TemporaryDirectory(prefix="bench-inject-", dir=tmp_root) as tmp:
                     + ("" if chunked else f"  | --no-sync {tn:6.3f} s  ratio {tb / tn:7.1f}x"))
             print(line, flush=True)
             rows_out.append(line)
+            if not chunked:
+                floor = word_io_floor(p, nflips)
+                if floor:
+                    print(f"      kernel floor, {nflips} scattered words alone (bench_word_io):", flush=True)
+                    for l in floor:
+                        print("    " + l, flush=True)
             os.remove(p)
 
 if len(set(sizes)) > 1:
