@@ -138,7 +138,7 @@ int run_inject(const InjectOptions& o) {
     // Crash safety: every record is durable before the first byte of the file changes.
     inject::LogWriter log(o.log);
     log.line(inject::header_line(h));
-    for (std::size_t i = 0; i < records.size(); ++i) log.line(inject::record_line(records[i], i));
+    log.records(records);
     log.sync();
     st = wf ? inject::apply(*wf, records, inject::Direction::forward)
             : inject::apply(o.input, records, inject::Direction::forward, false, true, !o.no_sync);
@@ -153,7 +153,7 @@ int run_inject(const InjectOptions& o) {
       h.output_sha256 = out_sha;
       inject::LogWriter log(o.log);
       log.line(inject::header_line(h));
-      for (std::size_t i = 0; i < records.size(); ++i) log.line(inject::record_line(records[i], i));
+      log.records(records);
       log.line(inject::footer_line(st.changed, out_sha));
       log.close();
     });

@@ -446,7 +446,7 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
       h.planned = rv.size();
       LogWriter lw(wdir / ("pending-" + std::to_string(f) + ".jsonl"));
       lw.line(header_line(h));
-      for (std::size_t i = 0; i < rv.size(); ++i) lw.line(record_line(rv[i], i));
+      lw.records(rv);
       lw.close();
       for (const auto& r : rv) {
         flips.push_back(flip_json(r, golden_files.files.size() > 1 ? golden_files.rel[f] : ""));

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <sstream>
 
 #include "resil/core/error.hpp"
@@ -89,10 +90,11 @@ void put_bits(std::string& out, std::uint64_t mask) {
 }
 }  // namespace
 
-std::string record_line(const FlipRecord& r, std::uint64_t seq) {
+namespace {
+
+// record_line's text appended to `out` (no newline).
+void append_record_line(std::string& out, const FlipRecord& r, std::uint64_t seq) {
   const std::uint64_t mask = r.mask();
-  std::string out;
-  out.reserve(256);
   out += '{';
   put_key(out, "anchor");
   put_uint(out, r.anchor);
@@ -113,7 +115,7 @@ std::string record_line(const FlipRecord& r, std::uint64_t seq) {
     put_key(out, "seq");
     put_uint(out, seq);
     out += ",\"type\":\"raw\"}";
-    return out;
+    return;
   }
   put_key(out, "dataset");
   // Records come grouped by dataset: its escaped name is made once per run of records.
@@ -153,6 +155,23 @@ std::string record_line(const FlipRecord& r, std::uint64_t seq) {
   put_key(out, "seq");
   put_uint(out, seq);
   out += ",\"type\":\"flip\"}";
+}
+
+// Lines of records[0..) numbered from `first`, each with its newline.
+void append_record_lines(std::string& out, std::span<const FlipRecord> records, std::uint64_t first) {
+  out.reserve(out.size() + records.size() * 256);
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    append_record_line(out, records[i], first + i);
+    out += '\n';
+  }
+}
+
+}  // namespace
+
+std::string record_line(const FlipRecord& r, std::uint64_t seq) {
+  std::string out;
+  out.reserve(256);
+  append_record_line(out, r, seq);
   return out;
 }
 
@@ -287,6 +306,23 @@ LogWriter::~LogWriter() {
 void LogWriter::line(const std::string& json_line) {
   buf_ += json_line;
   buf_ += '\n';
+  if (buf_.size() > (1u << 20)) write_out();
+}
+
+void LogWriter::records(std::span<const FlipRecord> records) {
+  // Two threads from a few thousand records on: formatting 10,000 records took ~10 ms on one, a
+  // tenth of an in-place injection's time. The halves are joined in order, so the text is the same.
+  constexpr std::size_t two_threads_from = 4096;
+  if (records.size() < two_threads_from) {
+    append_record_lines(buf_, records, 0);
+  } else {
+    const std::size_t half = records.size() / 2;
+    std::string second;
+    auto job = std::async(std::launch::async, [&] { append_record_lines(second, records.subspan(half), half); });
+    append_record_lines(buf_, records.first(half), 0);
+    job.get();
+    buf_ += second;
+  }
   if (buf_.size() > (1u << 20)) write_out();
 }
 

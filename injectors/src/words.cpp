@@ -370,6 +370,11 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
       end = std::max(end, b.addr + b.offs.back() + l.size);
     }
   const bool use_map = raw_words > 0 && io_for(raw_words, end - first) == WordIo::mapped && mapping() && end <= map_len_;
+  // Sparse words are read with pread even when they are written through the mapping: a read fault
+  // maps (and munmap later unmaps) 16 pages around each word, and a store into a page that is not
+  // mapped yet costs no more than one into a page mapped read-only (bench_word_io, fourth session:
+  // 1 GiB 0.055 s vs 0.065 s, 100 MB 0.010 s vs 0.013 s for 10,000 words).
+  const bool map_reads = use_map && (end - first) / 4096 <= sparse_pages_per_word * raw_words;
   h5::SilenceErrors quiet;
   std::vector<std::byte> buf;
   std::vector<std::uint64_t> words, before;
@@ -380,7 +385,7 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
       // Read: through the mapping (no system call per word), or one pread of the span when it is
       // dense enough, else one pread per word.
       const std::uint64_t lo = b.offs.front(), hi = b.offs.back() + l.size;  // offs ascend with idx
-      if (use_map) {
+      if (map_reads) {
         for (std::size_t k = 0; k < n; ++k) words[k] = load_word(map_ + b.addr + b.offs[k], l.size, l.be);
       } else if (hi - lo <= std::max<std::uint64_t>(4096, 16 * n * l.size)) {
         buf.resize(hi - lo);

@@ -1,8 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <iterator>
+
 #include "resil/core/error.hpp"
 #include "resil/core/rng.hpp"
 #include "resil/inject/flip_log.hpp"
+#include "resil_test/tmpdir.hpp"
 
 using namespace resil;
 using namespace resil::inject;
@@ -87,5 +91,38 @@ TEST_CASE("record lines are byte-identical to nlohmann's dump of the same record
     r.nd = {r.index % 5, r.index / 5};
     const std::string line = record_line(r, static_cast<std::uint64_t>(i));
     CHECK(nlohmann::json::parse(line).dump() == line);
+  }
+}
+
+TEST_CASE("LogWriter::records writes record_line of every record in order, on one or two threads", "[inject][unit]") {
+  test::TempDir dir("flip-log-records");
+  resil::Rng rng(8, 0, 0);
+  const std::vector<std::string> names = {"/model/w", "/model/b", "/optimizer/\"q\""};
+  for (const std::size_t n : {std::size_t{0}, std::size_t{5}, std::size_t{4095}, std::size_t{4096}, std::size_t{10001}}) {
+    INFO("records " << n);
+    std::vector<FlipRecord> recs(n);
+    std::string want = "{\"type\":\"header\"}\n";
+    for (std::size_t i = 0; i < n; ++i) {
+      FlipRecord& r = recs[i];
+      r.dataset = names[(i / 100) % names.size()];  // runs of one dataset, as plans come
+      r.dtype = i % 3 ? ckpt::DType::f32 : ckpt::DType::f64;
+      r.width = i % 3 ? 32 : 64;
+      r.old_bits = rng() & (r.width == 64 ? ~0ull : 0xffffffffull);
+      r.anchor = static_cast<unsigned>(rng() % r.width);
+      r.new_bits = r.old_bits ^ (1ull << r.anchor);
+      r.index = rng() % 1000000;
+      r.nd = {r.index};
+      want += record_line(r, i) + "\n";
+    }
+    want += "{\"type\":\"footer\"}\n";
+    const auto path = dir / ("log" + std::to_string(n) + ".jsonl");
+    LogWriter w(path);
+    w.line("{\"type\":\"header\"}");
+    w.records(recs);
+    w.line("{\"type\":\"footer\"}");
+    w.close();
+    std::ifstream in(path, std::ios::binary);
+    const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(got == want);
   }
 }

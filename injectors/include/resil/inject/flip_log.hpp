@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,6 +76,9 @@ public:
   LogWriter(const LogWriter&) = delete;
   LogWriter& operator=(const LogWriter&) = delete;
   void line(const std::string& json_line);
+  /// record_line(records[i], i) for each record, in order, one per line (on two threads when there
+  /// are thousands; the text is the same).
+  void records(std::span<const FlipRecord> records);
   void sync();
   void close();
 
