@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <numeric>
 #include <vector>
 
@@ -411,21 +412,38 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
       if (access_ == Access::read) continue;
       // Write word by word, each all-or-nothing whenever the process dies: one store instruction
       // into the mapping (sizes 1, 2, 4, 8), else one pwrite.
-      std::byte w[8];
-      for (std::size_t k = 0; k < n; ++k) {
-        if (words[k] == before[k]) continue;
-        store_word(w, l.size, l.be, words[k]);
-        std::byte* dst = use_map ? map_ + b.addr + b.offs[k] : nullptr;
-        if (dst) map_stored_ = true;
-        switch (dst ? l.size : 0) {
-          case 1: std::memcpy(dst, w, 1); break;
-          case 2: std::memcpy(dst, w, 2); break;
-          case 4: std::memcpy(dst, w, 4); break;
-          case 8: std::memcpy(dst, w, 8); break;
-          default: pwrite_all(fd_, w, l.size, b.addr + b.offs[k], l.where);  // no mapping, or an odd width
+      const bool stores = use_map && (l.size == 1 || l.size == 2 || l.size == 4 || l.size == 8);
+      auto write_words = [&](std::size_t from, std::size_t to) {
+        std::byte w[8];
+        for (std::size_t k = from; k < to; ++k) {
+          if (words[k] == before[k]) continue;
+          store_word(w, l.size, l.be, words[k]);
+          std::byte* dst = stores ? map_ + b.addr + b.offs[k] : nullptr;
+          switch (stores ? l.size : 0) {  // constant sizes: one store instruction each
+            case 1: std::memcpy(dst, w, 1); break;
+            case 2: std::memcpy(dst, w, 2); break;
+            case 4: std::memcpy(dst, w, 4); break;
+            case 8: std::memcpy(dst, w, 8); break;
+            default: pwrite_all(fd_, w, l.size, b.addr + b.offs[k], l.where);  // no mapping, or an odd width
+          }
         }
-        if (const auto hit = known_.find(b.addr + b.offs[k]); hit != known_.end()) hit->second = words[k];
+      };
+      // Many stores through the mapping go out on two threads, each on its own half of the pages:
+      // the first store into a page faults, and on ext4 with large folios each fault walks its
+      // folio's buffer heads, which two cores do side by side (a pwrite holds the inode lock, so
+      // the syscall way stays on one thread).
+      constexpr std::size_t two_threads_from = 2048;
+      if (stores && n >= two_threads_from) {
+        auto job = std::async(std::launch::async, [&] { write_words(n / 2, n); });
+        write_words(0, n / 2);
+        job.get();
+      } else {
+        write_words(0, n);
       }
+      if (stores) map_stored_ = map_stored_ || words != before;
+      if (!known_.empty())
+        for (std::size_t k = 0; k < n; ++k)
+          if (const auto hit = known_.find(b.addr + b.offs[k]); hit != known_.end()) hit->second = words[k];
       continue;
     }
 

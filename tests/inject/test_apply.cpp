@@ -689,6 +689,40 @@ TEST_CASE("word I/O: mapped, syscalls and automatic leave the same bytes, synced
   CHECK(after[1] == after[2]);
 }
 
+TEST_CASE("word I/O: thousands of stores through the mapping (two threads) give the bytes pwrite gives", "[inject][unit]") {
+  // From 2048 words a block's stores through the mapping are split over two threads; every flip
+  // must land exactly once, as with one pwrite per word, and revert must restore the file.
+  test::TempDir dir("inject-wordio-many");
+  const auto ref = (dir / "ref.h5").string();
+  const ckpt::Shape shape{300, 200};
+  {
+    auto f = create_raw_file(ref, 0, false);
+    make_dataset(f, "/w", H5T_NATIVE_FLOAT, {300, 200}, {}, 61);  // contiguous, 60,000 words
+    make_dataset(f, "/d", H5T_NATIVE_DOUBLE, {3000}, {}, 62);      // 8-byte words
+  }
+  std::vector<FlipAt> at_w, at_d;
+  resil::Rng rng(5, 0, 0);
+  for (std::uint64_t i = 0; i < 60000; i += 1 + rng() % 17) at_w.push_back({i, static_cast<unsigned>(rng() % 32)});
+  for (std::uint64_t i = 0; i < 3000; ++i) at_d.push_back({i, static_cast<unsigned>(rng() % 64)});
+  REQUIRE(at_w.size() > 2048);
+  auto recs = flips_at(ref, "/w", DType::f32, shape, at_w);
+  for (const auto& r : flips_at(ref, "/d", DType::f64, {3000}, at_d)) recs.push_back(r);
+  const auto before = snapshot(ref, {"/w", "/d"});
+  const auto bytes0 = file_bytes(ref);
+  std::vector<std::vector<unsigned char>> after;
+  for (const WordIo io : {WordIo::mapped, WordIo::syscalls}) {
+    WordIoScope scope(io);
+    const auto p = (dir / ("f" + std::to_string(static_cast<int>(io)) + ".h5")).string();
+    ckpt::fs::copy_file(ref, p);
+    CHECK(apply(p, recs, Direction::forward, false, true, false).changed == recs.size());
+    check_exact_change(before, p, recs);
+    after.push_back(file_bytes(p));
+    apply(p, recs, Direction::revert, false, true, false);
+    CHECK(file_bytes(p) == bytes0);
+  }
+  CHECK(after[0] == after[1]);
+}
+
 TEST_CASE("word I/O: automatic picks syscalls when syncing sparse words of a written file, else mapped; env override", "[inject][unit]") {
   test::TempDir dir("inject-wordio-pick");
   const auto p = (dir / "f.h5").string();
