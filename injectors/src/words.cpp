@@ -46,6 +46,26 @@ std::vector<hsize_t> unravel(std::uint64_t flat, const std::vector<hsize_t>& sha
   return nd;
 }
 
+// fn(0, n) on this thread, or fn(0, n / 2) here and fn(n / 2, n) on a second one from
+// two_threads_from items on (per-word system calls and page faults, which two cores do side by
+// side). An exception from either half is rethrown here after both finished.
+constexpr std::size_t two_threads_from = 2048;
+template <class Fn>
+void on_two_threads(std::size_t n, Fn&& fn) {
+  if (n < two_threads_from) {
+    fn(std::size_t{0}, n);
+    return;
+  }
+  auto job = std::async(std::launch::async, [&] { fn(n / 2, n); });
+  try {
+    fn(std::size_t{0}, n / 2);
+  } catch (...) {
+    job.wait();
+    throw;
+  }
+  job.get();
+}
+
 void pread_all(int fd, void* buf, std::size_t n, std::uint64_t off, const std::string& what) {
   auto* p = static_cast<char*>(buf);
   while (n > 0) {
@@ -393,19 +413,25 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
         pread_all(fd_, buf.data(), buf.size(), b.addr + lo, l.where);
         for (std::size_t k = 0; k < n; ++k) words[k] = load_word(buf.data() + (b.offs[k] - lo), l.size, l.be);
       } else {
-        // Sparse: one pread per word, unless this WordFile read or wrote the word before (planning
-        // reads the words that applying then changes: one pread each, not two).
-        buf.resize(l.size);
-        for (std::size_t k = 0; k < n; ++k) {
-          const std::uint64_t at = b.addr + b.offs[k];
-          if (const auto hit = known_.find(at); hit != known_.end()) {
-            words[k] = hit->second;
-            continue;
+        // Sparse: one pread per word (on two threads when there are thousands: each is a page-cache
+        // lookup and a cache miss, and reads take no inode lock), unless this WordFile read or
+        // wrote the word before (planning reads the words that applying then changes: one pread
+        // each, not two).
+        const bool fresh = known_.empty();
+        on_two_threads(n, [&](std::size_t from, std::size_t to) {
+          std::byte w[8];
+          for (std::size_t k = from; k < to; ++k) {
+            const std::uint64_t at = b.addr + b.offs[k];
+            if (!fresh)
+              if (const auto hit = known_.find(at); hit != known_.end()) {
+                words[k] = hit->second;
+                continue;
+              }
+            pread_all(fd_, w, l.size, at, l.where);
+            words[k] = load_word(w, l.size, l.be);
           }
-          pread_all(fd_, buf.data(), l.size, at, l.where);
-          words[k] = load_word(buf.data(), l.size, l.be);
-          known_.emplace(at, words[k]);
-        }
+        });
+        for (std::size_t k = 0; k < n; ++k) known_.emplace(b.addr + b.offs[k], words[k]);
       }
       before = words;
       fn(b.idx, words);
@@ -432,14 +458,8 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
       // the first store into a page faults, and on ext4 with large folios each fault walks its
       // folio's buffer heads, which two cores do side by side (a pwrite holds the inode lock, so
       // the syscall way stays on one thread).
-      constexpr std::size_t two_threads_from = 2048;
-      if (stores && n >= two_threads_from) {
-        auto job = std::async(std::launch::async, [&] { write_words(n / 2, n); });
-        write_words(0, n / 2);
-        job.get();
-      } else {
-        write_words(0, n);
-      }
+      if (stores) on_two_threads(n, write_words);
+      else write_words(0, n);
       if (stores) map_stored_ = map_stored_ || words != before;
       if (!known_.empty())
         for (std::size_t k = 0; k < n; ++k)

@@ -690,19 +690,21 @@ TEST_CASE("word I/O: mapped, syscalls and automatic leave the same bytes, synced
 }
 
 TEST_CASE("word I/O: thousands of stores through the mapping (two threads) give the bytes pwrite gives", "[inject][unit]") {
-  // From 2048 words a block's stores through the mapping are split over two threads; every flip
-  // must land exactly once, as with one pwrite per word, and revert must restore the file.
+  // From 2048 words a block's stores through the mapping, and its sparse preads, are split over
+  // two threads; every flip must land exactly once, as with one pwrite per word, and revert must
+  // restore the file. /w: ~3,300 flips over 4 MB, sparse for pread (one per word), dense enough
+  // for the mapping's reads.
   test::TempDir dir("inject-wordio-many");
   const auto ref = (dir / "ref.h5").string();
-  const ckpt::Shape shape{300, 200};
+  const ckpt::Shape shape{1000, 1000};
   {
     auto f = create_raw_file(ref, 0, false);
-    make_dataset(f, "/w", H5T_NATIVE_FLOAT, {300, 200}, {}, 61);  // contiguous, 60,000 words
+    make_dataset(f, "/w", H5T_NATIVE_FLOAT, {1000, 1000}, {}, 61);  // contiguous, 1,000,000 words
     make_dataset(f, "/d", H5T_NATIVE_DOUBLE, {3000}, {}, 62);      // 8-byte words
   }
   std::vector<FlipAt> at_w, at_d;
   resil::Rng rng(5, 0, 0);
-  for (std::uint64_t i = 0; i < 60000; i += 1 + rng() % 17) at_w.push_back({i, static_cast<unsigned>(rng() % 32)});
+  for (std::uint64_t i = 0; i < 1000000; i += 1 + rng() % 600) at_w.push_back({i, static_cast<unsigned>(rng() % 32)});
   for (std::uint64_t i = 0; i < 3000; ++i) at_d.push_back({i, static_cast<unsigned>(rng() % 64)});
   REQUIRE(at_w.size() > 2048);
   auto recs = flips_at(ref, "/w", DType::f32, shape, at_w);
