@@ -63,7 +63,8 @@ if compgen -G "$debs/*.deb" > /dev/null; then
   export LIBRARY_PATH=${LIBRARY_PATH:+$LIBRARY_PATH:}$lib:$lib/hdf5/serial
   cmake_extra=(-DCMAKE_PREFIX_PATH="$prefix/usr;$lib/cmake" -DHDF5_ROOT="$prefix/usr"
                -DCMAKE_INCLUDE_PATH="$prefix/usr/include;$prefix/usr/include/hdf5/serial"
-               -DCMAKE_LIBRARY_PATH="$lib;$lib/hdf5/serial")
+               -DCMAKE_LIBRARY_PATH="$lib;$lib/hdf5/serial"
+               -DRESIL_STATIC_HDF5=OFF)  # the shared libhdf5 from the prefix, as LD_LIBRARY_PATH finds it
   [[ -x $prefix/usr/bin/mpiexec.hydra ]] && cmake_extra+=(-DMPIEXEC_EXECUTABLE="$prefix/usr/bin/mpiexec.hydra")
 else
   echo "gpu-check: no .deb files in $debs; using the system's libraries"
