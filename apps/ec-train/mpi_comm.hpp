@@ -101,7 +101,6 @@ public:
     return {take(static_cast<std::size_t>(n)), static_cast<std::size_t>(n)};
   }
   bool done() const noexcept { return pos_ == b_.size(); }
-  std::size_t remaining() const noexcept { return b_.size() - pos_; }
 
 private:
   void copy_out(void* dst, std::size_t n);
