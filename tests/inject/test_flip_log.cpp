@@ -98,7 +98,8 @@ TEST_CASE("LogWriter::records writes record_line of every record in order, on on
   test::TempDir dir("flip-log-records");
   resil::Rng rng(8, 0, 0);
   const std::vector<std::string> names = {"/model/w", "/model/b", "/optimizer/\"q\""};
-  for (const std::size_t n : {std::size_t{0}, std::size_t{5}, std::size_t{4095}, std::size_t{4096}, std::size_t{10001}}) {
+  for (const std::size_t n : {std::size_t{0}, std::size_t{5}, std::size_t{4095}, std::size_t{4096}, std::size_t{10001},
+                             std::size_t{65536 + 4097}}) {  // the last: a second batch, itself on two threads
     INFO("records " << n);
     std::vector<FlipRecord> recs(n);
     std::string want = "{\"type\":\"header\"}\n";
