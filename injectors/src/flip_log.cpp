@@ -9,11 +9,11 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <future>
 #include <sstream>
 
 #include "resil/core/error.hpp"
 #include "resil/inject/selection.hpp"
+#include "two_threads.hpp"
 
 namespace resil::inject {
 
@@ -317,16 +317,11 @@ void LogWriter::records(std::span<const FlipRecord> records) {
   constexpr std::size_t two_threads_from = 4096, batch = std::size_t{1} << 16;
   for (std::size_t at = 0; at < records.size(); at += batch) {
     const auto part = records.subspan(at, std::min(batch, records.size() - at));
-    if (part.size() < two_threads_from) {
-      append_record_lines(buf_, part, at);
-    } else {
-      const std::size_t half = part.size() / 2;
-      std::string second;
-      auto job = std::async(std::launch::async, [&] { append_record_lines(second, part.subspan(half), at + half); });
-      append_record_lines(buf_, part.first(half), at);
-      job.get();
-      buf_ += second;
-    }
+    std::string second;  // the second half's text, when there is one
+    detail::on_two_threads(part.size(), two_threads_from, [&](std::size_t from, std::size_t to) {
+      append_record_lines(from == 0 ? buf_ : second, part.subspan(from, to - from), at + from);
+    });
+    buf_ += second;
     if (buf_.size() > (1u << 20)) write_out();
   }
 }

@@ -11,9 +11,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <future>
 #include <numeric>
+#include <utility>
 #include <vector>
+
+#include "two_threads.hpp"
 
 namespace resil::inject {
 
@@ -46,24 +48,11 @@ std::vector<hsize_t> unravel(std::uint64_t flat, const std::vector<hsize_t>& sha
   return nd;
 }
 
-// fn(0, n) on this thread, or fn(0, n / 2) here and fn(n / 2, n) on a second one from
-// two_threads_from items on (per-word system calls and page faults, which two cores do side by
-// side). An exception from either half is rethrown here after both finished.
+// Per-word system calls and stores go on two threads from this many words on.
 constexpr std::size_t two_threads_from = 2048;
 template <class Fn>
 void on_two_threads(std::size_t n, Fn&& fn) {
-  if (n < two_threads_from) {
-    fn(std::size_t{0}, n);
-    return;
-  }
-  auto job = std::async(std::launch::async, [&] { fn(n / 2, n); });
-  try {
-    fn(std::size_t{0}, n / 2);
-  } catch (...) {
-    job.wait();
-    throw;
-  }
-  job.get();
+  detail::on_two_threads(n, two_threads_from, std::forward<Fn>(fn));
 }
 
 void pread_all(int fd, void* buf, std::size_t n, std::uint64_t off, const std::string& what) {
