@@ -342,40 +342,37 @@ void Engine::train_step(std::int64_t step) {
   // has applied them, the step commits.
   if (cfg_.ft != "ec") return;
   const std::size_t head = sizeof(std::uint64_t) + 2 * sizeof(std::uint32_t), per_row = sizeof(std::uint32_t) + rb;
-  std::vector<std::size_t> need(static_cast<std::size_t>(N), 0);
-  for (int pass = 0; pass < 2; ++pass) {
-    if (pass == 1) {
-      pending_deltas_.assign(static_cast<std::size_t>(N), {});
-      for (int r = 0; r < N; ++r) pending_deltas_[static_cast<std::size_t>(r)].reserve(need[static_cast<std::size_t>(r)]);
-    }
-    for (std::size_t i = 0; i < owned.size();) {
-      const auto& p = place[i];
-      std::size_t e = i + 1;
-      while (e < owned.size() && place[e].stripe == p.stripe && place[e].fragment == p.fragment) ++e;
-      const std::byte* first = nullptr;  // the first holder's copy of this run's rows
-      for (int j = k; j < lay.n(); ++j) {
-        const auto dest = static_cast<std::size_t>(lay.place(p.stripe, j).rank);
-        if (pass == 0) {
-          need[dest] += head + (e - i) * per_row;
-          continue;
-        }
-        Writer w(pending_deltas_[dest]);
-        w.put(p.stripe);
-        w.put(static_cast<std::uint32_t>(p.fragment));
-        w.put(static_cast<std::uint32_t>(e - i));
-        std::byte* out = w.grow((e - i) * per_row);
-        if (first) {
-          std::memcpy(out, first, (e - i) * per_row);
-          continue;
-        }
-        first = out;
-        for (std::size_t q = i; q < e; ++q, out += per_row) {
-          const auto off = static_cast<std::uint32_t>(place[q].offset);
-          std::memcpy(out, &off, sizeof off);
-          ec::xor_delta(ec::ConstBytes(old.data() + q * rb, rb), shards_.row(owned[q]), ec::Bytes(out + sizeof off, rb));
-        }
+  std::vector<std::pair<std::size_t, std::size_t>> runs;  // [begin, end) of owned rows in one (stripe, fragment)
+  for (std::size_t i = 0; i < owned.size();) {
+    std::size_t e = i + 1;
+    while (e < owned.size() && place[e].stripe == place[i].stripe && place[e].fragment == place[i].fragment) ++e;
+    runs.emplace_back(i, e);
+    i = e;
+  }
+  pending_deltas_.assign(static_cast<std::size_t>(N), {});
+  std::vector<std::size_t> need(static_cast<std::size_t>(N), 0);  // sized up front: one allocation each
+  for (const auto& [i, e] : runs)
+    for (int j = k; j < lay.n(); ++j) need[static_cast<std::size_t>(lay.place(place[i].stripe, j).rank)] += head + (e - i) * per_row;
+  for (int r = 0; r < N; ++r) pending_deltas_[static_cast<std::size_t>(r)].reserve(need[static_cast<std::size_t>(r)]);
+  for (const auto& [i, e] : runs) {
+    const auto& p = place[i];
+    const std::byte* first = nullptr;  // the first holder's copy of this run's rows
+    for (int j = k; j < lay.n(); ++j) {
+      Writer w(pending_deltas_[static_cast<std::size_t>(lay.place(p.stripe, j).rank)]);
+      w.put(p.stripe);
+      w.put(static_cast<std::uint32_t>(p.fragment));
+      w.put(static_cast<std::uint32_t>(e - i));
+      std::byte* out = w.grow((e - i) * per_row);
+      if (first) {
+        std::memcpy(out, first, (e - i) * per_row);
+        continue;
       }
-      i = e;
+      first = out;
+      for (std::size_t q = i; q < e; ++q, out += per_row) {
+        const auto off = static_cast<std::uint32_t>(place[q].offset);
+        std::memcpy(out, &off, sizeof off);
+        ec::xor_delta(ec::ConstBytes(old.data() + q * rb, rb), shards_.row(owned[q]), ec::Bytes(out + sizeof off, rb));
+      }
     }
   }
   pending_step_ = step;
