@@ -29,7 +29,10 @@ enum class Access {
 /// written. Process-wide, like ChunkCodecOptions (tests pin each way; benchmarks compare them).
 ///  - mapped: loads and one store instruction per changed word in a shared mapping of the file
 ///    (mapped on first use). No system call per word; each touched page faults in (the kernel maps
-///    up to 16 neighbours per read fault, and tears them down at unmap).
+///    up to 16 neighbours per read fault, and tears them down at unmap). Stores go in file order,
+///    and each 2 MiB region of the file is unmapped (MADV_DONTNEED) right after its last store;
+///    from a few thousand words on, a forked child process makes the stores of the upper half of
+///    the regions while this process makes the lower half (see on_two_processes in words.cpp).
 ///  - syscalls: pread per word (one pread of the span when it is dense) and one pwrite per changed
 ///    word. No fault and no unmap cost; on ext4 with large page-cache folios (Linux >= 6.16) only the
 ///    written 4 KiB blocks become dirty, whereas a store through the mapping dirties the page's whole
