@@ -105,7 +105,7 @@ def word_io_floor(path, n):
     if len(sys.argv) < 3:
         return []
     lines = []
-    for way in ("pread+pwrite", "mapping", "pread+mapping"):
+    for way in ("pread+pwrite", "mapping", "pread+mapping", "pread+release"):
         sync(path)
         warm(path)
         out = subprocess.run([sys.argv[2], path, "--words", str(n), "--way", way], check=True,

@@ -3,15 +3,19 @@
 // plan, no log. Each way reads the N words, then writes each word back flipped:
 //   pread+pwrite    one pread and one pwrite per word (ckpt-flip's syscalls word I/O)
 //   mapping         loads and stores through a shared mapping, then munmap (its mapped word I/O)
-//   pread+mapping   pread, then stores through the mapping (tried for ckpt-flip, not used)
+//   pread+mapping   pread, then stores through the mapping, unmapped at the end
+//   pread+release   pread, then stores through the mapping in two processes (a forked child takes
+//                   the upper half), each 2 MiB region unmapped (MADV_DONTNEED) right after its
+//                   last store: ckpt-flip's mapped word I/O since the fifth session
 // Prints, per way, the read / write / munmap seconds and the total. bench_inject.py runs it on its
 // own contiguous files right after ckpt-flip, so the tool's time can be read against the floor the
 // page cache sets (ext4 with large folios: the first write to a page walks its folio's buffer heads).
 // Every run flips the same words twice in a row (flip, then flip back), so the file ends as it began.
-//   bench_word_io FILE [--words N] [--offset BYTES] [--way NAME]   (default: all three ways)
+//   bench_word_io FILE [--words N] [--offset BYTES] [--way NAME]   (default: all four ways)
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,7 +46,7 @@ Times run(const std::string& way, int fd, std::uint64_t size, const std::vector<
   Times t;
   std::vector<std::uint32_t> v(off.size());
   std::byte* map = nullptr;
-  const bool mapped_read = way == "mapping", mapped_write = way != "pread+pwrite";
+  const bool mapped_read = way == "mapping", mapped_write = way != "pread+pwrite", release = way == "pread+release";
   const double t0 = now();
   if (mapped_write) {
     void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -57,13 +61,41 @@ Times run(const std::string& way, int fd, std::uint64_t size, const std::vector<
     }
   }
   const double t1 = now();
-  for (std::size_t i = 0; i < off.size(); ++i) {
-    const std::uint32_t w = v[i] ^ 1u;
-    if (mapped_write) {
-      std::memcpy(map + off[i], &w, 4);
-    } else if (::pwrite(fd, &w, 4, static_cast<off_t>(off[i])) != 4) {
-      die("pwrite");
+  constexpr unsigned shift = 21;  // 2 MiB regions
+  auto store = [&](std::size_t from, std::size_t to) {
+    std::uint64_t region = ~std::uint64_t{0};
+    auto drop = [&] {
+      if (release && region != ~std::uint64_t{0})
+        ::madvise(map + (region << shift), std::min<std::uint64_t>(size - (region << shift), std::uint64_t{1} << shift), MADV_DONTNEED);
+    };
+    for (std::size_t i = from; i < to; ++i) {
+      const std::uint32_t w = v[i] ^ 1u;
+      if (off[i] >> shift != region) {
+        drop();
+        region = off[i] >> shift;
+      }
+      if (mapped_write) {
+        std::memcpy(map + off[i], &w, 4);
+      } else if (::pwrite(fd, &w, 4, static_cast<off_t>(off[i])) != 4) {
+        die("pwrite");
+      }
     }
+    drop();
+  };
+  if (release) {
+    std::size_t split = off.size() / 2;
+    while (split > 0 && split < off.size() && off[split] >> shift == off[split - 1] >> shift) ++split;
+    const pid_t pid = ::fork();
+    if (pid < 0) die("fork");
+    if (pid == 0) {
+      store(split, off.size());
+      ::_exit(0);
+    }
+    store(0, split);
+    int status = 0;
+    if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) die("child");
+  } else {
+    store(0, off.size());
   }
   const double t2 = now();
   if (map) ::munmap(map, size);
@@ -78,13 +110,13 @@ Times run(const std::string& way, int fd, std::uint64_t size, const std::vector<
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_word_io FILE [--words N] [--offset BYTES] [--way pread+pwrite|mapping|pread+mapping]\n");
+    std::fprintf(stderr, "usage: bench_word_io FILE [--words N] [--offset BYTES] [--way pread+pwrite|mapping|pread+mapping|pread+release]\n");
     return 2;
   }
   const std::string path = argv[1];
   std::size_t words = 10000;
   std::uint64_t first = 0;
-  std::vector<std::string> ways{"pread+pwrite", "mapping", "pread+mapping"};
+  std::vector<std::string> ways{"pread+pwrite", "mapping", "pread+mapping", "pread+release"};
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--words") words = std::strtoull(argv[i + 1], nullptr, 10);
@@ -113,7 +145,7 @@ int main(int argc, char** argv) {
   off.erase(std::unique(off.begin(), off.end()), off.end());
   std::printf("bench_word_io: %s, %.1f MiB, %zu words\n", path.c_str(), static_cast<double>(size) / (1 << 20), off.size());
   for (const auto& way : ways) {
-    if (way != "pread+pwrite" && way != "mapping" && way != "pread+mapping") {
+    if (way != "pread+pwrite" && way != "mapping" && way != "pread+mapping" && way != "pread+release") {
       std::fprintf(stderr, "bench_word_io: unknown way %s\n", way.c_str());
       return 2;
     }
