@@ -86,18 +86,26 @@ void pwrite_all(int fd, const void* buf, std::size_t n, std::uint64_t off, const
 // Stores through the shared mapping: the first store into a page-cache folio faults, and tearing
 // the mapping down later visits each dirty folio again; on ext4 both walk the folio's buffer heads
 // (512 per 2 MiB folio). Each store region (2 MiB, aligned in the file) is released with
-// MADV_DONTNEED right after its last store, while those buffer heads are still in the CPU's cache,
-// instead of by the munmap at close() (which finds them evicted when thousands of folios were
-// touched: 1 GiB, 10,000 words: 16 ms of munmap).
+// MADV_DONTNEED as soon as a store goes to another region (stores go in file order), while those
+// buffer heads are still in the CPU's cache, instead of by the munmap at close() (which finds them
+// evicted when thousands of folios were touched: 1 GiB, 10,000 words: 16 ms of munmap). The last
+// region stored into stays mapped across blocks and edits (small chunks and tensors share regions).
 constexpr unsigned store_region_shift = 21;
+constexpr std::uint64_t no_region = ~std::uint64_t{0};
 
-void release_region(std::byte* map, std::uint64_t len, std::uint64_t region) noexcept {
-  const std::uint64_t at = region << store_region_shift;
-  if (at < len) ::madvise(map + at, std::min<std::uint64_t>(len - at, std::uint64_t{1} << store_region_shift), MADV_DONTNEED);
+// Before a store into `region`: release the region `held` (the last one stored into) if it is
+// another one, and hold `region`.
+void hold_region(std::byte* map, std::uint64_t len, std::uint64_t& held, std::uint64_t region) noexcept {
+  if (region == held) return;
+  const std::uint64_t at = held << store_region_shift;
+  if (held != no_region && at < len)
+    ::madvise(map + at, std::min<std::uint64_t>(len - at, std::uint64_t{1} << store_region_shift), MADV_DONTNEED);
+  held = region;
 }
 
-// fn(0, n) here when n < from. Else fn(split, n) in a child process (fork: the same shared
-// mapping, its own page tables) while fn(0, split) runs here; both have finished when it returns.
+// fn(0, n, false) here when n < from. Else fn(split, n, true) in a child process (fork: the same
+// shared mapping, its own page tables) while fn(0, split, false) runs here; both have finished when
+// it returns.
 // Two processes rather than two threads: releasing a region flushes the TLB of every CPU that runs
 // the process, so two threads of one process interrupt each other on every release (1 GiB, 10,000
 // words: two threads no faster than one, two processes 1.5x). fn must only store and release (the
@@ -109,22 +117,22 @@ void release_region(std::byte* map, std::uint64_t len, std::uint64_t region) noe
 template <class Fn>
 void on_two_processes(std::size_t n, std::size_t from, std::size_t split, Fn&& fn) {
   if (n < from || split == 0 || split >= n) {
-    fn(std::size_t{0}, n);
+    fn(std::size_t{0}, n, false);
     return;
   }
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(3);
-    fn(split, n);
+    fn(split, n, true);
     ::_exit(0);
   }
-  fn(std::size_t{0}, split);
+  fn(std::size_t{0}, split, false);
   int status = 0;
   pid_t waited = pid;
   while (pid > 0 && (waited = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
   }
-  if (pid < 0 || waited != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) fn(split, n);
+  if (pid < 0 || waited != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) fn(split, n, false);
 }
 
 std::atomic<WordIo> g_io{WordIo::automatic};
@@ -476,19 +484,16 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
       // Write word by word, each all-or-nothing whenever the process dies: one store instruction
       // into the mapping (sizes 1, 2, 4, 8), else one pwrite.
       const bool stores = use_map && (l.size == 1 || l.size == 2 || l.size == 4 || l.size == 8);
-      constexpr std::uint64_t none = ~std::uint64_t{0};
       auto region_of = [&](std::size_t k) { return (b.addr + b.offs[k]) >> store_region_shift; };
-      auto write_words = [&](std::size_t from, std::size_t to) {
+      auto write_words = [&](std::size_t from, std::size_t to, bool child) {
         std::byte w[8];
-        std::uint64_t region = none;  // the store region of the last store (released when left)
+        std::uint64_t child_held = no_region;  // a child's page tables start empty; exit unmaps its last region
+        std::uint64_t& held = child ? child_held : held_region_;
         for (std::size_t k = from; k < to; ++k) {
           if (words[k] == before[k]) continue;
           store_word(w, l.size, l.be, words[k]);
           std::byte* dst = stores ? map_ + b.addr + b.offs[k] : nullptr;
-          if (stores && region_of(k) != region) {
-            if (region != none) release_region(map_, map_len_, region);
-            region = region_of(k);
-          }
+          if (stores) hold_region(map_, map_len_, held, region_of(k));
           switch (stores ? l.size : 0) {  // constant sizes: one store instruction each
             case 1: std::memcpy(dst, w, 1); break;
             case 2: std::memcpy(dst, w, 2); break;
@@ -497,7 +502,6 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
             default: pwrite_all(fd_, w, l.size, b.addr + b.offs[k], l.where);  // no mapping, or an odd width
           }
         }
-        if (region != none) release_region(map_, map_len_, region);
       };
       // Many stores through the mapping go out in two processes, each on its own store regions:
       // each first store into a folio faults and walks its buffer heads, which two cores do side
@@ -507,7 +511,7 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
         while (split > 0 && split < n && region_of(split) == region_of(split - 1)) ++split;
         on_two_processes(n, two_threads_from, split, write_words);
       } else {
-        write_words(0, n);
+        write_words(0, n, false);
       }
       if (stores) map_stored_ = true;
       if (!known_.empty())

@@ -30,7 +30,7 @@ enum class Access {
 ///  - mapped: loads and one store instruction per changed word in a shared mapping of the file
 ///    (mapped on first use). No system call per word; each touched page faults in (the kernel maps
 ///    up to 16 neighbours per read fault, and tears them down at unmap). Stores go in file order,
-///    and each 2 MiB region of the file is unmapped (MADV_DONTNEED) right after its last store;
+///    and each 2 MiB region of the file is unmapped (MADV_DONTNEED) when a store goes elsewhere;
 ///    from a few thousand words on, a forked child process makes the stores of the upper half of
 ///    the regions while this process makes the lower half (see on_two_processes in words.cpp).
 ///  - syscalls: pread per word (one pread of the span when it is dense) and one pwrite per changed
@@ -110,6 +110,9 @@ private:
   bool map_failed_ = false, map_stored_ = false;
   std::byte* map_ = nullptr;
   std::size_t map_len_ = 0;
+  // The 2 MiB region of the file this process last stored into through the mapping, still mapped
+  // (released when a store goes elsewhere; see hold_region in words.cpp). ~0: none.
+  std::uint64_t held_region_ = ~std::uint64_t{0};
   // Words read one by one with pread (sparse raw blocks), by file offset, kept current by this
   // WordFile's own writes: a second edit() of the same words (plan, then apply) reads none again.
   // Raw words are only written through this WordFile while it is open.
