@@ -4,8 +4,9 @@ Env: RESIL_BENCH_SIZES_MB (default "100"; e.g. "100,1024"), RESIL_BENCH_FLIPS (1
 RESIL_BENCH_CASES ("contiguous,gzip"), RESIL_BENCH_BASELINE_FLIPS_GZIP (300: the h5py way costs ~tens of ms per flip on gzip chunks, so it is
 timed on this many flips and scaled per flip to N; printed as such), RESIL_BENCH_REPEATS (3: ckpt-flip
 runs per case, the median is reported; each run injects N more flips into the same file).
-With several sizes it also prints, per layout, ckpt-flip's time at the largest size over the smallest:
-for contiguous data this is the "time independent of file size" check (expected ~1).
+With several sizes it also prints, per layout, ckpt-flip's time at the largest size over the smallest,
+and for contiguous data (with BENCH_WORD_IO) ckpt-flip's time minus the floor at each size: what the
+tool adds to the kernel's cost of the same word I/O, the "time independent of file size" check.
 Files are written and flipped in slabs (never a whole dataset in memory) and fsynced before ckpt-flip
 is timed, so no dirty pages of the file's creation or of the h5py run are flushed inside its time.
 Needs about 2.2x the largest size free in TMPDIR (gzip file + its in-place staging copy).
@@ -101,24 +102,34 @@ def ckpt_flip(path, n, log, extra=()):
 
 
 def word_io_floor(path, n):
-    """bench_word_io's lines for each way, each run starting like a ckpt-flip run (synced, warm)."""
+    """bench_word_io's line for each way (the run with the median total of `repeats`, each run
+    starting like a ckpt-flip run: synced, warm), and the median total of pread+release (the floor
+    of ckpt-flip's own word I/O), or ([], None) without bench_word_io."""
     if len(sys.argv) < 3:
-        return []
-    lines = []
+        return [], None
+    lines, own = [], None
     for way in ("pread+pwrite", "mapping", "pread+mapping", "pread+release"):
-        sync(path)
-        warm(path)
-        out = subprocess.run([sys.argv[2], path, "--words", str(n), "--way", way], check=True,
-                             capture_output=True, text=True).stdout.splitlines()
-        lines += [l for l in out if l.startswith("  ")]
+        runs = []
+        for _ in range(repeats):
+            sync(path)
+            warm(path)
+            out = subprocess.run([sys.argv[2], path, "--words", str(n), "--way", way], check=True,
+                                 capture_output=True, text=True).stdout.splitlines()
+            line = [l for l in out if l.startswith("  ")][0]
+            runs.append((float(line.split("total")[1].split()[0]), line))
+        runs.sort()
+        lines.append(runs[len(runs) // 2][1])
+        if way == "pread+release":
+            own = runs[len(runs) // 2][0]
     sync(path)
-    return lines
+    return lines, own
 
 
 rows_out = []
 _kinds = os.environ.get("RESIL_BENCH_CASES", "contiguous,gzip").split(",")
 cases = {False: "contiguous" in _kinds, True: "gzip" in _kinds}
 tc_by = {}  # (chunked, mb) -> (ckpt-flip time, file MiB)
+floor_by = {}  # mb -> median floor (pread+release) of the contiguous case
 with tempfile.TemporaryDirectory(prefix="bench-inject-", dir=tmp_root) as tmp:
     for mb in sizes:
         for chunked in [c for c in (False, True) if cases[c]]:
@@ -142,9 +153,9 @@ with tempfile.TemporaryDirectory(prefix="bench-inject-", dir=tmp_root) as tmp:
             print(line, flush=True)
             rows_out.append(line)
             if not chunked:
-                floor = word_io_floor(p, nflips)
+                floor, floor_by[mb] = word_io_floor(p, nflips)
                 if floor:
-                    print(f"      kernel floor, {nflips} scattered words alone (bench_word_io):", flush=True)
+                    print(f"      kernel floor, {nflips} scattered words alone (bench_word_io, median of {repeats}):", flush=True)
                     for l in floor:
                         print("    " + l, flush=True)
             os.remove(p)
@@ -158,3 +169,11 @@ if len(set(sizes)) > 1:
         (t_hi, f_hi), (t_lo, f_lo) = tc_by[(chunked, hi)], tc_by[(chunked, lo)]
         print(f"{kind}: ckpt-flip {hi} MB / {lo} MB time = {t_hi / t_lo:.2f} "
               f"({t_hi:.3f} s / {t_lo:.3f} s, files {f_hi:.1f} / {f_lo:.1f} MiB; {why})", flush=True)
+        if not chunked and floor_by.get(hi) is not None and floor_by.get(lo) is not None:
+            # What ckpt-flip adds to the page cache's cost of the same word I/O (bench_word_io
+            # pread+release): start, HDF5, sampling, planning, the fsynced log. It should not grow
+            # with the file; the floor may (the kernel's cost per touched page-cache folio).
+            a_hi, a_lo = t_hi - floor_by[hi], t_lo - floor_by[lo]
+            print(f"{kind}: ckpt-flip --no-sync minus the floor (pread+release) = {a_lo * 1e3:.1f} ms at {lo} MB, "
+                  f"{a_hi * 1e3:.1f} ms at {hi} MB (ratio {a_hi / a_lo:.2f}, expected ~1); the floor: "
+                  f"{floor_by[lo] * 1e3:.1f} -> {floor_by[hi] * 1e3:.1f} ms ({floor_by[hi] / floor_by[lo]:.2f}x)", flush=True)
