@@ -9,7 +9,9 @@ file with the default superblock (version 0) and on one written with h5py libver
 and a kill leaves the file unopenable: ckpt-flip must never open it read-write in place):
 
 * in place (HDF5 opened read-only; words of contiguous data and of allocated unfiltered chunks,
-  edge chunks included, changed with pwrite; the partially written dataset excluded): after a
+  edge chunks included, changed at their file offsets; the partially written dataset excluded;
+  latest.h5's contiguous model/c gets ~20,000 flips over 4 MB, which ckpt-flip stores in two
+  processes, itself and a forked child that must die with it): after a
   kill the file must still open and read, every touched word must be either its old or its new
   value (a mix is allowed: that is what a kill mid-apply leaves), untouched words unchanged, and
   revert must give back a file byte-identical to the original. At least one kill must land
