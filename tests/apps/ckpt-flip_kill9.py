@@ -105,6 +105,24 @@ def log_complete(log):
         return False
 
 
+def survivors(path):
+    """Pids of live (not zombie) processes whose command line names `path`."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if path.encode() in cmd and state != "Z":
+            out.append(int(pid))
+    return out
+
+
 def run_inject(path, log, args, stop=None):
     """Start an in-place injection and SIGKILL it as soon as stop(now, t_log) is true (times in s from
     the start; t_log: when its log was complete, or None). Without `stop` it runs to the end.
@@ -129,6 +147,14 @@ def run_inject(path, log, args, stop=None):
     else:
         p.send_signal(signal.SIGKILL)  # if it just finished this is a no-op: still a valid kill point
         p.wait()
+        # Nothing of the injection may keep running (the child that stores half of the words is
+        # killed with it): a process still writing would race the revert that follows. A child
+        # left alive would finish its half within milliseconds anyway, so this catches a hung one.
+        deadline = time.perf_counter() + 2
+        while survivors(path) and time.perf_counter() < deadline:
+            time.sleep(0.01)
+        if survivors(path):
+            fail(f"processes of a killed injection of {path} still run: {survivors(path)}")
     t_end = time.perf_counter() - t0
     if t_log is None and log_complete(log):
         t_log = t_end
