@@ -183,7 +183,7 @@ Chains chains_of(std::span<const FlipRecord> records) {
   });
   for (std::size_t i = 0; i < keys.size(); ++i) {
     auto& c = chains[keys[i].dataset];
-    c.dataset = &records[keys[i].seq].dataset;
+    if (!c.dataset) c.dataset = &records[keys[i].seq].dataset;
     if (c.idx.empty() || c.idx.back() != keys[i].index) {
       c.idx.push_back(keys[i].index);
       c.start.push_back(c.recs.size());

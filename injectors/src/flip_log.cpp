@@ -26,18 +26,19 @@ nlohmann::json value_json(double v) {
 }
 
 namespace {
-// "0x" and (width + 3) / 4 hex digits of v, appended.
-void append_hex(std::string& out, std::uint64_t v, unsigned width) {
+// "0x" and (width + 3) / 4 hex digits of v at p (at most 18 chars); returns the end.
+char* write_hex(char* p, std::uint64_t v, unsigned width) {
   static constexpr char digits[] = "0123456789abcdef";
-  out += "0x";
-  for (unsigned i = (width + 3) / 4; i-- > 0;) out += digits[(v >> (4 * i)) & 0xf];
+  *p++ = '0';
+  *p++ = 'x';
+  for (unsigned i = (width + 3) / 4; i-- > 0;) *p++ = digits[(v >> (4 * i)) & 0xf];
+  return p;
 }
 }  // namespace
 
 std::string hex_bits(std::uint64_t v, unsigned width) {
-  std::string s;
-  append_hex(s, v, width);
-  return s;
+  char b[18];
+  return std::string(b, write_hex(b, v, width));
 }
 
 std::string header_line(const LogHeader& h) {
@@ -67,16 +68,15 @@ struct Cursor {
   void uint(std::uint64_t v) { p = std::to_chars(p, p + 20, v).ptr; }
   // "0x" and (width + 3) / 4 hex digits of v, quoted, then a comma.
   void hex(std::uint64_t v, unsigned width) {
-    static constexpr char digits[] = "0123456789abcdef";
-    lit("\"0x");
-    for (unsigned i = (width + 3) / 4; i-- > 0;) *p++ = digits[(v >> (4 * i)) & 0xf];
+    *p++ = '"';
+    p = write_hex(p, v, width);
     lit("\",");
   }
-  // value_json(v).dump() without building a json value: the strings for NaN/Inf, else the
-  // serializer's own shortest round-trip formatting (nlohmann's dump_float calls exactly this).
+  // value_json(v).dump() without building a json value, except for NaN/Inf (rare: the strings
+  // value_json chose), else the serializer's own shortest round-trip formatting (nlohmann's
+  // dump_float calls exactly this).
   void value(double v) {
-    if (std::isnan(v)) return lit("\"nan\"");
-    if (std::isinf(v)) return v > 0 ? lit("\"inf\"") : lit("\"-inf\"");
+    if (!std::isfinite(v)) return str(value_json(v).dump());
     p = nlohmann::detail::to_chars(p, p + 64, v);
   }
   void bits(std::uint64_t mask) {

@@ -510,10 +510,10 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
         std::size_t split = n / 2;
         while (split > 0 && split < n && region_of(split) == region_of(split - 1)) ++split;
         on_two_processes(n, two_threads_from, split, write_words);
+        map_stored_ = true;
       } else {
         write_words(0, n, false);
       }
-      if (stores) map_stored_ = true;
       if (!known_.empty())
         for (std::size_t k = 0; k < n; ++k)
           if (const auto hit = known_.find(b.addr + b.offs[k]); hit != known_.end()) hit->second = words[k];
