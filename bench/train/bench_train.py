@@ -11,10 +11,8 @@ same layers (MLP 784-256-128-10; LeNet-5 style CNN conv5x5 1->6 pad 2, pool, con
 Ratio = ckpt-train / PyTorch (< 1: ckpt-train faster). Best of --repeat runs each.
 """
 import argparse, json, os, shutil, subprocess, sys, tempfile, time
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fmnist_idx import find, idx  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("ckpt_train")
@@ -43,18 +41,11 @@ def ours(model):
 def torch_epoch(model):
     import torch
     from torch import nn
+    import reference_nets
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
-    x = torch.from_numpy(idx(find(a.data, "train-images-idx3-ubyte", "bench_train"))[:a.samples].astype(np.float32) / 255.0)
-    y = torch.from_numpy(idx(find(a.data, "train-labels-idx1-ubyte", "bench_train"))[:a.samples].astype(np.int64))
-    if model == "mlp":
-        net = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
-        x = x.reshape(-1, 784)
-    else:
-        net = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
-                            nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
-                            nn.Linear(84, 10))
-        x = x.reshape(-1, 1, 28, 28)
+    x, y = reference_nets.fashion_mnist(a.data, model, a.samples, "bench_train")
+    net = reference_nets.mlp() if model == "mlp" else reference_nets.cnn()
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     best = float("inf")

@@ -24,10 +24,8 @@ touched rows). Data: Fashion-MNIST for MLP/CNN, synthetic clicks for DLRM (rando
 Ratio = ckpt-train / PyTorch (< 1: ckpt-train faster); goal <= 1.2. Best of --repeat runs each.
 """
 import argparse, json, os, shutil, subprocess, sys, tempfile, time
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fmnist_idx import find, idx  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("ckpt_train")
@@ -57,6 +55,7 @@ if not dev.startswith("cuda"):
 try:
     import torch
     from torch import nn
+    import reference_nets
 except ImportError as e:
     skip(f"no torch in {sys.executable}: {e}")
 if not torch.cuda.is_available():
@@ -90,27 +89,12 @@ def ours(model):
     return (epoch2_seconds(model, s2) - epoch2_seconds(model, s1)) / (s2 - s1)
 
 # ---- PyTorch
-class Dlrm(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.bottom = nn.Sequential(nn.Linear(13, 64), nn.ReLU(), nn.Linear(64, 16), nn.ReLU())
-        self.emb = nn.ModuleList(nn.EmbeddingBag(1000, 16, mode="sum") for _ in range(26))
-        self.top = nn.Sequential(nn.Linear(16 + 27 * 26 // 2, 64), nn.ReLU(), nn.Linear(64, 1))
-        self.li, self.lj = torch.tril_indices(27, 27, offset=-1)  # pairs (i, j), i > j, row-major
-
-    def forward(self, dense, sparse):
-        z = self.bottom(dense)
-        offsets = torch.arange(sparse.shape[0], device=sparse.device)
-        v = torch.stack([z] + [e(sparse[:, t].contiguous(), offsets) for t, e in enumerate(self.emb)], dim=1)
-        dots = torch.bmm(v, v.transpose(1, 2))[:, self.li, self.lj]
-        return self.top(torch.cat([z, dots], dim=1)).squeeze(1)
-
 def torch_step_time(model):
     torch.manual_seed(1)
     steps = s2 - s1
     n = (steps + a.warmup) * a.batch
     if model == "dlrm":
-        net = Dlrm().to(gpu)
+        net = reference_nets.Dlrm().to(gpu)
         net.li, net.lj = net.li.to(gpu), net.lj.to(gpu)
         g = torch.Generator().manual_seed(1)
         dense = torch.rand(n, 13, generator=g)
@@ -120,16 +104,8 @@ def torch_step_time(model):
         loss_fn = nn.BCEWithLogitsLoss()
         batch = lambda i: ((dense[i].to(gpu), sparse[i].to(gpu)), y[i].to(gpu))
     else:
-        x = torch.from_numpy(idx(find(a.data, "train-images-idx3-ubyte", "bench_train_gpu"))[:n].astype(np.float32) / 255.0)
-        y = torch.from_numpy(idx(find(a.data, "train-labels-idx1-ubyte", "bench_train_gpu"))[:n].astype(np.int64))
-        if model == "mlp":
-            net = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
-            x = x.reshape(-1, 784)
-        else:
-            net = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
-                                nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
-                                nn.Linear(84, 10))
-            x = x.reshape(-1, 1, 28, 28)
+        x, y = reference_nets.fashion_mnist(a.data, model, n, "bench_train_gpu")
+        net = reference_nets.mlp() if model == "mlp" else reference_nets.cnn()
         net = net.to(gpu)
         opt = torch.optim.Adam(net.parameters(), lr=1e-3)
         loss_fn = nn.CrossEntropyLoss()
