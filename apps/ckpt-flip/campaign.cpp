@@ -28,10 +28,10 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
 }
 
 int run_campaign(const CampaignOptions& o) {
-  const auto cfg = inject::CampaignConfig::load(o.config);
   inject::RunOptions ro;
+  ro.shard = inject::ShardSpec::parse(o.shard);  // a usage error before any file is read
+  const auto cfg = inject::CampaignConfig::load(o.config);
   ro.out = o.out;
-  ro.shard = inject::ShardSpec::parse(o.shard);
   ro.max_trials = o.max_trials;
   ro.keep_work = o.keep_work;
   std::cout << "campaign " << cfg.name << ": " << cfg.trials << " trials (shard " << o.shard << "), seed " << cfg.seed << ", model "
