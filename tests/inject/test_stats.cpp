@@ -10,6 +10,7 @@
 
 #include "resil/core/error.hpp"
 #include "resil/inject/campaign.hpp"
+#include "resil/inject/fault_model.hpp"
 #include "resil/inject/fit.hpp"
 #include "resil/inject/stats.hpp"
 
@@ -457,4 +458,12 @@ TEST_CASE("fault model for fit: every numeric field checked, naming it", "[fit][
   CHECK_THROWS_AS(FitModel::parse(R"({"source": "t", "raw_fit_per_mbit": 1e308, "patterns": [{"name": "a", "p": 1}]})", "f"), resil::UsageError);
   CHECK_THROWS_AS(FitModel::parse(R"({"source": "t", "raw_fit_per_mbit": 1, "patterns": [{"name": "a", "p": true}]})", "f"), resil::UsageError);
   CHECK_THROWS_AS(FitModel::parse(R"({"source": "t", "raw_fit_per_mbit": 1, "patterns": "a"})", "f"), resil::UsageError);
+}
+
+TEST_CASE("pattern tables: a weight is a JSON number", "[fault_model][unit]") {
+  // Also in tests/inject/fuzz/corpus/pattern (bool-weight, null-weight, weight-overflow, bad-types).
+  CHECK_THROWS_AS(parse_pattern_table(R"({"patterns": [{"bits": [3], "p": true}]})", "t.json"), resil::CorruptInputError);
+  CHECK_THROWS_AS(parse_pattern_table(R"({"patterns": [{"bits": [3], "weight": "2"}]})", "t.json"), resil::CorruptInputError);
+  CHECK_THROWS_AS(parse_pattern_table(R"({"patterns": [{"bits": [1], "p": 1e308}, {"bits": [2], "p": 1e308}]})", "t.json"), resil::CorruptInputError);
+  CHECK(parse_pattern_table(R"({"patterns": [{"bits": [3], "p": 2}, {"bits": [4], "weight": 6}]})", "t.json").entries.at(1).p == Approx(0.75));
 }
