@@ -28,15 +28,15 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
 }
 
 int run_campaign(const CampaignOptions& o) {
-  const auto cfg = inject::CampaignConfig::load(o.config);
   inject::RunOptions ro;
+  ro.shard = inject::ShardSpec::parse(o.shard);  // a usage error before any file is read
+  const auto cfg = inject::CampaignConfig::load(o.config);
   ro.out = o.out;
-  ro.shard = inject::ShardSpec::parse(o.shard);
   ro.max_trials = o.max_trials;
   ro.keep_work = o.keep_work;
   std::cout << "campaign " << cfg.name << ": " << cfg.trials << " trials (shard " << o.shard << "), seed " << cfg.seed << ", model "
             << cfg.model << " x" << cfg.flips << ", timeout " << cfg.timeout_s << " s -> " << o.out << std::endl;
-  const std::uint64_t planned = cfg.trials > ro.shard.index ? (cfg.trials - ro.shard.index + ro.shard.count - 1) / ro.shard.count : 0;
+  const std::uint64_t planned = ro.shard.trials_of(cfg.trials);
   auto bar = std::make_unique<app::Progress>("trials", planned);
   auto counts_text = [](const std::map<std::string, std::uint64_t>& counts) {
     std::string s;

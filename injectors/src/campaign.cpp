@@ -1,5 +1,7 @@
 // The campaign engine: golden reference, per-trial inject -> run -> classify -> restore -> record.
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,11 +51,41 @@ CkptFiles ckpt_files(const stdfs::path& p) {
   return c;
 }
 
+/// Copy `from` to `to`, replacing whatever is at `to` (a trial command may have left a directory or
+/// a link there: copying through a link could overwrite the file it points to).
+void replace_with_copy(const stdfs::path& from, const stdfs::path& to) {
+  stdfs::remove_all(to);
+  ckpt::fs::copy_file(from, to);
+}
+
 void copy_with_marker(const stdfs::path& from, const stdfs::path& to) {
   stdfs::create_directories(to.parent_path());
-  ckpt::fs::copy_file(from, to);
-  const stdfs::path done = from.string() + ".done";
-  if (stdfs::exists(done)) ckpt::fs::copy_file(done, to.string() + ".done");
+  replace_with_copy(from, to);
+  const stdfs::path done = from.string() + ".done", to_done = to.string() + ".done";
+  if (stdfs::exists(done)) replace_with_copy(done, to_done);
+  else stdfs::remove_all(to_done);
+}
+
+/// Identity of the file at a path (not following links): a command that deletes, moves or links
+/// over {ckpt} leaves another identity (or none) there.
+struct FileId {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator==(const FileId&) const = default;
+};
+FileId file_id(const stdfs::path& p) {
+  struct stat st {};
+  if (::lstat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  return {st.st_dev, st.st_ino};
+}
+
+/// Whether the small file `copy` (a manifest, a commit marker) still holds exactly `original`'s bytes.
+bool same_small_file(const stdfs::path& original, const stdfs::path& copy) {
+  try {
+    return file_id(copy) != FileId{} && ckpt::fs::read_file(original) == ckpt::fs::read_file(copy);
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 /// Copy a golden checkpoint (file, or manifest + shards keeping their relative layout) into `dir`.
@@ -70,7 +102,7 @@ CkptFiles copy_checkpoint(const CkptFiles& src, const stdfs::path& dir) {
     dst.files.push_back(dir / src.rel[i]);
     copy_with_marker(src.files[i], dst.files.back());
   }
-  ckpt::fs::copy_file(src.entry, dst.entry);
+  replace_with_copy(src.entry, dst.entry);
   return dst;
 }
 
@@ -194,11 +226,24 @@ FaultSpace space_of(const Selection& s, const CkptFiles& files) {
 
 /// Append-only JSONL with an fsync per record. A torn last line (process killed mid-write) is cut
 /// off when the file is opened, so the next record starts on a line of its own.
+/// The file is locked (flock, exclusive) for the life of the object: two processes running the same
+/// shard of a campaign would wipe each other's work copy and run every trial twice.
 class ResultsFile {
 public:
-  explicit ResultsFile(const stdfs::path& p) : path_(p) {
-    fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  ResultsFile(const stdfs::path& p, const std::string& who) : path_(p) {
+    fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
     if (fd_ < 0) throw IoError(p.string() + ": cannot open the results file: " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      throw IoError(p.string() + ": the results file is not a regular file");
+    }
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int e = errno;
+      ::close(fd_);
+      if (e == EWOULDBLOCK) throw UsageError(p.string() + ": " + who + " of this campaign is already running in another process");
+      throw IoError(p.string() + ": cannot lock the results file: " + std::strerror(e));
+    }
     const std::string text = ckpt::fs::read_file(p);
     if (!text.empty() && text.back() != '\n') {
       const auto keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
@@ -227,9 +272,11 @@ private:
   int fd_ = -1;
 };
 
+/// The JSON in `p`; nothing when it is absent, unreadable, not JSON or not a regular file (a FIFO
+/// would block the read forever: a trial command may leave anything at {out}).
 std::optional<json> read_json_file(const stdfs::path& p) {
   std::error_code ec;
-  if (!stdfs::exists(p, ec)) return std::nullopt;
+  if (!stdfs::is_regular_file(p, ec)) return std::nullopt;
   try {
     return json::parse(ckpt::fs::read_file(p));
   } catch (const std::exception&) {
@@ -251,6 +298,14 @@ json flip_json(const FlipRecord& r, const std::string& file) {
 
 std::string shard_name(const ShardSpec& s) { return "shard-" + std::to_string(s.index) + "-of-" + std::to_string(s.count); }
 
+/// A file the campaign itself keeps (campaign.json, golden.json, the golden summary) must be a regular
+/// file when it exists: anything else is refused rather than read as "absent" and overwritten.
+void require_regular_or_absent(const stdfs::path& p) {
+  std::error_code ec;
+  const auto st = stdfs::status(p, ec);
+  if (stdfs::exists(st) && !stdfs::is_regular_file(st)) throw IoError(p.string() + ": not a regular file");
+}
+
 /// Checksums of every dataset of the golden files: (file index, path) -> XXH64 of the stored bytes.
 std::map<std::pair<std::size_t, std::string>, std::uint64_t> golden_checksums(const CkptFiles& f) {
   std::map<std::pair<std::size_t, std::string>, std::uint64_t> m;
@@ -262,11 +317,36 @@ std::map<std::pair<std::size_t, std::string>, std::uint64_t> golden_checksums(co
   return m;
 }
 
-Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const CkptFiles& work, const stdfs::path& wdir) {
+/// The final weights named by a summary's "last_checkpoint", when it is a readable checkpoint (a
+/// trial may name a file it never finished or damaged: then the weights are unknown, not an error).
+std::optional<std::string> final_weights_of(const json& summary) {
+  if (!summary.is_object() || !summary.contains("last_checkpoint") || !summary.at("last_checkpoint").is_string()) return std::nullopt;
+  const std::string last = summary.at("last_checkpoint").get<std::string>();
+  std::error_code ec;
+  if (last.empty() || !stdfs::is_regular_file(last, ec)) return std::nullopt;
+  try {
+    return model_weights_hash(last);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+/// The golden reference (OUT/golden.json, else the given summary, else a golden run of the command
+/// on `work`; `ran` tells the caller the command has had the work copy).
+Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const CkptFiles& work, const stdfs::path& wdir, bool& ran) {
+  ran = false;
   const stdfs::path gpath = o.out / "golden.json";
-  if (auto j = read_json_file(gpath)) return Golden::from_json(*j);
+  require_regular_or_absent(gpath);
+  if (auto j = read_json_file(gpath)) {
+    try {
+      return Golden::from_json(*j);
+    } catch (const json::exception& e) {
+      throw CorruptInputError(gpath.string() + ": not a golden record: " + e.what());
+    }
+  }
   Golden g;
   if (!c.golden_summary.empty()) {
+    require_regular_or_absent(c.golden_summary);
     auto s = read_json_file(c.golden_summary);
     if (!s || !s->is_object()) throw IoError(c.golden_summary + ": cannot read the golden summary JSON");
     if (!s->contains(c.metric) || !s->at(c.metric).is_number())
@@ -283,6 +363,7 @@ Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const Ckpt
     const auto argv = substitute(c.command, {{"ckpt", work.entry.string()}, {"out", out.string()}, {"dir", scratch.string()},
                                              {"trial", "golden"}, {"seed", std::to_string(c.seed)}});
     const auto r = run_command(argv, c.timeout_s, o.out / "golden.log");
+    ran = true;
     if (r.timed_out || r.signal || r.exit_code != 0)
       throw UsageError("campaign " + c.name + ": the golden run failed (" +
                        (r.timed_out ? std::string("timeout") : r.signal ? "signal " + std::to_string(r.signal) : "exit " + std::to_string(r.exit_code)) +
@@ -293,12 +374,41 @@ Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const Ckpt
     g.summary = *s;
     g.metric = s->at(c.metric).get<double>();
     g.wall_seconds = r.wall_seconds;
-    const std::string last = s->value("last_checkpoint", std::string());
-    if (!last.empty() && stdfs::exists(last)) g.final_weights = model_weights_hash(last);
+    g.final_weights = final_weights_of(*s);
     stdfs::remove_all(scratch);
   }
   ckpt::fs::write_file_atomic(gpath, g.to_json().dump(2) + "\n");
   return g;
+}
+
+/// The campaign writes OUT/campaign.json, OUT/golden.json and OUT/golden.log and deletes and rewrites
+/// OUT/work/ and OUT/results/: an input there (the golden checkpoint, its summary) would be lost.
+void refuse_inputs_inside_outputs(const CampaignConfig& c, const CkptFiles& golden, const stdfs::path& out) {
+  std::error_code ec;
+  if (stdfs::exists(out, ec) && !stdfs::is_directory(out, ec)) throw UsageError("--out " + out.string() + ": exists and is not a directory");
+  auto canon = [](const stdfs::path& p) {
+    std::error_code e;
+    const auto canonical = stdfs::weakly_canonical(stdfs::absolute(p, e), e);
+    return e ? stdfs::absolute(p).lexically_normal() : canonical;
+  };
+  const stdfs::path o = canon(out);
+  std::vector<stdfs::path> inputs{golden.entry};
+  for (const auto& f : golden.files) {
+    inputs.push_back(f);
+    inputs.push_back(f.string() + ".done");
+  }
+  if (!c.golden_summary.empty()) inputs.push_back(c.golden_summary);
+  if (!c.golden_final_checkpoint.empty()) inputs.push_back(c.golden_final_checkpoint);
+  for (const auto& in : inputs) {
+    const stdfs::path p = canon(in);
+    auto inside = [&](const stdfs::path& d) {
+      auto [a, b] = std::mismatch(d.begin(), d.end(), p.begin(), p.end());
+      return a == d.end();
+    };
+    for (const char* owned : {"work", "results", "campaign.json", "golden.json", "golden.log"})
+      if (inside(o / owned))
+        throw UsageError(in.string() + ": an input of the campaign lies in " + (o / owned).string() + ", which the campaign writes or deletes; use another --out");
+  }
 }
 
 }  // namespace
@@ -313,11 +423,19 @@ std::map<std::uint64_t, json> read_results(const stdfs::path& out) {
   const stdfs::path dir = out / "results";
   std::error_code ec;
   if (!stdfs::is_directory(dir, ec)) return m;
+  // The planned trial ids, when the campaign directory says (a record beyond them is not ours).
+  std::optional<std::uint64_t> trials;
+  if (const auto meta = read_json_file(out / "campaign.json"); meta && meta->is_object()) {
+    const json cfg = meta->value("config", json());
+    if (cfg.is_object() && cfg.contains("trials") && cfg.at("trials").is_number_unsigned()) trials = cfg.at("trials").get<std::uint64_t>();
+  }
   std::vector<stdfs::path> files;
   for (const auto& e : stdfs::directory_iterator(dir))
     if (e.path().extension() == ".jsonl") files.push_back(e.path());
   std::sort(files.begin(), files.end());
   for (const auto& f : files) {
+    // A FIFO would block the read forever; a directory cannot hold records.
+    if (!stdfs::is_regular_file(f, ec)) throw IoError(f.string() + ": a results file that is not a regular file");
     const std::string text = ckpt::fs::read_file(f);
     std::istringstream in(text);
     std::string line;
@@ -334,7 +452,17 @@ std::map<std::uint64_t, json> read_results(const stdfs::path& out) {
         if (pos > text.size()) break;  // torn last line of an interrupted run: that trial re-runs
         throw CorruptInputError(f.string() + ":" + std::to_string(lineno) + ": malformed record: " + e.what());
       }
-      m.emplace(j.at("trial").get<std::uint64_t>(), std::move(j));
+      const std::string where = f.string() + ":" + std::to_string(lineno) + ": ";
+      if (!j.at("trial").is_number_unsigned()) throw CorruptInputError(where + "trial id " + j.at("trial").dump() + " is not an integer >= 0");
+      const auto t = j.at("trial").get<std::uint64_t>();
+      if (trials && t >= *trials)
+        throw CorruptInputError(where + "trial id " + std::to_string(t) + " is outside the campaign's " + std::to_string(*trials) +
+                                " trials (0.." + std::to_string(*trials - 1) + "): not a record of this campaign");
+      // An unknown class would be dropped from every rate: refuse rather than report wrong statistics.
+      if (!j.contains("class") || !j.at("class").is_string() || !outcome_from_name(j.at("class").get<std::string>()))
+        throw CorruptInputError(where + "trial " + std::to_string(t) + " has no known outcome class (" +
+                                (j.contains("class") ? j.at("class").dump() : std::string("none")) + ")");
+      m.emplace(t, std::move(j));
     }
   }
   return m;
@@ -342,66 +470,81 @@ std::map<std::uint64_t, json> read_results(const stdfs::path& out) {
 
 RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const TrialCallback& on_trial) {
   if (o.out.empty()) throw UsageError("campaign: --out DIR is required");
+  c.validate("campaign " + c.name);
+  if (o.shard.count == 0 || o.shard.index >= o.shard.count) throw UsageError("campaign: shard " + shard_name(o.shard) + ": need 0 <= i < n");
   const auto golden_files = ckpt_files(c.checkpoint);
-  for (const auto& f : golden_files.files)
-    if (!stdfs::exists(f)) throw IoError(f.string() + ": golden checkpoint file not found");
+  for (const auto& f : golden_files.files) {
+    std::error_code ec;
+    if (!stdfs::exists(f, ec)) throw IoError(f.string() + ": golden checkpoint file not found");
+    if (!stdfs::is_regular_file(f, ec)) throw IoError(f.string() + ": the golden checkpoint is not a regular file");
+  }
+  refuse_inputs_inside_outputs(c, golden_files, o.out);
   const FaultModel fmodel = FaultModel::parse(c.model);
   const Selection base = select_all(c, golden_files);
   const auto strata = make_strata(c, base, golden_files);
   const FaultSpace space = space_of(base, golden_files);
 
   stdfs::create_directories(o.out / "results");
+  // One process per shard at a time: a second one would wipe the first's work copy under it.
+  RunSummary rs;
+  rs.results = o.out / "results" / (shard_name(o.shard) + ".jsonl");
+  ResultsFile results(rs.results, "shard " + std::to_string(o.shard.index) + "/" + std::to_string(o.shard.count));
   // campaign.json: the configuration and fault space every shard and the report agree on.
   const json meta = {{"format", campaign_format}, {"tool_version", resil::version}, {"config", c.to_json()}, {"space", space.to_json()},
                      {"strata", json::array()}};
   json meta_full = meta;
   for (const auto& s : strata) meta_full["strata"].push_back({{"label", s.label}, {"bits", s.sel.bits()}});
+  require_regular_or_absent(o.out / "campaign.json");
   if (auto old = read_json_file(o.out / "campaign.json")) {
-    if (old->value("config", json()) != meta_full["config"])
-      throw UsageError(o.out.string() + " already holds a campaign with a different configuration (" + old->value("config", json()).value("name", std::string("?")) +
-                       "); use another --out");
+    const json old_cfg = old->is_object() ? old->value("config", json()) : json();
+    if (old_cfg != meta_full["config"])
+      throw UsageError(o.out.string() + " already holds a campaign with a different configuration (" +
+                       (old_cfg.is_object() && old_cfg.contains("name") ? old_cfg.at("name").dump() : std::string("?")) + "); use another --out");
   } else {
     ckpt::fs::write_file_atomic(o.out / "campaign.json", meta_full.dump(2) + "\n");
   }
 
-  RunSummary rs;
-  rs.results = o.out / "results" / (shard_name(o.shard) + ".jsonl");
+  // Trial ids are visited lazily (t = i, i + n, ...): nothing is allocated per planned trial, so
+  // 1e15 planned trials cost no memory; only the records already written are held.
   const auto done_before = read_results(o.out);
-  std::vector<std::uint64_t> todo;
-  for (std::uint64_t t = o.shard.index; t < c.trials; t += o.shard.count) {
-    ++rs.planned;
-    if (done_before.count(t)) {
-      ++rs.skipped;
-      const auto& r = done_before.at(t);
-      ++rs.counts[r.value("class", std::string("?"))];
-    } else {
-      todo.push_back(t);
-    }
+  rs.planned = o.shard.trials_of(c.trials);
+  for (const auto& [t, r] : done_before) {
+    if (t % o.shard.count != o.shard.index) continue;
+    ++rs.skipped;
+    ++rs.counts[r.at("class").get<std::string>()];
   }
-  if (o.max_trials && todo.size() > *o.max_trials) todo.resize(*o.max_trials);
+  const std::uint64_t left = rs.planned - rs.skipped;
+  const std::uint64_t to_run = o.max_trials ? std::min(left, *o.max_trials) : left;
 
   // A private copy of the golden checkpoint for this shard; never the user's file.
   const stdfs::path wdir = o.out / "work" / shard_name(o.shard);
   stdfs::remove_all(wdir);
   stdfs::create_directories(wdir);
   CkptFiles work = copy_checkpoint(golden_files, wdir / "ckpt");
-  const Golden golden = golden_reference(c, o, work, wdir);
+  bool golden_ran = false;
+  const Golden golden = golden_reference(c, o, work, wdir, golden_ran);
+  if (golden_ran) {  // the command has had the work copy: start the trials from golden bytes again
+    stdfs::remove_all(wdir / "ckpt");
+    work = copy_checkpoint(golden_files, wdir / "ckpt");
+  }
   auto cleanup = [&] {
     if (o.keep_work) return;
     std::error_code ec;
     stdfs::remove_all(wdir, ec);
     stdfs::remove(o.out / "work", ec);  // only when no other shard is working there
   };
-  if (todo.empty()) {
+  if (to_run == 0) {
     cleanup();
     return rs;
   }
   const auto gsum = golden_checksums(golden_files);
-  ResultsFile results(rs.results);
+  std::vector<FileId> work_ids;
+  for (const auto& f : work.files) work_ids.push_back(file_id(f));
   const stdfs::path scratch = wdir / "scratch", sum_path = wdir / "summary.json", tlog = wdir / "trial.log";
 
   std::uint64_t done = rs.skipped;
-  for (const std::uint64_t t : todo) {
+  for (std::uint64_t t = o.shard.index; rs.ran < to_run; t += o.shard.count) {
+    if (done_before.count(t)) continue;
     const Stratum& st = strata[t % strata.size()];
     PlanOptions popt;
     popt.seed = c.seed;
@@ -444,7 +587,9 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
       h.input = h.output = trial_files.files[f].string();
       h.in_place = true;
       h.planned = rv.size();
-      LogWriter lw(wdir / ("pending-" + std::to_string(f) + ".jsonl"));
+      const stdfs::path pending = wdir / ("pending-" + std::to_string(f) + ".jsonl");
+      stdfs::remove_all(pending);  // never write through whatever an earlier command left there
+      LogWriter lw(pending);
       lw.line(header_line(h));
       lw.records(rv);
       lw.close();
@@ -468,32 +613,55 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
     CommandResult r = run_command(argv, c.timeout_s, tlog);
     r.summary = read_json_file(sum_path);
     Classified k = classify(c, golden, r, nonfinite, std::nullopt);
-    if (k.outcome == Outcome::masked && golden.final_weights && r.summary) {
-      const std::string last = r.summary->value("last_checkpoint", std::string());
-      if (!last.empty() && stdfs::exists(last)) k = classify(c, golden, r, nonfinite, model_weights_hash(last));
-    }
-    // Restore: exact revert from the log, verified against the golden checksums.
+    if (k.outcome == Outcome::masked && golden.final_weights && r.summary)
+      if (const auto fw = final_weights_of(*r.summary)) k = classify(c, golden, r, nonfinite, fw);
+    // Restore: exact revert from the log, verified against the golden checksums. The command may
+    // have rewritten, truncated, deleted or replaced {ckpt}: then the file is copied again from
+    // golden and the trial recorded like any other (never an abort: a re-run would stop there again).
     std::string restore = "copy";
+    bool damaged = false;
     if (c.copies) {
       stdfs::remove_all(wdir / "copy");
     } else {
       restore = "reverted";
-      for (const auto& [f, rv] : recs) apply(work.files[f].string(), rv, Direction::revert, true);
       for (std::size_t f = 0; f < work.files.size(); ++f) {
-        bool ok = true;
-        {
-          auto h = ckpt::h5::open_file(work.files[f].string(), ckpt::h5::Mode::read);
-          for (const auto& [key, sum] : gsum) {
-            if (key.first != f || (c.verify == "touched" && !touched.count(key))) continue;
-            if (ckpt::dataset_checksum(h, key.second) != sum) ok = false;
+        bool ok = file_id(work.files[f]) == work_ids[f];
+        if (ok) {
+          try {
+            if (const auto it = recs.find(f); it != recs.end()) apply(work.files[f].string(), it->second, Direction::revert, true);
+            auto h = ckpt::h5::open_file(work.files[f].string(), ckpt::h5::Mode::read);
+            for (const auto& [key, sum] : gsum) {
+              if (key.first != f || (c.verify == "touched" && !touched.count(key))) continue;
+              if (ckpt::dataset_checksum(h, key.second) != sum) ok = false;
+            }
+          } catch (const Error&) {
+            ok = false;
+            damaged = true;
           }
+        } else {
+          damaged = true;
         }
         if (!ok) {  // the command altered the file itself (or a revert failed): start again from golden
           copy_with_marker(golden_files.files[f], work.files[f]);
+          work_ids[f] = file_id(work.files[f]);
           restore = "recopied";
         }
+        const stdfs::path marker = golden_files.files[f].string() + ".done", work_marker = work.files[f].string() + ".done";
+        const bool marker_ok = stdfs::exists(marker) ? same_small_file(marker, work_marker) : !stdfs::exists(stdfs::symlink_status(work_marker));
+        if (!marker_ok) {
+          copy_with_marker(golden_files.files[f], work.files[f]);
+          work_ids[f] = file_id(work.files[f]);
+          restore = "recopied";
+          damaged = true;
+        }
+      }
+      if (work.entry != work.files[0] && !same_small_file(golden_files.entry, work.entry)) {  // the mp manifest
+        replace_with_copy(golden_files.entry, work.entry);
+        restore = "recopied";
+        damaged = true;
       }
     }
+    if (damaged) k.note += std::string(k.note.empty() ? "" : "; ") + "the command deleted, replaced or damaged {ckpt}: copied again from golden";
     for (const auto& [f, rv] : recs) stdfs::remove(wdir / ("pending-" + std::to_string(f) + ".jsonl"));
     stdfs::remove_all(scratch);
 

@@ -1,6 +1,9 @@
 // Campaign configuration (JSON), outcome names, golden record, fault-space bookkeeping, classification.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <functional>
+#include <limits>
 
 #include "resil/ckpt/fs.hpp"
 #include "resil/core/error.hpp"
@@ -43,19 +46,103 @@ const std::vector<OutcomeGroup>& outcome_groups() {
 
 namespace {
 
-template <class T>
-void get_opt(const json& j, const char* key, T& v) {
-  if (j.contains(key) && !j.at(key).is_null()) v = j.at(key).get<T>();
-}
-
-const char* known_keys[] = {"name",   "checkpoint", "golden", "command", "timeout_s", "trials", "seed",   "inject",
-                            "metric", "higher_is_better", "tolerance", "load_failure_codes", "nan_codes", "restore",
-                            "verify", "confidence", "comment"};
+// Largest count a config may ask for in one trial (as `ckpt-flip inject --flips`).
+inline constexpr std::uint64_t max_flips = 100'000'000;
 
 std::string resolve(const std::string& p, const stdfs::path& base) {
   if (p.empty() || stdfs::path(p).is_absolute()) return p;
   return (base / p).lexically_normal().string();
 }
+
+/// Typed reads from one JSON object of the configuration. Every value must have the documented
+/// type: nlohmann's get<> would turn -5 into 2^64 - 5, 1.7 into 1 and true into 1, and a wrong type
+/// into an error that does not name the key. An absent key keeps the default; null is refused.
+class Fields {
+public:
+  Fields(const json& j, std::string prefix, const std::string& source) : j_(j), prefix_(std::move(prefix)), source_(source) {}
+
+  void only(std::initializer_list<const char*> known) const {
+    for (const auto& [k, v] : j_.items())
+      if (std::none_of(known.begin(), known.end(), [&](const char* n) { return k == n; }))
+        throw UsageError(source_ + ": unknown key '" + prefix_ + k + "' (see docs/campaigns.md)");
+  }
+  const json* find(const char* key) const {
+    const auto it = j_.find(key);
+    return it == j_.end() ? nullptr : &*it;
+  }
+  [[noreturn]] void bad(const char* key, const std::string& want, const json& v) const {
+    std::string shown = v.dump();
+    if (shown.size() > 40) shown = shown.substr(0, 37) + "...";
+    throw UsageError(source_ + ": " + prefix_ + key + " must be " + want + ", not " + shown);
+  }
+  void string(const char* key, std::string& out) const {
+    if (const json* v = find(key)) {
+      if (!v->is_string()) bad(key, "a string", *v);
+      out = v->get<std::string>();
+    }
+  }
+  void boolean(const char* key, bool& out) const {
+    if (const json* v = find(key)) {
+      if (!v->is_boolean()) bad(key, "true or false", *v);
+      out = v->get<bool>();
+    }
+  }
+  void strings(const char* key, std::vector<std::string>& out) const {
+    if (const json* v = find(key)) {
+      if (!v->is_array() || std::any_of(v->begin(), v->end(), [](const json& e) { return !e.is_string(); }))
+        bad(key, "an array of strings", *v);
+      out = v->get<std::vector<std::string>>();
+    }
+  }
+  /// An integer in [lo, hi]; an integral float (1e15) counts when it is exact (below 2^53).
+  void integer(const char* key, std::uint64_t& out, std::uint64_t lo, std::uint64_t hi) const {
+    const json* v = find(key);
+    if (!v) return;
+    const std::string want = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    if (v->is_number_unsigned()) {
+      out = v->get<std::uint64_t>();
+    } else if (v->is_number_float()) {
+      const double d = v->get<double>();
+      if (!(d >= 0 && d <= 9007199254740992.0 && std::floor(d) == d)) bad(key, want, *v);
+      out = static_cast<std::uint64_t>(d);
+    } else {
+      bad(key, want, *v);  // negative, string, boolean, null, array, object
+    }
+    if (out < lo || out > hi) bad(key, want, *v);
+  }
+  /// A finite number accepted by `ok` (described by `want`).
+  void number(const char* key, double& out, const std::function<bool(double)>& ok, const std::string& want) const {
+    if (const json* v = find(key)) {
+      if (!v->is_number() || !std::isfinite(v->get<double>()) || !ok(v->get<double>())) bad(key, want, *v);
+      out = v->get<double>();
+    }
+  }
+  void exit_codes(const char* key, std::vector<int>& out) const {
+    if (const json* v = find(key)) {
+      const std::string want = "an array of exit codes 1..255";
+      if (!v->is_array()) bad(key, want, *v);
+      std::vector<int> codes;
+      for (const auto& e : *v) {
+        if (!e.is_number_unsigned() || e.get<std::uint64_t>() < 1 || e.get<std::uint64_t>() > 255) bad(key, want, *v);
+        codes.push_back(static_cast<int>(e.get<std::uint64_t>()));
+      }
+      out = std::move(codes);
+    }
+  }
+  /// A nested object (`inject`, `golden`).
+  Fields object(const char* key) const {
+    static const json empty = json::object();
+    const json* v = find(key);
+    if (!v) return Fields(empty, prefix_ + key + ".", source_);
+    if (!v->is_object()) bad(key, "an object", *v);
+    return Fields(*v, prefix_ + key + ".", source_);
+  }
+
+private:
+  const json& j_;
+  std::string prefix_;
+  const std::string& source_;
+};
 
 }  // namespace
 
@@ -68,66 +155,69 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
     throw UsageError(source + ": not valid JSON: " + e.what());
   }
   if (!j.is_object()) throw UsageError(source + ": a campaign configuration is a JSON object");
-  for (const auto& [k, v] : j.items())
-    if (std::find_if(std::begin(known_keys), std::end(known_keys), [&](const char* n) { return k == n; }) == std::end(known_keys))
-      throw UsageError(source + ": unknown key '" + k + "' (see docs/campaigns.md)");
-  const stdfs::path base = stdfs::path(source).parent_path();
-  try {
-    get_opt(j, "name", c.name);
-    get_opt(j, "checkpoint", c.checkpoint);
-    if (j.contains("golden")) {
-      const json& g = j.at("golden");
-      get_opt(g, "summary", c.golden_summary);
-      get_opt(g, "final_checkpoint", c.golden_final_checkpoint);
-    }
-    if (j.contains("command")) {
-      const json& cmd = j.at("command");
-      if (cmd.is_string()) c.command = {cmd.get<std::string>()};
-      else c.command = cmd.get<std::vector<std::string>>();
-    }
-    get_opt(j, "timeout_s", c.timeout_s);
-    get_opt(j, "trials", c.trials);
-    get_opt(j, "seed", c.seed);
-    if (j.contains("inject")) {
-      const json& in = j.at("inject");
-      get_opt(in, "flips", c.flips);
-      get_opt(in, "model", c.model);
-      get_opt(in, "role", c.role);
-      get_opt(in, "bits", c.bits);
-      get_opt(in, "include", c.include);
-      get_opt(in, "exclude", c.exclude);
-      get_opt(in, "as", c.as);
-      get_opt(in, "strata", c.strata);
-    }
-    get_opt(j, "metric", c.metric);
-    get_opt(j, "higher_is_better", c.higher_is_better);
-    get_opt(j, "tolerance", c.tolerance);
-    get_opt(j, "load_failure_codes", c.load_failure_codes);
-    get_opt(j, "nan_codes", c.nan_codes);
-    std::string restore = "revert";
-    get_opt(j, "restore", restore);
-    if (restore != "revert" && restore != "copy") throw UsageError(source + ": restore must be \"revert\" or \"copy\", not \"" + restore + "\"");
-    c.copies = restore == "copy";
-    get_opt(j, "verify", c.verify);
-    get_opt(j, "confidence", c.confidence);
-  } catch (const json::exception& e) {
-    throw UsageError(source + ": bad value: " + e.what());
+  const Fields f(j, "", source);
+  f.only({"name", "checkpoint", "golden", "command", "timeout_s", "trials", "seed", "inject", "metric", "higher_is_better", "tolerance",
+          "load_failure_codes", "nan_codes", "restore", "verify", "confidence", "comment"});
+  f.string("name", c.name);
+  f.string("checkpoint", c.checkpoint);
+  const Fields g = f.object("golden");
+  g.only({"summary", "final_checkpoint"});
+  g.string("summary", c.golden_summary);
+  g.string("final_checkpoint", c.golden_final_checkpoint);
+  if (const json* cmd = f.find("command")) {
+    if (cmd->is_string()) c.command = {cmd->get<std::string>()};
+    else f.strings("command", c.command);
   }
-  if (c.checkpoint.empty()) throw UsageError(source + ": \"checkpoint\" (the golden checkpoint) is required");
-  if (c.command.empty() || c.command[0].empty()) throw UsageError(source + ": \"command\" is required (e.g. [\"ckpt-train\", \"eval\", \"--from\", \"{ckpt}\", \"--summary\", \"{out}\"])");
-  if (!(c.timeout_s > 0)) throw UsageError(source + ": timeout_s must be > 0");
-  if (c.trials == 0) throw UsageError(source + ": trials must be >= 1");
-  if (c.flips == 0) throw UsageError(source + ": inject.flips must be >= 1");
-  if (c.role != "all" && c.role != "model" && c.role != "optimizer") throw UsageError(source + ": inject.role must be all, model or optimizer");
-  if (c.strata != "none" && std::find_if(std::begin(stratum_dims), std::end(stratum_dims), [&](const char* d) { return c.strata == d; }) == std::end(stratum_dims))
-    throw UsageError(source + ": inject.strata must be none, field, bit, role, dtype or tensor");
-  if (c.verify != "touched" && c.verify != "all") throw UsageError(source + ": verify must be \"touched\" or \"all\"");
-  if (!(c.tolerance >= 0)) throw UsageError(source + ": tolerance must be >= 0");
-  if (!(c.confidence > 0 && c.confidence < 1)) throw UsageError(source + ": confidence must be in (0, 1)");
+  f.number("timeout_s", c.timeout_s, [](double x) { return x > 0; }, "a number of seconds > 0");
+  f.integer("trials", c.trials, 1, std::numeric_limits<std::uint64_t>::max());
+  f.integer("seed", c.seed, 0, std::numeric_limits<std::uint64_t>::max());
+  const Fields in = f.object("inject");
+  in.only({"flips", "model", "role", "bits", "include", "exclude", "as", "strata"});
+  in.integer("flips", c.flips, 1, max_flips);
+  in.string("model", c.model);
+  in.string("role", c.role);
+  in.string("bits", c.bits);
+  in.strings("include", c.include);
+  in.strings("exclude", c.exclude);
+  in.string("as", c.as);
+  in.string("strata", c.strata);
+  f.string("metric", c.metric);
+  f.boolean("higher_is_better", c.higher_is_better);
+  f.number("tolerance", c.tolerance, [](double x) { return x >= 0; }, "a number >= 0");
+  f.exit_codes("load_failure_codes", c.load_failure_codes);
+  f.exit_codes("nan_codes", c.nan_codes);
+  std::string restore = "revert";
+  f.string("restore", restore);
+  if (restore != "revert" && restore != "copy") throw UsageError(source + ": restore must be \"revert\" or \"copy\", not \"" + restore + "\"");
+  c.copies = restore == "copy";
+  f.string("verify", c.verify);
+  f.number("confidence", c.confidence, [](double x) { return x > 0 && x < 1; }, "a number in (0, 1)");
+  c.validate(source);
+  const stdfs::path base = stdfs::path(source).parent_path();
   c.checkpoint = resolve(c.checkpoint, base);
   c.golden_summary = resolve(c.golden_summary, base);
   c.golden_final_checkpoint = resolve(c.golden_final_checkpoint, base);
   return c;
+}
+
+void CampaignConfig::validate(const std::string& source) const {
+  auto fail = [&](const std::string& what) { throw UsageError(source + ": " + what); };
+  if (checkpoint.empty()) fail("\"checkpoint\" (the golden checkpoint) is required");
+  if (command.empty() || command[0].empty()) fail("\"command\" is required (e.g. [\"ckpt-train\", \"eval\", \"--from\", \"{ckpt}\", \"--summary\", \"{out}\"])");
+  if (!(timeout_s > 0) || !std::isfinite(timeout_s)) fail("timeout_s must be a number of seconds > 0");
+  if (trials == 0) fail("trials must be >= 1");
+  if (flips == 0 || flips > max_flips) fail("inject.flips must be in [1, " + std::to_string(max_flips) + "]");
+  if (role != "all" && role != "model" && role != "optimizer") fail("inject.role must be all, model or optimizer");
+  if (strata != "none" && std::find_if(std::begin(stratum_dims), std::end(stratum_dims), [&](const char* d) { return strata == d; }) == std::end(stratum_dims))
+    fail("inject.strata must be none, field, bit, role, dtype or tensor");
+  if (!as.empty() && as != "bf16" && as != "f16") fail("inject.as must be \"bf16\" or \"f16\", not \"" + as + "\"");
+  if (verify != "touched" && verify != "all") fail("verify must be \"touched\" or \"all\"");
+  if (!(tolerance >= 0) || !std::isfinite(tolerance)) fail("tolerance must be a number >= 0");
+  if (!(confidence > 0 && confidence < 1)) fail("confidence must be in (0, 1)");
+  for (const auto* codes : {&load_failure_codes, &nan_codes})
+    for (int x : *codes)
+      if (x < 1 || x > 255) fail("exit codes in load_failure_codes and nan_codes must be in 1..255, not " + std::to_string(x));
+  if (!golden_final_checkpoint.empty() && golden_summary.empty()) fail("golden.final_checkpoint needs golden.summary");
 }
 
 CampaignConfig CampaignConfig::load(const stdfs::path& p) {
@@ -211,7 +301,9 @@ Classified classify(const CampaignConfig& c, const Golden& g, const CommandResul
     k.note = "exit " + std::to_string(r.exit_code);
     return k;
   }
-  const bool nan_flag = r.summary && r.summary->is_object() && r.summary->value("nan_detected", false);
+  // Only a boolean true counts: a summary is the command's output, not something to trust the type of.
+  const bool nan_flag = r.summary && r.summary->is_object() && r.summary->contains("nan_detected") &&
+                        r.summary->at("nan_detected").is_boolean() && r.summary->at("nan_detected").get<bool>();
   if (has(c.nan_codes, r.exit_code) || nan_flag) {
     k.outcome = injected_nonfinite ? Outcome::nan_at_load : Outcome::nan_later;
     k.note = "exit " + std::to_string(r.exit_code) + (nan_flag ? ", nan_detected" : "");
@@ -255,19 +347,16 @@ Classified classify(const CampaignConfig& c, const Golden& g, const CommandResul
 }
 
 ShardSpec ShardSpec::parse(std::string_view text) {
+  // Decimal digits only: stoull would accept "-1" (as 2^64 - 1), " 1" and "+1".
+  auto number = [&](std::string_view d, std::uint64_t& v) {
+    const auto [p, ec] = std::from_chars(d.data(), d.data() + d.size(), v);
+    return !d.empty() && std::all_of(d.begin(), d.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) && ec == std::errc() &&
+           p == d.data() + d.size();
+  };
   ShardSpec s;
   const auto slash = text.find('/');
-  try {
-    if (slash == std::string_view::npos) throw std::invalid_argument("no '/'");
-    std::size_t used = 0;
-    const std::string a(text.substr(0, slash)), b(text.substr(slash + 1));
-    s.index = std::stoull(a, &used);
-    if (used != a.size()) throw std::invalid_argument("index");
-    s.count = std::stoull(b, &used);
-    if (used != b.size()) throw std::invalid_argument("count");
-  } catch (const std::exception&) {
-    throw UsageError("--shard " + std::string(text) + ": expected i/n, e.g. 0/4");
-  }
+  if (slash == std::string_view::npos || !number(text.substr(0, slash), s.index) || !number(text.substr(slash + 1), s.count))
+    throw UsageError("--shard " + std::string(text) + ": expected i/n with decimal numbers, e.g. 0/4");
   if (s.count == 0 || s.index >= s.count) throw UsageError("--shard " + std::string(text) + ": need 0 <= i < n");
   return s;
 }

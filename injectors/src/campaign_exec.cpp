@@ -1,6 +1,8 @@
-// Running one trial's command: fork/exec in its own process group, timeout -> SIGKILL the group.
+// Running one trial's command: fork/exec in its own process group, timeout -> SIGKILL the group;
+// a supervisor in the group kills it when the campaign process dies (kill -9 included).
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,6 +53,45 @@ std::string tail_of(const stdfs::path& p, std::size_t n) {
   return s;
 }
 
+/// The supervisor: the first process of the trial's process group. It starts the command in that
+/// group and waits for it; when the campaign process dies in any way (kill -9 included: the kernel
+/// sends `death_signal` through PR_SET_PDEATHSIG), and when the command ends, it SIGKILLs the whole
+/// group, itself included, so nothing the trial started outlives the campaign or its trial.
+[[noreturn]] void supervise(char* const* cargs, int log_fd, int status_fd, pid_t campaign, int death_signal, const std::string& exec_failed) {
+  ::setpgid(0, 0);
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { ::kill(0, SIGKILL); };
+  ::sigemptyset(&sa.sa_mask);
+  ::sigaction(death_signal, &sa, nullptr);
+  sigset_t set;
+  ::sigemptyset(&set);
+  ::sigaddset(&set, death_signal);
+  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  // PR_SET_PDEATHSIG fires when the thread that forked us ends: run_command is called from the
+  // campaign's main thread. If the campaign died before the prctl, our parent is already another.
+  ::prctl(PR_SET_PDEATHSIG, death_signal);
+  if (::getppid() != campaign) ::kill(0, SIGKILL);
+  const pid_t child = ::fork();
+  if (child < 0) ::_exit(127);
+  if (child == 0) {
+    ::signal(death_signal, SIG_DFL);
+    ::dup2(log_fd, STDOUT_FILENO);
+    ::dup2(log_fd, STDERR_FILENO);
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    ::execvp(cargs[0], cargs);
+    const std::string msg = exec_failed + std::strerror(errno) + "\n";
+    (void)!::write(STDERR_FILENO, msg.data(), msg.size());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0)
+    if (errno != EINTR) ::_exit(127);
+  (void)!::write(status_fd, &status, sizeof status);
+  ::kill(0, SIGKILL);  // stragglers the command left behind in its group, and this process
+  ::_exit(0);
+}
+
 }  // namespace
 
 CommandResult run_command(const std::vector<std::string>& argv, double timeout_s, const stdfs::path& log) {
@@ -59,35 +100,43 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
   cargs.push_back(nullptr);
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A previous command may have left a link at the log's path: never write through it.
+  ::unlink(log.c_str());
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) throw IoError(log.string() + ": cannot create the trial's output log: " + std::strerror(errno));
+  int status_pipe[2];
+  if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
+    ::close(fd);
+    throw IoError(std::string("campaign: pipe failed: ") + std::strerror(errno));
+  }
+  const int death_signal = SIGRTMIN;  // sent to nobody by accident
+  const std::string exec_failed = "campaign: cannot execute " + args[0] + ": ";
+  const pid_t self = ::getpid();
   const double t0 = now();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fd);
+    ::close(status_pipe[0]);
+    ::close(status_pipe[1]);
     throw IoError(std::string("campaign: fork failed: ") + std::strerror(errno));
   }
   if (pid == 0) {
-    // Child: own process group (so a timeout kills everything it started), output to the log.
-    ::setpgid(0, 0);
-    ::dup2(fd, STDOUT_FILENO);
-    ::dup2(fd, STDERR_FILENO);
-    const int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-    ::execvp(cargs[0], cargs.data());
-    const std::string msg = std::string("campaign: cannot execute ") + cargs[0] + ": " + std::strerror(errno) + "\n";
-    (void)!::write(STDERR_FILENO, msg.data(), msg.size());
-    ::_exit(127);
+    ::close(status_pipe[0]);
+    supervise(cargs.data(), fd, status_pipe[1], self, death_signal, exec_failed);
   }
   ::setpgid(pid, pid);  // also from the parent: no race with the kill below
   ::close(fd);
+  ::close(status_pipe[1]);
   CommandResult r;
   int status = 0;
   double sleep_s = 0.001;
   for (;;) {
     const pid_t w = ::waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
-    if (w < 0 && errno != EINTR) throw IoError(std::string("campaign: waitpid failed: ") + std::strerror(errno));
+    if (w < 0 && errno != EINTR) {
+      ::close(status_pipe[0]);
+      throw IoError(std::string("campaign: waitpid failed: ") + std::strerror(errno));
+    }
     if (now() - t0 > timeout_s) {
       r.timed_out = true;
       ::kill(-pid, SIGKILL);
@@ -98,9 +147,17 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
     std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
     sleep_s = std::min(sleep_s * 2, 0.02);
   }
-  ::kill(-pid, SIGKILL);  // stragglers the command left behind (ESRCH when none)
+  ::kill(-pid, SIGKILL);  // anything still in the group (ESRCH when none)
   r.wall_seconds = now() - t0;
+  // The command's own wait status, as the supervisor saw it (nothing when it was killed first).
+  int command_status = 0;
+  ssize_t got = -1;
+  do {
+    got = ::read(status_pipe[0], &command_status, sizeof command_status);
+  } while (got < 0 && errno == EINTR);
+  ::close(status_pipe[0]);
   if (!r.timed_out) {
+    if (got == static_cast<ssize_t>(sizeof command_status)) status = command_status;
     if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
     else if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   }

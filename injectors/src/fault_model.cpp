@@ -72,12 +72,14 @@ PatternTable parse_pattern_table(std::string_view text, const std::string& sourc
       }
       if (e.mask == 0) throw CorruptInputError(source + ": a pattern has an empty mask");
       const auto& w = p.contains("p") ? p.at("p") : p.contains("weight") ? p.at("weight") : nlohmann::json(1.0);
+      // get<double> would read true as 1: a weight is a JSON number.
+      if (!w.is_number()) throw CorruptInputError(source + ": pattern probabilities must be numbers, not " + w.dump());
       e.p = w.get<double>();
       if (!std::isfinite(e.p) || e.p < 0) throw CorruptInputError(source + ": pattern probabilities must be finite and >= 0");
       total += e.p;
       t.entries.push_back(e);
     }
-    if (!(total > 0) || !std::isfinite(total)) throw CorruptInputError(source + ": pattern probabilities sum to zero");
+    if (!(total > 0) || !std::isfinite(total)) throw CorruptInputError(source + ": pattern probabilities sum to zero or overflow");
     for (auto& e : t.entries) e.p /= total;
   } catch (const nlohmann::json::exception& e) {
     throw CorruptInputError(source + ": malformed pattern table: " + e.what());

@@ -3,10 +3,13 @@
 // into exactly the records and statistics of a single-process run.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "resil/ckpt/fs.hpp"
@@ -86,6 +89,25 @@ std::vector<json> stripped_records(const stdfs::path& out) {
   std::vector<json> v;
   for (auto& r : merged_records(out)) v.push_back(strip(r));
   return v;
+}
+
+/// Processes of process group `pgid` that are not zombies (a zombie waits for a reaper, it runs nothing).
+int live_members(pid_t pgid) {
+  int n = 0;
+  for (const auto& e : stdfs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "stat");
+    std::string stat;
+    if (!std::getline(f, stat)) continue;
+    // pid (comm) state ppid pgrp ...: comm may hold spaces, so parse after the last ')'.
+    std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+    char state = 0;
+    long ppid = 0, pgrp = 0;
+    rest >> state >> ppid >> pgrp;
+    if (pgrp == pgid && state != 'Z') ++n;
+  }
+  return n;
 }
 
 }  // namespace
@@ -235,5 +257,103 @@ TEST_CASE("resume of an interrupted campaign and shard merge equal the single ru
   CHECK(a.at("by").at("field").at("exponent").at("space_bits").get<double>() == Approx(8 * 96));
   CHECK_FALSE(report_text(a).empty());
   CHECK(report_markdown(a, {"plot.png"}).find("![plot.png](plot.png)") != std::string::npos);
+  stdfs::remove_all(dir);
+}
+
+// Issue #15: hostile configurations, commands and records, in process.
+TEST_CASE("a command that truncates, deletes or replaces {ckpt} is recorded and the copy restored from golden", "[campaign][integration]") {
+  const auto dir = scratch_dir("damage");
+  const auto golden = dir / "golden.h5";
+  write_ckpt(golden, 0.75f);
+  const auto before = checksums(golden);
+  const std::string golden_sha = ckpt::sha256_file(golden);
+  auto c = base_config(golden, 8);
+  c.timeout_s = 30;
+  c.command = {"t={trial}; if [ $t = golden ]; then echo '{\"test_accuracy\": 0.5}' > {out}; exit 0; fi; "
+               "case $((t % 4)) in 0) : > {ckpt};; 1) rm -f {ckpt};; 2) ln -sf " + golden.string() + " {ckpt}.l; mv -f {ckpt}.l {ckpt};; "
+               "3) rm -f {ckpt}; mkdir {ckpt};; esac; echo '{\"test_accuracy\": 0.5}' > {out}"};
+  RunOptions o;
+  o.out = dir / "out";
+  o.keep_work = true;
+  const auto rs = run_campaign(c, o);
+  CHECK(rs.ran == 8);
+  for (const auto& r : merged_records(o.out)) {
+    CHECK(r.at("restore") == "recopied");
+    CHECK(r.at("class") == "masked");
+    CHECK(r.at("note").get<std::string>().find("{ckpt}") != std::string::npos);
+  }
+  CHECK(checksums(o.out / "work" / "shard-0-of-1" / "ckpt" / "golden.h5") == before);
+  CHECK(ckpt::sha256_file(golden) == golden_sha);
+  stdfs::remove_all(dir);
+}
+
+TEST_CASE("1e15 planned trials: --max-trials runs its slice without listing the trials", "[campaign][integration]") {
+  const auto dir = scratch_dir("huge");
+  const auto golden = dir / "golden.h5";
+  write_ckpt(golden, 0.75f);
+  auto c = base_config(golden, 1'000'000'000'000'000ull);
+  c.command = {"echo '{\"test_accuracy\": 0.5}' > {out}"};
+  RunOptions o;
+  o.out = dir / "out";
+  o.max_trials = 3;
+  o.shard = {1, 7};
+  const auto rs = run_campaign(c, o);  // listing 1.4e14 trial ids up front would need ~1 PB
+  CHECK(rs.ran == 3);
+  CHECK(rs.planned == ShardSpec{1, 7}.trials_of(c.trials));
+  std::vector<std::uint64_t> ids;
+  for (const auto& r : merged_records(o.out)) ids.push_back(r.at("trial").get<std::uint64_t>());
+  CHECK(ids == std::vector<std::uint64_t>{1, 8, 15});
+  CHECK(run_campaign(c, o).skipped == 3);
+  CHECK(ShardSpec{0, 1}.trials_of(~std::uint64_t{0}) == ~std::uint64_t{0});
+  CHECK(ShardSpec{3, 4}.trials_of(3) == 0);
+  CHECK(ShardSpec{3, 4}.trials_of(4) == 1);
+  stdfs::remove_all(dir);
+}
+
+TEST_CASE("records that are not this campaign's are refused, not counted or dropped", "[campaign][integration]") {
+  const auto dir = scratch_dir("records");
+  const auto golden = dir / "golden.h5";
+  write_ckpt(golden, 0.75f);
+  auto c = base_config(golden, 14);
+  c.command = {"echo '{\"test_accuracy\": 0.5}' > {out}"};
+  RunOptions o;
+  o.out = dir / "out";
+  run_campaign(c, o);
+  const auto res = o.out / "results" / "shard-0-of-1.jsonl";
+  const std::string good = ckpt::fs::read_file(res);
+  for (const std::string bad : {R"({"trial": 99, "class": "masked"})", R"({"trial": -1, "class": "masked"})", R"({"trial": 2.5, "class": "masked"})",
+                                R"({"trial": 3, "class": "mystery"})", R"({"trial": 3})", "garbage"}) {
+    ckpt::fs::write_file_atomic(res, good + bad + "\n");
+    CHECK_THROWS_AS(build_report(o.out), CorruptInputError);
+    CHECK_THROWS_AS(run_campaign(c, o), CorruptInputError);
+  }
+  ckpt::fs::write_file_atomic(res, good + R"({"trial": 3, "cl)");  // torn last line: ignored
+  CHECK(build_report(o.out).at("trials").at("done") == 14);
+  stdfs::remove_all(dir);
+}
+
+TEST_CASE("the trial's process group dies with a campaign process killed by SIGKILL", "[campaign][integration]") {
+  const auto dir = scratch_dir("kill9");
+  const auto marker = dir / "marker", started = dir / "started";
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // the "campaign": runs a trial that sleeps, then writes a marker from a background child
+    try {
+      run_command({"echo $$ > " + started.string() + "; (sleep 2; touch " + marker.string() + ") & sleep 2; touch " + marker.string() + "; wait"}, 60,
+                  dir / "log");
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  for (int i = 0; i < 400 && !(stdfs::exists(started) && stdfs::file_size(started) > 0); ++i) ::usleep(10'000);
+  REQUIRE(stdfs::exists(started));
+  const pid_t sh = std::stoi(ckpt::fs::read_file(started));
+  const pid_t group = ::getpgid(sh);
+  REQUIRE(group > 0);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  ::usleep(3'000'000);
+  CHECK(live_members(group) == 0);  // no process left in the trial's group
+  CHECK_FALSE(stdfs::exists(marker));
   stdfs::remove_all(dir);
 }

@@ -10,6 +10,7 @@
 
 #include "resil/core/error.hpp"
 #include "resil/inject/campaign.hpp"
+#include "resil/inject/fault_model.hpp"
 #include "resil/inject/fit.hpp"
 #include "resil/inject/stats.hpp"
 
@@ -390,4 +391,79 @@ TEST_CASE("two-level FIT: Monte Carlo propagation", "[fit][unit]") {
     CHECK_THROWS_AS(bad(R"({"source": "t", "raw_fit_per_mbit": 1, "raw_fit_distribution": "normal", "patterns": [{"name": "a", "p": 1}]})"), resil::UsageError);
     CHECK(bad(R"({"source": "t", "assumptions": "one", "raw_fit_per_mbit": 1, "patterns": [{"name": "a", "p": 1}]})").assumptions.size() == 1);
   }
+}
+
+TEST_CASE("campaign configuration: every value type- and range-checked, naming the key", "[campaign][unit]") {
+  const std::string head = R"({"checkpoint": "a.h5", "command": "x", )";
+  auto refused = [&](const std::string& members, const std::string& key) {
+    INFO(members);
+    try {
+      CampaignConfig::parse(head + members + "}", "c.json");
+      FAIL("accepted");
+    } catch (const resil::UsageError& e) {
+      CHECK(std::string(e.what()).find(key) != std::string::npos);
+    }
+  };
+  for (const char* v : {"0", "-5", "1.5", "\"5\"", "null", "true", "1e308", "[3]"}) refused(std::string(R"("trials": )") + v, "trials");
+  for (const char* v : {"-1", "1e30", "18446744073709551616", "0.5", "\"7\"", "false"}) refused(std::string(R"("seed": )") + v, "seed");
+  for (const char* v : {"0", "-1", "\"60\"", "null"}) refused(std::string(R"("timeout_s": )") + v, "timeout_s");
+  for (const char* v : {"0", "-2", "1.5", "1e9", "\"2\""}) refused(std::string(R"("inject": {"flips": )") + v + "}", "inject.flips");
+  for (const char* v : {"0", "1", "-0.5", "\"0.95\""}) refused(std::string(R"("confidence": )") + v, "confidence");
+  for (const char* v : {"[300]", "[-1]", "[0]", "[4.5]", "\"4\"", "[true]"}) refused(std::string(R"("nan_codes": )") + v, "nan_codes");
+  refused(R"("tolerance": -0.1)", "tolerance");
+  refused(R"("higher_is_better": 1)", "higher_is_better");
+  refused(R"("inject": "flips")", "inject");
+  refused(R"("golden": "g.json")", "golden");
+  refused(R"("inject": {"flipz": 2})", "inject.flipz");
+  refused(R"("golden": {"summary": "g.json", "extra": 1})", "golden.extra");
+  refused(R"("inject": {"include": "/model/*"})", "inject.include");
+  refused(R"("inject": {"as": "f64"})", "inject.as");
+  refused(R"("golden": {"final_checkpoint": "f.h5"})", "golden.final_checkpoint");
+  // Accepted limits: integral floats below 2^53, the full 64-bit seed range, exit codes 1..255.
+  const auto c = CampaignConfig::parse(head + R"("trials": 1e15, "seed": 18446744073709551615, "nan_codes": [1, 255], "inject": {"flips": 100000000}})", "c.json");
+  CHECK(c.trials == 1'000'000'000'000'000ull);
+  CHECK(c.seed == ~std::uint64_t{0});
+  CHECK(c.flips == 100'000'000);
+  CampaignConfig built = c;
+  built.trials = 0;
+  CHECK_THROWS_AS(built.validate("code"), resil::UsageError);
+  for (const char* s : {"0/0", "3/2", "-1/2", "+0/1", "-0/1", " 1/2", "0/1/2", "a/b", "", "0/18446744073709551616"}) {
+    INFO(s);
+    CHECK_THROWS_AS(ShardSpec::parse(s), resil::UsageError);
+  }
+}
+
+TEST_CASE("fault model for fit: every numeric field checked, naming it", "[fit][unit]") {
+  auto model = [](const std::string& top, const std::string& pattern) {
+    return R"({"source": "t", "raw_fit_per_mbit": 10, "raw_fit_per_mbit_range": [5, 20], )" + top +
+           R"( "patterns": [{"name": "a", "p": 1, "campaign_model": "flip")" + pattern + "}]}";
+  };
+  CHECK_NOTHROW(FitModel::parse(model("", ""), "f"));
+  auto refused = [&](const std::string& top, const std::string& pattern, const std::string& key) {
+    INFO(top << pattern);
+    try {
+      FitModel::parse(model(top, pattern), "f");
+      FAIL("accepted");
+    } catch (const resil::UsageError& e) {
+      CHECK(std::string(e.what()).find(key) != std::string::npos);
+    }
+  };
+  for (const char* v : {"-3", "\"3\"", "true", "1e300"}) refused(std::string(R"("mbit": )") + v + ",", "", "mbit");
+  for (const char* v : {"-0.1", "2", "\"1\""}) refused(std::string(R"("exposure": )") + v + ",", "", "exposure");
+  refused(R"("raw_fit_per_mbit_range": [-5, 20],)", "", "raw_fit_per_mbit_range");
+  refused(R"("raw_fit_per_mbit_range": [5],)", "", "raw_fit_per_mbit_range");
+  refused(R"("illustrative": "no",)", "", "illustrative");
+  for (const char* f : {R"(, "ecc_corrected": 1.5)", R"(, "ecc_detected": -1)", R"(, "count": -1)", R"(, "count": "3")"})
+    refused("", f, "patterns[0].");
+  CHECK_THROWS_AS(FitModel::parse(R"({"source": "t", "raw_fit_per_mbit": 1e308, "patterns": [{"name": "a", "p": 1}]})", "f"), resil::UsageError);
+  CHECK_THROWS_AS(FitModel::parse(R"({"source": "t", "raw_fit_per_mbit": 1, "patterns": [{"name": "a", "p": true}]})", "f"), resil::UsageError);
+  CHECK_THROWS_AS(FitModel::parse(R"({"source": "t", "raw_fit_per_mbit": 1, "patterns": "a"})", "f"), resil::UsageError);
+}
+
+TEST_CASE("pattern tables: a weight is a JSON number", "[fault_model][unit]") {
+  // Also in tests/inject/fuzz/corpus/pattern (bool-weight, null-weight, weight-overflow, bad-types).
+  CHECK_THROWS_AS(parse_pattern_table(R"({"patterns": [{"bits": [3], "p": true}]})", "t.json"), resil::CorruptInputError);
+  CHECK_THROWS_AS(parse_pattern_table(R"({"patterns": [{"bits": [3], "weight": "2"}]})", "t.json"), resil::CorruptInputError);
+  CHECK_THROWS_AS(parse_pattern_table(R"({"patterns": [{"bits": [1], "p": 1e308}, {"bits": [2], "p": 1e308}]})", "t.json"), resil::CorruptInputError);
+  CHECK(parse_pattern_table(R"({"patterns": [{"bits": [3], "p": 2}, {"bits": [4], "weight": 6}]})", "t.json").entries.at(1).p == Approx(0.75));
 }

@@ -77,7 +77,11 @@ struct CampaignConfig {
   std::string verify = "touched";      // after revert, checksum the touched datasets or "all"
   double confidence = 0.95;
 
+  /// Every value is type- and range-checked (UsageError naming the key): no wrap-around of
+  /// negative counts, no truncated fractions, no silently ignored wrong types.
   static CampaignConfig parse(std::string_view json_text, const std::string& source);
+  /// The checks of parse() on the values (also for configurations built in code); UsageError.
+  void validate(const std::string& source) const;
   static CampaignConfig load(const std::filesystem::path& p);
   nlohmann::json to_json() const;
 };
@@ -137,7 +141,9 @@ std::string model_weights_hash(const std::filesystem::path& ckpt);
 
 struct ShardSpec {
   std::uint64_t index = 0, count = 1;
-  static ShardSpec parse(std::string_view text);  // "i/n"; throws UsageError
+  static ShardSpec parse(std::string_view text);  // "i/n", decimal digits only, 0 <= i < n; throws UsageError
+  /// How many of the trial ids 0 .. trials-1 belong to this shard (no overflow near 2^64).
+  std::uint64_t trials_of(std::uint64_t trials) const noexcept { return trials > index ? (trials - index - 1) / count + 1 : 0; }
 };
 
 struct RunOptions {
@@ -162,7 +168,9 @@ struct RunSummary {
 RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const TrialCallback& on_trial = {});
 
 /// Every record of OUT/results/*.jsonl, by trial id (a truncated last line is ignored; duplicates
-/// keep the first).
+/// keep the first). A record whose trial id is not an integer below the campaign's `trials`
+/// (OUT/campaign.json), or whose class is not an outcome name, makes the statistics untrustworthy:
+/// CorruptInputError naming the file and line. A results entry that is not a regular file: IoError.
 std::map<std::uint64_t, nlohmann::json> read_results(const std::filesystem::path& out);
 
 /// Fault space of the configuration's selection over the golden checkpoint (all shard files of a manifest).
