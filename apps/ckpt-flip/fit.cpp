@@ -82,49 +82,11 @@ std::string fit_text(const inject::FitValue& v) {
 int run_fit(const FitOptions& o) {
   const auto fm = inject::FitModel::parse(ckpt::fs::read_file(o.fault_model), o.fault_model);
   // Evidence per campaign fault model.
-  std::map<std::string, inject::PatternEvidence> ev;
-  double space_bits = 0, confidence = 0.95;
-  for (const auto& dir : o.results) {
-    const auto meta = nlohmann::json::parse(ckpt::fs::read_file(std::filesystem::path(dir) / "campaign.json"));
-    const std::string model = meta.at("config").at("inject").at("model").get<std::string>();
-    if (meta.at("config").at("inject").value("flips", 1) != 1)
-      std::cerr << "ckpt-flip: warning: " << dir << " injects " << meta.at("config").at("inject").at("flips") << " faults per trial; the fit assumes one\n";
-    space_bits = std::max(space_bits, meta.at("space").at("total_bits").get<double>());
-    confidence = meta.at("config").value("confidence", 0.95);
-    auto& e = ev[model];
-    const std::string strata = meta.at("config").at("inject").value("strata", std::string("none"));
-    if (strata != "none") {
-      // Stratified (unevenly allocated) campaign: use the estimate reweighted to the whole fault
-      // space, as effective counts (n_eff, p n_eff) of the report.
-      const auto rep = inject::build_report(dir);
-      const auto& rw = rep.at("reweighted").at(strata);
-      auto eff = [&](const nlohmann::json& r, std::uint64_t& x) {
-        e.n = static_cast<std::uint64_t>(std::llround(r.at("n_eff").get<double>()));
-        x = static_cast<std::uint64_t>(std::llround(r.at("p").get<double>() * r.at("n_eff").get<double>()));
-      };
-      std::uint64_t n_sdc = 0;
-      eff(rw.at("classes").at("critical_sdc"), e.critical_sdc);
-      const auto n_crit = e.n;
-      eff(rw.at("groups").at("due"), e.due);
-      const auto n_due = e.n;
-      eff(rw.at("groups").at("sdc"), n_sdc);
-      e.sdc = n_sdc;
-      // One n for all three (the smallest effective size: the widest intervals).
-      e.n = std::min({e.n, n_crit, n_due});
-      e.sdc = std::min(e.sdc, e.n);
-      e.critical_sdc = std::min(e.critical_sdc, e.n);
-      e.due = std::min(e.due, e.n);
-      std::cout << dir << ": stratified by " << strata << "; using the reweighted estimates (effective n " << e.n << ")\n";
-      continue;
-    }
-    for (const auto& [t, r] : inject::read_results(dir)) {
-      const std::string cls = r.at("class").get<std::string>();
-      ++e.n;
-      if (cls == "critical_sdc") ++e.critical_sdc;
-      if (cls == "critical_sdc" || cls == "tolerable_sdc") ++e.sdc;
-      if (cls == "load_failure" || cls == "hang" || cls == "crash" || cls == "nan_at_load" || cls == "nan_later") ++e.due;
-    }
-  }
+  const auto evidence = inject::campaign_evidence(o.results);
+  for (const auto& w : evidence.warnings) std::cerr << "ckpt-flip: warning: " << w << "\n";
+  for (const auto& n : evidence.notes) std::cout << n << "\n";
+  auto ev = evidence.per_model;
+  const double space_bits = evidence.space_bits, confidence = evidence.confidence;
   std::vector<inject::PatternEvidence> per;
   for (const auto& p : fm.patterns) per.push_back(ev.count(p.campaign_model) ? ev[p.campaign_model] : inject::PatternEvidence{});
   const inject::PatternEvidence single = ev.count("flip") ? ev["flip"] : inject::PatternEvidence{};

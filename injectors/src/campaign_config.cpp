@@ -44,6 +44,12 @@ const std::vector<OutcomeGroup>& outcome_groups() {
   return g;
 }
 
+bool in_outcome_group(std::string_view group, Outcome o) noexcept {
+  for (const auto& g : outcome_groups())
+    if (g.name == group) return std::find(g.members.begin(), g.members.end(), o) != g.members.end();
+  return false;
+}
+
 namespace {
 
 // Largest count a config may ask for in one trial (as `ckpt-flip inject --flips`).

@@ -1,6 +1,7 @@
 #include "resil/inject/campaign_report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -252,6 +253,61 @@ std::string report_markdown(const json& rep, const std::vector<std::string>& plo
     for (const auto& p : plots) o << "![" << p << "](" << p << ")\n\n";
   }
   return o.str();
+}
+
+CampaignEvidence campaign_evidence(const std::vector<std::string>& campaign_dirs) {
+  CampaignEvidence out;
+  for (const auto& dir : campaign_dirs) {
+    const auto meta_path = stdfs::path(dir) / "campaign.json";
+    nlohmann::json meta;
+    std::string model, strata;
+    std::uint64_t flips = 1;
+    try {
+      meta = nlohmann::json::parse(ckpt::fs::read_file(meta_path));
+      const auto& inj = meta.at("config").at("inject");
+      model = inj.at("model").get<std::string>();
+      flips = inj.value("flips", std::uint64_t{1});
+      strata = inj.value("strata", std::string("none"));
+      out.space_bits = std::max(out.space_bits, meta.at("space").at("total_bits").get<double>());
+      out.confidence = meta.at("config").value("confidence", 0.95);
+    } catch (const nlohmann::json::exception& e) {
+      throw CorruptInputError(meta_path.string() + ": not a campaign description: " + e.what());
+    }
+    if (flips != 1)
+      out.warnings.push_back(dir + " injects " + std::to_string(flips) + " faults per trial; the fit assumes one");
+    auto& e = out.per_model[model];
+    if (strata != "none") {
+      // Stratified (unevenly allocated) campaign: the estimates reweighted to the whole fault space,
+      // as effective counts (n_eff, p n_eff) of the report; one n for all three (the smallest
+      // effective size: the widest intervals).
+      const auto rep = build_report(dir);
+      const auto& rw = rep.at("reweighted").at(strata);
+      std::uint64_t n_crit = 0, n_due = 0, n_sdc = 0;
+      auto eff = [](const nlohmann::json& r, std::uint64_t& n, std::uint64_t& x) {
+        n = static_cast<std::uint64_t>(std::llround(r.at("n_eff").get<double>()));
+        x = static_cast<std::uint64_t>(std::llround(r.at("p").get<double>() * r.at("n_eff").get<double>()));
+      };
+      eff(rw.at("classes").at("critical_sdc"), n_crit, e.critical_sdc);
+      eff(rw.at("groups").at("due"), n_due, e.due);
+      eff(rw.at("groups").at("sdc"), e.n, n_sdc);
+      e.n = std::min({e.n, n_crit, n_due});
+      e.sdc = std::min(n_sdc, e.n);
+      e.critical_sdc = std::min(e.critical_sdc, e.n);
+      e.due = std::min(e.due, e.n);
+      out.notes.push_back(dir + ": stratified by " + strata + "; using the reweighted estimates (effective n " +
+                          std::to_string(e.n) + ")");
+      continue;
+    }
+    for (const auto& [t, r] : read_results(dir)) {
+      // read_results refuses records whose class is not one of the outcome names.
+      const auto o = outcome_from_name(r.at("class").get<std::string>());
+      ++e.n;
+      if (o == Outcome::critical_sdc) ++e.critical_sdc;
+      if (o && in_outcome_group("sdc", *o)) ++e.sdc;
+      if (o && in_outcome_group("due", *o)) ++e.due;
+    }
+  }
+  return out;
 }
 
 }  // namespace resil::inject

@@ -43,6 +43,8 @@ struct OutcomeGroup {
   std::vector<Outcome> members;
 };
 const std::vector<OutcomeGroup>& outcome_groups();
+/// Whether `o` belongs to the group named `group` ("sdc", "due", "masked_any"); false for an unknown name.
+bool in_outcome_group(std::string_view group, Outcome o) noexcept;
 
 /// Stratification dimensions of the fault space (each trial records its value for all of them).
 inline constexpr const char* stratum_dims[] = {"field", "bit", "role", "dtype", "tensor"};

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "resil/inject/fit.hpp"
+
 namespace resil::inject {
 
 /// Build the report of campaign directory `out` (campaign.json, golden.json, results/*.jsonl).
@@ -23,5 +25,16 @@ std::string report_markdown(const nlohmann::json& report, const std::vector<std:
 
 /// Records of all shards sorted by trial id, as written (for merge checks and scripts).
 std::vector<nlohmann::json> merged_records(const std::filesystem::path& out);
+
+/// What campaigns measured for a two-level FIT (`ckpt-flip fit`): trials and SDC / critical SDC /
+/// DUE counts per campaign fault model (`inject.model`), the largest fault space, the confidence.
+/// A stratified campaign contributes its estimates reweighted to the whole fault space, as effective
+/// counts. `warnings` (for stderr) and `notes` (for stdout) say what was assumed.
+struct CampaignEvidence {
+  std::map<std::string, PatternEvidence> per_model;
+  double space_bits = 0, confidence = 0.95;
+  std::vector<std::string> warnings, notes;
+};
+CampaignEvidence campaign_evidence(const std::vector<std::string>& campaign_dirs);
 
 }  // namespace resil::inject
