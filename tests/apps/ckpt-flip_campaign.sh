@@ -2,21 +2,9 @@
 # ckpt-flip campaign / plan / report / fit as black boxes with a real ckpt-train: an eval campaign
 # and a resume campaign on a tiny MLP, shards merged by `report` equal to the single run, plots,
 # a two-level FIT, usage errors, and the golden checkpoint never modified.
-set -uo pipefail
+. "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-campaign
 FLIP=$1
 TRAIN=$2
-SRC=${RESIL_SOURCE_DIR:?}
-PY=/usr/bin/python3
-T=$(mktemp -d /tmp/ckpt-flip-campaign-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-run() { "$@" > "$T/stdout" 2> "$T/stderr" || { cat "$T/stdout" "$T/stderr"; fail "exit $?: $*"; }; }
-expect_rc() {  # expect_rc CODE cmd...
-  local want=$1; shift
-  "$@" > "$T/stdout" 2> "$T/stderr"; local rc=$?
-  [ "$rc" = "$want" ] || { cat "$T/stderr"; fail "exit $rc (want $want): $*"; }
-  [ "$want" = 0 ] || [ "$(wc -l < "$T/stderr")" = 1 ] || { cat "$T/stderr"; fail "expected one error line: $*"; }
-}
 
 for c in campaign plan report fit; do
   "$FLIP" $c --help | grep -q "Examples:" || fail "$c --help has no examples"

@@ -1,20 +1,8 @@
 #!/bin/bash
 # ckpt-flip as a black box: exit codes, determinism, no partial outputs, damaged files, dry-run,
 # pattern files, in-place + revert, and kill -9 during --in-place followed by revert.
-set -uo pipefail
+. "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-cli
 FLIP=$1
-PY=/usr/bin/python3
-T=$(mktemp -d /tmp/ckpt-flip-cli-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-expect_rc() {  # expect_rc CODE cmd...
-  local want=$1; shift
-  "$@" > "$T/stdout" 2> "$T/stderr"; local rc=$?
-  [ "$rc" = "$want" ] || { cat "$T/stderr"; fail "exit $rc (want $want): $*"; }
-  if [ "$want" != 0 ] && [ "$want" != 10 ]; then
-    [ "$(wc -l < "$T/stderr")" = 1 ] || { cat "$T/stderr"; fail "expected one error line: $*"; }
-  fi
-}
 $PY - "$T/in.h5" "$T/other.h5" <<'PYEOF'
 import sys, h5py, numpy as np
 for seed, path in enumerate(sys.argv[1:]):

@@ -4,15 +4,9 @@
 # ckpt-train MLP, evaluated by ckpt-train eval): the Monte Carlo median lies within the conservative
 # bounds, the interval is not degenerate, a fixed seed gives identical output, a drawn seed is printed
 # and repeats the run, the older JSON fields are still there, and bad input exits 2.
-set -uo pipefail
+. "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-fit
 FLIP=$1
 TRAIN=$2
-SRC=${RESIL_SOURCE_DIR:?}
-PY=/usr/bin/python3
-T=$(mktemp -d /tmp/ckpt-flip-fit-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-run() { "$@" > "$T/stdout" 2> "$T/stderr" || { cat "$T/stdout" "$T/stderr"; fail "exit $?: $*"; }; }
 NOECC=$SRC/examples/fault-models/dram-field-noecc.json
 SECDED=$SRC/examples/fault-models/dram-field-secded.json
 
