@@ -8,7 +8,7 @@ set -euo pipefail
 SRC=$1; OUT=$2; SECS=${3:-20}; MODE=${4:-run}
 CXX=${RESIL_FUZZ_CXX:-clang++}
 mkdir -p "$OUT"
-INC="-I$SRC/injectors/include -I$SRC/libckpt/include"
+INC="-I$SRC/injectors/include -I$SRC/libckpt/include -I$SRC/core/include"
 FLAGS="-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $INC"
 build() {  # build NAME SOURCES... [-lLIB...]
   local name=$1; shift
