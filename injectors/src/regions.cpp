@@ -100,9 +100,9 @@ StoredLayout stored_layout(hid_t d, const std::string& where) {
     s.ids.insert(id);
     s.regions.push_back(std::move(r));
   };
-  // The cheaper search: a probe (an index lookup) costs about as much as 16 entries of a walk.
+  // The cheaper search: a probe (an index lookup) costs about as much as 64 entries of a walk.
   const auto a = static_cast<uint128_t>(allocated);
-  const bool probe = cells * 16 < a * a / 2;
+  const bool probe = cells * 64 < a * a / 2;
   if (probe && cells <= max_chunk_probes) {
     // Probe the grid: one index lookup per chunk (stops after the last allocated one).
     for (std::uint64_t id = 0; id < static_cast<std::uint64_t>(cells) && s.ids.size() < allocated; ++id) {

@@ -45,6 +45,34 @@ def lazy_b(f):
     f["big"][123456789] = 1.0           # a chunk allocated only in this file
 
 
+def sparse_pair(f, dense_path):
+    """A sparse dataset (few chunks allocated in a 66 MiB extent) in OUT, the same values fully
+    written in EXTRA: scan and diff must report the same for both (the dense file is read in slabs)."""
+    shape, chunks = (2112, 8192), (64, 128)
+    rng = np.random.default_rng(7)
+    blocks = [(0, 0), (64, 8064), (2048, 128), (1024, 1024)]
+    with h5py.File(dense_path, "w") as g:
+        for name, fill in (("a", 0.0), ("b", 2.5)):
+            d = f.create_dataset(name, shape=shape, dtype="f4", chunks=chunks, fillvalue=fill)
+            full = np.full(shape, fill, dtype="f4")
+            for (r, c) in blocks:
+                v = rng.normal(size=chunks).astype("f4")
+                v[3, 5] = np.inf if name == "a" else np.float32(3e30)
+                d[r:r + 64, c:c + 128] = v
+                full[r:r + 64, c:c + 128] = v
+            g.create_dataset(name, data=full, chunks=chunks)
+
+
+def sparse_pair_b(f, dense_path):
+    """sparse_pair() with a few elements changed, in an allocated chunk and in a new one."""
+    sparse_pair(f, dense_path)
+    with h5py.File(dense_path, "a") as g:
+        for h in (f, g):
+            h["a"][1, 2] = 9.0
+            h["a"][2000, 4096] = -1.0
+            h["b"][2111, 8191] = 2.5
+
+
 def badname(f):
     f.create_dataset(b"w\xff", data=np.arange(4, dtype="f4"))
     g = f.create_group(b"g\xfe\\x")
@@ -126,7 +154,7 @@ def links(f, other_path):
 
 BUILDERS = {"empty": empty, "lazy": lazy, "lazy_b": lazy_b, "badname": badname, "overflow": overflow,
             "toomany": toomany, "hardlink": hardlink, "types": types}
-WITH_EXTRA = {"vds": vds, "links": links}
+WITH_EXTRA = {"vds": vds, "links": links, "sparse_pair": sparse_pair, "sparse_pair_b": sparse_pair_b}
 
 
 def main():
