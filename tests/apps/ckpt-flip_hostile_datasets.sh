@@ -106,6 +106,17 @@ expect_rc 0 "$FLIP" inject "$T/bad.h5" -o "$T/o.h5" --log "$T/o.log" --flips 4 -
 expect_rc 0 "$FLIP" replay "$T/bad.h5" --log "$T/o.log" -o "$T/r.h5"
 cmp -s "$T/o.h5" "$T/r.h5" || fail "replay of escaped names"
 
+# --- Campaigns over these files: no abort at trial 0 (null dataspace), names escaped in records.
+for f in empty bad; do
+  $PY -c 'import json,sys; print(json.dumps({"name": "h", "checkpoint": sys.argv[1], "command": "echo '"'"'{\"acc\":1}'"'"' > {out}",
+    "metric": "acc", "trials": 4, "inject": {"flips": 2}}))' "$T/$f.h5" > "$T/camp.json"
+  rm -rf "$T/camp"
+  expect_rc 0 "$FLIP" campaign "$T/camp.json" --out "$T/camp"
+  expect_rc 0 "$FLIP" report "$T/camp" --no-plots
+  [ "$(cat "$T"/camp/results/*.jsonl | wc -l)" = 4 ] || fail "campaign over $f.h5: 4 trial records"
+done
+grep -q '"dataset_escaped":true' "$T"/camp/results/*.jsonl || fail "campaign records of escaped names"
+
 # --- Fault spaces beyond 64 bits: exact totals, every dataset drawn.
 build overflow "$T/over.h5"
 expect_rc 0 "$FLIP" inspect "$T/over.h5" --json
