@@ -84,6 +84,17 @@ expect_rc 0 "$FLIP" diff "$T/spA.h5" "$T/dB.h5" --json; cp "$T/stdout" "$T/d3"
 cmp -s "$T/d1" "$T/d2" && cmp -s "$T/d1" "$T/d3" || { diff "$T/d1" "$T/d2"; fail "diff: sparse and fully written files differ"; }
 [ "$(json "$T/d1" "[(d['dataset'], d['differing']) for d in j['datasets']]")" = "[('/a', 2), ('/b', 0)]" ] || fail "sparse diff counts"
 rm -f "$T"/dA.h5 "$T"/dB.h5
+# Different chunk shapes in A and B: chunks allocated in both are compared once.
+build rechunked "$T/rA.h5" "$T/dA.h5"
+build rechunked_b "$T/rB.h5" "$T/dB.h5"
+for pair in "rA rB" "rB rA"; do
+  set -- $pair
+  expect_rc 0 "$FLIP" diff "$T/$1.h5" "$T/$2.h5" --json; cp "$T/stdout" "$T/d1"
+  expect_rc 0 "$FLIP" diff "$T/d${1#r}.h5" "$T/d${2#r}.h5" --json; cp "$T/stdout" "$T/d2"
+  cmp -s "$T/d1" "$T/d2" || { diff "$T/d1" "$T/d2"; fail "diff $pair: sparse and fully written files differ"; }
+done
+[ "$(json "$T/d1" "[d['differing'] for d in j['datasets']]")" = "[2]" ] || fail "rechunked diff counts"
+rm -f "$T"/dA.h5 "$T"/dB.h5
 
 # --- Names that are not UTF-8: escaped and flagged in JSON and logs; selectable; revert finds them.
 build badname "$T/bad.h5"

@@ -73,6 +73,27 @@ def sparse_pair_b(f, dense_path):
             h["b"][2111, 8191] = 2.5
 
 
+def rechunked(f, dense_path, chunks=(64, 128), changed=False):
+    """A sparse dataset with chunk shape `chunks` in OUT, the same values fully written in EXTRA."""
+    shape = (2112, 8192)
+    full = np.full(shape, 1.5, dtype="f4")
+    full[10:20, 100:200] = np.arange(1000, dtype="f4").reshape(10, 100)
+    if changed:
+        full[15, 150] = -3.0
+        full[2000, 8000] = 7.0
+    d = f.create_dataset("a", shape=shape, dtype="f4", chunks=chunks, fillvalue=1.5)
+    d[10:20, 100:200] = full[10:20, 100:200]
+    if changed:
+        d[2000, 8000] = 7.0
+    with h5py.File(dense_path, "w") as g:
+        g["a"] = full
+
+
+def rechunked_b(f, dense_path):
+    """rechunked() with another chunk shape and two elements changed."""
+    rechunked(f, dense_path, chunks=(100, 300), changed=True)
+
+
 def badname(f):
     f.create_dataset(b"w\xff", data=np.arange(4, dtype="f4"))
     g = f.create_group(b"g\xfe\\x")
@@ -154,7 +175,8 @@ def links(f, other_path):
 
 BUILDERS = {"empty": empty, "lazy": lazy, "lazy_b": lazy_b, "badname": badname, "overflow": overflow,
             "toomany": toomany, "hardlink": hardlink, "types": types}
-WITH_EXTRA = {"vds": vds, "links": links, "sparse_pair": sparse_pair, "sparse_pair_b": sparse_pair_b}
+WITH_EXTRA = {"vds": vds, "links": links, "sparse_pair": sparse_pair, "sparse_pair_b": sparse_pair_b,
+              "rechunked": rechunked, "rechunked_b": rechunked_b}
 
 
 def main():
