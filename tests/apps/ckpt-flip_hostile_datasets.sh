@@ -139,6 +139,12 @@ grep -q "^fault space: 322818021289917153280 selected" "$T/stdout" || fail "plan
 grep -q "f64: 295147905179352825856 bits (91.4286%)" "$T/stdout" || fail "plan share: $(cat "$T/stdout")"
 expect_rc 0 "$FLIP" inject "$T/over.h5" --dry-run --log "$T/o.log" --flips 60 --seed 1 --include '/t*'
 for t in t0 t1 t2; do grep -q "^  /$t\[" "$T/stdout" || fail "no draw in /$t (sampling wrapped at 2^64)"; done
+build maxdim "$T/max.h5"
+expect_rc 0 timeout 60 "$FLIP" inject "$T/max.h5" -o "$T/o.h5" --log "$T/o.log" --flips 30 --seed 1 --include '**'
+expect_rc 0 timeout 60 "$FLIP" diff "$T/max.h5" "$T/o.h5" --json
+[ "$(json "$T/stdout" "[(d['numel'], d['differing']) for d in j['datasets']]")" = "[('9223372036854775807', 30)]" ] || fail "diff of i8[2^63-1]"
+expect_rc 0 timeout 60 "$FLIP" scan "$T/o.h5"
+expect_rc 0 timeout 60 "$FLIP" revert "$T/o.h5" --log "$T/o.log"
 build toomany "$T/many.h5"
 expect_rc 0 "$FLIP" inspect "$T/many.h5" --json
 [ "$(json "$T/stdout" "[(d['dataset'], d['flippable']) for d in j['datasets']]")" = "[('/huge', False), ('/w', True)]" ] \

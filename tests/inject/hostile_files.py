@@ -108,6 +108,11 @@ def overflow(f):
         f.create_dataset("t%d" % k, shape=(2**58,), dtype="f4", chunks=(1024,))
 
 
+def maxdim(f):
+    # The largest extent ckpt-flip takes: 2^63-1 one-byte elements, chunks of one element.
+    f.create_dataset("m", shape=(2**63 - 1,), dtype="i1", chunks=(1,))
+
+
 def toomany(f):
     f.create_dataset("huge", shape=(2**40, 2**40), dtype="f4", chunks=(1, 1024))
     f.create_dataset("w", data=np.arange(4, dtype="f4"))
@@ -174,7 +179,7 @@ def links(f, other_path):
 
 
 BUILDERS = {"empty": empty, "lazy": lazy, "lazy_b": lazy_b, "badname": badname, "overflow": overflow,
-            "toomany": toomany, "hardlink": hardlink, "types": types}
+            "maxdim": maxdim, "toomany": toomany, "hardlink": hardlink, "types": types}
 WITH_EXTRA = {"vds": vds, "links": links, "sparse_pair": sparse_pair, "sparse_pair_b": sparse_pair_b,
               "rechunked": rechunked, "rechunked_b": rechunked_b}
 
