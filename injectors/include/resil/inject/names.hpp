@@ -85,7 +85,7 @@ inline std::optional<std::string> unescape_name(std::string_view s) {
     if (i + 1 < s.size() && s[i + 1] == '\\') {
       out += '\\';
       ++i;
-    } else if (i + 3 < s.size() + 0 && s[i + 1] == 'x' && digit(s[i + 2]) >= 0 && digit(s[i + 3]) >= 0) {
+    } else if (i + 3 < s.size() && s[i + 1] == 'x' && digit(s[i + 2]) >= 0 && digit(s[i + 3]) >= 0) {
       out += static_cast<char>(digit(s[i + 2]) * 16 + digit(s[i + 3]));
       i += 3;
     } else {
