@@ -3,6 +3,7 @@
 
 #include "commands.hpp"
 #include "resil/inject/diff.hpp"
+#include "resil/inject/names.hpp"
 
 namespace resil::flip {
 
@@ -28,11 +29,11 @@ int run_diff(const DiffOptions& o) {
   for (const auto& d : rep.datasets) {
     if (d.status == "same") continue;
     if (d.status == "unsupported") {
-      std::cout << d.path << "  not compared (" << d.dtype << ")\n";
+      std::cout << inject::display_name(d.path) << "  not compared (" << d.dtype << ")\n";
       continue;
     }
     ++differ;
-    std::cout << d.path << "  " << d.status;
+    std::cout << inject::display_name(d.path) << "  " << d.status;
     if (d.status == "differ") {
       char buf[200];
       std::snprintf(buf, sizeof buf, "  %llu of %llu elements  max abs err %.6g  max rel err %.6g  NaN %llu->%llu  Inf %llu->%llu",

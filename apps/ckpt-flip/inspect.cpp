@@ -4,6 +4,9 @@
 
 #include "commands.hpp"
 #include "resil/ckpt/io.hpp"
+#include "resil/inject/counts.hpp"
+#include "resil/inject/names.hpp"
+#include "resil/inject/plan.hpp"
 
 namespace resil::flip {
 
@@ -36,12 +39,12 @@ int run_inspect(const InspectOptions& o) {
   auto f = ckpt::h5::open_file(o.file, ckpt::h5::Mode::read);
   const auto infos = ckpt::list_datasets(f);
   nlohmann::json js = nlohmann::json::array();
-  std::uint64_t total_bits = 0;
+  uint128_t total_bits = 0;  // beyond 64 bits on large enough files (counts.hpp)
   std::string last_group;
   if (!o.json) std::cout << o.file << "\n";
   for (const auto& d : infos) {
     const bool flippable = d.dtype && d.layout != ckpt::Layout::virtual_;
-    const std::uint64_t bits = flippable ? d.numel() * ckpt::dtype_bits(*d.dtype) : 0;
+    const auto bits = inject::fault_bits(d);
     total_bits += bits;
     std::string checksum = d.checksum ? "present" : "absent";
     if (o.verify && d.checksum && flippable) {
@@ -51,26 +54,41 @@ int run_inspect(const InspectOptions& o) {
     std::string filters;
     for (const auto& x : d.filters) filters += (filters.empty() ? "" : "+") + x;
     if (o.json) {
-      js.push_back({{"dataset", d.path}, {"dtype", d.type_desc}, {"big_endian", d.big_endian}, {"shape", d.shape},
-                    {"layout", layout_name(d.layout)}, {"chunks", d.chunks}, {"filters", d.filters},
-                    {"stored_bytes", d.stored_bytes}, {"logical_bytes", d.logical_bytes}, {"checksum", checksum},
-                    {"fault_bits", bits}, {"flippable", flippable}});
+      nlohmann::json j = {{"dtype", d.type_desc}, {"big_endian", d.big_endian}, {"shape", d.shape},
+                          {"layout", layout_name(d.layout)}, {"chunks", d.chunks}, {"filters", d.filters},
+                          {"stored_bytes", d.stored_bytes}, {"logical_bytes", d.logical_bytes}, {"checksum", checksum},
+                          {"fault_bits", inject::count_json(bits)}, {"flippable", flippable}};
+      inject::put_name(j, "dataset", d.path);
+      if (d.null_space) j["null_dataspace"] = true;
+      if (!d.aliases.empty()) {
+        j["aliases"] = nlohmann::json::array();
+        for (const auto& a : d.aliases) j["aliases"].push_back(inject::display_name(a));
+      }
+      js.push_back(std::move(j));
       continue;
     }
-    const auto slash = d.path.rfind('/');
-    const std::string group = d.path.substr(0, slash);
+    const std::string path = inject::display_name(d.path);
+    const auto slash = path.rfind('/');
+    const std::string group = path.substr(0, slash);
     if (group != last_group) {
       std::cout << "  " << (group.empty() ? "/" : group + "/") << "\n";
       last_group = group;
     }
-    std::cout << "    " << d.path.substr(slash + 1) << "  " << d.type_desc << (d.big_endian ? "(BE)" : "") << ckpt::shape_string(d.shape)
+    std::cout << "    " << path.substr(slash + 1) << "  " << d.type_desc << (d.big_endian ? "(BE)" : "")
+              << (d.null_space ? "[] null dataspace (no element)" : ckpt::shape_string(d.shape))
               << "  " << layout_name(d.layout) << (d.chunks.empty() ? "" : " chunks " + ckpt::shape_string(d.chunks))
               << (filters.empty() ? "" : " " + filters) << "  " << d.stored_bytes << " B stored"
-              << "  checksum " << checksum << "  fault space " << (flippable ? std::to_string(bits) + " bits" : "none (unsupported type)")
-              << "\n";
+              << "  checksum " << checksum << "  fault space " << (flippable ? inject::count_string(bits) + " bits" : "none (unsupported type)");
+    for (const auto& a : d.aliases) std::cout << "  also " << inject::display_name(a);
+    std::cout << "\n";
   }
-  if (o.json) std::cout << nlohmann::json{{"file", o.file}, {"datasets", js}, {"total_bits", total_bits}}.dump(2) << "\n";
-  else std::cout << infos.size() << " dataset(s), fault space " << total_bits << " stored bits\n";
+  if (o.json) {
+    nlohmann::json top = {{"datasets", js}, {"total_bits", inject::count_json(total_bits)}};
+    inject::put_name(top, "file", o.file);
+    std::cout << top.dump(2) << "\n";
+  } else {
+    std::cout << infos.size() << " dataset(s), fault space " << inject::count_string(total_bits) << " stored bits\n";
+  }
   return 0;
 }
 

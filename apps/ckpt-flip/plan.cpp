@@ -1,10 +1,12 @@
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 
 #include "commands.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/ckpt/io.hpp"
 #include "resil/inject/campaign.hpp"
+#include "resil/inject/counts.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/stats.hpp"
 
@@ -33,6 +35,20 @@ CLI::App* setup_plan(CLI::App& app, PlanOptions& o) {
   return c;
 }
 
+namespace {
+// Bit counts of the fault space arrive as doubles (inject::FaultSpace) and may exceed 64 bits
+// (2^62 f64 elements: 2^68 bits): printed as whole numbers, in JSON like inject::count_json.
+std::string bits_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+nlohmann::json bits_json(double v) {
+  if (v <= static_cast<double>(inject::json_exact_max)) return static_cast<std::uint64_t>(v);
+  return bits_text(v);
+}
+}  // namespace
+
 int run_plan(const PlanOptions& o) {
   inject::CampaignConfig cfg;
   const bool is_config = o.input.ends_with(".json") && !o.input.ends_with(".manifest.json");
@@ -57,27 +73,28 @@ int run_plan(const PlanOptions& o) {
   const double N = space.total * patterns;
   const double n = inject::leveugle_sample_size(N, o.margin, o.confidence, o.p);
   const auto trials = static_cast<std::uint64_t>(std::ceil(n));
-  nlohmann::json j = {{"checkpoint", cfg.checkpoint}, {"selected_bits", space.total}, {"patterns_per_site", patterns}, {"population", N},
+  nlohmann::json j = {{"checkpoint", cfg.checkpoint}, {"selected_bits", bits_json(space.total)}, {"patterns_per_site", patterns}, {"population", N},
                       {"margin", o.margin}, {"confidence", o.confidence}, {"p", o.p}, {"trials", trials}, {"by", nlohmann::json::object()}};
   for (const auto& [dim, m] : space.by) {
     if (dim == "tensor" || dim == "bit") continue;
     for (const auto& [k, bits] : m) {
       const double nk = inject::leveugle_sample_size(std::max(1.0, bits * patterns), o.margin, o.confidence, o.p);
-      j["by"][dim][k] = {{"bits", bits}, {"share", bits / space.total}, {"trials_for_own_margin", static_cast<std::uint64_t>(std::ceil(nk))}};
+      j["by"][dim][k] = {{"bits", bits_json(bits)}, {"share", bits / space.total}, {"trials_for_own_margin", static_cast<std::uint64_t>(std::ceil(nk))}};
     }
   }
   if (o.json) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << "fault space: " << static_cast<std::uint64_t>(space.total) << " selected stored bits x " << patterns << " pattern(s) = " << N
+  std::cout << "fault space: " << bits_text(space.total) << " selected stored bits x " << patterns << " pattern(s) = " << N
             << " faults\n"
             << "Leveugle et al. (DATE 2009): margin " << o.margin << ", confidence " << o.confidence << ", p " << o.p << " -> " << trials
             << " trials\n";
   for (const auto& [dim, m] : j["by"].items()) {
     std::cout << "per " << dim << " stratum (trials for the same margin within the stratum):\n";
     for (const auto& [k, v] : m.items())
-      std::cout << "  " << k << ": " << static_cast<std::uint64_t>(v["bits"].get<double>()) << " bits (" << 100 * v["share"].get<double>()
+      std::cout << "  " << k << ": " << (v["bits"].is_string() ? v["bits"].get<std::string>() : bits_text(v["bits"].get<double>())) << " bits ("
+                << 100 * v["share"].get<double>()
                 << "%), " << v["trials_for_own_margin"] << " trials\n";
   }
   return 0;

@@ -3,6 +3,7 @@
 #include "commands.hpp"
 #include "resil/core/error.hpp"
 #include "resil/inject/scan.hpp"
+#include "resil/inject/names.hpp"
 
 namespace resil::flip {
 
@@ -26,11 +27,11 @@ int run_scan(const ScanOptions& o) {
   } else {
     for (const auto& d : rep.datasets) {
       if (!d.suspect()) continue;
-      std::cout << d.path << "  " << d.dtype << "  checksum " << d.checksum << "  NaN " << d.nan << "  Inf " << d.inf
+      std::cout << inject::display_name(d.path) << "  " << d.dtype << "  checksum " << d.checksum << "  NaN " << d.nan << "  Inf " << d.inf
                 << "  exponent outliers " << d.outliers << " (exponent > " << d.threshold_exponent << ", median " << d.median_exponent
                 << ")  max |x| " << d.max_abs << " at " << d.max_abs_index << "\n";
     }
-    for (const auto& s : rep.skipped) std::cout << "skipped " << s << "\n";
+    for (const auto& s : rep.skipped) std::cout << "skipped " << inject::display_name(s) << "\n";
     std::cout << (rep.suspect() ? "suspect" : "clean") << ": " << rep.datasets.size() << " dataset(s) scanned\n";
   }
   return rep.suspect() ? static_cast<int>(ExitCode::suspect) : 0;

@@ -17,6 +17,7 @@
 #include "resil/config.hpp"
 #include "resil/core/error.hpp"
 #include "resil/core/rng.hpp"
+#include "resil/inject/names.hpp"
 #include "resil/inject/campaign.hpp"
 #include "resil/inject/plan.hpp"
 
@@ -160,7 +161,7 @@ std::uint64_t field_mask(ckpt::DType t, const std::string& field) {
 }
 
 std::string tensor_key(const Selection& s, const CkptFiles& f, std::size_t i) {
-  return s.targets[i].info.path + (f.rel[s.file[i]].empty() || f.files.size() == 1 ? "" : "@" + f.rel[s.file[i]]);
+  return display_name(s.targets[i].info.path) + (f.rel[s.file[i]].empty() || f.files.size() == 1 ? "" : "@" + f.rel[s.file[i]]);
 }
 
 struct Stratum {
@@ -286,13 +287,14 @@ std::optional<json> read_json_file(const stdfs::path& p) {
 
 json flip_json(const FlipRecord& r, const std::string& file) {
   const bool fl = ckpt::dtype_is_float(r.dtype);
-  json j = {{"dataset", r.dataset}, {"index", r.index}, {"nd", r.nd}, {"dtype", ckpt::dtype_name(r.dtype)}, {"bit", r.anchor},
+  json j = {{"index", r.index}, {"nd", r.nd}, {"dtype", ckpt::dtype_name(r.dtype)}, {"bit", r.anchor},
             {"mask", hex_bits(r.mask(), r.width)}, {"old", hex_bits(r.old_bits, r.width)}, {"new", hex_bits(r.new_bits, r.width)}};
   if (fl) {
     j["old_value"] = value_json(ckpt::word_to_double(r.dtype, r.old_bits));
     j["new_value"] = value_json(ckpt::word_to_double(r.dtype, r.new_bits));
   }
   if (!file.empty()) j["file"] = file;
+  put_name(j, "dataset", r.dataset);  // names that are not UTF-8: escaped and flagged (names.hpp)
   return j;
 }
 
@@ -600,7 +602,7 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
         if (labels.empty()) {
           const std::string dt(ckpt::dtype_name(r.dtype));
           labels = {{"field", field_of(dt, r.anchor)}, {"bit", std::to_string(r.anchor)}, {"role", role_of(r.dataset)}, {"dtype", dt},
-                    {"tensor", r.dataset + (golden_files.files.size() > 1 ? "@" + golden_files.rel[f] : "")}};
+                    {"tensor", display_name(r.dataset) + (golden_files.files.size() > 1 ? "@" + golden_files.rel[f] : "")}};
         }
       }
       apply(trial_files.files[f].string(), rv, Direction::forward);

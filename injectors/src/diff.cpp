@@ -7,7 +7,10 @@
 #include <map>
 
 #include "resil/ckpt/io.hpp"
+#include "resil/inject/counts.hpp"
 #include "resil/inject/flip_log.hpp"
+#include "resil/inject/names.hpp"
+#include "resil/inject/regions.hpp"
 #include "resil/inject/words.hpp"
 
 namespace resil::inject {
@@ -23,11 +26,13 @@ nlohmann::json DiffReport::to_json() const {
   for (const auto& d : datasets) {
     nlohmann::json hist = nlohmann::json::object();
     for (unsigned b = 0; b < 64; ++b)
-      if (d.bit_histogram[b]) hist[std::to_string(b)] = d.bit_histogram[b];
-    out.push_back({{"dataset", d.path}, {"status", d.status}, {"dtype", d.dtype}, {"numel", d.numel},
-                   {"differing", d.differing}, {"bit_histogram", hist}, {"max_abs_error", value_json(d.max_abs_error)},
-                   {"max_rel_error", value_json(d.max_rel_error)}, {"nan_a", d.nan_a}, {"nan_b", d.nan_b},
-                   {"inf_a", d.inf_a}, {"inf_b", d.inf_b}});
+      if (d.bit_histogram[b]) hist[std::to_string(b)] = count_json(d.bit_histogram[b]);
+    nlohmann::json j = {{"status", d.status}, {"dtype", d.dtype}, {"numel", count_json(d.numel)},
+                        {"differing", count_json(d.differing)}, {"bit_histogram", hist}, {"max_abs_error", value_json(d.max_abs_error)},
+                        {"max_rel_error", value_json(d.max_rel_error)}, {"nan_a", count_json(d.nan_a)}, {"nan_b", count_json(d.nan_b)},
+                        {"inf_a", count_json(d.inf_a)}, {"inf_b", count_json(d.inf_b)}};
+    put_name(j, "dataset", d.path);
+    out.push_back(std::move(j));
   }
   return {{"identical", identical()}, {"datasets", out}};
 }
@@ -79,47 +84,76 @@ DiffReport diff(const std::string& a, const std::string& b) {
     const auto& ib = it->second;
     if (!ia.dtype || !ib.dtype) dd.status = "unsupported";
     else if (*ia.dtype != *ib.dtype || ia.big_endian != ib.big_endian) dd.status = "dtype-mismatch";
-    else if (ia.shape != ib.shape) dd.status = "shape-mismatch";
+    else if (ia.shape != ib.shape || ia.null_space != ib.null_space) dd.status = "shape-mismatch";
     if (dd.status != "same") {
       rep.datasets.push_back(dd);
       continue;
     }
     const auto dt = *ia.dtype;
+    const std::string wa = a + ": dataset " + display_name(path), wb = b + ": dataset " + display_name(path);
     h5::Dataset da = h5::open_dataset(fa, path, a), db = h5::open_dataset(fb, path, b);
     h5::SilenceErrors quiet;
     h5::Datatype ta(H5Dget_type(da)), tb(H5Dget_type(db));
     const unsigned size = static_cast<unsigned>(H5Tget_size(ta));
-    const std::uint64_t rows = ia.shape.empty() ? 1 : ia.shape[0];
-    const std::uint64_t row_elems = rows ? ia.numel() / std::max<std::uint64_t>(rows, 1) : 0;
-    std::uint64_t step = std::max<std::uint64_t>(1, (std::uint64_t{32} << 20) / std::max<std::uint64_t>(1, row_elems * size));
-    if (!ia.chunks.empty()) step = std::max<std::uint64_t>(ia.chunks[0], step / ia.chunks[0] * ia.chunks[0]);
+    // A pair of stored words standing for `count` equal pairs (both unallocated: fill values).
+    auto compare = [&](std::uint64_t xa, std::uint64_t xb, std::uint64_t count) {
+      const double va = ckpt::word_to_double(dt, xa), vb = ckpt::word_to_double(dt, xb);
+      if (ckpt::dtype_is_float(dt)) {
+        dd.nan_a += std::isnan(va) ? count : 0;
+        dd.nan_b += std::isnan(vb) ? count : 0;
+        dd.inf_a += std::isinf(va) ? count : 0;
+        dd.inf_b += std::isinf(vb) ? count : 0;
+      }
+      if (xa == xb) return;
+      dd.differing += count;
+      for (std::uint64_t x = xa ^ xb; x; x &= x - 1) dd.bit_histogram[static_cast<unsigned>(std::countr_zero(x))] += count;
+      const double err = std::fabs(va - vb);
+      if (std::isnan(err) || std::isinf(err)) {
+        dd.max_abs_error = std::numeric_limits<double>::infinity();
+        dd.max_rel_error = std::numeric_limits<double>::infinity();
+      } else {
+        dd.max_abs_error = std::max(dd.max_abs_error, err);
+        dd.max_rel_error = std::max(dd.max_rel_error, va == 0 ? std::numeric_limits<double>::infinity() : err / std::fabs(va));
+      }
+    };
     std::vector<std::byte> ba, bb;
-    for (std::uint64_t r = 0; r < rows && ia.numel() > 0; r += step) {
-      const std::uint64_t n = std::min(step, rows - r);
-      read_rows(da, ta, ia.shape, r, n, ba, a + ": dataset " + path);
-      read_rows(db, tb, ib.shape, r, n, bb, b + ": dataset " + path);
-      const std::size_t cnt = ba.size() / size;
-      for (std::size_t i = 0; i < cnt; ++i) {
-        const std::uint64_t wa = load_word(ba.data() + i * size, size, ia.big_endian);
-        const std::uint64_t wb = load_word(bb.data() + i * size, size, ib.big_endian);
-        const double va = ckpt::word_to_double(dt, wa), vb = ckpt::word_to_double(dt, wb);
-        if (ckpt::dtype_is_float(dt)) {
-          dd.nan_a += std::isnan(va);
-          dd.nan_b += std::isnan(vb);
-          dd.inf_a += std::isinf(va);
-          dd.inf_b += std::isinf(vb);
+    const auto sa = ia.numel() ? stored_layout(da, wa) : StoredLayout{}, sb = ia.numel() ? stored_layout(db, wb) : StoredLayout{};
+    if (sa.sparse && sb.sparse) {
+      // Both mostly unallocated (reading the extents would cost far more than the files hold):
+      // the allocated chunks of A, those of B outside them, then every other element at once.
+      std::uint64_t covered = 0;
+      auto region = [&](const StoredRegion& r, const StoredLayout* skip) {
+        read_region(da, ta, r, ba, wa);
+        read_region(db, tb, r, bb, wb);
+        std::vector<hsize_t> nd(r.start);
+        for (std::size_t i = 0; i < ba.size() / size; ++i) {
+          if (skip == nullptr || !skip->in_regions(nd)) {
+            compare(load_word(ba.data() + i * size, size, ia.big_endian), load_word(bb.data() + i * size, size, ib.big_endian), 1);
+            ++covered;
+          }
+          for (std::size_t k = nd.size(); k-- > 0;) {  // next index of the region, C order
+            if (++nd[k] < r.start[k] + r.count[k]) break;
+            nd[k] = r.start[k];
+          }
         }
-        if (wa == wb) continue;
-        ++dd.differing;
-        for (std::uint64_t x = wa ^ wb; x; x &= x - 1) ++dd.bit_histogram[static_cast<unsigned>(std::countr_zero(x))];
-        const double err = std::fabs(va - vb);
-        if (std::isnan(err) || std::isinf(err)) {
-          dd.max_abs_error = std::numeric_limits<double>::infinity();
-          dd.max_rel_error = std::numeric_limits<double>::infinity();
-        } else {
-          dd.max_abs_error = std::max(dd.max_abs_error, err);
-          dd.max_rel_error = std::max(dd.max_rel_error, va == 0 ? std::numeric_limits<double>::infinity() : err / std::fabs(va));
-        }
+      };
+      for (const auto& r : sa.regions) region(r, nullptr);
+      for (const auto& r : sb.regions) region(r, &sa);
+      if (covered < ia.numel())
+        compare(load_word(sa.fill.data(), size, ia.big_endian), load_word(sb.fill.data(), size, ib.big_endian), ia.numel() - covered);
+    } else {
+      // Bounded slabs along dimension 0: the cost of the larger file's data.
+      const std::uint64_t rows = ia.shape.empty() ? 1 : ia.shape[0];
+      const std::uint64_t row_elems = rows ? ia.numel() / std::max<std::uint64_t>(rows, 1) : 0;
+      std::uint64_t step = std::max<std::uint64_t>(1, (std::uint64_t{32} << 20) / std::max<std::uint64_t>(1, row_elems * size));
+      if (!ia.chunks.empty()) step = std::max<std::uint64_t>(ia.chunks[0], step / ia.chunks[0] * ia.chunks[0]);
+      for (std::uint64_t r = 0; r < rows && ia.numel() > 0; r += step) {
+        const std::uint64_t n = std::min(step, rows - r);
+        read_rows(da, ta, ia.shape, r, n, ba, wa);
+        read_rows(db, tb, ib.shape, r, n, bb, wb);
+        const std::size_t cnt = ba.size() / size;
+        for (std::size_t i = 0; i < cnt; ++i)
+          compare(load_word(ba.data() + i * size, size, ia.big_endian), load_word(bb.data() + i * size, size, ib.big_endian), 1);
       }
     }
     if (dd.differing) dd.status = "differ";

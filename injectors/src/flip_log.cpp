@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "resil/core/error.hpp"
+#include "resil/inject/names.hpp"
 #include "resil/inject/selection.hpp"
 #include "two_threads.hpp"
 
@@ -44,8 +45,15 @@ std::string hex_bits(std::uint64_t v, unsigned width) {
 std::string header_line(const LogHeader& h) {
   json j = {{"type", "header"}, {"format", log_format}, {"tool", "ckpt-flip"}, {"version", h.tool_version},
             {"seed", h.seed}, {"trial", h.trial}, {"model", h.model}, {"args", h.args},
-            {"input", h.input}, {"input_sha256", h.input_sha256}, {"output", h.output},
-            {"output_sha256", h.output_sha256}, {"in_place", h.in_place}, {"raw", h.raw}, {"planned", h.planned}};
+            {"input_sha256", h.input_sha256}, {"output_sha256", h.output_sha256}, {"in_place", h.in_place},
+            {"raw", h.raw}, {"planned", h.planned}};
+  // Paths and arguments are bytes: those that are not UTF-8 are escaped and flagged (names.hpp).
+  put_name(j, "input", h.input);
+  put_name(j, "output", h.output);
+  if (!std::all_of(h.args.begin(), h.args.end(), [](const std::string& a) { return is_utf8(a); })) {
+    for (auto& a : j["args"]) a = escape_name(a.get_ref<const std::string&>());
+    j["args_escaped"] = true;
+  }
   return j.dump();
 }
 
@@ -153,7 +161,10 @@ struct DatasetJson {
     if (r.raw) return {};
     if (r.dataset != name || json.empty()) {
       name = r.dataset;
-      json = nlohmann::json(r.dataset).dump();
+      // A name that is not UTF-8 is escaped and flagged; "dataset_escaped" sorts between
+      // "dataset" and "dtype", where json::dump() would put it.
+      json = is_utf8(r.dataset) ? nlohmann::json(r.dataset).dump()
+                                : nlohmann::json(escape_name(r.dataset)).dump() + ",\"dataset_escaped\":true";
     }
     return json;
   }
@@ -183,6 +194,16 @@ std::string footer_line(std::uint64_t applied, const std::string& output_sha256)
 
 namespace {
 
+// The string at `key`, unescaped when `key`_escaped is true (names.hpp).
+std::string name_at(const json& j, const std::string& key, const std::string& where) {
+  auto s = j.at(key).get<std::string>();
+  const std::string flag = key + "_escaped";
+  if (!j.contains(flag) || !j.at(flag).get<bool>()) return s;
+  auto bytes = unescape_name(s);
+  if (!bytes) throw CorruptInputError(where + ": \"" + key + "\" is not a valid escaped name (\\xHH and \\\\ only)");
+  return *bytes;
+}
+
 std::uint64_t parse_hex(const json& j, const char* key, unsigned width, const std::string& where) {
   const auto s = j.at(key).get<std::string>();
   std::string_view v = s;
@@ -211,7 +232,7 @@ FlipRecord parse_record(const json& j, bool raw, const std::string& where) {
     r.index = as_uint(j.at("offset"), where, "offset");
     r.width = 8;
   } else {
-    r.dataset = j.at("dataset").get<std::string>();
+    r.dataset = name_at(j, "dataset", where);
     if (r.dataset.empty() || r.dataset.front() != '/') throw CorruptInputError(where + ": dataset path must be absolute");
     r.index = as_uint(j.at("index"), where, "index");
     if (j.contains("nd")) {
@@ -261,9 +282,15 @@ FlipLog parse_log(std::string_view text, const std::string& source) {
         h.trial = j.contains("trial") ? as_uint(j.at("trial"), where, "trial") : 0;
         h.model = j.value("model", "");
         if (j.contains("args")) h.args = j.at("args").get<std::vector<std::string>>();
-        h.input = j.value("input", "");
+        if (j.value("args_escaped", false))
+          for (auto& a : h.args) {
+            auto bytes = unescape_name(a);
+            if (!bytes) throw CorruptInputError(where + ": \"args\" holds an invalid escaped string");
+            a = std::move(*bytes);
+          }
+        h.input = j.contains("input") ? name_at(j, "input", where) : "";
         h.input_sha256 = j.value("input_sha256", "");
-        h.output = j.value("output", "");
+        h.output = j.contains("output") ? name_at(j, "output", where) : "";
         h.output_sha256 = j.value("output_sha256", "");
         h.in_place = j.value("in_place", false);
         h.raw = j.value("raw", false);

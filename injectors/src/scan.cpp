@@ -5,7 +5,10 @@
 
 #include "resil/ckpt/hash.hpp"
 #include "resil/ckpt/io.hpp"
+#include "resil/inject/counts.hpp"
 #include "resil/inject/flip_log.hpp"
+#include "resil/inject/names.hpp"
+#include "resil/inject/regions.hpp"
 #include "resil/inject/words.hpp"
 
 namespace resil::inject {
@@ -18,12 +21,17 @@ bool ScanReport::suspect() const noexcept {
 
 nlohmann::json ScanReport::to_json() const {
   nlohmann::json ds = nlohmann::json::array();
-  for (const auto& d : datasets)
-    ds.push_back({{"dataset", d.path}, {"dtype", d.dtype}, {"numel", d.numel}, {"checksum", d.checksum},
-                  {"nan", d.nan}, {"inf", d.inf}, {"exponent_outliers", d.outliers},
-                  {"median_exponent", d.median_exponent}, {"threshold_exponent", d.threshold_exponent},
-                  {"max_abs", value_json(d.max_abs)}, {"max_abs_index", d.max_abs_index}, {"suspect", d.suspect()}});
-  return {{"verdict", suspect() ? "suspect" : "clean"}, {"datasets", ds}, {"skipped", skipped}};
+  for (const auto& d : datasets) {
+    nlohmann::json j = {{"dtype", d.dtype}, {"numel", count_json(d.numel)}, {"checksum", d.checksum},
+                        {"nan", count_json(d.nan)}, {"inf", count_json(d.inf)}, {"exponent_outliers", count_json(d.outliers)},
+                        {"median_exponent", d.median_exponent}, {"threshold_exponent", d.threshold_exponent},
+                        {"max_abs", value_json(d.max_abs)}, {"max_abs_index", count_json(d.max_abs_index)}, {"suspect", d.suspect()}};
+    put_name(j, "dataset", d.path);
+    ds.push_back(std::move(j));
+  }
+  nlohmann::json skip = nlohmann::json::array();
+  for (const auto& s : skipped) skip.push_back(display_name(s));
+  return {{"verdict", suspect() ? "suspect" : "clean"}, {"datasets", ds}, {"skipped", skip}};
 }
 
 ScanReport scan(const std::string& file) {
@@ -46,32 +54,57 @@ ScanReport scan(const std::string& file) {
     const unsigned size = static_cast<unsigned>(H5Tget_size(ftype));
     std::vector<std::uint64_t> hist(fl ? (std::size_t{1} << fl->exponent_bits) : 0);
     ckpt::Xxh64 h;
-    std::uint64_t pos = 0;
+    // One stored word at flat index `at`, standing for `count` equal words (unallocated chunks:
+    // their fill value). Ties keep the smallest index, as a walk in flat order would.
+    auto take = [&](std::uint64_t w, std::uint64_t at, std::uint64_t count) {
+      const double v = ckpt::word_to_double(dt, w);
+      if (std::fabs(v) > s.max_abs || (std::fabs(v) == s.max_abs && at < s.max_abs_index)) {
+        s.max_abs = std::fabs(v);
+        s.max_abs_index = at;
+      }
+      if (!fl) return;
+      const std::uint64_t e = (w >> fl->mantissa_bits) & ((std::uint64_t{1} << fl->exponent_bits) - 1);
+      if (e == hist.size() - 1) {
+        if (std::isnan(v)) s.nan += count;
+        else s.inf += count;
+      } else {
+        hist[e] += count;
+      }
+    };
+    const std::string where = file + ": dataset " + display_name(info.path);
     try {
-      ckpt::for_each_slab(d, ftype, std::size_t{32} << 20, [&](std::span<const std::byte> bytes) {
-        h.update(bytes);
-        const std::size_t n = bytes.size() / size;
-        for (std::size_t i = 0; i < n; ++i, ++pos) {
-          const std::uint64_t w = load_word(bytes.data() + i * size, size, info.big_endian);
-          const double v = ckpt::word_to_double(dt, w);
-          if (std::fabs(v) > s.max_abs) {
-            s.max_abs = std::fabs(v);
-            s.max_abs_index = pos;
-          }
-          if (!fl) continue;
-          const std::uint64_t e = (w >> fl->mantissa_bits) & ((std::uint64_t{1} << fl->exponent_bits) - 1);
-          if (e == hist.size() - 1) {
-            if (std::isnan(v)) ++s.nan;
-            else ++s.inf;
-          } else {
-            ++hist[e];
+      const auto stored = stored_layout(d, where);
+      if (!stored.sparse) {
+        std::uint64_t pos = 0;
+        ckpt::for_each_slab(d, ftype, std::size_t{32} << 20, [&](std::span<const std::byte> bytes) {
+          h.update(bytes);
+          const std::size_t n = bytes.size() / size;
+          for (std::size_t i = 0; i < n; ++i, ++pos) take(load_word(bytes.data() + i * size, size, info.big_endian), pos, 1);
+        });
+      } else {
+        // Allocated chunks one by one, then every other element at once: they all hold the fill
+        // value. The checksum would need every logical byte: it is not verified.
+        std::vector<std::byte> buf;
+        for (const auto& r : stored.regions) {
+          read_region(d, ftype, r, buf, where);
+          const std::size_t n = buf.size() / size;
+          std::vector<hsize_t> nd(r.start);
+          for (std::size_t i = 0; i < n; ++i) {
+            std::uint64_t flat = 0;
+            for (std::size_t k = 0; k < nd.size(); ++k) flat = flat * info.shape[k] + nd[k];
+            take(load_word(buf.data() + i * size, size, info.big_endian), flat, 1);
+            for (std::size_t k = nd.size(); k-- > 0;) {  // next index of the region, C order
+              if (++nd[k] < r.start[k] + r.count[k]) break;
+              nd[k] = r.start[k];
+            }
           }
         }
-      });
+        if (stored.covered < s.numel) take(load_word(stored.fill.data(), size, info.big_endian), stored.first_fill, s.numel - stored.covered);
+      }
+      if (info.checksum) s.checksum = stored.sparse ? "unverified" : h.digest() == *info.checksum ? "ok" : "mismatch";
     } catch (const Hdf5Error& e) {
-      throw CorruptInputError(file + ": dataset " + info.path + ": cannot read (damaged?): " + e.what());
+      throw CorruptInputError(where + ": cannot read (damaged?): " + e.what());
     }
-    if (info.checksum) s.checksum = h.digest() == *info.checksum ? "ok" : "mismatch";
     if (fl) {
       // Exponent distribution of the non-zero finite values (field 0 = zero/subnormal is left out).
       std::uint64_t total = 0;

@@ -1,5 +1,6 @@
 #include "resil/inject/plan.hpp"
 
+#include <algorithm>
 #include <bit>
 
 namespace resil::inject {
@@ -14,21 +15,39 @@ bool is_counter(const ckpt::DatasetInfo& d) {
   return integer && d.numel() <= 1;
 }
 
+bool flippable(const ckpt::DatasetInfo& d) {
+  if (!d.dtype || d.layout == ckpt::Layout::virtual_ || d.numel() == 0) return false;
+  // A contiguous dataset never written has no storage: a fault in it makes HDF5 allocate and fill
+  // all of it (10^11 f64: 800 GB for one flip). Chunks are allocated one at a time instead.
+  return !(d.layout == ckpt::Layout::contiguous && d.stored_bytes == 0 && d.logical_bytes > max_fault_allocation);
+}
+
+uint128_t fault_bits(const ckpt::DatasetInfo& d) {
+  return flippable(d) ? static_cast<uint128_t>(d.numel()) * ckpt::dtype_bits(*d.dtype) : 0;
+}
+
+bool matches_any_path(const Glob& g, const ckpt::DatasetInfo& d) {
+  return g.matches(d.path) || std::any_of(d.aliases.begin(), d.aliases.end(), [&](const std::string& p) { return g.matches(p); });
+}
+
 std::vector<Target> select(const std::vector<ckpt::DatasetInfo>& datasets, const SelectOptions& opt) {
   std::vector<Glob> inc, exc;
   for (const auto& p : opt.include) inc.emplace_back(p);
   for (const auto& p : opt.exclude) exc.emplace_back(p);
   std::vector<Target> out;
   for (const auto& d : datasets) {
-    if (!d.dtype || d.layout == ckpt::Layout::virtual_ || d.numel() == 0) continue;
-    if (opt.role == Role::model && !d.path.starts_with("/model/")) continue;
-    if (opt.role == Role::optimizer && !d.path.starts_with("/optimizer/")) continue;
+    if (!flippable(d)) continue;
+    // A dataset under several paths (hard links) is one target, whichever path names it: it is
+    // in a role, included or excluded when any of its paths is.
+    auto any_path = [&](auto&& pred) { return pred(d.path) || std::any_of(d.aliases.begin(), d.aliases.end(), pred); };
+    if (opt.role == Role::model && !any_path([](const std::string& p) { return p.starts_with("/model/"); })) continue;
+    if (opt.role == Role::optimizer && !any_path([](const std::string& p) { return p.starts_with("/optimizer/"); })) continue;
     bool included = false;
-    for (const auto& g : inc) included = included || g.matches(d.path);
+    for (const auto& g : inc) included = included || matches_any_path(g, d);
     if (!inc.empty() && !included) continue;
     if (!included && is_counter(d)) continue;  // counters only when an --include names them
     bool excluded = false;
-    for (const auto& g : exc) excluded = excluded || g.matches(d.path);
+    for (const auto& g : exc) excluded = excluded || matches_any_path(g, d);
     if (excluded) continue;
     Target t{d, *d.dtype};
     if (opt.as && ckpt::dtype_size(*opt.as) == ckpt::dtype_size(t.dtype) && !ckpt::dtype_is_float(t.dtype)) t.dtype = *opt.as;

@@ -9,6 +9,24 @@ namespace resil::inject {
 
 namespace {
 
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The character an escape at p[i] == '\\' stands for, and its length: "\\xHH" is the byte 0xHH
+// (names that are not UTF-8, written as flip logs and --json outputs escape them), "\\c" is c.
+char escaped(std::string_view p, std::size_t i, std::size_t& len) {
+  if (i + 3 < p.size() && p[i + 1] == 'x' && hex_digit(p[i + 2]) >= 0 && hex_digit(p[i + 3]) >= 0) {
+    len = 4;
+    return static_cast<char>(hex_digit(p[i + 2]) * 16 + hex_digit(p[i + 3]));
+  }
+  len = 2;
+  return p[i + 1];
+}
+
 // Validates a pattern once so matching never has to deal with malformed syntax.
 void check_pattern(const std::string& p) {
   for (std::size_t i = 0; i < p.size(); ++i) {
@@ -85,8 +103,9 @@ bool match_from(std::string_view p, std::string_view s, std::vector<char> cur) {
         } else if (c == '[') {
           ok = match_class(p, pi, s[j], after);
         } else if (c == '\\') {
-          ok = s[j] == p[pi + 1];
-          after = pi + 2;
+          std::size_t len = 0;
+          ok = s[j] == escaped(p, pi, len);
+          after = pi + len;
         } else {
           ok = s[j] == c;
         }
@@ -97,7 +116,9 @@ bool match_from(std::string_view p, std::string_view s, std::vector<char> cur) {
         match_class(p, pi, 'a', end);
         after = end;
       } else if (c == '\\') {
-        after = pi + 2;
+        std::size_t len = 0;
+        escaped(p, pi, len);
+        after = pi + len;
       }
       pi = after;
     }

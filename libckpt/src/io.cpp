@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
+#include <set>
 
 #include "resil/ckpt/hash.hpp"
 
@@ -158,6 +160,17 @@ Tensor read_tensor_as(hid_t file, const std::string& path, DType dtype, const Sh
   return t;
 }
 
+std::uint64_t DatasetInfo::numel() const noexcept {
+  if (null_space) return 0;
+  std::uint64_t n = 1;
+  for (const auto d : shape) {
+    if (d == 0) return 0;
+    if (n > UINT64_MAX / d) n = UINT64_MAX;  // saturate, but a later 0 still makes it 0
+    else n *= d;
+  }
+  return n;
+}
+
 DatasetInfo describe_dataset(hid_t file, const std::string& path) {
   h5::Dataset d = h5::open_dataset(file, path, "");
   h5::SilenceErrors quiet;
@@ -168,8 +181,17 @@ DatasetInfo describe_dataset(hid_t file, const std::string& path) {
   info.type_desc = info.dtype ? std::string(dtype_name(*info.dtype)) : type_description(ftype);
   info.big_endian = (H5Tget_class(ftype) == H5T_INTEGER || H5Tget_class(ftype) == H5T_FLOAT) && H5Tget_order(ftype) == H5T_ORDER_BE;
   h5::Dataspace space(H5Dget_space(d));
+  // A null dataspace (h5py.Empty) reports rank 0 like a scalar, but holds no element.
+  info.null_space = H5Sget_simple_extent_type(space) == H5S_NULL;
   info.shape = dataspace_shape(space);
-  info.logical_bytes = info.numel() * H5Tget_size(ftype);
+  const std::uint64_t size = H5Tget_size(ftype), numel = info.numel();
+  info.logical_bytes = size != 0 && numel > UINT64_MAX / size ? UINT64_MAX : numel * size;  // saturated
+  if (numel > max_elements) {
+    // HDF5 accepts such extents (even beyond 2^64) on never-written chunked datasets; element
+    // indices and point selections do not reach that far.
+    info.dtype.reset();
+    info.type_desc += ", more than 2^63-1 elements";
+  }
   info.stored_bytes = H5Dget_storage_size(d);
   h5::PropList dcpl(H5Dget_create_plist(d));
   switch (H5Pget_layout(dcpl)) {
@@ -199,24 +221,103 @@ DatasetInfo describe_dataset(hid_t file, const std::string& path) {
   return info;
 }
 
-std::vector<DatasetInfo> list_datasets(hid_t file) {
-  std::vector<std::string> paths;
-  h5::SilenceErrors quiet;
-  auto visit = [](hid_t, const char* name, const H5O_info_t* info, void* data) -> herr_t {
-    if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(data)->push_back(std::string("/") + name);
+namespace {
+
+// Objects by file address, and the hard links to them.
+struct Walk {
+  std::vector<std::pair<std::string, haddr_t>> datasets;  // first path in name order, address
+  bool shared = false;                                     // some object has several hard links
+};
+
+// Every hard-link path of each dataset in `addrs`, at most max_paths each (first the one H5Ovisit
+// gave). H5Ovisit and H5Lvisit enter a group once, under its first path: the datasets inside a
+// group linked under two names have paths under both, which only expanding the group's own paths
+// finds. paths(object) = { p + "/" + name : (parent, name) a hard link to it, p in paths(parent) },
+// paths(root) = {""}; a group that is its own ancestor (a cycle of hard links) adds no path
+// through itself.
+std::map<haddr_t, std::vector<std::string>> hard_link_paths(hid_t file) {
+  struct Link {
+    haddr_t parent;
+    std::string name;
+  };
+  struct Links {
+    std::map<haddr_t, std::vector<Link>> to;  // object -> links to it
+    std::map<std::string, haddr_t> at;        // path (without the leading '/') -> object
+    haddr_t root = HADDR_UNDEF;
+  } links;
+  H5O_info_t root{};
+  if (H5Oget_info2(file, &root, H5O_INFO_BASIC) < 0) h5::throw_error("query the root group", ExitCode::corrupt_input);
+  links.root = root.addr;
+  auto visit = [](hid_t, const char* name, const H5L_info_t* info, void* data) -> herr_t {
+    auto& l = *static_cast<Links*>(data);
+    if (info->type != H5L_TYPE_HARD) return 0;  // soft and external links are not followed
+    const std::string path(name);
+    const auto slash = path.rfind('/');
+    const std::string parent = slash == std::string::npos ? std::string() : path.substr(0, slash);
+    const auto it = parent.empty() ? l.at.end() : l.at.find(parent);  // a group comes before its members
+    if (!parent.empty() && it == l.at.end()) return 0;
+    const haddr_t p = parent.empty() ? l.root : it->second;
+    l.at[path] = info->u.address;
+    l.to[info->u.address].push_back({p, slash == std::string::npos ? path : path.substr(slash + 1)});
     return 0;
   };
-  if (H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, visit, &paths, H5O_INFO_BASIC) < 0)
+  if (H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, visit, &links) < 0) h5::throw_error("walk the file's links", ExitCode::corrupt_input);
+  std::map<haddr_t, std::vector<std::string>> memo;
+  std::set<haddr_t> open;  // groups whose paths are being expanded (cycle guard)
+  std::function<const std::vector<std::string>&(haddr_t)> paths = [&](haddr_t obj) -> const std::vector<std::string>& {
+    if (const auto it = memo.find(obj); it != memo.end()) return it->second;
+    std::vector<std::string> out;
+    if (obj == links.root) out.emplace_back();
+    open.insert(obj);
+    if (const auto it = links.to.find(obj); it != links.to.end())
+      for (const auto& l : it->second) {
+        if (open.contains(l.parent)) continue;
+        for (const auto& p : paths(l.parent)) {
+          if (out.size() >= max_paths) break;
+          out.push_back(p + "/" + l.name);
+        }
+      }
+    open.erase(obj);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return memo[obj] = std::move(out);
+  };
+  std::map<haddr_t, std::vector<std::string>> result;
+  for (const auto& [obj, to] : links.to) result[obj] = paths(obj);
+  return result;
+}
+
+}  // namespace
+
+std::vector<DatasetInfo> list_datasets(hid_t file) {
+  Walk walk;
+  h5::SilenceErrors quiet;
+  auto visit = [](hid_t, const char* name, const H5O_info_t* info, void* data) -> herr_t {
+    auto& w = *static_cast<Walk*>(data);
+    if (info->rc > 1) w.shared = true;
+    if (info->type == H5O_TYPE_DATASET) w.datasets.emplace_back(std::string("/") + name, info->addr);
+    return 0;
+  };
+  if (H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, visit, &walk, H5O_INFO_BASIC) < 0)
     h5::throw_error("walk the file's groups", ExitCode::corrupt_input);
+  // Hard links are rare: their paths are only looked for when some object has several.
+  std::map<haddr_t, std::vector<std::string>> all;
+  if (walk.shared) all = hard_link_paths(file);
   std::vector<DatasetInfo> out;
-  out.reserve(paths.size());
-  for (const auto& p : paths) out.push_back(describe_dataset(file, p));
+  out.reserve(walk.datasets.size());
+  for (const auto& [p, addr] : walk.datasets) {
+    out.push_back(describe_dataset(file, p));
+    if (const auto it = all.find(addr); it != all.end())
+      for (const auto& q : it->second)
+        if (q != p && out.back().aliases.size() + 1 < max_paths) out.back().aliases.push_back(q);
+  }
   return out;
 }
 
 void for_each_slab(hid_t dset, hid_t mem_type, std::size_t max_bytes,
                    const std::function<void(std::span<const std::byte>)>& fn) {
   h5::Dataspace space(H5Dget_space(dset));
+  if (H5Sget_simple_extent_type(space) == H5S_NULL) return;  // h5py.Empty: rank 0, yet no element
   const Shape shape = dataspace_shape(space);
   const std::size_t elem = H5Tget_size(mem_type);
   const std::uint64_t numel = shape_numel(shape);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "resil/ckpt/io.hpp"
+#include "resil/core/rng.hpp"
 #include "resil/inject/fault_model.hpp"
 #include "resil/inject/flip_log.hpp"
 #include "resil/inject/selection.hpp"
@@ -33,8 +34,23 @@ struct Target {
   ckpt::DType dtype;           // after --as
   std::uint64_t allowed = 0;   // selected bits of a word
   unsigned nbits = 0;          // popcount(allowed)
-  std::uint64_t weight() const noexcept { return info.numel() * nbits; }
+  /// Selected stored bits: numel x nbits, which exceeds 64 bits on a large enough dataset (2^62
+  /// f64 elements are 2^68 bits), so every fault-space sum and draw is 128-bit.
+  uint128_t weight() const noexcept { return static_cast<uint128_t>(info.numel()) * nbits; }
 };
+
+/// A fault may make HDF5 allocate storage that was never written: a chunk (HDF5 bounds its size by
+/// 4 GiB), or a whole contiguous dataset, which is only selected up to this size.
+inline constexpr std::uint64_t max_fault_allocation = std::uint64_t{64} << 20;
+
+/// Whether faults can land in a dataset at all: a supported integer/float type, stored here (not
+/// virtual: its data lives in other files), with at least one element, and not a never-written
+/// contiguous dataset larger than max_fault_allocation.
+bool flippable(const ckpt::DatasetInfo& d);
+/// Stored bits of a dataset (0 unless flippable): numel x element width, exact.
+uint128_t fault_bits(const ckpt::DatasetInfo& d);
+/// Whether a glob matches the dataset under any of its paths (hard links: `aliases`).
+bool matches_any_path(const Glob& g, const ckpt::DatasetInfo& d);
 
 /// Counters and bookkeeping that are skipped unless an --include names them: num_batches_tracked,
 /// optimizer step counters, integer scalars, and everything under /meta.

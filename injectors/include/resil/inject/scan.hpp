@@ -18,7 +18,7 @@ struct DatasetScan {
   std::string path;
   std::string dtype;
   std::uint64_t numel = 0;
-  std::string checksum = "absent";   // ok | mismatch | absent
+  std::string checksum = "absent";   // ok | mismatch | absent | unverified (sparse: not every logical byte was read)
   std::uint64_t nan = 0, inf = 0, outliers = 0;
   int median_exponent = 0, threshold_exponent = 0;
   double max_abs = 0;
@@ -28,7 +28,7 @@ struct DatasetScan {
 
 struct ScanReport {
   std::vector<DatasetScan> datasets;
-  std::vector<std::string> skipped;  // unsupported element types
+  std::vector<std::string> skipped;  // unsupported element types or extents, virtual datasets: "PATH (why)"
   bool suspect() const noexcept;
   nlohmann::json to_json() const;
 };

@@ -12,8 +12,9 @@
 namespace resil::inject {
 
 /// A glob on absolute dataset paths. `*` and `?` stay inside one path segment, `**` crosses
-/// segments, `[abc]`, `[a-z]`, `[!x]` are character classes, `\` escapes. A pattern without a
-/// leading '/' matches at any segment boundary ("*.weight" matches "/model/fc1.weight").
+/// segments, `[abc]`, `[a-z]`, `[!x]` are character classes, `\` escapes, `\xHH` is the byte
+/// 0xHH (for names that are not UTF-8, e.g. '/w\xff'). Paths and patterns are bytes. A pattern
+/// without a leading '/' matches at any segment boundary ("*.weight" matches "/model/fc1.weight").
 class Glob {
 public:
   /// Throws UsageError (naming the pattern) on an unterminated class or a trailing escape.

@@ -50,11 +50,19 @@ h5::Datatype h5_native_type(DType t);
 
 enum class Layout { contiguous, chunked, compact, virtual_ };
 
+/// Datasets with more elements than this are unsupported (HDF5 counts a selection's points in a
+/// signed 64-bit integer, yet accepts extents whose product overflows even 64 unsigned bits).
+inline constexpr std::uint64_t max_elements = (std::uint64_t{1} << 63) - 1;
+/// At most this many paths of one object are listed (hard links; see list_datasets).
+inline constexpr std::size_t max_paths = 64;
+
 struct DatasetInfo {
-  std::string path;               // absolute, e.g. "/model/fc1.weight"
-  std::optional<DType> dtype;     // nullopt: unsupported type (type_desc says what it is)
-  std::string type_desc;          // e.g. "f32", "compound", "string"
+  std::string path;               // absolute, e.g. "/model/fc1.weight" (the bytes of the HDF5 link names, any encoding)
+  std::vector<std::string> aliases;  // other hard-link paths of the same object, in name order (list_datasets)
+  std::optional<DType> dtype;     // nullopt: unsupported type or extent (type_desc says what it is)
+  std::string type_desc;          // e.g. "f32", "compound", "string", "f32, more than 2^63-1 elements"
   bool big_endian = false;
+  bool null_space = false;        // H5S_NULL (h5py.Empty): no element at all (shape is empty, numel() 0)
   Shape shape;
   Layout layout = Layout::contiguous;
   Shape chunks;                   // empty unless chunked
@@ -62,10 +70,15 @@ struct DatasetInfo {
   std::uint64_t stored_bytes = 0;    // H5Dget_storage_size (compressed size on disk)
   std::uint64_t logical_bytes = 0;   // numel * element size
   std::optional<std::uint64_t> checksum;  // resil_xxh64 when present
-  std::uint64_t numel() const noexcept { return shape_numel(shape); }
+  /// Elements: 0 for a null dataspace, the product of the dims saturated at UINT64_MAX (such
+  /// datasets are unsupported: dtype is nullopt beyond max_elements).
+  std::uint64_t numel() const noexcept;
 };
 
-/// Every dataset in the file, depth-first in name order (links followed once; external links skipped).
+/// Every dataset in the file once, depth-first in name order, under the first of its hard-link
+/// paths in that order; its other hard-link paths (the object linked under several names, or
+/// under a group that is) are in `aliases`, at most max_paths in all. Soft and external links are
+/// not followed (a dataset in another file is never listed).
 std::vector<DatasetInfo> list_datasets(hid_t file);
 /// Describe one dataset.
 DatasetInfo describe_dataset(hid_t file, const std::string& path);

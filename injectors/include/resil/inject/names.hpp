@@ -1,0 +1,112 @@
+// Dataset names in JSON (flip logs, --json outputs). HDF5 link names are bytes in any encoding,
+// JSON strings are UTF-8: a name that is not valid UTF-8 is written escaped, reversibly, and
+// flagged, so revert/replay find the very dataset again (docs/flip-log.md). Header-only and
+// without HDF5, so the fuzzed log parser uses it as it is.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace resil::inject {
+
+/// Length of the valid UTF-8 sequence at s[i] (RFC 3629: no overlong forms, no surrogates, at
+/// most U+10FFFF), or 0 when the bytes there are not one.
+inline std::size_t utf8_sequence(std::string_view s, std::size_t i) noexcept {
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned c = b(i);
+  if (c < 0x80) return 1;
+  std::size_t n;
+  unsigned lo = 0x80, hi = 0xbf;  // allowed range of the second byte
+  if (c >= 0xc2 && c <= 0xdf) n = 2;
+  else if (c == 0xe0) n = 3, lo = 0xa0;
+  else if (c >= 0xe1 && c <= 0xef) n = 3, hi = c == 0xed ? 0x9f : 0xbf;
+  else if (c == 0xf0) n = 4, lo = 0x90;
+  else if (c >= 0xf1 && c <= 0xf3) n = 4;
+  else if (c == 0xf4) n = 4, hi = 0x8f;
+  else return 0;
+  if (i + n > s.size() || b(i + 1) < lo || b(i + 1) > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k)
+    if (b(i + k) < 0x80 || b(i + k) > 0xbf) return 0;
+  return n;
+}
+
+inline bool is_utf8(std::string_view s) noexcept {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = utf8_sequence(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+/// The escaped form of a name: valid UTF-8 sequences as they are, each backslash as "\\", each
+/// byte that is not part of a valid sequence as "\xHH" (two lower-case hex digits). Valid UTF-8,
+/// and unescape_name gives the bytes back.
+inline std::string escape_name(std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = utf8_sequence(s, i);
+    if (n == 0) {
+      const auto c = static_cast<unsigned char>(s[i++]);
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else if (s[i] == '\\') {
+      out += "\\\\";
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+/// The bytes of an escaped name; nullopt unless every backslash starts "\\" or "\xHH".
+inline std::optional<std::string> unescape_name(std::string_view s) {
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\') {
+      out += s[i];
+      continue;
+    }
+    if (i + 1 < s.size() && s[i + 1] == '\\') {
+      out += '\\';
+      ++i;
+    } else if (i + 3 < s.size() && s[i + 1] == 'x' && digit(s[i + 2]) >= 0 && digit(s[i + 3]) >= 0) {
+      out += static_cast<char>(digit(s[i + 2]) * 16 + digit(s[i + 3]));
+      i += 3;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+/// Human text: the name itself when it is valid UTF-8, else its escaped form.
+inline std::string display_name(std::string_view s) { return is_utf8(s) ? std::string(s) : escape_name(s); }
+
+/// obj[key] = name when it is valid UTF-8; else obj[key] = escape_name(name) and
+/// obj[key + "_escaped"] = true.
+inline void put_name(nlohmann::json& obj, const std::string& key, std::string_view name) {
+  if (is_utf8(name)) {
+    obj[key] = std::string(name);
+    return;
+  }
+  obj[key] = escape_name(name);
+  obj[key + "_escaped"] = true;
+}
+
+}  // namespace resil::inject
