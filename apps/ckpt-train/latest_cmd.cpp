@@ -1,12 +1,13 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "resil/app/validators.hpp"
 #include "resil/ckpt/checkpoint.hpp"
 
 namespace resil::app::ckpt_train {
 
 void setup_latest(CLI::App& app, LatestOptions& o) {
-  app.add_option("--ckpt-dir", o.ckpt_dir, "checkpoint directory")->required();
+  app.add_option("--ckpt-dir", o.ckpt_dir, "checkpoint directory")->required()->check(NonEmptyPath());
 }
 
 int run_latest(const LatestOptions& o) {
