@@ -220,6 +220,7 @@ Data load_data(const TrainConfig& c) {
     } else {
       // A TSV file: the last quarter (or test_limit samples) is the test split.
       data::ClickSet all = data::read_criteo_tsv(c.data, dc.table_sizes);
+      if (all.n == 0) throw CorruptInputError(c.data + ": no samples (an empty Criteo TSV file)");
       const std::size_t nt = c.test_limit ? std::min<std::size_t>(c.test_limit, all.n / 2) : all.n / 4;
       auto split = [&](std::size_t from, std::size_t n) {
         data::ClickSet s;
