@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <iostream>
 
 #include "commands.hpp"
@@ -11,6 +12,9 @@ void setup_latest(CLI::App& app, LatestOptions& o) {
 }
 
 int run_latest(const LatestOptions& o) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(o.ckpt_dir, ec))
+    throw resil::IoError("--ckpt-dir " + o.ckpt_dir + ": " + (std::filesystem::exists(o.ckpt_dir, ec) ? "not a directory" : "no such directory"));
   const auto p = resil::ckpt::latest(o.ckpt_dir);
   if (!p) throw resil::NothingSelectedError(o.ckpt_dir + ": no complete checkpoint");
   std::cout << p->string() << std::endl;

@@ -132,7 +132,10 @@ std::string Summary::to_json() const {
 }
 
 void write_summary(const stdfs::path& path, const Summary& s) {
-  if (!path.empty()) ckpt::fs::write_file_atomic(path, s.to_json() + "\n");
+  if (path.empty()) return;
+  std::error_code ec;  // a missing parent is created (check_paths vouched for it); failing, the write says why
+  if (path.has_parent_path()) stdfs::create_directories(path.parent_path(), ec);
+  ckpt::fs::write_file_atomic(path, s.to_json() + "\n");
 }
 
 double auc(const std::vector<float>& scores, const std::vector<float>& labels) {
@@ -648,12 +651,13 @@ void check_paths(const std::vector<OutputPath>& outputs, const std::vector<Input
         throw UsageError(name(*o) + ": is not a regular file (a FIFO, device or socket; " + o->option + " names a file)");
       if (::access(o->path.c_str(), o->directory ? W_OK | X_OK : W_OK) != 0) throw IoError(name(*o) + ": not writable: " + errno_text());
     }
-    // Files are written beside themselves (a temporary renamed over them) and directories are
-    // created: the nearest existing ancestor must be a writable directory (files: the parent itself).
+    // Missing directories (--ckpt-dir, a file's parent) are created and files are written beside
+    // themselves (a temporary renamed over them): the nearest existing ancestor must be a writable
+    // directory.
     stdfs::path dir = o->path.parent_path();
     if (dir.empty()) dir = ".";
     if (o->directory && stdfs::exists(st)) continue;
-    while (o->directory && !stdfs::exists(stdfs::symlink_status(dir, ec)) && dir.has_relative_path() && dir != dir.parent_path())
+    while (!stdfs::exists(stdfs::symlink_status(dir, ec)) && dir.has_relative_path() && dir != dir.parent_path())
       dir = dir.parent_path().empty() ? stdfs::path(".") : dir.parent_path();
     const auto dst = stdfs::status(dir, ec);
     if (!stdfs::exists(dst)) throw IoError(name(*o) + ": directory " + dir.string() + " does not exist");
@@ -718,6 +722,7 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<stdfs::path
         std::error_code ec;
         stdfs::create_directories(cfg.ckpt_dir, ec);
         if (ec) throw IoError("--ckpt-dir " + cfg.ckpt_dir.string() + ": cannot create: " + ec.message());
+        if (!cfg.metrics.empty() && cfg.metrics.has_parent_path()) stdfs::create_directories(cfg.metrics.parent_path(), ec);
         if (!cfg.metrics.empty() && !resume_from && !std::ofstream(cfg.metrics, std::ios::trunc))
           throw IoError("--metrics " + cfg.metrics.string() + ": cannot create");
       }
