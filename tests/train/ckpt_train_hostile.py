@@ -363,9 +363,34 @@ def mpi_one_rank_fails():
     return ok
 
 
+def mpi_rank0_alone_aborts():
+    """An error outside the agreed checks, on rank 0 only (its metrics file turns into a directory
+    mid-run): printed with the rank, MPI_Abort ends every rank with the error's code (no hang)."""
+    import threading, time
+    d = case_dir("mpi_rank0_alone_aborts")
+    m = os.path.join(d, "m.jsonl")
+
+    def swap():  # after the first epoch's record: the next append fails
+        for _ in range(2400):
+            if os.path.exists(m) and os.path.getsize(m) > 0:
+                os.remove(m)
+                os.mkdir(m)
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=swap)
+    t.start()
+    ok = expect(3, r"^ckpt-train: error: rank 0: .*m\.jsonl: cannot append metrics",
+                [CT, "train"] + fast_without("--limit") + ["--limit", "2048", "--epochs", "20", "--parallel", "dp", "--ckpt-dir",
+                                                            os.path.join(d, "ck"), "--metrics", m], mpi=2, lines=None)
+    t.join()
+    return ok
+
+
 CASES = {f.__name__: f for f in [meta_config_not_utf8_eval, meta_config_not_utf8_resume, meta_model_not_utf8_resume, meta_config_values,
                                  meta_position, ckpt_dir_bad, output_files_bad, outputs_alias_inputs, outputs_alias_each_other,
-                                 data_path_not_utf8, numbers_at_limits, data_bad, mpi_usage_once, mpi_one_rank_fails]}
+                                 data_path_not_utf8, numbers_at_limits, data_bad, mpi_usage_once, mpi_one_rank_fails,
+                                 mpi_rank0_alone_aborts]}
 
 if A.case == "prepare":
     sys.exit(0 if prepare() else 1)

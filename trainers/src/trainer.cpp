@@ -166,9 +166,10 @@ double now() {
 /// the error itself. Several: every rank throws a PeerError with the job's exit code (the highest
 /// of the failing ranks'); it is reported once by rank 0 when every rank failed (the same check on
 /// the same input), otherwise by each failing rank, prefixed with its rank (its own shard, file or
-/// memory); ranks that did not fail stay silent.
+/// memory: "rank 0: ..." too); ranks that did not fail stay silent. `for_job`: a check rank 0
+/// makes for the whole job (its outputs): reported like one every rank failed.
 template <class Fn>
-void agree(const Comm& comm, Fn&& fn) {
+void agree(const Comm& comm, Fn&& fn, bool for_job = false) {
   int code = 0;
   std::exception_ptr err;
   std::string what;
@@ -197,8 +198,8 @@ void agree(const Comm& comm, Fn&& fn) {
   const int last = comm.allreduce_max(err ? comm.rank() : -1);
   const auto job_code = static_cast<ExitCode>(any);
   if (!err) throw PeerError("rank " + std::to_string(last) + " failed (it reported why)", job_code);
-  if (every) throw PeerError(what, job_code, comm.rank() == 0);
-  throw PeerError(comm.rank() ? "rank " + std::to_string(comm.rank()) + ": " + what : what, job_code, true);
+  if (every || for_job) throw PeerError(what, job_code, comm.rank() == 0);
+  throw PeerError("rank " + std::to_string(comm.rank()) + ": " + what, job_code, true);
 }
 
 // ------------------------------------------------------------------ data
@@ -686,7 +687,7 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<stdfs::path
   agree(comm, [&] {
     if (cfg.ckpt_dir.empty()) throw UsageError("--ckpt-dir is required");
     if (root) check_paths(outputs_of(cfg), inputs_of(cfg, resume_from));
-  });
+  }, true);
   try {
     const std::size_t batch = static_cast<std::size_t>(cfg.batch);
     std::size_t steps = 0, first = 0;
@@ -828,7 +829,7 @@ Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& co
     std::vector<InputPath> in = checkpoint_inputs(from);
     if (o.data) in.push_back({"--data", *o.data});
     check_paths({{"--ckpt-dir", o.ckpt_dir, true}, {"--metrics", o.metrics, false}, {"--summary", o.summary, false}}, in);
-  });
+  }, true);
   try {
   agree(comm, [&] {
     stdfs::path meta_file = from;

@@ -70,7 +70,7 @@ using LogFn = std::function<void(const std::string& line)>;
 /// A failure the ranks of a job agreed on (every rank throws one, with the same exit code, so no
 /// rank waits in a collective). `report()` says whether this rank prints it: rank 0 when every rank
 /// failed (once for the job), otherwise each rank that failed itself (its message starts with
-/// "rank N: " for N > 0); a rank that only heard of another's failure stays silent.
+/// "rank N: "); a rank that only heard of another's failure stays silent.
 class PeerError : public Error {
 public:
   PeerError(const std::string& what, ExitCode code, bool report = false) : Error(what), code_(code), report_(report) {}

@@ -122,7 +122,7 @@ inline int guarded_main(const std::string& prog, CLI::App& app, int argc, char**
   }
   if (done || failed) return parse_code;
   auto fail = [&](std::string_view kind, const std::string& what, int code) {
-    print_error(prog, who + what, kind);
+    print_error(prog, (mpi ? "rank " + std::to_string(ranks.rank) + ": " : std::string()) + what, kind);
     if (mpi) ranks.abort(code);
     return code;
   };
