@@ -12,14 +12,6 @@
 
 using namespace resil::app::ckpt_train;
 
-namespace {
-/// Errors every rank raises identically (global checks): printed once, by rank 0.
-bool raised_on_every_rank(const resil::Error& e) {
-  return dynamic_cast<const resil::NumericError*>(&e) || dynamic_cast<const resil::MismatchError*>(&e) ||
-         dynamic_cast<const resil::UsageError*>(&e);
-}
-}  // namespace
-
 int main(int argc, char** argv) {
   resil::train::MpiSession mpi(&argc, &argv);
 #if RESIL_HAVE_CUDA
@@ -45,27 +37,34 @@ int main(int argc, char** argv) {
   setup_eval(*eval, eval_o);
   setup_latest(*latest, latest_o);
   const std::string prog = "ckpt-train";
-  return resil::app::guarded_main(prog, app, argc, argv, [&]() -> int {
-    try {
-      // SIGTERM/SIGUSR1 (Slurm --signal, scancel, mpiexec forwarding): checkpoint at the next step, exit 75.
-      if (*train || *resume) resil::train::install_preempt_handlers();
-      if (*train) return run_train(train_o, comm);
-      if (*resume) return run_resume(resume_o, comm);
-      if (*eval) return run_eval(eval_o, comm);
-      return run_latest(latest_o);
-    } catch (const resil::train::PeerError& e) {
-      return resil::exit_code_of(e);  // the rank that failed printed the reason
-    } catch (const resil::Error& e) {
-      if (comm.size() == 1) throw;
-      const int code = resil::exit_code_of(e);
-      if (raised_on_every_rank(e) || dynamic_cast<const resil::CorruptInputError*>(&e)) {
-        if (comm.rank() == 0 || !raised_on_every_rank(e))
-          std::cerr << prog << ": error: " << (comm.rank() ? "rank " + std::to_string(comm.rank()) + ": " : "") << e.what() << "\n";
-        return code;
-      }
-      // Seen by this rank alone: the others may wait in a collective forever, so end them all.
-      std::cerr << prog << ": error: rank " << comm.rank() << ": " << e.what() << "\n";
-      comm.abort(code);
-    }
-  });
+  resil::app::Ranks ranks{comm.rank(), comm.size(), [&comm](int v) { return comm.allreduce_max(v); },
+                          [&comm](int code) { comm.abort(code); }};
+  return resil::app::guarded_main(
+      prog, app, argc, argv,
+      [&]() -> int {
+        try {
+          if ((*eval || *latest) && comm.size() > 1)
+            throw resil::train::PeerError(std::string(*eval ? "eval" : "latest") + " runs in one process (got " + std::to_string(comm.size()) +
+                                              " MPI ranks)",
+                                          resil::ExitCode::usage, comm.rank() == 0);
+          // SIGTERM/SIGUSR1 (Slurm --signal, scancel, mpiexec forwarding): checkpoint at the next step, exit 75.
+          if (*train || *resume) resil::train::install_preempt_handlers();
+          if (*train) return run_train(train_o, comm);
+          if (*resume) return run_resume(resume_o, comm);
+          if (*eval) return run_eval(eval_o, comm);
+          return run_latest(latest_o);
+        } catch (const resil::train::PeerError& e) {
+          // Agreed by every rank (see PeerError): reported once, every rank exits with the job's code.
+          if (e.report()) resil::app::print_error(prog, e.what());
+          return resil::exit_code_of(e);
+        } catch (const resil::NumericError& e) {
+          // NaN/Inf is agreed by the step's collective: every rank stops at the same step; rank 0 reports.
+          if (comm.size() == 1) throw;
+          if (comm.rank() == 0) resil::app::print_error(prog, e.what());
+          return resil::exit_code_of(e);
+        }
+        // Anything else under MPI was seen by this rank alone: guarded_main prints it with the rank
+        // and ends the job with MPI_Abort (the other ranks may be waiting in a collective).
+      },
+      ranks);
 }

@@ -1,23 +1,24 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "resil/app/validators.hpp"
 
 namespace resil::app::ckpt_train {
 
 void setup_resume(CLI::App& app, ResumeOptions& o) {
   app.add_option("--from", o.from, "checkpoint file, or mp manifest (*.manifest.json)")->required()->check(CLI::ExistingFile);
-  app.add_option("--epochs", o.over.epochs, "continue up to this many epochs in total")->required()->check(CLI::Range(1, 100000));
-  app.add_option("--ckpt-dir", o.over.ckpt_dir, "directory for new checkpoints")->required();
+  app.add_option("--epochs", o.over.epochs, "continue up to this many epochs in total")->required()->transform(Decimal(1, 100000));
+  app.add_option("--ckpt-dir", o.over.ckpt_dir, "directory for new checkpoints")->required()->check(NonEmptyPath());
   app.add_option("--parallel", o.over.parallel, "must match the checkpoint")->check(CLI::IsMember({"none", "dp", "mp"}));
   app.add_option("--model", o.over.model, "must match the checkpoint")->check(CLI::IsMember({"mlp", "cnn", "dlrm"}));
   app.add_option("--device", o.over.device, "cpu | cuda | auto (default: the checkpoint's device; any may resume any)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("--reduce", o.over.reduce, "auto | host | nccl (default: the checkpoint's; auto when --device changes)")
       ->check(CLI::IsMember({"auto", "host", "nccl"}));
-  app.add_option("--metrics", o.over.metrics, "JSONL file, one record per epoch (appended)");
-  app.add_option("--summary", o.over.summary, "JSON summary written at the end (also on failure)");
-  app.add_option("--data", o.data, "override the stored data location");
-  app.add_option("--test-limit", o.test_limit, "override the stored test limit");
+  app.add_option("--metrics", o.over.metrics, "JSONL file, one record per epoch (appended)")->check(NonEmptyPath());
+  app.add_option("--summary", o.over.summary, "JSON summary written at the end (also on failure)")->check(NonEmptyPath());
+  app.add_option("--data", o.data, "override the stored data location")->check(NonEmptyPath());
+  app.add_option("--test-limit", o.test_limit, "override the stored test limit")->transform(Decimal());
 }
 
 int run_resume(const ResumeOptions& o, const resil::train::Comm& comm) {

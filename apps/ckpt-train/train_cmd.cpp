@@ -1,15 +1,18 @@
 #include <iostream>
+#include <limits>
 
 #include "commands.hpp"
 #include "resil/app/main.hpp"
+#include "resil/app/validators.hpp"
 #include "resil/core/rng.hpp"
 
 namespace resil::app::ckpt_train {
 
 namespace {
 void add_common(CLI::App& app, resil::train::TrainConfig& c) {
-  app.add_option("--data", c.data, "mlp/cnn: MNIST-format directory (default: Debian's Fashion-MNIST); dlrm: Criteo TSV (default: synthetic)");
-  app.add_option("--test-limit", c.test_limit, "evaluate on the first N test samples (0 = all)");
+  app.add_option("--data", c.data, "mlp/cnn: MNIST-format directory (default: Debian's Fashion-MNIST); dlrm: Criteo TSV (default: synthetic)")
+      ->check(NonEmptyPath());
+  app.add_option("--test-limit", c.test_limit, "evaluate on the first N test samples (0 = all)")->transform(Decimal());
 }
 }  // namespace
 
@@ -33,30 +36,30 @@ resil::train::LogFn stdout_logger() {
 void setup_train(CLI::App& app, TrainOptions& o) {
   auto& c = o.cfg;
   app.add_option("--model", c.model, "mlp | cnn | dlrm")->check(CLI::IsMember({"mlp", "cnn", "dlrm"}));
-  app.add_option("--epochs", c.epochs, "epochs to train")->check(CLI::Range(1, 100000));
-  app.add_option("--seed", o.seed, "root seed (default: drawn once and printed)");
+  app.add_option("--epochs", c.epochs, "epochs to train")->transform(Decimal(1, 100000));
+  app.add_option("--seed", o.seed, "root seed (default: drawn once and printed)")->transform(Decimal());
   app.add_option("--parallel", c.parallel, "none | dp | mp")->check(CLI::IsMember({"none", "dp", "mp"}));
-  app.add_option("--ckpt-dir", c.ckpt_dir, "directory for checkpoints")->required();
-  app.add_option("--ckpt-every", c.ckpt_every, "epochs between checkpoints (the last epoch is always saved)")->check(CLI::Range(1, 100000));
+  app.add_option("--ckpt-dir", c.ckpt_dir, "directory for checkpoints")->required()->check(NonEmptyPath());
+  app.add_option("--ckpt-every", c.ckpt_every, "epochs between checkpoints (the last epoch is always saved)")->transform(Decimal(1, 100000));
   app.add_option("--optimizer", c.optimizer.kind, "sgd | adam | adagrad")->check(CLI::IsMember({"sgd", "adam", "adagrad"}));
-  app.add_option("--lr", o.lr, "learning rate (default 2e-3 for cnn, 1e-3 otherwise)")->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "learning rate (default 2e-3 for cnn, 1e-3 otherwise)")->check(Real(0.0, std::numeric_limits<float>::max(), true));
   app.add_option("--lr-decay", o.lr_decay, "per-epoch learning-rate factor: epoch e uses lr * decay^e (default 0.75 mlp, 0.8 cnn, 1 dlrm)")
-      ->check(CLI::Range(1e-6, 1.0));
-  app.add_option("--momentum", c.optimizer.momentum, "sgd momentum (0 = none)")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--weight-decay", c.optimizer.weight_decay, "L2 weight decay")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--batch", c.batch, "global batch size")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--micro-batches", c.micro_batches, "mp: GPipe micro-batches per batch")->check(CLI::Range(1, 4096));
+      ->check(Real(1e-6, 1.0));
+  app.add_option("--momentum", c.optimizer.momentum, "sgd momentum (0 = none)")->check(Real(0.0, 1.0));
+  app.add_option("--weight-decay", c.optimizer.weight_decay, "L2 weight decay")->check(Real(0.0, 1.0));
+  app.add_option("--batch", c.batch, "global batch size")->transform(Decimal(1, 1 << 20));
+  app.add_option("--micro-batches", c.micro_batches, "mp: GPipe micro-batches per batch")->transform(Decimal(1, 4096));
   app.add_option("--device", c.device, "cpu | cuda | auto (auto: cuda when a GPU is present); recorded in the checkpoint")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("--reduce", c.reduce,
                  "dp gradients / mp activations: host (rank-ordered over MPI, GPU dp == CPU dp) | nccl (on the GPUs) | auto "
                  "(nccl on cuda when built and each rank has its own GPU, else host); recorded")
       ->check(CLI::IsMember({"auto", "host", "nccl"}));
-  app.add_option("--threads", c.threads, "BLAS threads per rank (recorded: results depend on it)")->check(CLI::Range(1, 256));
-  app.add_option("--limit", c.limit, "train on the first N samples (0 = all)");
-  app.add_option("--synthetic-samples", c.synthetic_samples, "dlrm without --data: synthetic training samples")->check(CLI::Range(1, 1 << 30));
-  app.add_option("--metrics", c.metrics, "JSONL file, one record per epoch");
-  app.add_option("--summary", c.summary, "JSON summary written at the end (also on failure)");
+  app.add_option("--threads", c.threads, "BLAS threads per rank (recorded: results depend on it)")->transform(Decimal(1, 256));
+  app.add_option("--limit", c.limit, "train on the first N samples (0 = all)")->transform(Decimal());
+  app.add_option("--synthetic-samples", c.synthetic_samples, "dlrm without --data: synthetic training samples")->transform(Decimal(1, 1 << 30));
+  app.add_option("--metrics", c.metrics, "JSONL file, one record per epoch")->check(NonEmptyPath());
+  app.add_option("--summary", c.summary, "JSON summary written at the end (also on failure)")->check(NonEmptyPath());
   add_common(app, c);
 }
 

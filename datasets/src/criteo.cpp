@@ -30,6 +30,10 @@ void check_tables(const std::vector<std::uint32_t>& t) {
 
 ClickSet read_criteo_tsv(const std::filesystem::path& p, const std::vector<std::uint32_t>& table_sizes, std::size_t limit) {
   check_tables(table_sizes);
+  // A directory "opens" and fails on the first read; a FIFO blocks the open until a writer comes.
+  std::error_code fs_ec;
+  if (std::filesystem::exists(p, fs_ec) && !std::filesystem::is_regular_file(p, fs_ec))
+    throw IoError(p.string() + ": not a regular file (a directory, FIFO or device), expected a Criteo TSV file");
   std::ifstream in(p, std::ios::binary);
   if (!in) throw IoError(p.string() + ": cannot open");
   ClickSet out;

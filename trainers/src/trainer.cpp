@@ -5,11 +5,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <cmath>
 #include <fstream>
+#include <limits>
 
 #include "pipeline.hpp"
 #include "resil/ckpt/checkpoint.hpp"
@@ -40,30 +44,73 @@ std::string TrainConfig::to_json() const {
 }
 
 TrainConfig TrainConfig::from_json(const std::string& text, const std::string& where) {
+  // A damaged or foreign config is corrupt input naming the field, never a wrapped integer or a
+  // NaN learning rate handed on to the trainer (nlohmann's own errors name the JSON position).
+  const std::string at = where + ": /meta config";
+  auto bad = [&](const std::string& field, const json& v, const std::string& want) {
+    return CorruptInputError(at + ": " + field + " = " + v.dump(-1, ' ', false, json::error_handler_t::replace) + " is not " + want);
+  };
+  auto integer = [&](const json& o, const std::string& key, std::int64_t lo, std::int64_t hi, const std::string& prefix = "") {
+    const json& v = o.at(key);
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) ||
+        v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)
+      throw bad(prefix + key, v, "an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
+    return v.get<std::int64_t>();
+  };
+  auto real = [&](const json& o, const std::string& key, double lo, double hi, bool lo_open, bool hi_open, float dflt) {
+    if (!o.contains(key) && !std::isnan(dflt)) return dflt;
+    const json& v = o.at(key);
+    const float f = v.is_number() ? v.get<float>() : std::nanf("");
+    if (!std::isfinite(f) || f < lo || f > hi || (lo_open && f <= lo) || (hi_open && f >= hi))
+      throw bad("optimizer." + key, v, std::string("a number in ") + (lo_open ? "(" : "[") + std::to_string(lo) + ", " + std::to_string(hi) +
+                                           (hi_open ? ")" : "]"));
+    return f;
+  };
+  auto name = [&](const json& o, const std::string& key, std::initializer_list<const char*> allowed, const std::string& dflt,
+                  const std::string& prefix = "") {
+    if (!o.contains(key) && !dflt.empty()) return dflt;
+    const json& v = o.at(key);
+    std::string list;
+    for (const char* a : allowed) {
+      if (v.is_string() && v.get<std::string>() == a) return std::string(a);
+      list += (list.empty() ? "" : " | ") + std::string(a);
+    }
+    throw bad(prefix + key, v, "one of " + list);
+  };
   try {
     const json j = json::parse(text);
+    if (!j.is_object()) throw CorruptInputError(at + ": not a JSON object");
     TrainConfig c;
-    c.model = j.at("model").get<std::string>();
-    c.parallel = j.at("parallel").get<std::string>();
-    c.epochs = j.at("epochs").get<int>();
+    c.model = name(j, "model", {"mlp", "cnn", "dlrm"}, "");
+    c.parallel = name(j, "parallel", {"none", "dp", "mp"}, "");
+    c.epochs = static_cast<int>(integer(j, "epochs", 1, 100000));
     c.seed = j.at("seed").get<std::uint64_t>();
-    c.batch = j.at("batch").get<int>();
-    c.micro_batches = j.at("micro_batches").get<int>();
+    c.batch = static_cast<int>(integer(j, "batch", 1, 1 << 20));
+    c.micro_batches = static_cast<int>(integer(j, "micro_batches", 1, 4096));
     const json& o = j.at("optimizer");
-    c.optimizer = {o.at("kind").get<std::string>(), o.at("lr").get<float>(), o.at("momentum").get<float>(),
-                   o.at("beta1").get<float>(), o.at("beta2").get<float>(), o.at("eps").get<float>(),
-                   o.at("weight_decay").get<float>(), o.value("lr_decay", 1.0f)};
-    c.threads = j.at("threads").get<int>();
-    c.device = j.value("device", std::string("cpu"));
-    c.reduce = j.value("reduce", std::string("host"));  // written before --reduce existed: the host path
+    if (!o.is_object()) throw bad("optimizer", o, "an object");
+    const float nan = std::nanf("");  // no default: required
+    c.optimizer = {name(o, "kind", {"sgd", "adam", "adagrad"}, "", "optimizer."),
+                   real(o, "lr", 0, std::numeric_limits<float>::max(), true, false, nan),
+                   real(o, "momentum", 0, 1, false, false, nan),
+                   real(o, "beta1", 0, 1, false, true, nan),
+                   real(o, "beta2", 0, 1, false, true, nan),
+                   real(o, "eps", 0, 1, false, false, nan),
+                   real(o, "weight_decay", 0, 1, false, false, nan),
+                   real(o, "lr_decay", 0, 1, true, false, 1.0f)};
+    c.threads = static_cast<int>(integer(j, "threads", 1, 256));
+    c.device = name(j, "device", {"cpu", "cuda", "auto"}, "cpu");
+    c.reduce = name(j, "reduce", {"host", "nccl", "auto"}, "host");  // written before --reduce existed: the host path
     c.data = j.at("data").get<std::string>();
     c.limit = j.at("limit").get<std::uint64_t>();
     c.test_limit = j.at("test_limit").get<std::uint64_t>();
-    c.synthetic_samples = j.at("synthetic_samples").get<std::uint64_t>();
-    c.ckpt_every = j.at("ckpt_every").get<int>();
+    c.synthetic_samples = static_cast<std::uint64_t>(integer(j, "synthetic_samples", 1, std::int64_t{1} << 30));
+    c.ckpt_every = static_cast<int>(integer(j, "ckpt_every", 1, 100000));
     return c;
+  } catch (const CorruptInputError&) {
+    throw;
   } catch (const std::exception& e) {
-    throw CorruptInputError(where + ": /meta config is not a ckpt-train configuration: " + e.what());
+    throw CorruptInputError(at + " is not a ckpt-train configuration: " + e.what());
   }
 }
 
@@ -79,11 +126,16 @@ std::string Summary::to_json() const {
     j["preempt_signal"] = preempt_signal;
     j["data_cursor"] = data_cursor;
   }
-  return j.dump(2);
+  // Strings from files and the command line (an error naming a damaged file, a path in another
+  // encoding) may hold bytes that are not UTF-8: replaced, never an exception that loses the summary.
+  return j.dump(2, ' ', false, json::error_handler_t::replace);
 }
 
 void write_summary(const stdfs::path& path, const Summary& s) {
-  if (!path.empty()) ckpt::fs::write_file_atomic(path, s.to_json() + "\n");
+  if (path.empty()) return;
+  std::error_code ec;  // a missing parent is created (check_paths vouched for it); failing, the write says why
+  if (path.has_parent_path()) stdfs::create_directories(path.parent_path(), ec);
+  ckpt::fs::write_file_atomic(path, s.to_json() + "\n");
 }
 
 double auc(const std::vector<float>& scores, const std::vector<float>& labels) {
@@ -110,24 +162,44 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-/// Run `fn` on every rank and agree on failure: the failing rank rethrows its own error, the
-/// others throw a silent PeerError with the same exit code, so no rank hangs in a collective.
+/// Run `fn` on every rank and agree on failure, so no rank hangs in a collective. One process:
+/// the error itself. Several: every rank throws a PeerError with the job's exit code (the highest
+/// of the failing ranks'); it is reported once by rank 0 when every rank failed (the same check on
+/// the same input), otherwise by each failing rank, prefixed with its rank (its own shard, file or
+/// memory: "rank 0: ..." too); ranks that did not fail stay silent. `for_job`: a check rank 0
+/// makes for the whole job (its outputs): reported like one every rank failed.
 template <class Fn>
-void agree(const Comm& comm, Fn&& fn) {
+void agree(const Comm& comm, Fn&& fn, bool for_job = false) {
   int code = 0;
   std::exception_ptr err;
+  std::string what;
   try {
     fn();
   } catch (const Error& e) {
     code = static_cast<int>(e.exit_code());
     err = std::current_exception();
-  } catch (const std::exception&) {
+    what = e.what();
+  } catch (const stdfs::filesystem_error& e) {
+    code = static_cast<int>(ExitCode::io);
+    err = std::make_exception_ptr(IoError(e.what()));
+    what = e.what();
+  } catch (const std::exception& e) {
     code = static_cast<int>(ExitCode::internal);
     err = std::current_exception();
+    what = e.what();
+  }
+  if (comm.size() == 1) {
+    if (err) std::rethrow_exception(err);
+    return;
   }
   const int any = comm.allreduce_max(code);
-  if (err) std::rethrow_exception(err);
-  if (any != 0) throw PeerError("another rank failed", static_cast<ExitCode>(any));
+  if (any == 0) return;
+  const bool every = comm.allreduce_max(err ? 0 : 1) == 0;
+  const int last = comm.allreduce_max(err ? comm.rank() : -1);
+  const auto job_code = static_cast<ExitCode>(any);
+  if (!err) throw PeerError("rank " + std::to_string(last) + " failed (it reported why)", job_code);
+  if (every || for_job) throw PeerError(what, job_code, comm.rank() == 0);
+  throw PeerError("rank " + std::to_string(comm.rank()) + ": " + what, job_code, true);
 }
 
 // ------------------------------------------------------------------ data
@@ -152,6 +224,7 @@ Data load_data(const TrainConfig& c) {
     } else {
       // A TSV file: the last quarter (or test_limit samples) is the test split.
       data::ClickSet all = data::read_criteo_tsv(c.data, dc.table_sizes);
+      if (all.n == 0) throw CorruptInputError(c.data + ": no samples (an empty Criteo TSV file)");
       const std::size_t nt = c.test_limit ? std::min<std::size_t>(c.test_limit, all.n / 2) : all.n / 4;
       auto split = [&](std::size_t from, std::size_t n) {
         data::ClickSet s;
@@ -460,9 +533,9 @@ struct Run {
   }
 };
 
-void append_line(const stdfs::path& p, const std::string& line) {
+void append_line(const stdfs::path& p, const json& record) {
   std::ofstream f(p, std::ios::app);
-  if (!(f << line << "\n")) throw IoError(p.string() + ": cannot append metrics");
+  if (!(f << record.dump(-1, ' ', false, json::error_handler_t::replace) << "\n")) throw IoError(p.string() + ": cannot append metrics");
 }
 
 Summary base_summary(const TrainConfig& c, const Comm& comm) {
@@ -472,6 +545,40 @@ Summary base_summary(const TrainConfig& c, const Comm& comm) {
   s.world_size = comm.size();
   s.seed = c.seed;
   return s;
+}
+
+/// /meta values no run writes are corrupt input, not a mismatch or a confusing failure later.
+void check_meta(const ckpt::Meta& m, const std::string& where) {
+  if (m.world_size < 1 || m.rank < 0 || m.rank >= m.world_size)
+    throw CorruptInputError(where + ": /meta rank " + std::to_string(m.rank) + " of world_size " + std::to_string(m.world_size) +
+                            " is not a rank of a job");
+  if (m.step < 0 || m.epoch < 0 || m.epoch > m.step)
+    throw CorruptInputError(where + ": /meta step " + std::to_string(m.step) + ", epoch " + std::to_string(m.epoch) +
+                            " is not a training position (0 <= epoch <= step)");
+}
+
+// ------------------------------------------------------------------ paths
+/// Whether two paths name the same file: the same inode when both exist (links, "a/../b"),
+/// otherwise the same absolute normal form.
+bool same_file(const stdfs::path& a, const stdfs::path& b) {
+  std::error_code ea, eb;
+  const bool xa = stdfs::exists(a, ea), xb = stdfs::exists(b, eb);
+  if (xa && xb) return stdfs::equivalent(a, b, ea);
+  if (xa != xb) return false;
+  return stdfs::weakly_canonical(a, ea) == stdfs::weakly_canonical(b, eb);
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+std::vector<OutputPath> outputs_of(const TrainConfig& c) {
+  return {{"--ckpt-dir", c.ckpt_dir, true}, {"--metrics", c.metrics, false}, {"--summary", c.summary, false}};
+}
+
+std::vector<InputPath> inputs_of(const TrainConfig& c, const std::optional<stdfs::path>& from) {
+  std::vector<InputPath> in;
+  if (from) in = checkpoint_inputs(*from);
+  if (!c.data.empty()) in.push_back({"--data", c.data});
+  return in;
 }
 
 /// Resolve what to load on this rank and check compatibility with this run.
@@ -488,6 +595,7 @@ ckpt::Checkpoint load_for_rank(const stdfs::path& from, const Run& run) {
   }
   // Checksums are not enforced: fault-injection campaigns resume from deliberately altered files.
   ckpt::Checkpoint c = ckpt::read(file, false);
+  check_meta(c.meta, file.string());
   if (c.meta.model != run.cfg.model)
     throw MismatchError(file.string() + ": checkpoint holds model '" + c.meta.model + "', this run trains '" + run.cfg.model + "'");
   if (c.meta.mode != run.mode || c.meta.world_size != run.comm.size())
@@ -499,6 +607,65 @@ ckpt::Checkpoint load_for_rank(const stdfs::path& from, const Run& run) {
 }
 
 }  // namespace
+
+std::vector<InputPath> checkpoint_inputs(const stdfs::path& from) {
+  std::vector<InputPath> in = {{"--from", from}, {"--from", from.string() + ".done"}};
+  if (!from.string().ends_with(".manifest.json")) return in;
+  try {
+    for (const auto& shard : ckpt::read_manifest(from).shards) {
+      in.push_back({"--from", from.parent_path() / shard});
+      in.push_back({"--from", (from.parent_path() / shard).string() + ".done"});
+    }
+  } catch (const Error&) {
+    // Unreadable: reading it for the run reports why.
+  }
+  return in;
+}
+
+void check_paths(const std::vector<OutputPath>& outputs, const std::vector<InputPath>& inputs) {
+  std::vector<const OutputPath*> outs;
+  for (const auto& o : outputs)
+    if (!o.path.empty()) outs.push_back(&o);
+  auto name = [](const OutputPath& o) { return o.option + " " + o.path.string(); };
+  // Aliasing first: writing one output would destroy another, or the input being read.
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    for (std::size_t j = i + 1; j < outs.size(); ++j)
+      if (same_file(outs[i]->path, outs[j]->path))
+        throw UsageError(name(*outs[i]) + " and " + outs[j]->option + " " + outs[j]->path.string() + " name the same file");
+    if (outs[i]->directory) continue;
+    // A checkpoint the run writes would replace the file (or the file a committed checkpoint).
+    const stdfs::path parent = outs[i]->path.parent_path().empty() ? stdfs::path(".") : outs[i]->path.parent_path();
+    for (const OutputPath* d : outs)
+      if (d->directory && outs[i]->path.filename().string().starts_with("ckpt-step") && same_file(parent, d->path))
+        throw UsageError(name(*outs[i]) + ": a checkpoint's name inside " + d->option + " " + d->path.string() + " (ckpt-step*)");
+    for (const auto& in : inputs)
+      if (!in.path.empty() && same_file(outs[i]->path, in.path))
+        throw UsageError(name(*outs[i]) + " is the input " + in.path.string() + " (" + in.option + "): it would be overwritten");
+  }
+  for (const OutputPath* o : outs) {
+    std::error_code ec;
+    const auto st = stdfs::status(o->path, ec);  // follows links: what would be written
+    if (stdfs::exists(st)) {
+      if (o->directory && !stdfs::is_directory(st)) throw UsageError(name(*o) + ": exists and is not a directory");
+      if (!o->directory && stdfs::is_directory(st)) throw UsageError(name(*o) + ": is a directory (" + o->option + " names a file)");
+      if (!o->directory && !stdfs::is_regular_file(st))
+        throw UsageError(name(*o) + ": is not a regular file (a FIFO, device or socket; " + o->option + " names a file)");
+      if (::access(o->path.c_str(), o->directory ? W_OK | X_OK : W_OK) != 0) throw IoError(name(*o) + ": not writable: " + errno_text());
+    }
+    // Missing directories (--ckpt-dir, a file's parent) are created and files are written beside
+    // themselves (a temporary renamed over them): the nearest existing ancestor must be a writable
+    // directory.
+    stdfs::path dir = o->path.parent_path();
+    if (dir.empty()) dir = ".";
+    if (o->directory && stdfs::exists(st)) continue;
+    while (!stdfs::exists(stdfs::symlink_status(dir, ec)) && dir.has_relative_path() && dir != dir.parent_path())
+      dir = dir.parent_path().empty() ? stdfs::path(".") : dir.parent_path();
+    const auto dst = stdfs::status(dir, ec);
+    if (!stdfs::exists(dst)) throw IoError(name(*o) + ": directory " + dir.string() + " does not exist");
+    if (!stdfs::is_directory(dst)) throw IoError(name(*o) + ": cannot create: " + dir.string() + " is not a directory");
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) throw IoError(name(*o) + ": cannot write in " + dir.string() + ": " + errno_text());
+  }
+}
 
 // ------------------------------------------------------------------ train
 Summary train(TrainConfig cfg, const Comm& comm, const std::optional<stdfs::path>& resume_from, const ProgressFn& progress,
@@ -516,36 +683,55 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<stdfs::path
   };
   std::unique_ptr<Run> run;
   Data data;
+  // Refused paths write nothing, not even the summary (it may be the refused path, or an input).
+  agree(comm, [&] {
+    if (cfg.ckpt_dir.empty()) throw UsageError("--ckpt-dir is required");
+    if (root) check_paths(outputs_of(cfg), inputs_of(cfg, resume_from));
+  }, true);
   try {
+    const std::size_t batch = static_cast<std::size_t>(cfg.batch);
+    std::size_t steps = 0, first = 0;
+    // Every check of the setup runs inside agree: one that fails on some ranks only (a shard of
+    // another run, a cursor that does not fit) must not leave the others in the first collective.
     agree(comm, [&] {
-      if (cfg.ckpt_dir.empty()) throw UsageError("--ckpt-dir is required");
       if (cfg.ckpt_every < 1) throw UsageError("--ckpt-every must be at least 1");
+      try {
+        (void)cfg.to_json();
+      } catch (const json::exception&) {
+        throw UsageError("--data " + cfg.data + ": the path is not valid UTF-8 (it is stored in the checkpoint's JSON config)");
+      }
       run = std::make_unique<Run>(cfg, comm);
       data = load_data(cfg);
-      if (data::steps_per_epoch(data.train_n(), static_cast<std::size_t>(cfg.batch)) == 0)
+      steps = data::steps_per_epoch(data.train_n(), batch);
+      if (steps == 0)
         throw UsageError("--batch " + std::to_string(cfg.batch) + " is larger than the " + std::to_string(data.train_n()) + " training samples");
-      if (resume_from) run->load_state(load_for_rank(*resume_from, *run), resume_from->string());
-      if (root) stdfs::create_directories(cfg.ckpt_dir);
+      if (resume_from) {
+        run->load_state(load_for_rank(*resume_from, *run), resume_from->string());
+        if (run->epoch >= cfg.epochs)
+          throw UsageError(resume_from->string() + " already has " + std::to_string(run->epoch) + " epochs; ask --epochs beyond that");
+        // A preemption checkpoint resumes mid-epoch: the epoch's order is a pure function of
+        // (seed, epoch), so skipping the first cursor / batch batches restores the exact stream.
+        if (run->cursor != 0) {
+          first = static_cast<std::size_t>(run->cursor / batch);
+          if (run->cursor % batch != 0 || first >= steps ||
+              run->step != run->epoch * static_cast<std::int64_t>(steps) + static_cast<std::int64_t>(first))
+            throw MismatchError(resume_from->string() + ": data cursor " + std::to_string(run->cursor) + " at step " + std::to_string(run->step) +
+                                " does not fit this data set (" + std::to_string(steps) + " steps of " + std::to_string(batch) + " per epoch)");
+        }
+      }
+      if (root) {
+        std::error_code ec;
+        stdfs::create_directories(cfg.ckpt_dir, ec);
+        if (ec) throw IoError("--ckpt-dir " + cfg.ckpt_dir.string() + ": cannot create: " + ec.message());
+        if (!cfg.metrics.empty() && cfg.metrics.has_parent_path()) stdfs::create_directories(cfg.metrics.parent_path(), ec);
+        if (!cfg.metrics.empty() && !resume_from && !std::ofstream(cfg.metrics, std::ios::trunc))
+          throw IoError("--metrics " + cfg.metrics.string() + ": cannot create");
+      }
     });
     sum.device = run->device;
-    if (run->epoch >= cfg.epochs && resume_from)
-      throw UsageError(resume_from->string() + " already has " + std::to_string(run->epoch) + " epochs; ask --epochs beyond that");
-    if (root && !cfg.metrics.empty() && !resume_from) std::ofstream(cfg.metrics, std::ios::trunc);
     sum.steps = run->step;
     sum.epochs = run->epoch;
     Staging st;
-    const std::size_t batch = static_cast<std::size_t>(cfg.batch);
-    const std::size_t steps = data::steps_per_epoch(data.train_n(), batch);
-    // A preemption checkpoint resumes mid-epoch: the epoch's order is a pure function of
-    // (seed, epoch), so skipping the first cursor / batch batches restores the exact stream.
-    std::size_t first = 0;
-    if (run->cursor != 0) {
-      first = static_cast<std::size_t>(run->cursor / batch);
-      if (run->cursor % batch != 0 || first >= steps ||
-          run->step != run->epoch * static_cast<std::int64_t>(steps) + static_cast<std::int64_t>(first))
-        throw MismatchError(resume_from->string() + ": data cursor " + std::to_string(run->cursor) + " at step " + std::to_string(run->step) +
-                            " does not fit this data set (" + std::to_string(steps) + " steps of " + std::to_string(batch) + " per epoch)");
-    }
     const std::uint64_t total = steps * static_cast<std::size_t>(cfg.epochs - run->epoch) - first;
     std::uint64_t done = 0;
     // Preempted: commit a checkpoint at the current step (unless one was just written there).
@@ -560,8 +746,7 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<stdfs::path
       sum.exit_code = static_cast<int>(ExitCode::preempted);
       if (root && !cfg.metrics.empty())
         append_line(cfg.metrics, json({{"epoch", run->epoch + (run->cursor ? 1 : 0)}, {"step", run->step}, {"preempted", true},
-                                       {"data_cursor", run->cursor}, {"checkpoint", sum.last_checkpoint}})
-                                     .dump());
+                                       {"data_cursor", run->cursor}, {"checkpoint", sum.last_checkpoint}}));
     };
     while (run->epoch < cfg.epochs) {
       const double te = now();
@@ -579,7 +764,7 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<stdfs::path
           sum.nan_step = run->step + 1;
           sum.steps = run->step;
           if (root && !cfg.metrics.empty())
-            append_line(cfg.metrics, json({{"epoch", run->epoch + 1}, {"step", run->step + 1}, {"nan_seen", true}}).dump());
+            append_line(cfg.metrics, json({{"epoch", run->epoch + 1}, {"step", run->step + 1}, {"nan_seen", true}}));
           throw;
         }
         ep.loss_sum += st1.loss_sum;
@@ -610,7 +795,7 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<stdfs::path
                   {"train_accuracy", static_cast<double>(ep.correct) / static_cast<double>(ep.samples)},
                   {"test_loss", ev.loss}, {"test_accuracy", ev.accuracy}, {"nan_seen", false}, {"epoch_seconds", now() - te}};
         if (ev.auc >= 0) m["test_auc"] = ev.auc;
-        append_line(cfg.metrics, m.dump());
+        append_line(cfg.metrics, m);
       }
       if (root && log) {
         char line[256];
@@ -638,14 +823,23 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<stdfs::path
 Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& comm, const ProgressFn& progress,
                const LogFn& log) {
   TrainConfig cfg;
+  // Refused paths write nothing, not even the summary (it may be the refused path, or the input).
+  agree(comm, [&] {
+    if (comm.rank() != 0) return;
+    std::vector<InputPath> in = checkpoint_inputs(from);
+    if (o.data) in.push_back({"--data", *o.data});
+    check_paths({{"--ckpt-dir", o.ckpt_dir, true}, {"--metrics", o.metrics, false}, {"--summary", o.summary, false}}, in);
+  }, true);
   try {
   agree(comm, [&] {
     stdfs::path meta_file = from;
     if (from.string().ends_with(".manifest.json")) {
       const ckpt::Manifest m = ckpt::read_manifest(from);
-      meta_file = from.parent_path() / m.shards.at(0);
+      if (m.shards.empty()) throw CorruptInputError(from.string() + ": the manifest lists no shards");
+      meta_file = from.parent_path() / m.shards.front();
     }
     const ckpt::Meta meta = ckpt::read_meta(meta_file);
+    check_meta(meta, meta_file.string());
     cfg = TrainConfig::from_json(meta.config, meta_file.string());
     if (!o.model.empty() && o.model != cfg.model)
       throw MismatchError(from.string() + ": checkpoint holds model '" + cfg.model + "', --model asks for '" + o.model + "'");
@@ -681,6 +875,8 @@ Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& co
 Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data_dir, const std::optional<std::uint64_t>& test_limit,
                  const std::string& device) {
   const double t0 = now();
+  const Comm solo = Comm::world();
+  if (solo.size() > 1) throw UsageError("eval runs in one process (got " + std::to_string(solo.size()) + " MPI ranks)");
   // Gather every parameter (all shards of an mp manifest) into one checkpoint.
   ckpt::Checkpoint all;
   if (from.string().ends_with(".manifest.json")) {
@@ -694,6 +890,7 @@ Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data
   } else {
     all = ckpt::read(from);
   }
+  check_meta(all.meta, from.string());
   TrainConfig cfg = TrainConfig::from_json(all.meta.config, from.string());
   if (data_dir) cfg.data = *data_dir;
   if (test_limit) cfg.test_limit = *test_limit;
@@ -701,8 +898,6 @@ Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data
   cfg.parallel = "none";
   cfg.reduce = "auto";  // one process: nothing to reduce
   cfg.limit = 1;  // evaluation needs the test split only
-  const Comm solo = Comm::world();
-  if (solo.size() > 1) throw UsageError("eval runs in one process (got " + std::to_string(solo.size()) + " MPI ranks)");
   Run run(cfg, solo);
   run.load_state(all, from.string());
   Data d = load_data(cfg);

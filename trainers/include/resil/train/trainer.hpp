@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "resil/core/error.hpp"
 #include "resil/train/comm.hpp"
@@ -66,15 +67,19 @@ using ProgressFn = std::function<void(std::uint64_t done, std::uint64_t total, c
 /// Receives one human-readable line per epoch (rank 0).
 using LogFn = std::function<void(const std::string& line)>;
 
-/// Error raised on ranks that did not see the failure themselves (another rank reported it);
-/// carries the same exit code and is not printed.
+/// A failure the ranks of a job agreed on (every rank throws one, with the same exit code, so no
+/// rank waits in a collective). `report()` says whether this rank prints it: rank 0 when every rank
+/// failed (once for the job), otherwise each rank that failed itself (its message starts with
+/// "rank N: "); a rank that only heard of another's failure stays silent.
 class PeerError : public Error {
 public:
-  PeerError(const std::string& what, ExitCode code) : Error(what), code_(code) {}
+  PeerError(const std::string& what, ExitCode code, bool report = false) : Error(what), code_(code), report_(report) {}
   ExitCode exit_code() const noexcept override { return code_; }
+  bool report() const noexcept { return report_; }
 
 private:
   ExitCode code_;
+  bool report_;
 };
 
 /// Train from scratch (resume_from empty) or resume from a checkpoint file / mp manifest,
@@ -106,6 +111,29 @@ Summary resume(const std::filesystem::path& from, const ResumeOverrides& o, cons
 /// weights or the loss sets nan_detected (the caller maps it to exit 6).
 Summary evaluate(const std::filesystem::path& from, const std::optional<std::string>& data,
                  const std::optional<std::uint64_t>& test_limit, const std::string& device = "");
+
+/// An output of a command and the option that named it (an empty path: not requested).
+struct OutputPath {
+  std::string option;  // e.g. "--summary"
+  std::filesystem::path path;
+  bool directory = false;  // --ckpt-dir (created later when missing); otherwise a file
+};
+/// An input of a command and the option that named it.
+struct InputPath {
+  std::string option;
+  std::filesystem::path path;
+};
+/// Refuse outputs that cannot work or would overwrite an input, before anything is opened for
+/// writing (creates nothing): UsageError when an output names an input (a checkpoint, its commit
+/// marker or mp shards, the data file), another output, or an existing thing of the wrong kind (a
+/// directory where a file goes, a FIFO or device, a file where a directory goes); IoError when it
+/// cannot be created or written (a missing parent, a parent that is a file, no write permission).
+/// Links count as what they point to.
+void check_paths(const std::vector<OutputPath>& outputs, const std::vector<InputPath>& inputs);
+
+/// The files a checkpoint argument stands for: the file or manifest, its commit marker, and for an
+/// mp manifest every shard and its marker (inputs for check_paths).
+std::vector<InputPath> checkpoint_inputs(const std::filesystem::path& from);
 
 /// Write `s` as JSON to `path` atomically (no-op for an empty path).
 void write_summary(const std::filesystem::path& path, const Summary& s);

@@ -1,0 +1,402 @@
+#!/usr/bin/python3
+"""ckpt_train_hostile.py --ckpt-train CT --dir W [--mpiexec M] CASE: hostile inputs for ckpt-train
+(issue #15): a damaged /meta, bad or aliased paths, numbers at their limits, wrong data, errors under
+MPI. Each case checks the exit code, exactly one stderr line naming the file or option, that the
+input checkpoint is unchanged and that nothing was left behind. `prepare` makes the checkpoints the
+cases start from (CTest fixture); `list` prints the case names."""
+import argparse, hashlib, json, os, re, shutil, signal, subprocess, sys
+import h5py, numpy as np
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--ckpt-train", required=True)
+ap.add_argument("--dir", required=True)
+ap.add_argument("--mpiexec")
+ap.add_argument("case")
+A = ap.parse_args()
+CT, W = A.ckpt_train, os.path.abspath(A.dir)
+FAST = ["--model", "mlp", "--seed", "7", "--limit", "128", "--test-limit", "100", "--batch", "64"]
+BASE = os.path.join(W, "base", "ckpt-step00000002.h5")
+MP2 = os.path.join(W, "mp2", "ckpt-step00000002.manifest.json")
+
+
+def fast_without(opt):
+    return [a for i, a in enumerate(FAST) if not (a == opt or (i > 0 and FAST[i - 1] == opt))]
+
+
+def run(cmd, timeout=120):
+    """Run in its own process group; a hang (a FIFO opened for writing) is killed and reported."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        return -9, out.decode(errors="replace"), err.decode(errors="replace") + f"\n(killed after {timeout} s)"
+    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def digest(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def expect(code, regex, cmd, unchanged=(), absent=(), lines=1, mpi=0):
+    if mpi:
+        cmd = [A.mpiexec, "-n", str(mpi)] + cmd
+    before = {f: digest(f) for f in unchanged}
+    rc, out, err = run(cmd)
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    errs = [l for l in err.splitlines() if l.strip()]
+    ok = True
+    if rc != code:
+        print(f"FAIL: exit {rc}, expected {code}", file=sys.stderr)
+        ok = False
+    if not re.search(regex, err):
+        print(f"FAIL: stderr does not match /{regex}/", file=sys.stderr)
+        ok = False
+    if lines is not None and len(errs) != lines:
+        print(f"FAIL: {len(errs)} stderr lines, expected {lines}", file=sys.stderr)
+        ok = False
+    for f, h in before.items():
+        if not os.path.exists(f) or digest(f) != h:
+            print(f"FAIL: input {f} was modified", file=sys.stderr)
+            ok = False
+    for f in absent:
+        if os.path.lexists(f):
+            print(f"FAIL: {f} was left behind", file=sys.stderr)
+            ok = False
+    return ok
+
+
+def case_dir(name):
+    d = os.path.join(W, "cases", name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+def copy_ckpt(d, name="in.h5"):
+    dst = os.path.join(d, name)
+    shutil.copyfile(BASE, dst)
+    shutil.copyfile(BASE + ".done", dst + ".done")
+    return dst
+
+
+def set_meta_str(path, attr, raw):
+    """Rewrite a /meta string attribute with raw bytes (UTF-8 character set, as resil writes them)."""
+    with h5py.File(path, "r+") as f:
+        g = f["meta"]
+        del g.attrs[attr]
+        t = h5py.h5t.C_S1.copy()
+        t.set_size(max(len(raw), 1))
+        t.set_cset(h5py.h5t.CSET_UTF8)
+        a = h5py.h5a.create(g.id, attr.encode(), t, h5py.h5s.create(h5py.h5s.SCALAR))
+        a.write(np.array(raw, dtype=f"S{max(len(raw), 1)}"), mtype=t)
+
+
+def config_of(path):
+    with h5py.File(path, "r") as f:
+        return json.loads(f["meta"].attrs["config"])
+
+
+def summary_ok(path, code):
+    try:
+        s = json.load(open(path))
+    except Exception as e:  # noqa: BLE001 - any failure to read it is the finding
+        print(f"FAIL: summary {path} unreadable: {e}", file=sys.stderr)
+        return False
+    if s.get("exit_code") != code:
+        print(f"FAIL: summary exit_code {s.get('exit_code')}, expected {code}", file=sys.stderr)
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------- setup
+def prepare():
+    shutil.rmtree(W, ignore_errors=True)
+    os.makedirs(W)
+    rc, _, err = run([CT, "train"] + FAST + ["--epochs", "1", "--ckpt-dir", os.path.dirname(BASE)])
+    if rc != 0 or not os.path.exists(BASE):
+        sys.exit(f"prepare: training the base checkpoint failed ({rc}): {err}")
+    if A.mpiexec:
+        rc, _, err = run([A.mpiexec, "-n", "2", CT, "train"] + FAST + ["--epochs", "1", "--parallel", "mp", "--ckpt-dir", os.path.dirname(MP2)])
+        if rc != 0 or not os.path.exists(MP2):
+            sys.exit(f"prepare: training the mp2 checkpoint failed ({rc}): {err}")
+    return True
+
+
+# ---------------------------------------------------------------------------------- 7b: /meta
+def meta_config_not_utf8_eval():
+    d = case_dir("meta_config_not_utf8_eval")
+    ck = copy_ckpt(d)
+    set_meta_str(ck, "config", json.dumps(config_of(BASE)).encode().replace(b'"mlp"', b'"ml\xff"'))
+    s = os.path.join(d, "s.json")
+    return expect(4, r"in\.h5: /meta config .*\\xFF", [CT, "eval", "--from", ck, "--summary", s], unchanged=[ck]) and summary_ok(s, 4)
+
+
+def meta_config_not_utf8_resume():
+    d = case_dir("meta_config_not_utf8_resume")
+    ck = copy_ckpt(d)
+    set_meta_str(ck, "config", b"\xff\xfe{}")
+    s = os.path.join(d, "s.json")
+    return expect(4, r"in\.h5: /meta config", [CT, "resume", "--from", ck, "--epochs", "2", "--ckpt-dir", os.path.join(d, "out"), "--summary", s],
+                  unchanged=[ck], absent=[os.path.join(d, "out")]) and summary_ok(s, 4)
+
+
+def meta_model_not_utf8_resume():
+    d = case_dir("meta_model_not_utf8_resume")
+    ck = copy_ckpt(d)
+    set_meta_str(ck, "model", b"ml\xff")
+    s = os.path.join(d, "s.json")
+    return expect(7, r"in\.h5: .*model 'ml\\xFF'", [CT, "resume", "--from", ck, "--epochs", "2", "--ckpt-dir", os.path.join(d, "out"), "--summary", s],
+                  unchanged=[ck], absent=[os.path.join(d, "out")]) and summary_ok(s, 7)
+
+
+def meta_config_values():
+    """Values no run writes: corrupt input naming the field, not a usage error or a wrapped integer."""
+    ok = True
+    for field, value, regex in [(("optimizer", "lr"), -1.0, r"optimizer\.lr = -1"), (("model",), "xyz", r"model = \"xyz\""),
+                                (("epochs",), 2 ** 32 + 1, r"epochs = 4294967297"), (("threads",), 0, r"threads = 0"),
+                                (("optimizer", "momentum"), None, r"optimizer\.momentum = null")]:
+        d = case_dir("meta_config_values")
+        ck = copy_ckpt(d)
+        c = config_of(BASE)
+        (c[field[0]] if len(field) == 2 else c)[field[-1]] = value
+        set_meta_str(ck, "config", json.dumps(c).encode())
+        ok &= expect(4, r"in\.h5: /meta config: " + regex, [CT, "resume", "--from", ck, "--epochs", "2", "--ckpt-dir", os.path.join(d, "out")],
+                     unchanged=[ck], absent=[os.path.join(d, "out")])
+    return ok
+
+
+def meta_position():
+    ok = True
+    for attrs, regex in [({"step": -5, "epoch": -1}, r"/meta step -5, epoch -1"), ({"epoch": 2 ** 40}, r"/meta step 2, epoch 1099511627776"),
+                         ({"world_size": 0}, r"/meta rank 0 of world_size 0")]:
+        d = case_dir("meta_position")
+        ck = copy_ckpt(d)
+        with h5py.File(ck, "r+") as f:
+            for k, v in attrs.items():
+                f["meta"].attrs[k] = np.int64(v)
+        ok &= expect(4, r"in\.h5: " + regex, [CT, "resume", "--from", ck, "--epochs", "3", "--ckpt-dir", os.path.join(d, "out")], unchanged=[ck])
+        ok &= expect(4, r"in\.h5: " + regex, [CT, "eval", "--from", ck], unchanged=[ck])
+    return ok
+
+
+# ---------------------------------------------------------------------------------- 10b: paths
+def train_cmd(d, *extra):
+    return [CT, "train"] + FAST + ["--epochs", "1"] + list(extra)
+
+
+def ckpt_dir_bad():
+    d = case_dir("ckpt_dir_bad")
+    f = os.path.join(d, "file")
+    open(f, "w").write("x")
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    ok = expect(3, r"--ckpt-dir .*file/sub: cannot create: .*file is not a directory", train_cmd(d, "--ckpt-dir", f + "/sub"))
+    ok &= expect(2, r"--ckpt-dir .*file: exists and is not a directory", train_cmd(d, "--ckpt-dir", f))
+    ok &= expect(2, r"--ckpt-dir .*fifo: exists and is not a directory", train_cmd(d, "--ckpt-dir", fifo))
+    ok &= expect(2, r"--ckpt-dir: empty path", train_cmd(d, "--ckpt-dir", ""))
+    ok &= expect(3, r"--ckpt-dir /proc/.*cannot", train_cmd(d, "--ckpt-dir", "/proc/self/nonexistent/ck"))
+    ok &= expect(3, r"--ckpt-dir .*file/sub", [CT, "latest", "--ckpt-dir", f + "/sub"])
+    ok &= expect(2, r"--ckpt-dir: empty path", [CT, "latest", "--ckpt-dir", ""])
+    return ok
+
+
+def output_files_bad():
+    """--metrics/--summary that cannot work are refused before training: no checkpoint is written."""
+    d = case_dir("output_files_bad")
+    f = os.path.join(d, "file")
+    open(f, "w").write("x")
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    ck = os.path.join(d, "ck")
+    ok = True
+    for opt in ["--metrics", "--summary"]:
+        ok &= expect(3, rf"{opt} .*file/m: cannot create: .*file is not a directory", train_cmd(d, "--ckpt-dir", ck, opt, f + "/m"), absent=[ck])
+        ok &= expect(3, rf"{opt} /proc/self/nodir/m: cannot write in /proc/self", train_cmd(d, "--ckpt-dir", ck, opt, "/proc/self/nodir/m"),
+                     absent=[ck])
+        ok &= expect(2, rf"{opt} .*: is a directory", train_cmd(d, "--ckpt-dir", ck, opt, d), absent=[ck])
+        ok &= expect(2, rf"{opt} .*fifo: is not a regular file", train_cmd(d, "--ckpt-dir", ck, opt, fifo), absent=[ck])
+        ok &= expect(2, rf"{opt}: empty path", train_cmd(d, "--ckpt-dir", ck, opt, ""), absent=[ck])
+    if not os.path.exists(fifo) or not os.path.stat.S_ISFIFO(os.stat(fifo).st_mode):
+        print("FAIL: the FIFO was replaced", file=sys.stderr)
+        ok = False
+    ok &= expect(2, r"--summary .*fifo: is not a regular file", [CT, "eval", "--from", BASE, "--summary", fifo])
+    if os.geteuid() != 0:  # root writes anywhere: the permission case needs an ordinary user
+        ro = os.path.join(d, "ro")
+        os.makedirs(ro)
+        os.chmod(ro, 0o555)
+        ok &= expect(3, r"--ckpt-dir .*ro/ck: cannot write in .*ro", train_cmd(d, "--ckpt-dir", os.path.join(ro, "ck")))
+        ok &= expect(3, r"--summary .*ro/s.json: cannot write in", train_cmd(d, "--ckpt-dir", ck, "--summary", os.path.join(ro, "s.json")), absent=[ck])
+    return ok
+
+
+def outputs_alias_inputs():
+    """An output naming the checkpoint being read (or a link to it, or its commit marker) is refused
+    and the checkpoint stays as it was."""
+    d = case_dir("outputs_alias_inputs")
+    ck = copy_ckpt(d)
+    link = os.path.join(d, "link.h5")
+    os.symlink(ck, link)
+    out = os.path.join(d, "out")
+    ok = True
+    for opt, path in [("--summary", ck), ("--summary", link), ("--metrics", ck), ("--metrics", ck + ".done")]:
+        ok &= expect(2, rf"{opt} .* is the input .*\(--from\): it would be overwritten",
+                     [CT, "resume", "--from", ck, "--epochs", "2", "--ckpt-dir", out, opt, path], unchanged=[ck, ck + ".done"], absent=[out])
+    ok &= expect(2, r"--summary .*link\.h5 is the input", [CT, "eval", "--from", ck, "--summary", link], unchanged=[ck])
+    ok &= expect(2, r"--summary .*in\.h5 is the input .*link\.h5", [CT, "eval", "--from", link, "--summary", ck], unchanged=[ck])
+    ok &= expect(2, r"--ckpt-dir .*in\.h5: exists and is not a directory", [CT, "resume", "--from", ck, "--epochs", "2", "--ckpt-dir", ck],
+                 unchanged=[ck])
+    return ok
+
+
+def outputs_alias_each_other():
+    d = case_dir("outputs_alias_each_other")
+    ck = os.path.join(d, "ck")
+    m = os.path.join(d, "m.json")
+    ok = expect(2, r"--metrics .*m\.json and --summary .*m\.json name the same file", train_cmd(d, "--ckpt-dir", ck, "--metrics", m, "--summary", m),
+                absent=[ck, m])
+    ok &= expect(2, r"--ckpt-dir .* and --summary .* name the same file", train_cmd(d, "--ckpt-dir", ck, "--summary", ck), absent=[ck])
+    ok &= expect(2, r"--summary .*ckpt-step00000002\.h5: a checkpoint's name inside --ckpt-dir",
+                 train_cmd(d, "--ckpt-dir", ck, "--summary", os.path.join(ck, "ckpt-step00000002.h5")), absent=[ck])
+    # The same file through a link that exists already.
+    open(m, "w").write("")
+    os.symlink(m, os.path.join(d, "s.json"))
+    ok &= expect(2, r"name the same file", train_cmd(d, "--ckpt-dir", ck, "--metrics", m, "--summary", os.path.join(d, "s.json")), absent=[ck])
+    return ok
+
+
+def data_path_not_utf8():
+    """A --data path that is not UTF-8 cannot be stored in the JSON config: refused before training."""
+    d = case_dir("data_path_not_utf8").encode()
+    data = os.path.join(d, b"data\xff")
+    os.makedirs(data)
+    for f in os.listdir(b"/usr/share/datasets/fashion-mnist"):
+        os.symlink(os.path.join(b"/usr/share/datasets/fashion-mnist", f), os.path.join(data, f))
+    ck = os.path.join(d, b"ck")
+    return expect(2, r"--data .*data\\xFF: the path is not valid UTF-8", [CT.encode(), b"train"] + [a.encode() for a in FAST] +
+                  [b"--epochs", b"1", b"--data", data, b"--ckpt-dir", ck], absent=[ck])
+
+
+# ---------------------------------------------------------------------------------- 9b: numbers
+def numbers_at_limits():
+    d = case_dir("numbers_at_limits")
+    ck = os.path.join(d, "ck")
+    ok = True
+    bad = [("--seed", "-1"), ("--seed", "18446744073709551616"), ("--seed", "99999999999999999999999"), ("--seed", "0x10"), ("--seed", "1.5"),
+           ("--lr", "nan"), ("--lr", "inf"), ("--lr", "1e40"), ("--lr", "1e-50"), ("--lr", "-1"), ("--momentum", "nan"),
+           ("--weight-decay", "nan"), ("--weight-decay", "-0.5"), ("--lr-decay", "nan"), ("--lr-decay", "0"), ("--limit", "-1"),
+           ("--limit", "99999999999999999999"), ("--test-limit", "-1"), ("--batch", "0"), ("--batch", "2.5"), ("--threads", "0"),
+           ("--synthetic-samples", "0"), ("--ckpt-every", "-1"), ("--micro-batches", "0")]
+    for opt, v in bad:
+        args = fast_without(opt)
+        ok &= expect(2, rf"^ckpt-train: error: {opt}: '{re.escape(v)}' is not a (decimal integer|number) in",
+                     [CT, "train"] + args + ["--epochs", "1", "--ckpt-dir", ck, opt, v], absent=[ck])
+    ok &= expect(2, r"--epochs: '0' is not", [CT, "resume", "--from", BASE, "--ckpt-dir", ck, "--epochs", "0"], absent=[ck])
+    ok &= expect(2, r"--test-limit: '-3' is not", [CT, "eval", "--from", BASE, "--test-limit", "-3"])
+    # Leading zeros are decimal, not octal: --seed 010 is seed 10.
+    ok &= expect(0, r"^$", [CT, "train"] + [a if a != "7" else "010" for a in FAST] + ["--epochs", "1", "--ckpt-dir", ck], lines=0)
+    with h5py.File(os.path.join(ck, "ckpt-step00000002.h5"), "r") as f:
+        if int(f["meta"].attrs["seed"]) != 10:
+            print(f"FAIL: --seed 010 stored as {int(f['meta'].attrs['seed'])}", file=sys.stderr)
+            ok = False
+    return ok
+
+
+# ---------------------------------------------------------------------------------- data
+def data_bad():
+    d = case_dir("data_bad")
+    ck = os.path.join(d, "ck")
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    empty = os.path.join(d, "empty.tsv")
+    open(empty, "w").close()
+    magic = os.path.join(d, "magic")
+    shutil.copytree("/usr/share/datasets/fashion-mnist", magic)
+    with open(os.path.join(magic, "t10k-labels-idx1-ubyte.gz"), "wb") as f:
+        f.write(b"\x1f\x8b" + b"not gzip at all")
+    dl = [CT, "train", "--model", "dlrm", "--epochs", "1", "--seed", "1", "--limit", "128", "--test-limit", "100", "--ckpt-dir", ck]
+    ok = expect(3, r"fifo: not a regular file", dl + ["--data", fifo], absent=[ck])
+    ok &= expect(3, r"data_bad: not a regular file", dl + ["--data", d], absent=[ck])
+    ok &= expect(4, r"empty\.tsv: no samples", dl + ["--data", empty], absent=[ck])
+    ok &= expect(3, r"nodir: neither", train_cmd(d, "--ckpt-dir", ck, "--data", os.path.join(d, "nodir")), absent=[ck])
+    ok &= expect(4, r"t10k-labels-idx1-ubyte\.gz", train_cmd(d, "--ckpt-dir", ck, "--data", magic), absent=[ck])
+    return ok
+
+
+# ---------------------------------------------------------------------------------- 10c: MPI
+def mpi_usage_once():
+    """Argument and validation errors under mpiexec: one line (rank 0), the documented code."""
+    d = case_dir("mpi_usage_once")
+    ck = os.path.join(d, "ck")
+    f = os.path.join(d, "file")
+    open(f, "w").write("x")
+    dp = [CT, "train"] + fast_without("--batch") + ["--epochs", "1", "--parallel", "dp"]
+    ok = expect(2, r"^ckpt-train: error: --seed: '-1' is not", dp + ["--ckpt-dir", ck, "--batch", "64", "--seed", "-1"], mpi=2, absent=[ck])
+    ok &= expect(2, r"^ckpt-train: error: --lr: 'nan' is not", dp + ["--ckpt-dir", ck, "--batch", "64", "--lr", "nan"], mpi=2, absent=[ck])
+    ok &= expect(2, r"^ckpt-train: error: .*--bogus", dp + ["--ckpt-dir", ck, "--batch", "64", "--bogus"], mpi=2, absent=[ck])
+    ok &= expect(3, r"^ckpt-train: error: --ckpt-dir .*file/x: cannot create", dp + ["--ckpt-dir", f + "/x", "--batch", "64"], mpi=2)
+    ok &= expect(2, r"^ckpt-train: error: --batch 63 is not divisible", dp + ["--ckpt-dir", ck, "--batch", "63"], mpi=2, absent=[ck])
+    ok &= expect(2, r"^ckpt-train: error: eval runs in one process", [CT, "eval", "--from", BASE], mpi=2)
+    ok &= expect(0, r"^$", [CT, "--help"], mpi=2, lines=0)
+    return ok
+
+
+def mpi_one_rank_fails():
+    """A failure on one rank only (its shard): printed with its rank, every rank ends, the code of the failure."""
+    d = case_dir("mpi_one_rank_fails")
+    src = os.path.dirname(MP2)
+    ok = True
+    for what, code, regex in [("model", 7, r"^ckpt-train: error: rank 1: .*rank-1\.h5: checkpoint holds model 'cnn'"),
+                              ("truncate", 4, r"^ckpt-train: error: rank 1: .*rank-1\.h5: cannot open as HDF5")]:
+        mp = os.path.join(d, what)
+        shutil.copytree(src, mp)
+        shard = os.path.join(mp, "ckpt-step00000002", "rank-1.h5")
+        if what == "model":
+            set_meta_str(shard, "model", b"cnn")
+        else:
+            os.truncate(shard, 1000)
+        out = os.path.join(d, what + "-out")
+        ok &= expect(code, regex, [CT, "resume", "--from", os.path.join(mp, os.path.basename(MP2)), "--epochs", "2", "--ckpt-dir", out],
+                     mpi=2, unchanged=[shard])
+    return ok
+
+
+def mpi_rank0_alone_aborts():
+    """An error outside the agreed checks, on rank 0 only (its metrics file turns into a directory
+    mid-run): printed with the rank, MPI_Abort ends every rank with the error's code (no hang)."""
+    import threading, time
+    d = case_dir("mpi_rank0_alone_aborts")
+    m = os.path.join(d, "m.jsonl")
+
+    def swap():  # after the first epoch's record: the next append fails
+        for _ in range(2400):
+            if os.path.exists(m) and os.path.getsize(m) > 0:
+                os.remove(m)
+                os.mkdir(m)
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=swap)
+    t.start()
+    ok = expect(3, r"^ckpt-train: error: rank 0: .*m\.jsonl: cannot append metrics",
+                [CT, "train"] + fast_without("--limit") + ["--limit", "2048", "--epochs", "20", "--parallel", "dp", "--ckpt-dir",
+                                                            os.path.join(d, "ck"), "--metrics", m], mpi=2, lines=None)
+    t.join()
+    return ok
+
+
+CASES = {f.__name__: f for f in [meta_config_not_utf8_eval, meta_config_not_utf8_resume, meta_model_not_utf8_resume, meta_config_values,
+                                 meta_position, ckpt_dir_bad, output_files_bad, outputs_alias_inputs, outputs_alias_each_other,
+                                 data_path_not_utf8, numbers_at_limits, data_bad, mpi_usage_once, mpi_one_rank_fails,
+                                 mpi_rank0_alone_aborts]}
+
+if A.case == "prepare":
+    sys.exit(0 if prepare() else 1)
+if A.case == "list":
+    print(";".join(CASES))
+    sys.exit(0)
+if A.case.startswith("mpi_") and not A.mpiexec:
+    sys.exit(f"{A.case} needs --mpiexec")
+sys.exit(0 if CASES[A.case]() else 1)
