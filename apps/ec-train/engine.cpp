@@ -40,6 +40,29 @@ void install_preemption_handlers() {
   std::signal(SIGUSR1, on_preempt_signal);
 }
 
+void agree(const Mpi& mpi, const std::function<void()>& fn) {
+  int code = 0;
+  std::string what;
+  try {
+    fn();
+  } catch (const Error& e) {
+    code = static_cast<int>(e.exit_code());
+    what = e.what();
+  } catch (const std::bad_alloc&) {
+    code = static_cast<int>(ExitCode::internal);
+    what = "out of memory";
+  } catch (const std::exception& e) {
+    code = static_cast<int>(ExitCode::internal);
+    what = std::string("internal error: ") + e.what();
+  }
+  if (mpi.allreduce_max(code != 0 ? 1 : 0) == 0) return;
+  // The lowest failing rank reports; every rank exits with its code.
+  const int reporter = mpi.size() - 1 - mpi.allreduce_max(code != 0 ? mpi.size() - 1 - mpi.rank() : -1);
+  std::vector<int> agreed{mpi.rank() == reporter ? code : 0};
+  mpi.allreduce_max(agreed);
+  throw AgreedError(what, static_cast<ExitCode>(agreed[0]), mpi.rank() == reporter);
+}
+
 std::vector<FailSpec> parse_failures(const std::string& text) {
   std::vector<FailSpec> out;
   std::stringstream ss(text);
@@ -539,19 +562,24 @@ std::string Engine::state_hash() {
 int Engine::run() {
   const int me = mpi_.rank();
   t_start_ = now_seconds();
-  const auto resume = resume_source();
+  // Start-up reads files each rank on its own (checkpoint shards, the TSV): the ranks agree on its
+  // outcome, so a bad file ends every rank with one line and one exit code instead of MPI_Abort.
+  std::optional<std::filesystem::path> resume;
+  agree(mpi_, [&] { resume = resume_source(); });
   if (!cfg_.seed_given && !resume) {
     cfg_.seed = me == 0 ? draw_seed() : 0;
     mpi_.bcast(cfg_.seed, 0);
   }
-  if (resume) {
-    start_step_ = load_ckpt(*resume);
-    resumed_from_ = start_step_;
-  } else {
-    net_.init(cfg_.seed);
-    shards_.init_rows(cfg_.seed);
-  }
-  data_ = std::make_unique<DataSource>(cfg_, mpi_.size(), me, cfg_.seed);
+  agree(mpi_, [&] {
+    if (resume) {
+      start_step_ = load_ckpt(*resume);
+      resumed_from_ = start_step_;
+    } else {
+      net_.init(cfg_.seed);
+      shards_.init_rows(cfg_.seed);
+    }
+    data_ = std::make_unique<DataSource>(cfg_, mpi_.size(), me, cfg_.seed);
+  });
   if (me == 0)
     std::cout << "ec-train: " << mpi_.size() << " ranks, --ft " << cfg_.ft << ", k=" << cfg_.k << " m=" << cfg_.m << ", "
               << cfg_.tables << " tables x " << cfg_.rows << " rows x dim " << cfg_.dim << ", batch " << cfg_.batch << ", seed "

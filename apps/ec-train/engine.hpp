@@ -9,10 +9,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "mpi_comm.hpp"
+#include "resil/core/error.hpp"
 
 namespace resil::ectrain {
 
@@ -56,6 +58,24 @@ struct Config {
 /// Throws resil::Error subclasses; DataLossError, UsageError and MismatchError are raised on every
 /// rank alike (global decisions), anything else may be local to one rank.
 int run(Config cfg, const Mpi& mpi);
+
+/// An error the ranks agreed on: thrown on every rank with the exit code of the lowest failing
+/// rank's error; that rank is the reporter (it prints the line), the others stay silent.
+class AgreedError : public Error {
+public:
+  AgreedError(const std::string& what, ExitCode code, bool reporter) : Error(what), code_(code), reporter_(reporter) {}
+  ExitCode exit_code() const noexcept override { return code_; }
+  bool reporter() const noexcept { return reporter_; }
+
+private:
+  ExitCode code_;
+  bool reporter_;
+};
+
+/// Run `fn` on every rank (a phase whose errors may be local to some ranks: reading a checkpoint,
+/// writing a shard) and agree on its outcome, so that no rank is left waiting in a collective and
+/// the job ends without MPI_Abort: when any rank failed, every rank throws AgreedError.
+void agree(const Mpi& mpi, const std::function<void()>& fn);
 
 /// Install the SIGTERM/SIGUSR1 handlers (a flag checked at each step boundary).
 void install_preemption_handlers();
