@@ -1,26 +1,28 @@
-// ec-train: DLRM training over MPI with erasure-coded embedding shards (wiring only; the engine is
-// engine.cpp, one step is Engine::train_step).
+// ec-train: DLRM training over MPI with erasure-coded embedding shards. Wiring only: options,
+// validation, the MPI transport, exit codes; the protocol is resil::ecrm (trainers/ecrm).
 #include <CLI/CLI.hpp>
 
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <iostream>
+#include <limits>
+#include <map>
 #include <optional>
 #include <sstream>
 
-#include "engine.hpp"
 #include "resil/app/main.hpp"
 #include "resil/core/error.hpp"
+#include "resil/ecrm/engine.hpp"
 #include "resil/train/comm.hpp"
+#include "resil/train/preempt.hpp"
 
 using namespace resil;
 
 namespace {
 
 struct Options {
-  ectrain::Config cfg;
+  ecrm::Config cfg;
   std::string fail, ckpt_dir = "ec-train-ckpt", report;
   std::optional<std::uint64_t> seed;
 };
@@ -74,8 +76,8 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--m", c.m, "parity fragments per stripe (failures tolerated per stripe)")->check(CLI::Range(1, 255))->capture_default_str();
   app.add_option("--steps", c.steps, "training steps")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))->capture_default_str();
   app.add_option("--seed", o.seed, "root seed (default: drawn once and printed)")->check(u64_decimal);
-  app.add_option("--ft", c.ft, "fault tolerance: none | ec | ckpt")
-      ->check(CLI::IsMember({"none", "ec", "ckpt"}))->capture_default_str();
+  const std::map<std::string, ecrm::Ft> fts{{"none", ecrm::Ft::none}, {"ec", ecrm::Ft::ec}, {"ckpt", ecrm::Ft::ckpt}};
+  app.add_option("--ft", c.ft, "fault tolerance: none | ec | ckpt (default ec)")->transform(CLI::CheckedTransformer(fts));
   app.add_option("--fail", o.fail, "RANK@STEP[,RANK@STEP...]: the rank loses its memory at the start of STEP");
   app.add_option("--ckpt-interval", c.ckpt_interval, "steps between checkpoints (--ft ckpt, --fallback-ckpt)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))->capture_default_str();
@@ -97,25 +99,19 @@ void setup(CLI::App& app, Options& o) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
 }
 
-int run(Options& o, const ectrain::Mpi& mpi) {
+int run(Options& o, const train::Comm& comm) {
   auto& c = o.cfg;
-  c.fail = ectrain::parse_failures(o.fail);
-  for (const auto& f : c.fail) {
-    const std::string item = "--fail " + std::to_string(f.rank) + "@" + std::to_string(f.step);
-    if (f.rank >= mpi.size()) throw UsageError(item + ": there are only " + std::to_string(mpi.size()) + " ranks (0.." + std::to_string(mpi.size() - 1) + ")");
-    // A failure after the last step would never happen: the run would pass for a recovery test.
-    if (f.step > c.steps) throw UsageError(item + ": step " + std::to_string(f.step) + " is beyond --steps " + std::to_string(c.steps));
-  }
-  if (c.k + c.m > mpi.size())
-    throw UsageError("--k " + std::to_string(c.k) + " --m " + std::to_string(c.m) + " needs at least k + m = " + std::to_string(c.k + c.m) +
-                     " ranks; this job has " + std::to_string(mpi.size()));
-  if (c.fallback_ckpt && c.ft != "ec") throw UsageError("--fallback-ckpt goes with --ft ec");
+  c.fail = ecrm::parse_failures(o.fail);
+  c.validate(comm.size());
   c.seed_given = o.seed.has_value();
   if (o.seed) c.seed = *o.seed;
   c.ckpt_dir = o.ckpt_dir;
   c.report = o.report;
-  ectrain::install_preemption_handlers();
-  return ectrain::run(c, mpi);
+  train::install_preempt_handlers();
+  const auto net = ecrm::make_comm_transport(comm);
+  app::Progress bar("ec-train", static_cast<std::uint64_t>(c.steps));
+  ecrm::Progress progress{[&](std::uint64_t step, const std::string& extra) { bar.update(step, extra); }, [&] { bar.finish(); }};
+  return ecrm::run(c, *net, progress);
 }
 
 // One error line, written with one call and flushed: under mpiexec the line must be out of this
@@ -134,7 +130,7 @@ int main(int argc, char** argv) {
   Options o;
   setup(app, o);
   const std::string prog = "ec-train";
-  const train::Comm comm = train::Comm::world();
+  train::Comm comm = train::Comm::world();
   // Every rank parses the same command line and reaches the same verdict: rank 0 alone prints it
   // (help, or one error line), every rank exits with the same code.
   try {
@@ -147,13 +143,12 @@ int main(int argc, char** argv) {
     if (comm.rank() == 0) print_line(prog + ": error: " + e.what() + " (see " + prog + " --help)");
     return static_cast<int>(ExitCode::usage);
   }
-  int rank = comm.rank();
+  const int rank = comm.rank();
   try {
-    const ectrain::Mpi mpi(o.cfg.poll_us);
-    rank = mpi.rank();
-    return run(o, mpi);
-  } catch (const ectrain::AgreedError& e) {
-    // An error the ranks agreed on (ectrain::agree): the lowest failing rank reports it, every rank
+    comm.set_poll_us(o.cfg.poll_us);
+    return run(o, comm);
+  } catch (const ecrm::AgreedError& e) {
+    // An error the ranks agreed on (ecrm::agree): the lowest failing rank reports it, every rank
     // exits with its code, no abort.
     if (e.reporter()) print_line(prog + ": error: " + (rank == 0 ? "" : "rank " + std::to_string(rank) + ": ") + e.what());
     return exit_code_of(e);

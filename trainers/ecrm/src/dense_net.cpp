@@ -4,7 +4,7 @@
 
 #include "resil/core/error.hpp"
 
-namespace resil::ectrain {
+namespace resil::ecrm {
 
 namespace {
 int inter_width(int tables, int dim) {
@@ -101,4 +101,4 @@ BatchResult DenseNet::forward_backward(const LocalBatch& b, const std::vector<st
   return res;
 }
 
-}  // namespace resil::ectrain
+}  // namespace resil::ecrm

@@ -1,6 +1,6 @@
 // The data-parallel half of DLRM, replicated on every rank: bottom MLP over the dense features, the
 // pairwise dot interaction with the embedding vectors, top MLP, BCE with logits. The embedding rows
-// a batch needs arrive from their owners (sharded tables, shards.hpp) as small local tables; their
+// a batch needs arrive from their owners (sharded tables, shard_store.hpp) as small local tables; their
 // gradients leave the same way. Built from trainers' layers and Backend kernels, so the arithmetic
 // is exactly the DLRM of resil::train (trainers/src/dlrm.cpp), only the tables live elsewhere.
 #pragma once
@@ -8,16 +8,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "resil/ecrm/batches.hpp"
 #include "resil/train/model.hpp"
 
-namespace resil::ectrain {
-
-struct LocalBatch {
-  int n = 0;
-  std::vector<float> dense;       // n x 13
-  std::vector<float> targets;     // n
-  std::vector<std::int32_t> rows; // n x tables: row index per sample and table
-};
+namespace resil::ecrm {
 
 struct BatchResult {
   double loss_sum = 0.0;
@@ -46,4 +40,4 @@ private:
   std::vector<std::int32_t> offsets_;
 };
 
-}  // namespace resil::ectrain
+}  // namespace resil::ecrm

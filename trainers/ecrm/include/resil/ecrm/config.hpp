@@ -1,0 +1,59 @@
+// The configuration of an ECRM training job (ec-train's options) and its `--fail` schedule.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace resil::ecrm {
+
+/// Fault tolerance of the embedding shards:
+///   none : nothing (a failure is data loss),
+///   ec   : Reed-Solomon parity over the shards, XOR deltas every step, degraded reads and a
+///          rebuild spread over the following steps while training goes on,
+///   ckpt : sharded checkpoints every ckpt_interval steps, rollback + redo.
+enum class Ft { none, ec, ckpt };
+std::string_view ft_name(Ft ft) noexcept;
+
+/// `--fail RANK@STEP`: at the start of STEP, RANK loses its memory and a replacement takes its slot.
+struct FailSpec {
+  int rank = 0;
+  std::int64_t step = 0;
+};
+/// Parse "2@100,3@100" (UsageError naming the bad item).
+std::vector<FailSpec> parse_failures(const std::string& text);
+
+struct Config {
+  int k = 4, m = 2;
+  std::int64_t steps = 300;
+  std::uint64_t seed = 0;
+  bool seed_given = false;
+  Ft ft = Ft::ec;
+  std::vector<FailSpec> fail;
+  std::int64_t ckpt_interval = 50;
+  int tables = 8;
+  std::uint32_t rows = 4096;
+  int dim = 16;
+  int batch = 256;                       // global batch, split over the ranks
+  std::uint32_t rows_per_fragment = 8;
+  std::uint64_t rebuild_stripes = 32;    // stripes each replacement rebuilds per step (0 = all at once)
+  float lr = 0.05f;                      // Adagrad, embedding rows
+  float mlp_lr = 1e-3f;                  // Adam, MLP replicas
+  std::string data;                      // Criteo TSV; empty = synthetic
+  std::filesystem::path ckpt_dir = "ec-train-ckpt";
+  bool fallback_ckpt = false;
+  std::string resume;                    // checkpoint directory or manifest
+  std::filesystem::path report;
+  std::int64_t signal_at = -1;           // testing: rank 0 raises SIGUSR1 on itself before this step
+  int poll_us = 20;
+
+  /// The fields that define the computation: a resume must match them.
+  std::string computation_json(int world) const;
+  /// Checks that need the world size (UsageError naming the option): k + m <= world, every --fail
+  /// rank in the world and step within --steps, --fallback-ckpt only with --ft ec.
+  void validate(int world) const;
+};
+
+}  // namespace resil::ecrm
