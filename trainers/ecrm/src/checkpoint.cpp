@@ -1,6 +1,6 @@
 // Checkpoints of the sharded job through resil::ckpt: one shard file per rank (its embedding rows
-// with their Adagrad accumulators, the MLP replica and its Adam state), committed with save()'s
-// marker, then a manifest written by rank 0 once every shard is durable (the set's commit marker).
+// with their Adagrad accumulators, the MLP replica, its Adam state and step in /meta/optimizer_step),
+// committed by ckpt::save_sharded (shards, then the manifest), the ranks agreeing on each phase.
 // Used by --ft ckpt (every --ckpt-interval steps), by --fallback-ckpt and by preemption.
 #include <cstring>
 #include <iostream>
@@ -86,26 +86,8 @@ void Engine::save_ckpt(std::int64_t step, bool preempted) {
       const auto h = t.to_host();
       c.optimizer[param][name] = ckpt::Tensor::from<float>(shape_of(t), h);
     }
-  c.meta.rng_state = {static_cast<std::uint64_t>(opt_.step())};
-  if (me == 0) {
-    const auto dir = ckpt::shard_path(cfg_.ckpt_dir, step, me).parent_path();
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw IoError("cannot create checkpoint directory " + dir.string() + ": " + ec.message());
-  }
-  net_.barrier();
-  ckpt::save(ckpt::shard_path(cfg_.ckpt_dir, step, me), c);
-  net_.barrier();  // every shard committed before the manifest names them
-  if (me == 0) {
-    ckpt::Manifest man;
-    man.step = step;
-    man.world_size = N;
-    man.mode = ckpt::ParallelMode::mp;
-    man.model = model_name;
-    for (int r = 0; r < N; ++r) man.shards.push_back(ckpt::shard_path(cfg_.ckpt_dir, step, r).lexically_relative(cfg_.ckpt_dir));
-    ckpt::write_manifest(ckpt::manifest_path(cfg_.ckpt_dir, step), man);
-  }
-  net_.barrier();
+  c.meta.optimizer_step = opt_.step();
+  ckpt::save_sharded(cfg_.ckpt_dir, c, [&](const std::function<void()>& phase) { agree(net_, phase); });
   last_ckpt_ = std::max(last_ckpt_, step);
   ++ckpt_writes_;
   ckpt_write_s_ += now_seconds() - t0;
@@ -152,8 +134,14 @@ std::int64_t Engine::load_ckpt(const std::filesystem::path& manifest) {
       if (it != c.optimizer.end() && it->second.count(name)) src = &it->second.at(name);
       load_tensor(t, c, src, "/optimizer/" + param + "/" + name, file);
     }
-  if (c.meta.rng_state.size() != 1) throw CorruptInputError(file.string() + ": /meta/rng_state should hold the optimizer step");
-  opt_.set_step(static_cast<std::int64_t>(c.meta.rng_state[0]));
+  if (c.meta.optimizer_step) {
+    opt_.set_step(*c.meta.optimizer_step);
+  } else if (c.meta.format_version == 1 && c.meta.rng_state.size() == 1) {
+    opt_.set_step(static_cast<std::int64_t>(c.meta.rng_state[0]));  // version 1: ec-train kept it there
+  } else {
+    throw CorruptInputError(file.string() + ": /meta has no optimizer_step (format version " + std::to_string(c.meta.format_version) +
+                            "), which an ec-train checkpoint needs");
+  }
   last_ckpt_ = std::max(last_ckpt_, c.meta.step);
   return c.meta.step;
 }

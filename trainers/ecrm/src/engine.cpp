@@ -18,6 +18,17 @@ namespace resil::ecrm {
 
 namespace {
 constexpr float adagrad_eps = 1e-8f;
+
+// The DLRM replica of every rank: 13 dense features, bottom MLP 32 -> dim, top MLP 32 -> 1.
+train::DlrmConfig dlrm_config(const Config& c) {
+  return {static_cast<int>(data::criteo_num_dense), std::vector<std::uint32_t>(static_cast<std::size_t>(c.tables), c.rows), c.dim, {32}, {32}};
+}
+
+std::unique_ptr<train::EmbeddingSource> fetched_rows(train::Backend& be, const RowExchange& rows, int dim, FetchedRows*& out) {
+  auto src = std::make_unique<FetchedRows>(be, rows, dim);
+  out = src.get();
+  return src;
+}
 }  // namespace
 
 double now_seconds() {
@@ -49,8 +60,7 @@ void agree(const Transport& net, const std::function<void()>& fn) {
 }
 
 Engine::Engine(Config cfg, const Transport& net)
-    : cfg_(std::move(cfg)), net_(net), be_(train::make_cpu_backend(1)),
-      net_model_(*be_, static_cast<int>(data::criteo_num_dense), cfg_.tables, cfg_.dim, {32}, {32}),
+    : cfg_(std::move(cfg)), net_(net), be_(train::make_cpu_backend(1)), net_model_(*be_, dlrm_config(cfg_), fetched_rows(*be_, rows_, cfg_.dim, emb_)),
       opt_(*be_, train::OptimizerConfig{"adam", cfg_.mlp_lr}),
       store_(net, cfg_.k, cfg_.m, cfg_.tables, cfg_.rows, cfg_.dim, cfg_.rows_per_fragment), recovery_(net, store_, cfg_.m),
       deltas_(net, store_, recovery_), rows_(net, store_, recovery_) {
@@ -85,14 +95,14 @@ void Engine::train_step(std::int64_t step) {
   if (recovering) after_rebuild(step - 1, recovery_s + (now_seconds() - r1));
 
   // Forward and backward on the local batch (gradients scaled by 1 / global batch).
-  std::vector<std::vector<float>> egrad;
-  const auto res = net_model_.forward_backward(b, rows_.rows(), rows_.positions(), 1.0f / static_cast<float>(cfg_.batch), egrad);
+  net_model_.zero_grad();
+  const auto res = net_model_.forward_backward({b.n, b.dense.data(), nullptr, b.targets.data(), b.rows.data()}, 1.0f / static_cast<float>(cfg_.batch));
 
   // Reduce dense: MLP gradients summed in rank order, then the same Adam update on every replica.
   reduce_dense(res.loss_sum);
 
   // Apply row updates: row gradients to their owners, summed in rank order, Adagrad on each row.
-  update_rows(rows_.gradients(egrad));
+  update_rows(rows_.gradients(emb_->grads()));
 
   // Send deltas: XOR of each updated row to its stripe's parity holders, sent with the next
   // step's requests (or flushed); commit: when every holder applied them (next step), this step.

@@ -9,13 +9,14 @@
 #include <string>
 #include <vector>
 
-#include "dense_net.hpp"
+#include "fetched_rows.hpp"
 #include "resil/ecrm/batches.hpp"
 #include "resil/ecrm/engine.hpp"
 #include "resil/ecrm/parity_deltas.hpp"
 #include "resil/ecrm/recovery.hpp"
 #include "resil/ecrm/row_exchange.hpp"
 #include "resil/ecrm/shard_store.hpp"
+#include "resil/train/dlrm.hpp"
 #include "resil/train/optimizer.hpp"
 
 namespace resil::ecrm {
@@ -74,7 +75,8 @@ private:
   Config cfg_;
   const Transport& net_;
   std::unique_ptr<train::Backend> be_;
-  DenseNet net_model_;
+  FetchedRows* emb_ = nullptr;  // the embedding source of net_model_ (owned by it)
+  train::Dlrm net_model_;
   train::Optimizer opt_;
   ShardStore store_;
   Recovery recovery_;
