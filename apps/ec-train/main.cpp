@@ -77,7 +77,7 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--steps", c.steps, "training steps")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))->capture_default_str();
   app.add_option("--seed", o.seed, "root seed (default: drawn once and printed)")->check(u64_decimal);
   const std::map<std::string, ecrm::Ft> fts{{"none", ecrm::Ft::none}, {"ec", ecrm::Ft::ec}, {"ckpt", ecrm::Ft::ckpt}};
-  app.add_option("--ft", c.ft, "fault tolerance: none | ec | ckpt (default ec)")->transform(CLI::CheckedTransformer(fts));
+  app.add_option("--ft", c.ft, "fault tolerance (default ec)")->transform(CLI::CheckedTransformer(fts))->option_text("none|ec|ckpt");
   app.add_option("--fail", o.fail, "RANK@STEP[,RANK@STEP...]: the rank loses its memory at the start of STEP");
   app.add_option("--ckpt-interval", c.ckpt_interval, "steps between checkpoints (--ft ckpt, --fallback-ckpt)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))->capture_default_str();
