@@ -174,7 +174,7 @@ void Comm::bcast(std::uint64_t& v, int root) const {
 #endif
 }
 
-std::vector<std::vector<std::byte>> Comm::gather(std::span<const std::byte> mine, int root) const {
+std::vector<std::vector<std::byte>> Comm::gather(const std::vector<std::byte>& mine, int root) const {
   std::vector<std::vector<std::byte>> out;
 #if RESIL_HAVE_MPI
   if (size_ > 1) {

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -55,8 +54,9 @@ public:
   void bcast(std::uint64_t& v, int root) const;
   /// Broadcast raw bytes (e.g. an ncclUniqueId) from `root`.
   void bcast_bytes(void* p, std::size_t n, int root) const;
-  /// Every rank's bytes to `root`, by rank (the other ranks get an empty result).
-  std::vector<std::vector<std::byte>> gather(std::span<const std::byte> mine, int root) const;
+  /// Every rank's bytes to `root`, by rank (the other ranks get an empty result). Vectors, not
+  /// spans: nvcc compiles this header as C++17.
+  std::vector<std::vector<std::byte>> gather(const std::vector<std::byte>& mine, int root) const;
 
   /// What an all-to-all delivered to this rank: rank r's bytes are data[offsets[r], offsets[r + 1]).
   struct Received {
