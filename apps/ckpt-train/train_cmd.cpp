@@ -72,10 +72,9 @@ int run_train(const TrainOptions& o, const resil::train::Comm& comm) {
   if (o.seed) {
     cfg.seed = *o.seed;
   } else {
-    // Kept below 2^52 so the broadcast through a double is exact; printed so the run can be repeated.
-    std::vector<double> s = {static_cast<double>(resil::draw_seed() >> 12)};
-    comm.bcast(s, 0);
-    cfg.seed = static_cast<std::uint64_t>(s[0]);
+    // Broadcast as a 64-bit integer (exact); printed so the run can be repeated.
+    cfg.seed = comm.rank() == 0 ? resil::draw_seed() : 0;
+    comm.bcast(cfg.seed, 0);
     if (comm.rank() == 0) std::cout << "seed " << cfg.seed << " (drawn; pass --seed to repeat)" << std::endl;
   }
   const auto s = resil::train::train(cfg, comm, std::nullopt, progress_printer(), stdout_logger());

@@ -1,21 +1,28 @@
-// ec-train: DLRM training over MPI with erasure-coded embedding shards (wiring only; the engine is
-// engine.cpp, one step is Engine::train_step).
+// ec-train: DLRM training over MPI with erasure-coded embedding shards. Wiring only: options,
+// validation, the MPI transport, exit codes; the protocol is resil::ecrm (trainers/ecrm).
 #include <CLI/CLI.hpp>
 
+#include <charconv>
+#include <cmath>
+#include <cstdio>
 #include <iostream>
+#include <limits>
+#include <map>
 #include <optional>
+#include <sstream>
 
-#include "engine.hpp"
 #include "resil/app/main.hpp"
 #include "resil/core/error.hpp"
+#include "resil/ecrm/engine.hpp"
 #include "resil/train/comm.hpp"
+#include "resil/train/preempt.hpp"
 
 using namespace resil;
 
 namespace {
 
 struct Options {
-  ectrain::Config cfg;
+  ecrm::Config cfg;
   std::string fail, ckpt_dir = "ec-train-ckpt", report;
   std::optional<std::uint64_t> seed;
 };
@@ -34,15 +41,43 @@ const char* examples = R"(Examples:
 SIGTERM or SIGUSR1: checkpoint at the next step boundary into --ckpt-dir and exit 75; the same
 command run again resumes from that checkpoint (or name one with --resume).)";
 
+// CLI11 clamps or wraps what does not fit ("--seed -1" became 2^64 - 1, "--seed 18446744073709551616" 2^64 - 1 too)
+// and lets NaN through range checks: values are checked as text before they are converted.
+const CLI::Validator u64_decimal(
+    [](std::string& s) -> std::string {
+      std::uint64_t v = 0;
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 10);
+      if (s.empty() || ec == std::errc::result_out_of_range) return "'" + s + "' is outside 0 to 18446744073709551615";
+      if (ec != std::errc() || end != s.data() + s.size()) return "'" + s + "' is not a decimal integer";
+      return {};
+    },
+    "UINT64");
+
+const CLI::Validator positive_float(
+    [](std::string& s) -> std::string {
+      double v = 0;
+      std::size_t used = 0;
+      try {
+        v = std::stod(s, &used);
+      } catch (const std::logic_error&) {
+        // out of double's range, or not a number at all
+      }
+      if (used != s.size() || s.empty() || !std::isfinite(v) || v <= 0 || v > std::numeric_limits<float>::max() ||
+          static_cast<float>(v) < std::numeric_limits<float>::min())
+        return "'" + s + "' is not a positive number within fp32's normal range";
+      return {};
+    },
+    "POSITIVE");
+
 void setup(CLI::App& app, Options& o) {
   auto& c = o.cfg;
   app.footer(examples);
   app.add_option("--k", c.k, "data fragments per stripe")->check(CLI::Range(1, 255))->capture_default_str();
   app.add_option("--m", c.m, "parity fragments per stripe (failures tolerated per stripe)")->check(CLI::Range(1, 255))->capture_default_str();
   app.add_option("--steps", c.steps, "training steps")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))->capture_default_str();
-  app.add_option("--seed", o.seed, "root seed (default: drawn once and printed)");
-  app.add_option("--ft", c.ft, "fault tolerance: none | ec | ckpt")
-      ->check(CLI::IsMember({"none", "ec", "ckpt"}))->capture_default_str();
+  app.add_option("--seed", o.seed, "root seed (default: drawn once and printed)")->check(u64_decimal);
+  const std::map<std::string, ecrm::Ft> fts{{"none", ecrm::Ft::none}, {"ec", ecrm::Ft::ec}, {"ckpt", ecrm::Ft::ckpt}};
+  app.add_option("--ft", c.ft, "fault tolerance (default ec)")->transform(CLI::CheckedTransformer(fts))->option_text("none|ec|ckpt");
   app.add_option("--fail", o.fail, "RANK@STEP[,RANK@STEP...]: the rank loses its memory at the start of STEP");
   app.add_option("--ckpt-interval", c.ckpt_interval, "steps between checkpoints (--ft ckpt, --fallback-ckpt)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))->capture_default_str();
@@ -54,30 +89,37 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--dim", c.dim, "embedding dimension")->check(CLI::Range(1, 256))->capture_default_str();
   app.add_option("--batch", c.batch, "global batch (split over the ranks)")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--rows-per-fragment", c.rows_per_fragment, "rows per data fragment")->check(CLI::Range(1u, 1u << 20))->capture_default_str();
-  app.add_option("--rebuild-stripes", c.rebuild_stripes, "stripes each replacement rebuilds per step (0 = all at once)")->capture_default_str();
-  app.add_option("--lr", c.lr, "Adagrad learning rate (embeddings)")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--mlp-lr", c.mlp_lr, "Adam learning rate (MLPs)")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--rebuild-stripes", c.rebuild_stripes, "stripes each replacement rebuilds per step (0 = all at once)")->check(u64_decimal)->capture_default_str();
+  app.add_option("--lr", c.lr, "Adagrad learning rate (embeddings)")->check(positive_float)->capture_default_str();
+  app.add_option("--mlp-lr", c.mlp_lr, "Adam learning rate (MLPs)")->check(positive_float)->capture_default_str();
   app.add_option("--data", c.data, "Criteo TSV file (default: synthetic Criteo-like data)")->check(CLI::ExistingFile);
   app.add_option("--report", o.report, "write the JSON report here");
   app.add_option("--poll-us", c.poll_us, "sleep between MPI progress polls, microseconds (0 = spin)")->check(CLI::Range(0, 100000))->capture_default_str();
-  app.add_option("--signal-at", c.signal_at, "testing: rank 0 sends itself SIGUSR1 before this step (not in a resumed run)");
+  app.add_option("--signal-at", c.signal_at, "testing: rank 0 sends itself SIGUSR1 before this step (not in a resumed run)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
 }
 
-int run(Options& o, const ectrain::Mpi& mpi) {
+int run(Options& o, const train::Comm& comm) {
   auto& c = o.cfg;
-  c.fail = ectrain::parse_failures(o.fail);
-  for (const auto& f : c.fail)
-    if (f.rank >= mpi.size()) throw UsageError("--fail " + std::to_string(f.rank) + "@" + std::to_string(f.step) + ": there are only " + std::to_string(mpi.size()) + " ranks");
-  if (c.k + c.m > mpi.size())
-    throw UsageError("--k " + std::to_string(c.k) + " --m " + std::to_string(c.m) + " needs at least k + m = " + std::to_string(c.k + c.m) +
-                     " ranks; this job has " + std::to_string(mpi.size()));
-  if (c.fallback_ckpt && c.ft != "ec") throw UsageError("--fallback-ckpt goes with --ft ec");
+  c.fail = ecrm::parse_failures(o.fail);
+  c.validate(comm.size());
   c.seed_given = o.seed.has_value();
   if (o.seed) c.seed = *o.seed;
   c.ckpt_dir = o.ckpt_dir;
   c.report = o.report;
-  ectrain::install_preemption_handlers();
-  return ectrain::run(c, mpi);
+  train::install_preempt_handlers();
+  const auto net = ecrm::make_comm_transport(comm);
+  app::Progress bar("ec-train", static_cast<std::uint64_t>(c.steps));
+  ecrm::Progress progress{[&](std::uint64_t step, const std::string& extra) { bar.update(step, extra); }, [&] { bar.finish(); }};
+  return ecrm::run(c, *net, progress);
+}
+
+// One error line, written with one call and flushed: under mpiexec the line must be out of this
+// process before MPI_Abort or MPI_Finalize ends it (a line written in pieces was cut to "ec-train").
+void print_line(const std::string& line) {
+  const std::string l = app::one_line(line) + "\n";
+  std::fwrite(l.data(), 1, l.size(), stderr);
+  std::fflush(stderr);
 }
 
 }  // namespace
@@ -88,26 +130,45 @@ int main(int argc, char** argv) {
   Options o;
   setup(app, o);
   const std::string prog = "ec-train";
-  int rank = 0;
-  return app::guarded_main(prog, app, argc, argv, [&]() -> int {
-    const ectrain::Mpi mpi(o.cfg.poll_us);
-    rank = mpi.rank();
-    try {
-      return run(o, mpi);
-    } catch (const Error& e) {
-      // Decisions every rank makes alike (usage, data loss): one line from rank 0, same exit code.
-      if (dynamic_cast<const UsageError*>(&e) || dynamic_cast<const DataLossError*>(&e)) {
-        if (rank == 0) std::cerr << prog << ": error: " << e.what() << "\n";
-        return exit_code_of(e);
-      }
-      // Seen by this rank alone: the others would wait in a collective forever, so end them all.
-      std::cerr << prog << ": error: rank " << rank << ": " << e.what() << "\n";
-      if (mpi.size() > 1) mpi.abort(exit_code_of(e));
-      return exit_code_of(e);
-    } catch (const std::exception& e) {
-      std::cerr << prog << ": internal error: rank " << rank << ": " << e.what() << "\n";
-      if (mpi.size() > 1) mpi.abort(static_cast<int>(ExitCode::internal));
-      return static_cast<int>(ExitCode::internal);
+  train::Comm comm = train::Comm::world();
+  // Every rank parses the same command line and reaches the same verdict: rank 0 alone prints it
+  // (help, or one error line), every rank exits with the same code.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {
+      std::ostringstream none;
+      return comm.rank() == 0 ? app.exit(e) : app.exit(e, none, none);
     }
-  });
+    if (comm.rank() == 0) print_line(prog + ": error: " + e.what() + " (see " + prog + " --help)");
+    return static_cast<int>(ExitCode::usage);
+  }
+  const int rank = comm.rank();
+  try {
+    comm.set_poll_us(o.cfg.poll_us);
+    return run(o, comm);
+  } catch (const ecrm::AgreedError& e) {
+    // An error the ranks agreed on (ecrm::agree): the lowest failing rank reports it, every rank
+    // exits with its code, no abort.
+    if (e.reporter()) print_line(prog + ": error: " + (rank == 0 ? "" : "rank " + std::to_string(rank) + ": ") + e.what());
+    return exit_code_of(e);
+  } catch (const Error& e) {
+    // Decisions every rank makes alike (usage, data loss): one line from rank 0, no abort.
+    if (dynamic_cast<const UsageError*>(&e) || dynamic_cast<const DataLossError*>(&e)) {
+      if (rank == 0) print_line(prog + ": error: " + e.what());
+      return exit_code_of(e);
+    }
+    // Seen by this rank alone: the others would wait in a collective forever, so end them all.
+    print_line(prog + ": error: rank " + std::to_string(rank) + ": " + e.what());
+    if (comm.size() > 1) comm.abort(exit_code_of(e));
+    return exit_code_of(e);
+  } catch (const std::bad_alloc&) {
+    print_line(prog + ": error: rank " + std::to_string(rank) + ": out of memory");
+    if (comm.size() > 1) comm.abort(static_cast<int>(ExitCode::internal));
+    return static_cast<int>(ExitCode::internal);
+  } catch (const std::exception& e) {
+    print_line(prog + ": internal error: rank " + std::to_string(rank) + ": " + e.what());
+    if (comm.size() > 1) comm.abort(static_cast<int>(ExitCode::internal));
+    return static_cast<int>(ExitCode::internal);
+  }
 }

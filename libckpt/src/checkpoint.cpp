@@ -62,6 +62,7 @@ void write(hid_t file, const Checkpoint& c, const WriteOptions& opt) {
   h5::write_attr_u64(meta, "seed", m.seed);
   h5::write_attr_u64(meta, "data_cursor", m.data_cursor);
   h5::write_attr_str(meta, "program_version", m.program_version.empty() ? std::string(resil::version) : m.program_version);
+  if (m.optimizer_step) h5::write_attr_i64(meta, "optimizer_step", *m.optimizer_step);
   write_tensor(file, "/meta/rng_state",
                Tensor::from<std::uint64_t>({m.rng_state.size()}, std::span<const std::uint64_t>(m.rng_state)));
 }
@@ -89,6 +90,7 @@ Meta read_meta_from(hid_t f, const std::string& fname) {
     m.seed = h5::read_attr_u64(g, "seed");
     m.data_cursor = h5::read_attr_u64(g, "data_cursor");
     m.program_version = h5::read_attr_str(g, "program_version");
+    if (H5Aexists(g, "optimizer_step") > 0) m.optimizer_step = h5::read_attr_i64(g, "optimizer_step");
   } catch (const UsageError& e) {
     throw CorruptInputError(fname + ": /meta: " + e.what());
   } catch (const Error& e) {
@@ -212,6 +214,33 @@ Manifest read_manifest(const stdfs::path& p) {
   } catch (const std::exception& e) {
     throw CorruptInputError(p.string() + ": malformed manifest: " + e.what());
   }
+}
+
+stdfs::path save_sharded(const stdfs::path& dir, const Checkpoint& shard, const std::function<void(const std::function<void()>&)>& collective,
+                         const WriteOptions& opt) {
+  const Meta& m = shard.meta;
+  const auto rank = static_cast<int>(m.rank);
+  collective([&] {
+    if (rank != 0) return;
+    const auto step_dir = shard_path(dir, m.step, 0).parent_path();
+    std::error_code ec;
+    stdfs::create_directories(step_dir, ec);
+    if (ec) throw IoError("cannot create checkpoint directory " + step_dir.string() + ": " + ec.message());
+  });
+  collective([&] { save(shard_path(dir, m.step, rank), shard, opt); });
+  const auto out = manifest_path(dir, m.step);
+  collective([&] {  // every shard is committed before the manifest vouches for the set
+    if (rank != 0) return;
+    Manifest man;
+    man.step = m.step;
+    man.epoch = m.epoch;
+    man.world_size = m.world_size;
+    man.mode = m.mode;
+    man.model = m.model;
+    for (int r = 0; r < m.world_size; ++r) man.shards.push_back(shard_path(dir, m.step, r).lexically_relative(dir));
+    write_manifest(out, man);
+  });
+  return out;
 }
 
 bool manifest_complete(const stdfs::path& manifest) {

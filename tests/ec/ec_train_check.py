@@ -4,8 +4,10 @@
   compare REF RUN [--outcome rebuilt|rolled-back] [--failures N]
       RUN ended with REF's state_hash (bit-exact recovery), its parity verified, and its failure
       records say what was expected.
-  expect-exit CODE REGEX -- CMD...
-      CMD exits with CODE and its stderr matches REGEX (one 'ec-train: error:' line).
+  expect-exit CODE REGEX [--one-line] [--repeat N] -- CMD...
+      CMD exits with CODE and its stderr matches REGEX (one 'ec-train: error:' line). --one-line:
+      stderr holds exactly that one line (under mpiexec: printed once, not once per rank, and not
+      lost to MPI_Abort); --repeat: N runs, each must pass (a lost line showed in 1 of 6 runs).
   preempt REF -- CMD...
       CMD (with --signal-at) exits 75 after writing a checkpoint; the same CMD again resumes and
       ends with REF's state_hash.
@@ -63,15 +65,23 @@ def compare(args):
 
 
 def expect_exit(args):
-    code, regex, cmd = int(args[0]), args[1], args[3:]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-    sys.stdout.write(p.stdout)
-    sys.stdout.write(p.stderr)
-    if p.returncode != code:
-        fail(f"exit code {p.returncode}, expected {code}")
-    if not re.search(regex, p.stderr):
-        fail(f"stderr does not match {regex!r}")
-    print(f"ok: exit {code}, stderr matches")
+    code, regex = int(args[0]), args[1]
+    sep = args.index("--")
+    opts, cmd = args[2:sep], args[sep + 1:]
+    one_line = "--one-line" in opts
+    repeat = int(opts[opts.index("--repeat") + 1]) if "--repeat" in opts else 1
+    for i in range(repeat):
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+        sys.stdout.write(p.stdout)
+        sys.stdout.write(p.stderr)
+        if p.returncode != code:
+            fail(f"run {i + 1}: exit code {p.returncode}, expected {code}")
+        if not re.search(regex, p.stderr):
+            fail(f"run {i + 1}: stderr does not match {regex!r}")
+        lines = [l for l in p.stderr.splitlines() if l.strip()]
+        if one_line and len(lines) != 1:
+            fail(f"run {i + 1}: stderr holds {len(lines)} lines, expected exactly one")
+    print(f"ok: exit {code}, stderr matches" + (", one line" if one_line else "") + (f", {repeat} runs" if repeat > 1 else ""))
 
 
 def preempt(args):

@@ -1,11 +1,11 @@
 // ec-train's command-line pieces that need no MPI: --fail parsing and the resume-compatibility key.
 #include <catch2/catch.hpp>
 
-#include "engine.hpp"
+#include "resil/ecrm/config.hpp"
 #include "resil/core/error.hpp"
 
-using resil::ectrain::Config;
-using resil::ectrain::parse_failures;
+using resil::ecrm::Config;
+using resil::ecrm::parse_failures;
 
 TEST_CASE("--fail RANK@STEP lists parse", "[ec][unit]") {
   const auto f = parse_failures("2@100,3@100,0@7");
@@ -50,6 +50,6 @@ TEST_CASE("the resume key changes with every setting that defines the computatio
   CHECK(differs([](Config& c) { c.data = "x.tsv"; }));
   // Not part of it: how long to train, how to protect, where to write.
   CHECK_FALSE(differs([](Config& c) { c.steps = 5; }));
-  CHECK_FALSE(differs([](Config& c) { c.ft = "ckpt"; }));
+  CHECK_FALSE(differs([](Config& c) { c.ft = resil::ecrm::Ft::ckpt; }));
   CHECK_FALSE(differs([](Config& c) { c.report = "r.json"; }));
 }

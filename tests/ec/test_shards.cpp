@@ -1,177 +1,210 @@
-// The three libec pieces used together the way ec-train uses them, without MPI: N ranks' data
-// and parity stores in memory, row updates shipped as XOR deltas to the parity holders through
-// their ledgers (with resends), m ranks wiped and rebuilt by decoding, training continuing after.
+// The real ECRM protocol code (resil::ecrm: shard store, row exchange, parity deltas, recovery)
+// driven over an in-process transport: N simulated ranks on threads of one process. A small
+// training loop (random rows per rank and step, an update that depends on the values read) runs
+// with and without failures; the failure runs must end bit-identical to the failure-free one,
+// with every parity fragment equal to a fresh encode.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <map>
+#include <atomic>
+#include <cstring>
+#include <mutex>
 #include <vector>
 
-#include "ec_test_util.hpp"
+#include "inproc_transport.hpp"
 #include "resil/core/error.hpp"
-#include "resil/ec/codec.hpp"
-#include "resil/ec/ledger.hpp"
-#include "resil/ec/stripe.hpp"
+#include "resil/core/rng.hpp"
+#include "resil/ecrm/parity_deltas.hpp"
+#include "resil/ecrm/recovery.hpp"
+#include "resil/ecrm/row_exchange.hpp"
+#include "resil/ecrm/shard_store.hpp"
 
 using namespace resil;
-using namespace resil::ec;
+using namespace resil::ecrm;
 
 namespace {
 
+struct Shape {
+  int k, m, ranks, tables, dim;
+  std::uint32_t rows, rows_per_fragment;
+};
+
+struct Outcome {
+  std::string hash;              // rank 0's hash of every row
+  std::uint64_t parity_bad = 0;  // parity fragments differing from a fresh encode, all ranks
+  std::uint64_t degraded = 0;    // rows decoded on the fly, all ranks and steps
+};
+
+// One simulated rank's protocol objects, as the engine wires them.
 struct Rank {
-  std::vector<std::vector<std::byte>> data, parity;  // per table
-  std::vector<DeltaLedger> ledgers;                  // per table: source = parity slot * k + fragment
+  ShardStore store;
+  Recovery recovery;
+  ParityDeltas deltas;
+  RowExchange rows;
+  Rank(const Transport& net, const Shape& s)
+      : store(net, s.k, s.m, s.tables, s.rows, s.dim, s.rows_per_fragment), recovery(net, store, s.m), deltas(net, store, recovery),
+        rows(net, store, recovery) {}
 };
 
-struct Cluster {
-  StripeLayout lay;
-  Codec codec;
-  std::vector<Rank> ranks;
-
-  Cluster(int k, int m, int n_ranks, std::vector<TableShape> shapes, std::uint32_t rpf)
-      : lay(k, m, n_ranks, std::move(shapes), rpf), codec(k, m), ranks(static_cast<std::size_t>(n_ranks)) {
-    for (int r = 0; r < n_ranks; ++r) reset(r);
-  }
-  void reset(int r) {  // a fresh (or wiped) rank: garbage in its stores, an empty ledger
-    auto& rk = ranks[static_cast<std::size_t>(r)];
-    rk.data.clear();
-    rk.parity.clear();
-    rk.ledgers.clear();
-    for (int t = 0; t < lay.tables(); ++t) {
-      rk.data.emplace_back(lay.data_slots(r, t) * lay.fragment_bytes(t), std::byte{0xEE});
-      rk.parity.emplace_back(lay.parity_slots(r, t) * lay.fragment_bytes(t), std::byte{0xEE});
-      rk.ledgers.emplace_back(lay.parity_slots(r, t) * static_cast<std::uint64_t>(lay.k()));
+// `steps` steps of a toy training loop; at the start of step f.step rank f.rank loses its memory.
+// Every rebuild round handles `rebuild` stripes per replacement (0: all at once).
+Outcome run_toy(const Shape& s, int steps, const std::vector<FailSpec>& fail, std::uint64_t rebuild) {
+  Outcome out;
+  std::mutex mu;
+  test::run_ranks(s.ranks, [&](const Transport& net) {
+    Rank r(net, s);
+    r.store.init_rows(7);
+    r.store.encode_all();
+    std::uint64_t degraded = 0;
+    const auto d = static_cast<std::size_t>(s.dim);
+    for (int step = 1; step <= steps; ++step) {
+      std::vector<int> failing;
+      for (const auto& f : fail)
+        if (f.step == step) failing.push_back(f.rank);
+      if (!failing.empty()) {
+        r.deltas.flush();  // failures strike at a commit boundary
+        for (int q : failing) r.recovery.fail(q);
+      }
+      // A batch of 9 samples per rank, drawn from (rank, step).
+      LocalBatch b;
+      b.n = 9;
+      Rng rng(derive_seed(11, static_cast<std::uint64_t>(step)), static_cast<std::uint64_t>(net.rank()));
+      for (int i = 0; i < b.n; ++i)
+        for (int t = 0; t < s.tables; ++t) b.rows.push_back(static_cast<std::int32_t>(rng.below(s.rows)));
+      const bool recovering = r.recovery.any_lost();
+      const auto committed = r.deltas.pending_step();
+      r.rows.request(b, r.deltas.outgoing());
+      r.deltas.sent();
+      auto commit = [&] {
+        if (committed >= 0) r.deltas.apply(static_cast<std::uint64_t>(committed), r.rows.extra_received());
+      };
+      if (recovering) commit();
+      const auto jobs = recovering ? r.recovery.take_rebuild_jobs(rebuild) : std::vector<Recovery::RebuildJob>{};
+      r.rows.serve(jobs, recovering ? std::function<void()>{} : std::function<void()>(commit));
+      r.rows.decode(jobs, static_cast<std::uint64_t>(step - 1));
+      degraded += r.rows.degraded_rows();
+      // The "gradient" of a row depends on the weights read (so a wrong degraded read changes
+      // the result): g = 0.25 * w + 0.01 * step.
+      std::vector<std::vector<float>> grad(r.rows.rows().size());
+      for (std::size_t t = 0; t < grad.size(); ++t)
+        for (float w : r.rows.rows()[t]) grad[t].push_back(0.25f * w + 0.01f * static_cast<float>(step));
+      const auto gsum = r.rows.gradients(grad);
+      // Update: w -= 0.1 g, accumulator += g (the whole row changes, as Adagrad's does).
+      const auto& owned = r.rows.owned();
+      const auto old = r.rows.old_bytes();
+      for (std::size_t i = 0; i < owned.size(); ++i) {
+        std::vector<float> v(2 * d);
+        std::memcpy(v.data(), old.data() + i * r.store.row_bytes(), r.store.row_bytes());
+        for (std::size_t q = 0; q < d; ++q) {
+          v[q] -= 0.1f * gsum[i * d + q];
+          v[d + q] += gsum[i * d + q];
+        }
+        std::memcpy(r.store.row(owned[i]).data(), v.data(), r.store.row_bytes());
+      }
+      r.deltas.build(step, owned, r.rows.places(), old);
     }
-  }
-  Bytes fragment(std::uint64_t s, int j) {
-    const int t = lay.table_of(s);
-    const auto p = lay.place(s, j);
-    auto& store = (j < lay.k() ? ranks[static_cast<std::size_t>(p.rank)].data
-                               : ranks[static_cast<std::size_t>(p.rank)].parity)[static_cast<std::size_t>(t)];
-    return Bytes(store).subspan(p.slot * lay.fragment_bytes(t), lay.fragment_bytes(t));
-  }
-  std::vector<Bytes> parity_of(std::uint64_t s) {
-    std::vector<Bytes> v;
-    for (int j = lay.k(); j < lay.n(); ++j) v.push_back(fragment(s, j));
-    return v;
-  }
-  std::vector<ConstBytes> data_of(std::uint64_t s) {
-    std::vector<ConstBytes> v;
-    for (int j = 0; j < lay.k(); ++j) v.push_back(fragment(s, j));
-    return v;
-  }
-  Bytes row(int t, std::uint64_t r) {
-    const auto p = lay.locate(t, r);
-    return fragment(p.stripe, p.fragment).subspan(p.offset, lay.table(t).row_bytes);
-  }
-  // Ship one fragment's delta of `step` to every parity holder of its stripe.
-  int send_delta(std::uint64_t step, std::uint64_t s, int f, std::size_t off, ConstBytes delta) {
-    int applied = 0;
-    const int t = lay.table_of(s);
-    for (int j = lay.k(); j < lay.n(); ++j) {
-      const auto p = lay.place(s, j);
-      // Each holder owns one parity member of the stripe and updates only that row.
-      auto& rk = ranks[static_cast<std::size_t>(p.rank)];
-      const DeltaTag tag{step, p.slot * static_cast<std::uint64_t>(lay.k()) + static_cast<std::uint64_t>(f)};
-      if (!apply_once(codec, rk.ledgers[static_cast<std::size_t>(t)], tag, f, off, delta, j - lay.k(), fragment(s, j)))
-        continue;
-      ++applied;
+    r.deltas.flush();
+    while (r.recovery.any_lost()) r.recovery.rebuild(0, static_cast<std::uint64_t>(steps));
+    const auto bad = r.store.verify_parity();
+    ckpt::Xxh64 h;
+    r.store.hash_into(h);
+    std::vector<double> deg{static_cast<double>(degraded)};
+    net.allreduce_sum_ordered(deg);
+    if (net.rank() == 0) {
+      std::lock_guard lock(mu);
+      out.hash = ckpt::hex_u64(h.digest());
+      out.parity_bad = bad;
+      out.degraded = static_cast<std::uint64_t>(deg[0]);
     }
-    return applied;
-  }
-  bool parity_consistent() {
-    for (std::uint64_t s = 0; s < lay.stripes(); ++s) {
-      const auto len = lay.fragment_bytes(lay.table_of(s));
-      ec::test::Fragments fresh(lay.m(), len);
-      codec.encode(data_of(s), fresh.spans(0, lay.m()));
-      for (int j = 0; j < lay.m(); ++j)
-        if (!ec::test::equal(fresh[j], fragment(s, lay.k() + j))) return false;
-    }
-    return true;
-  }
-};
+  });
+  return out;
+}
 
 }  // namespace
 
-TEST_CASE("shards with exactly-once deltas survive m wiped ranks bit-exactly", "[ec][unit]") {
-  const auto [k, m, n_ranks] = GENERATE(table<int, int, int>({{2, 1, 3}, {4, 2, 7}, {3, 2, 8}}));
-  INFO("k=" << k << " m=" << m << " N=" << n_ranks);
-  Cluster c(k, m, n_ranks, {{50, 24}, {23, 40}}, 2);
-  Rng rng(71, static_cast<std::uint64_t>(k * 100 + n_ranks));
+TEST_CASE("the real shard store, exchange and recovery survive failures bit-exactly (in-process ranks)", "[ec][unit]") {
+  const auto [k, m, n] = GENERATE(table<int, int, int>({{2, 1, 3}, {4, 2, 7}, {3, 2, 8}}));
+  INFO("k=" << k << " m=" << m << " N=" << n);
+  const Shape s{k, m, n, 2, 4, 50, 2};
+  const auto ref = run_toy(s, 12, {}, 3);
+  CHECK(ref.parity_bad == 0);
+  CHECK(ref.degraded == 0);
+  REQUIRE(!ref.hash.empty());
 
-  // Initial values (the zero padding past each table's end stays zero), then a full encode.
-  for (std::uint64_t s = 0; s < c.lay.stripes(); ++s)
-    for (int j = 0; j < k; ++j) std::fill(c.fragment(s, j).begin(), c.fragment(s, j).end(), std::byte{0});
-  for (int t = 0; t < c.lay.tables(); ++t)
-    for (std::uint64_t r = 0; r < c.lay.table(t).rows; ++r) ec::test::fill_random(c.row(t, r), rng);
-  for (std::uint64_t s = 0; s < c.lay.stripes(); ++s) c.codec.encode(c.data_of(s), c.parity_of(s));
-
-  std::uint64_t step = 0;
-  auto train = [&](int steps) {
-    for (int i = 0; i < steps; ++i, ++step) {
-      // Touch random rows; the owner snapshots each touched fragment once, so a fragment sends
-      // one delta per step however many of its rows changed.
-      std::map<std::pair<std::uint64_t, int>, std::vector<std::byte>> before;
-      for (int u = 0; u < 12; ++u) {
-        const int t = static_cast<int>(rng.below(2));
-        const auto r = rng.below(c.lay.table(t).rows);
-        const auto p = c.lay.locate(t, r);
-        auto frag = c.fragment(p.stripe, p.fragment);
-        before.try_emplace({p.stripe, p.fragment}, frag.begin(), frag.end());
-        ec::test::fill_random(c.row(t, r), rng);
-      }
-      for (auto& [key, old] : before) {
-        auto now = c.fragment(key.first, key.second);
-        xor_delta(old, now, old);
-        REQUIRE(c.send_delta(step, key.first, key.second, 0, old) == m);
-        if (rng.below(4) == 0) CHECK(c.send_delta(step, key.first, key.second, 0, old) == 0);  // a resend
-      }
-    }
-  };
-  train(15);
-  REQUIRE(c.parity_consistent());
-
-  // Snapshot, wipe m ranks, rebuild every fragment they held from k survivors.
-  const auto snapshot = c.ranks;
-  std::vector<int> failed;
-  for (int r = 0; r < m; ++r) failed.push_back((2 * r + 1) % n_ranks);
-  for (int r : failed) c.reset(r);
-  for (std::uint64_t s = 0; s < c.lay.stripes(); ++s) {
-    std::vector<int> erased;
-    for (int r : failed)
-      if (const int f = c.lay.fragment_on(s, r); f >= 0) erased.push_back(f);
-    if (erased.empty()) continue;
-    const auto& plan = c.codec.plan(erased);
-    std::vector<ConstBytes> src;
-    for (int f : plan.sources()) src.push_back(c.fragment(s, f));
-    std::vector<Bytes> out;
-    for (int f : erased) out.push_back(c.fragment(s, f));
-    c.codec.decode(erased, src, out);
-    // A rebuilt parity fragment already holds every delta up to the last committed step.
-    for (int f : erased) {
-      if (f < k) continue;
-      const auto p = c.lay.place(s, f);
-      for (int i = 0; i < k; ++i) {
-        c.ranks[static_cast<std::size_t>(p.rank)].ledgers[static_cast<std::size_t>(c.lay.table_of(s))].mark(
-            p.slot * static_cast<std::uint64_t>(k) + static_cast<std::uint64_t>(i), step - 1);
-      }
-    }
+  SECTION("one failure, rebuilt over several steps while training goes on") {
+    const auto run = run_toy(s, 12, {{1, 4}}, 3);
+    CHECK(run.hash == ref.hash);
+    CHECK(run.parity_bad == 0);
+    CHECK(run.degraded > 0);  // the owner decoded its lost rows on the fly
   }
-  int differing = 0;
-  for (int r : failed) {
-    const auto& a = c.ranks[static_cast<std::size_t>(r)];
-    const auto& b = snapshot[static_cast<std::size_t>(r)];
-    differing += a.data != b.data;
-    differing += a.parity != b.parity;
+  SECTION("m failures at once, rebuilt in the failure step") {
+    std::vector<FailSpec> f;
+    for (int q = 0; q < m; ++q) f.push_back({(2 * q + 1) % n, 5});
+    const auto run = run_toy(s, 12, f, 0);
+    CHECK(run.hash == ref.hash);
+    CHECK(run.parity_bad == 0);
   }
-  CHECK(differing == 0);
+  SECTION("the same rank fails again during its rebuild") {
+    const auto run = run_toy(s, 12, {{0, 3}, {0, 5}}, 1);
+    CHECK(run.hash == ref.hash);
+    CHECK(run.parity_bad == 0);
+  }
+}
 
-  // Training goes on with the rebuilt ranks, and the parity stays exact.
-  train(10);
-  CHECK(c.parity_consistent());
+TEST_CASE("the lost-member table is global knowledge and finds stripes beyond m", "[ec][unit]") {
+  const Shape s{2, 1, 4, 1, 2, 40, 2};
+  test::run_ranks(s.ranks, [&](const Transport& net) {
+    ShardStore store(net, s.k, s.m, s.tables, s.rows, s.dim, s.rows_per_fragment);
+    Recovery rec(net, store, s.m);
+    if (rec.any_lost()) throw std::runtime_error("a fresh table has lost members");
+    rec.fail(1);
+    if (!rec.any_lost() || rec.over_limit()) throw std::runtime_error("one failure with m = 1 must be tolerated");
+    std::uint64_t lost_here = 0;
+    for (std::uint64_t st = 0; st < store.layout().stripes(); ++st) lost_here += rec.lost(1, st);
+    if (lost_here != rec.pending(1)) throw std::runtime_error("pending count differs from the lost table");
+    rec.fail(2);  // some stripe now has two members on ranks 1 and 2
+    const auto over = rec.over_limit();
+    if (!over || rec.erased(*over).size() != 2) throw std::runtime_error("a stripe with 2 lost members and m = 1 was not found");
+    rec.clear_lost();
+    if (rec.any_lost()) throw std::runtime_error("clear_lost left members lost");
+  });
+}
 
-  // One failure more than m in some stripe cannot be recovered, and says so.
-  std::vector<int> too_many;
-  for (int j = 0; j <= m; ++j) too_many.push_back(j);
-  CHECK_THROWS_AS(c.codec.plan(too_many), DataLossError);
+TEST_CASE("a parity delta applied twice is refused (exactly once)", "[ec][unit]") {
+  const Shape s{2, 1, 3, 1, 2, 20, 2};
+  std::atomic<int> refused{0};
+  test::run_ranks(s.ranks, [&](const Transport& net) {
+    Rank r(net, s);
+    r.store.init_rows(3);
+    r.store.encode_all();
+    // One step's update of every row this rank owns, then its deltas delivered twice.
+    std::vector<RowId> owned;
+    std::vector<ec::RowPlace> place;
+    for (std::uint32_t row = 0; row < s.rows; ++row)
+      if (const auto p = r.store.layout().locate(0, row); p.rank == net.rank()) {
+        owned.push_back({0, row});
+        place.push_back(p);
+      }
+    std::vector<std::byte> old;
+    for (const auto& id : owned) {
+      const auto b = r.store.row(id);
+      old.insert(old.end(), b.begin(), b.end());
+      b[0] ^= std::byte{0x5A};
+    }
+    r.deltas.build(1, owned, place, old);
+    const auto in = net.exchange(*r.deltas.outgoing());
+    std::vector<ByteView> parts;
+    for (int q = 0; q < in.size(); ++q) parts.push_back(in.from(q));
+    r.deltas.apply(1, parts);
+    bool has_parity = false;
+    for (const auto& p : parts) has_parity = has_parity || !p.empty();
+    try {
+      r.deltas.apply(1, parts);
+    } catch (const EcError&) {
+      ++refused;
+    }
+    if (!has_parity) ++refused;  // a rank holding no parity of this table gets no deltas
+    if (r.store.verify_parity() != 0) throw std::runtime_error("parity differs after one application");
+  });
+  CHECK(refused == s.ranks);
 }

@@ -1,6 +1,8 @@
 #include "resil/train/comm.hpp"
 
+#include <climits>
 #include <cstdlib>
+#include <string>
 
 #include "resil/config.hpp"
 #include "resil/core/error.hpp"
@@ -23,19 +25,19 @@ bool mpi_active() {
 bool g_owner = false;
 
 template <class T>
-void ordered_sum(std::vector<T>& buf, MPI_Datatype type, int rank, int size) {
+void ordered_sum(std::vector<T>& buf, MPI_Datatype type, int rank, int size, int poll_us) {
   const int n = static_cast<int>(buf.size());
   std::vector<T> all(rank == 0 ? buf.size() * static_cast<std::size_t>(size) : 0);
   MPI_Request req;
   RESIL_MPI_CHECK(MPI_Igather(buf.data(), n, type, all.data(), n, type, 0, MPI_COMM_WORLD, &req));
-  resil::train::mpi_wait(req);
+  resil::train::mpi_wait(req, poll_us);
   if (rank == 0)
     for (int r = 1; r < size; ++r) {
       const T* src = all.data() + static_cast<std::size_t>(r) * buf.size();
       for (std::size_t i = 0; i < buf.size(); ++i) buf[i] += src[i];
     }
   RESIL_MPI_CHECK(MPI_Ibcast(buf.data(), n, type, 0, MPI_COMM_WORLD, &req));
-  resil::train::mpi_wait(req);
+  resil::train::mpi_wait(req, poll_us);
 }
 #endif
 }  // namespace
@@ -105,7 +107,7 @@ int Comm::local_size() const {
 
 void Comm::allreduce_sum(std::vector<float>& buf) const {
 #if RESIL_HAVE_MPI
-  if (size_ > 1) ordered_sum(buf, MPI_FLOAT, rank_, size_);
+  if (size_ > 1) ordered_sum(buf, MPI_FLOAT, rank_, size_, poll_us_);
 #else
   (void)buf;
 #endif
@@ -113,7 +115,7 @@ void Comm::allreduce_sum(std::vector<float>& buf) const {
 
 void Comm::allreduce_sum(std::vector<double>& buf) const {
 #if RESIL_HAVE_MPI
-  if (size_ > 1) ordered_sum(buf, MPI_DOUBLE, rank_, size_);
+  if (size_ > 1) ordered_sum(buf, MPI_DOUBLE, rank_, size_, poll_us_);
 #else
   (void)buf;
 #endif
@@ -125,7 +127,7 @@ int Comm::allreduce_max(int v) const {
     int out = v;
     MPI_Request req;
     RESIL_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req));
-    resil::train::mpi_wait(req);
+    resil::train::mpi_wait(req, poll_us_);
     return out;
   }
 #endif
@@ -137,7 +139,7 @@ void Comm::bcast(std::vector<double>& buf, int root) const {
   if (size_ > 1) {
     MPI_Request req;
     RESIL_MPI_CHECK(MPI_Ibcast(buf.data(), static_cast<int>(buf.size()), MPI_DOUBLE, root, MPI_COMM_WORLD, &req));
-    mpi_wait(req);
+    mpi_wait(req, poll_us_);
   }
 #else
   (void)buf;
@@ -145,12 +147,116 @@ void Comm::bcast(std::vector<double>& buf, int root) const {
 #endif
 }
 
+void Comm::allreduce_max(std::vector<int>& buf) const {
+#if RESIL_HAVE_MPI
+  if (size_ > 1) {
+    std::vector<int> out(buf.size());
+    MPI_Request req;
+    RESIL_MPI_CHECK(MPI_Iallreduce(buf.data(), out.data(), static_cast<int>(buf.size()), MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req));
+    mpi_wait(req, poll_us_);
+    buf = std::move(out);
+  }
+#else
+  (void)buf;
+#endif
+}
+
+void Comm::bcast(std::uint64_t& v, int root) const {
+#if RESIL_HAVE_MPI
+  if (size_ > 1) {
+    MPI_Request req;
+    RESIL_MPI_CHECK(MPI_Ibcast(&v, 1, MPI_UINT64_T, root, MPI_COMM_WORLD, &req));
+    mpi_wait(req, poll_us_);
+  }
+#else
+  (void)v;
+  (void)root;
+#endif
+}
+
+std::vector<std::vector<std::byte>> Comm::gather(const std::vector<std::byte>& mine, int root) const {
+  std::vector<std::vector<std::byte>> out;
+#if RESIL_HAVE_MPI
+  if (size_ > 1) {
+    const auto n = static_cast<std::size_t>(size_);
+    if (mine.size() > static_cast<std::size_t>(INT_MAX)) throw MpiError("gather: " + std::to_string(mine.size()) + " bytes from one rank");
+    int count = static_cast<int>(mine.size());
+    std::vector<int> counts(n), disp(n);
+    MPI_Request req;
+    RESIL_MPI_CHECK(MPI_Igather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, root, MPI_COMM_WORLD, &req));
+    mpi_wait(req, poll_us_);
+    std::size_t tot = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      if (tot > static_cast<std::size_t>(INT_MAX)) throw MpiError("gather: " + std::to_string(tot) + " bytes in all");
+      disp[r] = static_cast<int>(tot);
+      tot += static_cast<std::size_t>(counts[r]);
+    }
+    std::vector<std::byte> all(rank_ == root ? tot : 0);
+    RESIL_MPI_CHECK(MPI_Igatherv(mine.data(), count, MPI_BYTE, all.data(), counts.data(), disp.data(), MPI_BYTE, root,
+                                 MPI_COMM_WORLD, &req));
+    mpi_wait(req, poll_us_);
+    if (rank_ == root)
+      for (std::size_t r = 0; r < n; ++r) out.emplace_back(all.begin() + disp[r], all.begin() + disp[r] + counts[r]);
+    return out;
+  }
+#endif
+  (void)root;
+  out.emplace_back(mine.begin(), mine.end());
+  return out;
+}
+
+Comm::Received Comm::alltoallv(const std::vector<std::size_t>& send_counts, const std::function<void(std::byte*)>& pack,
+                               const std::function<void()>& while_waiting) const {
+  const auto n = static_cast<std::size_t>(size_);
+  if (send_counts.size() != n) throw MpiError("alltoallv: " + std::to_string(send_counts.size()) + " counts for " + std::to_string(n) + " ranks");
+  Received in;
+  in.offsets.assign(n + 1, 0);
+#if RESIL_HAVE_MPI
+  if (size_ > 1) {
+    std::vector<int> scount(n), rcount(n), sdisp(n), rdisp(n);
+    std::size_t stot = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      if (send_counts[r] > static_cast<std::size_t>(1) << 30) throw MpiError("alltoallv: message of " + std::to_string(send_counts[r]) + " bytes");
+      scount[r] = static_cast<int>(send_counts[r]);
+      sdisp[r] = static_cast<int>(stot);
+      stot += send_counts[r];
+    }
+    if (stot > static_cast<std::size_t>(INT_MAX)) throw MpiError("alltoallv: " + std::to_string(stot) + " bytes in all");
+    MPI_Request req;
+    RESIL_MPI_CHECK(MPI_Ialltoall(scount.data(), 1, MPI_INT, rcount.data(), 1, MPI_INT, MPI_COMM_WORLD, &req));
+    std::vector<std::byte> sbuf(stot);  // packed while the counts travel
+    if (pack) pack(sbuf.data());
+    mpi_wait(req, poll_us_);
+    std::size_t rtot = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+      in.offsets[r] = rtot;
+      rdisp[r] = static_cast<int>(rtot);
+      rtot += static_cast<std::size_t>(rcount[r]);
+    }
+    in.offsets[n] = rtot;
+    if (rtot > static_cast<std::size_t>(INT_MAX)) throw MpiError("alltoallv: " + std::to_string(rtot) + " bytes in all");
+    in.data.resize(rtot);
+    RESIL_MPI_CHECK(MPI_Ialltoallv(sbuf.data(), scount.data(), sdisp.data(), MPI_BYTE, in.data.data(), rcount.data(), rdisp.data(),
+                                   MPI_BYTE, MPI_COMM_WORLD, &req));
+    if (while_waiting) while_waiting();
+    mpi_wait(req, poll_us_);
+    return in;
+  }
+#endif
+  // A world of one sends to itself.
+  in.data.resize(send_counts[0]);
+  if (pack) pack(in.data.data());
+  in.offsets[1] = send_counts[0];
+  if (while_waiting) while_waiting();
+  return in;
+}
+
 void Comm::bcast_bytes(void* p, std::size_t n, int root) const {
 #if RESIL_HAVE_MPI
   if (size_ > 1) {
     MPI_Request req;
     RESIL_MPI_CHECK(MPI_Ibcast(p, static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD, &req));
-    mpi_wait(req);
+    mpi_wait(req, poll_us_);
   }
 #else
   (void)p;
@@ -163,7 +269,7 @@ void Comm::send(const float* p, std::size_t n, int dest, int tag) const {
 #if RESIL_HAVE_MPI
   MPI_Request req;
   RESIL_MPI_CHECK(MPI_Isend(p, static_cast<int>(n), MPI_FLOAT, dest, tag, MPI_COMM_WORLD, &req));
-  mpi_wait(req);
+  mpi_wait(req, poll_us_);
 #else
   (void)p; (void)n; (void)dest; (void)tag;
   throw MpiError("send: this build has no MPI");
@@ -174,7 +280,7 @@ void Comm::recv(float* p, std::size_t n, int src, int tag) const {
 #if RESIL_HAVE_MPI
   MPI_Request req;
   RESIL_MPI_CHECK(MPI_Irecv(p, static_cast<int>(n), MPI_FLOAT, src, tag, MPI_COMM_WORLD, &req));
-  mpi_wait(req);
+  mpi_wait(req, poll_us_);
 #else
   (void)p; (void)n; (void)src; (void)tag;
   throw MpiError("recv: this build has no MPI");
@@ -186,7 +292,7 @@ void Comm::barrier() const {
   if (size_ > 1) {
     MPI_Request req;
     RESIL_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
-    mpi_wait(req);
+    mpi_wait(req, poll_us_);
   }
 #endif
 }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -21,7 +22,9 @@
 
 namespace resil::ckpt {
 
-inline constexpr std::int64_t format_version = 1;
+/// 2: /meta gained `optimizer_step` (ec-train had kept its optimizer step in /meta/rng_state).
+/// Version 1 files still read (optimizer_step absent); newer versions are refused.
+inline constexpr std::int64_t format_version = 2;
 
 enum class ParallelMode { none, dp, mp };
 std::string_view mode_name(ParallelMode m) noexcept;
@@ -41,6 +44,9 @@ struct Meta {
   std::vector<std::uint64_t> rng_state;  // counter-based RNG positions, stored as /meta/rng_state
   std::uint64_t data_cursor = 0; // samples consumed in the current epoch
   std::string program_version;   // resil version that wrote it
+  /// The optimizer's own step count (Adam's bias correction) where the writer keeps one apart from
+  /// `step`; stored as the attribute only when set (format version >= 2).
+  std::optional<std::int64_t> optimizer_step;
 };
 
 struct Checkpoint {
@@ -80,6 +86,16 @@ struct Manifest {
 };
 void write_manifest(const std::filesystem::path& p, const Manifest& m);
 Manifest read_manifest(const std::filesystem::path& p);  // throws CorruptInputError on malformed JSON
+/// Commit a sharded checkpoint: every rank calls this with its own shard (shard.meta: step, epoch,
+/// rank, world_size, mode, model). Three phases, each run through `collective(phase)`, which must
+/// run `phase` on this rank, return once every rank has run its own, and throw on every rank when
+/// any rank's phase failed (libckpt knows no MPI: the caller agrees over its communicator):
+/// rank 0 creates the step's directory; every rank saves its shard (committed like a single file);
+/// rank 0 writes the manifest, the commit marker of the set, once every shard is durable.
+/// Returns the manifest's path.
+std::filesystem::path save_sharded(const std::filesystem::path& dir, const Checkpoint& shard,
+                                   const std::function<void(const std::function<void()>&)>& collective, const WriteOptions& opt = {});
+
 /// True when every shard named by the manifest is committed.
 bool manifest_complete(const std::filesystem::path& manifest);
 

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,13 +38,37 @@ public:
   /// Number of processes on this node (same split as local_rank). Collective.
   int local_size() const;
 
+  /// Every wait polls MPI_Test and sleeps `us` microseconds in between (0 = spin; default 20): with
+  /// more ranks than cores, a spinning wait holds the core the awaited rank needs (mpi_check.hpp).
+  void set_poll_us(int us) noexcept { poll_us_ = us; }
+  int poll_us() const noexcept { return poll_us_; }
+
   void allreduce_sum(std::vector<float>& buf) const;
   void allreduce_sum(std::vector<double>& buf) const;
   /// Maximum over ranks (used to agree on failures).
   int allreduce_max(int v) const;
+  /// Element-wise maximum over ranks.
+  void allreduce_max(std::vector<int>& buf) const;
   void bcast(std::vector<double>& buf, int root) const;
+  /// Broadcast a 64-bit value exactly (seeds; a double holds only 53 bits).
+  void bcast(std::uint64_t& v, int root) const;
   /// Broadcast raw bytes (e.g. an ncclUniqueId) from `root`.
   void bcast_bytes(void* p, std::size_t n, int root) const;
+  /// Every rank's bytes to `root`, by rank (the other ranks get an empty result). Vectors, not
+  /// spans: nvcc compiles this header as C++17.
+  std::vector<std::vector<std::byte>> gather(const std::vector<std::byte>& mine, int root) const;
+
+  /// What an all-to-all delivered to this rank: rank r's bytes are data[offsets[r], offsets[r + 1]).
+  struct Received {
+    std::vector<std::byte> data;
+    std::vector<std::size_t> offsets;  // size() + 1 entries
+  };
+  /// Personalised all-to-all of bytes (MPI_Alltoall of the counts, then MPI_Alltoallv):
+  /// `send_counts[r]` bytes go to rank r. `pack` fills the send buffer (rank 0's bytes first, then
+  /// rank 1's, ...) while the counts travel; `while_waiting`, when given, runs once after the data
+  /// exchange is posted and before it is waited on (work the exchange does not depend on).
+  Received alltoallv(const std::vector<std::size_t>& send_counts, const std::function<void(std::byte*)>& pack,
+                     const std::function<void()>& while_waiting = {}) const;
   void send(const float* p, std::size_t n, int dest, int tag) const;
   void recv(float* p, std::size_t n, int src, int tag) const;
   void barrier() const;
@@ -52,7 +77,7 @@ public:
 
 private:
   Comm(int rank, int size) : rank_(rank), size_(size) {}
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, poll_us_ = 20;
 };
 
 // ---------------------------------------------------------------- device collectives (NCCL)

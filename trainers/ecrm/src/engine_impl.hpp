@@ -1,8 +1,7 @@
-// Internals of the ec-train engine shared by engine.cpp (the step loop), engine_ckpt.cpp
+// Internals of the ECRM engine shared by engine.cpp (the step loop, failures), checkpoint.cpp
 // (checkpoints, resume) and report.cpp (the JSON report). Not a public interface.
 #pragma once
 
-#include <csignal>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -10,30 +9,19 @@
 #include <string>
 #include <vector>
 
-#include "dense_net.hpp"
-#include "engine.hpp"
-#include "resil/data/criteo.hpp"
+#include "fetched_rows.hpp"
+#include "resil/ecrm/batches.hpp"
+#include "resil/ecrm/engine.hpp"
+#include "resil/ecrm/parity_deltas.hpp"
+#include "resil/ecrm/recovery.hpp"
+#include "resil/ecrm/row_exchange.hpp"
+#include "resil/ecrm/shard_store.hpp"
+#include "resil/train/dlrm.hpp"
 #include "resil/train/optimizer.hpp"
-#include "shards.hpp"
 
-namespace resil::ectrain {
+namespace resil::ecrm {
 
 double now_seconds();
-
-/// The local share of each global batch: synthetic Criteo-like samples (a pure function of the
-/// seed and the sample number) or a Criteo TSV file read once and cycled.
-class DataSource {
-public:
-  DataSource(const Config& cfg, int world, int rank, std::uint64_t seed);
-  LocalBatch batch(std::int64_t step) const;
-
-private:
-  const Config& cfg_;
-  int world_, rank_;
-  std::uint64_t data_seed_;
-  std::vector<std::uint32_t> sizes_;  // 26 Criteo table sizes (the first cfg.tables are used)
-  std::optional<data::ClickSet> file_;
-};
 
 /// One executed step (redone steps appear again).
 struct StepLog {
@@ -60,23 +48,22 @@ struct FailRecord {
 
 class Engine {
 public:
-  Engine(Config cfg, const Mpi& mpi);
-  int run();
+  Engine(Config cfg, const Transport& net);
+  int run(const Progress& progress);
 
 private:
   // engine.cpp
   void train_step(std::int64_t step);
+  void reduce_dense(double loss_sum);
+  void update_rows(const std::vector<float>& gsum);
   /// Failures at `step`; returns the step to continue from when the job rolled back.
   std::optional<std::int64_t> inject(const std::vector<int>& ranks, std::int64_t step);
   std::int64_t rollback(std::int64_t failed_step, std::size_t first_record);
   ByteVec mlp_state();
   void set_mlp_state(const ByteVec& b);
   void after_rebuild(std::int64_t step, double round_s);
-  /// Apply the last step's parity deltas now, in a round of their own (collective). Used where the
-  /// parities must be current before the next step's first exchange: a failure, the end of the run.
-  void flush_deltas();
   std::string state_hash();
-  // engine_ckpt.cpp
+  // checkpoint.cpp
   void save_ckpt(std::int64_t step, bool preempted);
   std::int64_t load_ckpt(const std::filesystem::path& manifest);
   std::optional<std::filesystem::path> resume_source();
@@ -86,12 +73,16 @@ private:
   void print_summary(const std::string& state_hash) const;
 
   Config cfg_;
-  const Mpi& mpi_;
+  const Transport& net_;
   std::unique_ptr<train::Backend> be_;
-  DenseNet net_;
+  FetchedRows* emb_ = nullptr;  // the embedding source of net_model_ (owned by it)
+  train::Dlrm net_model_;
   train::Optimizer opt_;
-  Shards shards_;
-  std::unique_ptr<DataSource> data_;
+  ShardStore store_;
+  Recovery recovery_;
+  ParityDeltas deltas_;
+  RowExchange rows_;
+  std::unique_ptr<BatchSource> data_;
 
   std::int64_t start_step_ = 0, resumed_from_ = -1, last_ckpt_ = -1, redo_until_ = -1;
   double t_start_ = 0, t_redo_start_ = 0, ckpt_write_s_ = 0;
@@ -102,12 +93,7 @@ private:
   std::vector<std::size_t> redo_records_;   // fails_ rolled back and waiting for the redo to finish
   std::vector<bool> fired_;                 // per cfg_.fail entry
   double loss_sum_ = 0;                     // this step's global loss (rank 0's view)
-  std::uint64_t step_degraded_rows_ = 0;    // rows this rank decoded on the fly this step
   bool preempted_ = false;
-  // ec: the parity deltas of step `pending_step_` (one buffer per rank), sent with the next step's
-  // row requests; that step's exchange commits them.
-  std::vector<ByteVec> pending_deltas_;
-  std::int64_t pending_step_ = -1;
 };
 
-}  // namespace resil::ectrain
+}  // namespace resil::ecrm

@@ -8,7 +8,7 @@
 #include "resil/ckpt/fs.hpp"
 #include "resil/config.hpp"
 
-namespace resil::ectrain {
+namespace resil::ecrm {
 
 namespace {
 struct Rate {
@@ -37,12 +37,12 @@ std::map<std::string, Rate> throughput(const std::vector<StepLog>& log, int batc
 }  // namespace
 
 void Engine::write_report(const std::string& state_hash, int exit_code, std::int64_t parity_mismatches) const {
-  if (mpi_.rank() != 0 || cfg_.report.empty()) return;
+  if (net_.rank() != 0 || cfg_.report.empty()) return;
   nlohmann::json j;
   j["program"] = "ec-train";
   j["version"] = resil::version;
-  j["world_size"] = mpi_.size();
-  j["ft"] = cfg_.ft;
+  j["world_size"] = net_.size();
+  j["ft"] = std::string(ft_name(cfg_.ft));
   j["k"] = cfg_.k;
   j["m"] = cfg_.m;
   j["seed"] = cfg_.seed;
@@ -60,7 +60,7 @@ void Engine::write_report(const std::string& state_hash, int exit_code, std::int
   j["resumed_from"] = resumed_from_ >= 0 ? nlohmann::json(resumed_from_) : nlohmann::json(nullptr);
   j["state_hash"] = state_hash.empty() ? nlohmann::json(nullptr) : nlohmann::json(state_hash);
   j["parity_mismatches"] = parity_mismatches >= 0 ? nlohmann::json(parity_mismatches) : nlohmann::json(nullptr);
-  j["stripes"] = shards_.layout().stripes();
+  j["stripes"] = store_.layout().stripes();
   j["wall_s"] = now_seconds() - t_start_;
   double total = 0;
   for (const auto& s : log_) total += s.dt;
@@ -82,7 +82,7 @@ void Engine::write_report(const std::string& state_hash, int exit_code, std::int
     nlohmann::json r{{"rank", f.rank},       {"step", f.step},          {"t_fail", f.t_fail},
                      {"detect_s", f.detect_s}, {"outcome", f.outcome}, {"time_to_redundancy_s", f.time_to_redundancy_s},
                      {"redundant_after_step", f.redundant_after_step}};
-    if (cfg_.ft == "ec" && f.rollback_to < 0) {
+    if (cfg_.ft == Ft::ec && f.rollback_to < 0) {
       r["mlp_restore_s"] = f.mlp_restore_s;
       r["degraded_steps"] = f.degraded_steps;
       r["degraded_s"] = f.time_to_redundancy_s;
@@ -102,7 +102,7 @@ void Engine::write_report(const std::string& state_hash, int exit_code, std::int
 }
 
 void Engine::print_summary(const std::string& state_hash) const {
-  if (mpi_.rank() != 0) return;
+  if (net_.rank() != 0) return;
   double total = 0;
   for (const auto& s : log_) total += s.dt;
   std::printf("ec-train: %zu steps run in %.2f s (mean %.2f ms/step), final loss %.4f\n", log_.size(), total,
@@ -123,4 +123,4 @@ void Engine::print_summary(const std::string& state_hash) const {
   std::fflush(stdout);
 }
 
-}  // namespace resil::ectrain
+}  // namespace resil::ecrm

@@ -1,6 +1,6 @@
 // Checkpoints of the sharded job through resil::ckpt: one shard file per rank (its embedding rows
-// with their Adagrad accumulators, the MLP replica and its Adam state), committed with save()'s
-// marker, then a manifest written by rank 0 once every shard is durable (the set's commit marker).
+// with their Adagrad accumulators, the MLP replica, its Adam state and step in /meta/optimizer_step),
+// committed by ckpt::save_sharded (shards, then the manifest), the ranks agreeing on each phase.
 // Used by --ft ckpt (every --ckpt-interval steps), by --fallback-ckpt and by preemption.
 #include <cstring>
 #include <iostream>
@@ -12,7 +12,7 @@
 #include "resil/config.hpp"
 #include "resil/core/error.hpp"
 
-namespace resil::ectrain {
+namespace resil::ecrm {
 
 namespace {
 constexpr const char* model_name = "ec-train-dlrm";
@@ -36,8 +36,8 @@ void load_tensor(train::Tensor& dst, const ckpt::Checkpoint& c, const ckpt::Tens
 
 std::string Engine::meta_config(bool preempted) const {
   nlohmann::json j;
-  j["computation"] = nlohmann::json::parse(cfg_.computation_json(mpi_.size()));
-  j["ft"] = cfg_.ft;
+  j["computation"] = nlohmann::json::parse(cfg_.computation_json(net_.size()));
+  j["ft"] = std::string(ft_name(cfg_.ft));
   j["preempted"] = preempted;
   return j.dump();
 }
@@ -45,15 +45,15 @@ std::string Engine::meta_config(bool preempted) const {
 void Engine::save_ckpt(std::int64_t step, bool preempted) {
   // A lost fragment's store holds garbage until it is rebuilt: finish the rebuild first (from
   // parities that hold every delta up to `step`).
-  flush_deltas();
-  while (shards_.any_lost()) {
+  deltas_.flush();
+  while (recovery_.any_lost()) {
     const double r0 = now_seconds();
-    shards_.rebuild(0, static_cast<std::uint64_t>(step));
+    recovery_.rebuild(0, static_cast<std::uint64_t>(step));
     after_rebuild(step, now_seconds() - r0);
   }
   const double t0 = now_seconds();
-  const int me = mpi_.rank(), N = mpi_.size();
-  const auto& lay = shards_.layout();
+  const int me = net_.rank(), N = net_.size();
+  const auto& lay = store_.layout();
   const auto d = static_cast<std::size_t>(cfg_.dim);
   ckpt::Checkpoint c;
   c.meta.step = step;
@@ -67,17 +67,17 @@ void Engine::save_ckpt(std::int64_t step, bool preempted) {
   c.meta.program_version = resil::version;
   for (int t = 0; t < cfg_.tables; ++t) {
     // The data store row by row, split into /model (weights) and /optimizer (accumulators).
-    const auto store = shards_.data_store(t);
+    const auto store = store_.data_store(t);
     const std::size_t rows = lay.data_slots(me, t) * lay.rows_per_fragment();
     std::vector<float> w(rows * d), s(rows * d);
     for (std::size_t r = 0; r < rows; ++r) {
-      std::memcpy(w.data() + r * d, store.data() + r * shards_.row_bytes(), d * sizeof(float));
-      std::memcpy(s.data() + r * d, store.data() + r * shards_.row_bytes() + d * sizeof(float), d * sizeof(float));
+      std::memcpy(w.data() + r * d, store.data() + r * store_.row_bytes(), d * sizeof(float));
+      std::memcpy(s.data() + r * d, store.data() + r * store_.row_bytes() + d * sizeof(float), d * sizeof(float));
     }
     c.model[emb_name(t)] = ckpt::Tensor::from<float>({rows, d}, w);
     c.optimizer[emb_name(t)]["sum"] = ckpt::Tensor::from<float>({rows, d}, s);
   }
-  for (auto& p : net_.params()) {
+  for (auto& p : net_model_.params()) {
     const auto h = p.value->to_host();
     c.model[p.name] = ckpt::Tensor::from<float>(shape_of(*p.value), h);
   }
@@ -86,45 +86,27 @@ void Engine::save_ckpt(std::int64_t step, bool preempted) {
       const auto h = t.to_host();
       c.optimizer[param][name] = ckpt::Tensor::from<float>(shape_of(t), h);
     }
-  c.meta.rng_state = {static_cast<std::uint64_t>(opt_.step())};
-  if (me == 0) {
-    const auto dir = ckpt::shard_path(cfg_.ckpt_dir, step, me).parent_path();
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw IoError("cannot create checkpoint directory " + dir.string() + ": " + ec.message());
-  }
-  mpi_.barrier();
-  ckpt::save(ckpt::shard_path(cfg_.ckpt_dir, step, me), c);
-  mpi_.barrier();  // every shard committed before the manifest names them
-  if (me == 0) {
-    ckpt::Manifest man;
-    man.step = step;
-    man.world_size = N;
-    man.mode = ckpt::ParallelMode::mp;
-    man.model = model_name;
-    for (int r = 0; r < N; ++r) man.shards.push_back(ckpt::shard_path(cfg_.ckpt_dir, step, r).lexically_relative(cfg_.ckpt_dir));
-    ckpt::write_manifest(ckpt::manifest_path(cfg_.ckpt_dir, step), man);
-  }
-  mpi_.barrier();
+  c.meta.optimizer_step = opt_.step();
+  ckpt::save_sharded(cfg_.ckpt_dir, c, [&](const std::function<void()>& phase) { agree(net_, phase); });
   last_ckpt_ = std::max(last_ckpt_, step);
   ++ckpt_writes_;
   ckpt_write_s_ += now_seconds() - t0;
 }
 
 std::int64_t Engine::load_ckpt(const std::filesystem::path& manifest) {
-  const int me = mpi_.rank();
+  const int me = net_.rank();
   const auto man = ckpt::read_manifest(manifest);
-  if (man.model != model_name || man.world_size != mpi_.size())
+  if (man.model != model_name || man.world_size != net_.size())
     throw MismatchError(manifest.string() + ": checkpoint of model '" + man.model + "' with " + std::to_string(man.world_size) +
-                        " ranks; this job runs " + model_name + " with " + std::to_string(mpi_.size()));
+                        " ranks; this job runs " + model_name + " with " + std::to_string(net_.size()));
   const auto file = manifest.parent_path() / man.shards.at(static_cast<std::size_t>(me));
   const auto c = ckpt::read(file, true);
   const auto cfg = nlohmann::json::parse(c.meta.config, nullptr, false);
-  const auto want = nlohmann::json::parse(cfg_.computation_json(mpi_.size()));
+  const auto want = nlohmann::json::parse(cfg_.computation_json(net_.size()));
   if (cfg.is_discarded() || !cfg.contains("computation") || cfg["computation"] != want)
     throw MismatchError(file.string() + ": written by a run with other settings (" + (cfg.is_discarded() ? std::string("?") : cfg.value("computation", nlohmann::json{}).dump()) +
                         "); this run: " + want.dump());
-  const auto& lay = shards_.layout();
+  const auto& lay = store_.layout();
   const auto d = static_cast<std::size_t>(cfg_.dim);
   for (int t = 0; t < cfg_.tables; ++t) {
     const auto w = c.model.find(emb_name(t));
@@ -135,13 +117,13 @@ std::int64_t Engine::load_ckpt(const std::filesystem::path& manifest) {
       throw MismatchError(file.string() + ": shard of table " + std::to_string(t) + " is missing or has the wrong size");
     const auto wv = w->second.as<float>();
     const auto sv = so->second.at("sum").as<float>();
-    auto store = shards_.data_store(t);
+    auto store = store_.data_store(t);
     for (std::size_t r = 0; r < rows; ++r) {
-      std::memcpy(store.data() + r * shards_.row_bytes(), wv.data() + r * d, d * sizeof(float));
-      std::memcpy(store.data() + r * shards_.row_bytes() + d * sizeof(float), sv.data() + r * d, d * sizeof(float));
+      std::memcpy(store.data() + r * store_.row_bytes(), wv.data() + r * d, d * sizeof(float));
+      std::memcpy(store.data() + r * store_.row_bytes() + d * sizeof(float), sv.data() + r * d, d * sizeof(float));
     }
   }
-  for (auto& p : net_.params()) {
+  for (auto& p : net_model_.params()) {
     const auto it = c.model.find(p.name);
     load_tensor(*p.value, c, it == c.model.end() ? nullptr : &it->second, "/model/" + p.name, file);
   }
@@ -152,8 +134,14 @@ std::int64_t Engine::load_ckpt(const std::filesystem::path& manifest) {
       if (it != c.optimizer.end() && it->second.count(name)) src = &it->second.at(name);
       load_tensor(t, c, src, "/optimizer/" + param + "/" + name, file);
     }
-  if (c.meta.rng_state.size() != 1) throw CorruptInputError(file.string() + ": /meta/rng_state should hold the optimizer step");
-  opt_.set_step(static_cast<std::int64_t>(c.meta.rng_state[0]));
+  if (c.meta.optimizer_step) {
+    opt_.set_step(*c.meta.optimizer_step);
+  } else if (c.meta.format_version == 1 && c.meta.rng_state.size() == 1) {
+    opt_.set_step(static_cast<std::int64_t>(c.meta.rng_state[0]));  // version 1: ec-train kept it there
+  } else {
+    throw CorruptInputError(file.string() + ": /meta has no optimizer_step (format version " + std::to_string(c.meta.format_version) +
+                            "), which an ec-train checkpoint needs");
+  }
   last_ckpt_ = std::max(last_ckpt_, c.meta.step);
   return c.meta.step;
 }
@@ -179,8 +167,8 @@ std::optional<std::filesystem::path> Engine::resume_source() {
   const auto j = nlohmann::json::parse(meta.config, nullptr, false);
   if (j.is_discarded() || !j.value("preempted", false)) return std::nullopt;
   if (!cfg_.seed_given) cfg_.seed = meta.seed;
-  if (mpi_.rank() == 0) std::cout << "ec-train: resuming from the preemption checkpoint " << l->string() << "\n";
+  if (net_.rank() == 0) std::cout << "ec-train: resuming from the preemption checkpoint " << l->string() << "\n";
   return l;
 }
 
-}  // namespace resil::ectrain
+}  // namespace resil::ecrm

@@ -1,20 +1,21 @@
-// ec-train's engine: DLRM training with embedding tables sharded over the MPI ranks (as parameter
-// servers hold them) and data-parallel MLP replicas, protected by one of
-//   --ft none : nothing (a failure is data loss),
-//   --ft ec   : Reed-Solomon parity over the shards (libec), XOR deltas every step, degraded reads
-//               and a rebuild spread over the following steps while training goes on,
-//   --ft ckpt : sharded checkpoints (libckpt) every --ckpt-interval steps, rollback + redo.
-// One step, top to bottom, is Engine::train_step in engine.cpp.
+// The configuration of an ECRM training job (ec-train's options) and its `--fail` schedule.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "mpi_comm.hpp"
+namespace resil::ecrm {
 
-namespace resil::ectrain {
+/// Fault tolerance of the embedding shards:
+///   none : nothing (a failure is data loss),
+///   ec   : Reed-Solomon parity over the shards, XOR deltas every step, degraded reads and a
+///          rebuild spread over the following steps while training goes on,
+///   ckpt : sharded checkpoints every ckpt_interval steps, rollback + redo.
+enum class Ft { none, ec, ckpt };
+std::string_view ft_name(Ft ft) noexcept;
 
 /// `--fail RANK@STEP`: at the start of STEP, RANK loses its memory and a replacement takes its slot.
 struct FailSpec {
@@ -29,7 +30,7 @@ struct Config {
   std::int64_t steps = 300;
   std::uint64_t seed = 0;
   bool seed_given = false;
-  std::string ft = "ec";                 // none | ec | ckpt
+  Ft ft = Ft::ec;
   std::vector<FailSpec> fail;
   std::int64_t ckpt_interval = 50;
   int tables = 8;
@@ -50,14 +51,9 @@ struct Config {
 
   /// The fields that define the computation: a resume must match them.
   std::string computation_json(int world) const;
+  /// Checks that need the world size (UsageError naming the option): k + m <= world, every --fail
+  /// rank in the world and step within --steps, --fallback-ckpt only with --ft ec.
+  void validate(int world) const;
 };
 
-/// Run the whole job on every rank. Returns the process exit code (0, or 75 when preempted).
-/// Throws resil::Error subclasses; DataLossError, UsageError and MismatchError are raised on every
-/// rank alike (global decisions), anything else may be local to one rank.
-int run(Config cfg, const Mpi& mpi);
-
-/// Install the SIGTERM/SIGUSR1 handlers (a flag checked at each step boundary).
-void install_preemption_handlers();
-
-}  // namespace resil::ectrain
+}  // namespace resil::ecrm

@@ -1,0 +1,66 @@
+#!/usr/bin/python3
+"""A/B step time of two ec-train binaries (e.g. before and after a refactor), interleaved so that
+both see the same machine load: for each configuration, REPS rounds of one run of A and one of B
+(alternating which goes first), the median step time of each run (first 10 steps skipped), and the
+median over rounds of B/A with its range. Every run of a configuration must end with one
+state_hash (A and B compute the same thing).
+
+usage: bench_ec_train_ab.py EC_TRAIN_A EC_TRAIN_B [--ranks 6] [--steps 200] [--reps 8] [--mpiexec mpiexec]
+"""
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def arg(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+A, B = sys.argv[1], sys.argv[2]
+RANKS, STEPS, REPS = int(arg("--ranks", "6")), int(arg("--steps", "200")), int(arg("--reps", "8"))
+MPIEXEC = arg("--mpiexec", "mpiexec")
+WORK = tempfile.mkdtemp(prefix="bench_ec_train_ab.")
+
+
+def run(exe, extra):
+    report, ckpt = os.path.join(WORK, "r.json"), os.path.join(WORK, "ckpt")
+    shutil.rmtree(ckpt, ignore_errors=True)
+    cmd = [MPIEXEC, "-n", str(RANKS), exe, "--steps", str(STEPS), "--seed", "3", "--report", report, "--ckpt-dir", ckpt, *extra]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=600)
+    with open(report) as f:
+        r = json.load(f)
+    dt = sorted(r["timeline"]["dt"][10:])
+    return dt[len(dt) // 2], r["state_hash"]
+
+
+def main():
+    print(f"A = {A}\nB = {B}\n{RANKS} ranks, {STEPS} steps, {REPS} interleaved rounds, load {os.getloadavg()[0]:.1f}")
+    print(f"{'config':<16}{'A ms':>9}{'B ms':>9}{'B/A':>8}  range")
+    ok = True
+    for name, extra in [("none", ["--ft", "none"]), ("ec k=4 m=1", ["--ft", "ec", "--k", "4", "--m", "1"]),
+                        ("ec k=4 m=2", ["--ft", "ec", "--k", "4", "--m", "2"])]:
+        ta, tb, ratios, hashes = [], [], [], set()
+        for i in range(REPS):
+            order = [(A, ta), (B, tb)] if i % 2 == 0 else [(B, tb), (A, ta)]
+            for exe, out in order:
+                t, h = run(exe, extra)
+                out.append(t)
+                hashes.add(h)
+            ratios.append(tb[-1] / ta[-1])
+        ratios.sort()
+        print(f"{name:<16}{1e3 * statistics.median(ta):9.2f}{1e3 * statistics.median(tb):9.2f}{statistics.median(ratios):8.3f}"
+              f"  [{ratios[0]:.3f}, {ratios[-1]:.3f}]")
+        if len(hashes) != 1:
+            print(f"FAIL: {name}: A and B ended in different states {sorted(hashes)}")
+            ok = False
+    print(f"load at the end {os.getloadavg()[0]:.1f}")
+    shutil.rmtree(WORK, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

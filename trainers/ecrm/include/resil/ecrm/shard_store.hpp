@@ -1,0 +1,83 @@
+// The sharded embedding tables of one rank: its data fragments and parity fragments.
+//
+// Table t is rows x dim fp32 plus one Adagrad accumulator per value; each row is stored as
+// [dim weights | dim accumulators] (row_bytes = 8 * dim), so one row's update is one contiguous
+// byte range and its XOR delta covers parameters and optimizer state at once. Rows are placed by
+// ec::StripeLayout: this rank keeps a data store (its data fragments) and a parity store (its
+// parity fragments) per table, and per table a delta ledger for its parity fragments.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "resil/ckpt/hash.hpp"
+#include "resil/ec/codec.hpp"
+#include "resil/ec/ledger.hpp"
+#include "resil/ec/stripe.hpp"
+#include "resil/ecrm/transport.hpp"
+
+namespace resil::ecrm {
+
+/// One (table, row) of the embedding tables.
+struct RowId {
+  std::uint32_t table = 0, row = 0;
+  auto operator<=>(const RowId&) const = default;
+};
+
+/// A byte range of one member (data or parity fragment) held by some rank.
+struct FetchReq {
+  std::uint32_t table = 0, parity = 0;  // parity: 0 = data store, 1 = parity store
+  std::uint64_t slot = 0, offset = 0, len = 0;
+};
+
+class ShardStore {
+public:
+  ShardStore(const Transport& net, int k, int m, int tables, std::uint32_t rows, int dim, std::uint32_t rows_per_fragment);
+
+  const ec::StripeLayout& layout() const noexcept { return lay_; }
+  const ec::Codec& codec() const noexcept { return codec_; }
+  int k() const noexcept { return k_; }
+  int dim() const noexcept { return dim_; }
+  std::size_t row_bytes() const noexcept { return row_bytes_; }
+  std::span<std::byte> data_store(int t) { return data_[static_cast<std::size_t>(t)]; }
+  /// The stored bytes of a row this rank owns (meaningful only while its fragment is not lost).
+  std::span<std::byte> row(RowId r);
+  /// This rank's fragment j of `stripe`.
+  std::span<std::byte> member(std::uint64_t stripe, int j);
+  /// Table t's ledger: source = parity slot * k + data fragment.
+  ec::DeltaLedger& ledger(int t) { return ledgers_[static_cast<std::size_t>(t)]; }
+
+  /// Initial values: weights uniform in +-sqrt(1/rows) keyed by (seed, table, row), accumulators 0.
+  void init_rows(std::uint64_t seed);
+  /// This rank lost its memory: the stores hold garbage (so any use of lost bytes shows up in the
+  /// state hash) and the ledgers forget everything.
+  void wipe();
+
+  // ---- collectives ----
+  /// Byte ranges of members from the ranks holding them: reqs[r] go to rank r; returns, per rank,
+  /// the requested bytes concatenated in request order.
+  Inbox fetch(const std::vector<std::vector<FetchReq>>& reqs);
+  /// Fetch the k data fragments of every stripe where this rank holds parity member j, then call
+  /// fn(stripe, j, sources) for each, in stripe order (initial encode and the end-of-run check).
+  void for_each_parity_stripe(const std::function<void(std::uint64_t, int, const std::vector<ec::ConstBytes>&)>& fn);
+  /// Every parity fragment freshly encoded from the data, ledgers cleared.
+  void encode_all();
+  /// Every parity holder re-encodes its fragments from the data and compares; returns the number
+  /// of mismatching parity fragments over all ranks.
+  std::uint64_t verify_parity();
+  /// Hash of every row (table order, row order) into `h` on rank 0.
+  void hash_into(ckpt::Xxh64& h);
+
+private:
+  const Transport& net_;
+  int k_, dim_;
+  std::size_t row_bytes_;
+  ec::StripeLayout lay_;
+  ec::Codec codec_;
+  std::vector<std::vector<std::byte>> data_, parity_;
+  std::vector<ec::DeltaLedger> ledgers_;
+};
+
+}  // namespace resil::ecrm

@@ -1,0 +1,402 @@
+// The ECRM step loop. One step, top to bottom (Engine::train_step): request rows -> serve ->
+// decode -> forward/backward -> reduce dense -> apply row updates -> send deltas -> commit.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+
+#include "engine_impl.hpp"
+#include "resil/ckpt/checkpoint.hpp"
+#include "resil/ckpt/hash.hpp"
+#include "resil/core/rng.hpp"
+#include "resil/train/preempt.hpp"
+
+namespace resil::ecrm {
+
+namespace {
+constexpr float adagrad_eps = 1e-8f;
+
+// The DLRM replica of every rank: 13 dense features, bottom MLP 32 -> dim, top MLP 32 -> 1.
+train::DlrmConfig dlrm_config(const Config& c) {
+  return {static_cast<int>(data::criteo_num_dense), std::vector<std::uint32_t>(static_cast<std::size_t>(c.tables), c.rows), c.dim, {32}, {32}};
+}
+
+std::unique_ptr<train::EmbeddingSource> fetched_rows(train::Backend& be, const RowExchange& rows, int dim, FetchedRows*& out) {
+  auto src = std::make_unique<FetchedRows>(be, rows, dim);
+  out = src.get();
+  return src;
+}
+}  // namespace
+
+double now_seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+void agree(const Transport& net, const std::function<void()>& fn) {
+  int code = 0;
+  std::string what;
+  try {
+    fn();
+  } catch (const Error& e) {
+    code = static_cast<int>(e.exit_code());
+    what = e.what();
+  } catch (const std::bad_alloc&) {
+    code = static_cast<int>(ExitCode::internal);
+    what = "out of memory";
+  } catch (const std::exception& e) {
+    code = static_cast<int>(ExitCode::internal);
+    what = std::string("internal error: ") + e.what();
+  }
+  if (net.allreduce_max(code != 0 ? 1 : 0) == 0) return;
+  // The lowest failing rank reports; every rank exits with its code.
+  const int reporter = net.size() - 1 - net.allreduce_max(code != 0 ? net.size() - 1 - net.rank() : -1);
+  std::vector<int> agreed{net.rank() == reporter ? code : 0};
+  net.allreduce_max(agreed);
+  throw AgreedError(what, static_cast<ExitCode>(agreed[0]), net.rank() == reporter);
+}
+
+Engine::Engine(Config cfg, const Transport& net)
+    : cfg_(std::move(cfg)), net_(net), be_(train::make_cpu_backend(1)), net_model_(*be_, dlrm_config(cfg_), fetched_rows(*be_, rows_, cfg_.dim, emb_)),
+      opt_(*be_, train::OptimizerConfig{"adam", cfg_.mlp_lr}),
+      store_(net, cfg_.k, cfg_.m, cfg_.tables, cfg_.rows, cfg_.dim, cfg_.rows_per_fragment), recovery_(net, store_, cfg_.m),
+      deltas_(net, store_, recovery_), rows_(net, store_, recovery_) {
+  opt_.attach(net_model_.params());
+  active_.assign(static_cast<std::size_t>(net_.size()), -1);
+  fired_.assign(cfg_.fail.size(), false);
+}
+
+void Engine::train_step(std::int64_t step) {
+  const LocalBatch b = data_->batch(step);
+  const bool recovering = recovery_.any_lost();
+
+  // Request rows. The last step's parity deltas ride in the same messages: their arrival
+  // everywhere commits that step, one round earlier than a round of their own.
+  const std::int64_t committed = deltas_.pending_step();
+  rows_.request(b, deltas_.outgoing());
+  deltas_.sent();
+  auto commit = [&] {
+    if (committed >= 0) deltas_.apply(static_cast<std::uint64_t>(committed), rows_.extra_received());
+  };
+  // Applied now when this step reads parity (degraded reads, rebuild), else while the replies travel.
+  if (recovering) commit();
+
+  // Serve: the rows asked of this rank; while anything is lost, every rank also takes the same
+  // rebuild round (the data is as of the end of step - 1).
+  const auto jobs = recovering ? recovery_.take_rebuild_jobs(cfg_.rebuild_stripes) : std::vector<Recovery::RebuildJob>{};
+  double recovery_s = rows_.serve(jobs, recovering ? std::function<void()>{} : std::function<void()>(commit));
+
+  // Decode: lost rows from their survivors, this round's rebuild jobs.
+  const double r1 = now_seconds();
+  rows_.decode(jobs, static_cast<std::uint64_t>(step - 1));
+  if (recovering) after_rebuild(step - 1, recovery_s + (now_seconds() - r1));
+
+  // Forward and backward on the local batch (gradients scaled by 1 / global batch).
+  net_model_.zero_grad();
+  const auto res = net_model_.forward_backward({b.n, b.dense.data(), nullptr, b.targets.data(), b.rows.data()}, 1.0f / static_cast<float>(cfg_.batch));
+
+  // Reduce dense: MLP gradients summed in rank order, then the same Adam update on every replica.
+  reduce_dense(res.loss_sum);
+
+  // Apply row updates: row gradients to their owners, summed in rank order, Adagrad on each row.
+  update_rows(rows_.gradients(emb_->grads()));
+
+  // Send deltas: XOR of each updated row to its stripe's parity holders, sent with the next
+  // step's requests (or flushed); commit: when every holder applied them (next step), this step.
+  if (cfg_.ft == Ft::ec) deltas_.build(step, rows_.owned(), rows_.places(), rows_.old_bytes());
+}
+
+void Engine::reduce_dense(double loss_sum) {
+  auto params = net_model_.params();
+  std::vector<float> flat;
+  for (auto& p : params) {
+    const auto g = p.grad->to_host();
+    flat.insert(flat.end(), g.begin(), g.end());
+  }
+  flat.push_back(static_cast<float>(loss_sum));
+  net_.allreduce_sum_ordered(flat);
+  std::size_t at = 0;
+  for (auto& p : params) {
+    std::vector<float> g(flat.begin() + static_cast<std::ptrdiff_t>(at), flat.begin() + static_cast<std::ptrdiff_t>(at + p.grad->numel()));
+    p.grad->from_host(g);
+    at += p.grad->numel();
+  }
+  loss_sum_ = flat.back();
+  opt_.begin_step();
+  for (auto& p : params) opt_.update(p);
+}
+
+// Adagrad on each touched row: [w | s] -> s += g^2, w -= lr g / (sqrt(s) + eps). The new bytes go
+// to the store even for a lost fragment (its rebuild writes the same bytes again); the exchange's
+// old_bytes keep the bytes before.
+void Engine::update_rows(const std::vector<float>& gsum) {
+  const auto sd = static_cast<std::size_t>(cfg_.dim);
+  const auto rb = store_.row_bytes();
+  const auto& owned = rows_.owned();
+  const auto old = rows_.old_bytes();
+  for (std::size_t i = 0; i < owned.size(); ++i) {
+    float v[512];
+    std::memcpy(v, old.data() + i * rb, rb);
+    const float* g = gsum.data() + i * sd;
+    for (std::size_t q = 0; q < sd; ++q) {
+      v[sd + q] += g[q] * g[q];
+      v[q] -= cfg_.lr * g[q] / (std::sqrt(v[sd + q]) + adagrad_eps);
+    }
+    std::memcpy(store_.row(owned[i]).data(), v, rb);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The MLP replicas and their Adam state, as bytes (a replacement copies them from a survivor).
+ByteVec Engine::mlp_state() {
+  ByteVec b;
+  Writer w(b);
+  for (auto& p : net_model_.params()) {
+    const auto h = p.value->to_host();
+    w.put_bytes(reinterpret_cast<const std::byte*>(h.data()), h.size() * sizeof(float));
+  }
+  for (auto& [param, slots] : opt_.slots())
+    for (auto& [name, t] : slots) {
+      const auto h = t.to_host();
+      w.put_bytes(reinterpret_cast<const std::byte*>(h.data()), h.size() * sizeof(float));
+    }
+  w.put(opt_.step());
+  return b;
+}
+
+void Engine::set_mlp_state(const ByteVec& b) {
+  Reader rd(b, "MLP state");
+  auto load = [&](train::Tensor& t) {
+    std::vector<float> h(t.numel());
+    std::memcpy(h.data(), rd.take(h.size() * sizeof(float)), h.size() * sizeof(float));
+    t.from_host(h);
+  };
+  for (auto& p : net_model_.params()) load(*p.value);
+  for (auto& [param, slots] : opt_.slots())
+    for (auto& [name, t] : slots) load(t);
+  opt_.set_step(rd.get<std::int64_t>());
+}
+
+std::optional<std::int64_t> Engine::inject(const std::vector<int>& ranks, std::int64_t step) {
+  const int me = net_.rank(), N = net_.size();
+  // Failures strike at a commit boundary: the last step's deltas are applied first (see
+  // docs/ec-train.md, "Commit protocol").
+  deltas_.flush();
+  const double t0 = now_seconds();
+  // The failed rank loses everything it held in memory; a replacement with garbage memory takes
+  // its slot (same rank number). Then it announces itself: a real collective every rank joins.
+  const bool me_failed = std::find(ranks.begin(), ranks.end(), me) != ranks.end();
+  if (me_failed) {
+    auto garbage = mlp_state();
+    std::fill(garbage.begin(), garbage.end(), std::byte{0xFF});  // NaN floats
+    set_mlp_state(garbage);
+  }
+  std::vector<int> flags(static_cast<std::size_t>(N), 0);
+  if (me_failed) flags[static_cast<std::size_t>(me)] = 1;
+  net_.allreduce_max(flags);
+  const double detect = now_seconds() - t0;
+  const std::size_t first = fails_.size();
+  for (int r = 0; r < N; ++r) {
+    if (!flags[static_cast<std::size_t>(r)]) continue;
+    FailRecord f;
+    f.rank = r;
+    f.step = step;
+    f.t_fail = t0 - t_start_;
+    f.detect_s = detect;
+    if (active_[static_cast<std::size_t>(r)] >= 0) {
+      fails_[static_cast<std::size_t>(active_[static_cast<std::size_t>(r)])].superseded = true;
+      fails_[static_cast<std::size_t>(active_[static_cast<std::size_t>(r)])].outcome = "failed-again";
+    }
+    fails_.push_back(f);
+    recovery_.fail(r);  // on rank r: store wiped, ledgers cleared; everywhere: its members lost
+  }
+  if (cfg_.ft == Ft::none) {
+    for (auto i = first; i < fails_.size(); ++i) fails_[i].outcome = "data-loss";
+    throw DataLossError("step " + std::to_string(step) + ": rank " + std::to_string(fails_[first].rank) +
+                        " lost its embedding shards and --ft none keeps no redundancy (use --ft ec or --ft ckpt)");
+  }
+  if (cfg_.ft == Ft::ckpt) return rollback(step, first);
+
+  // ec: more than m lost members in any stripe cannot be decoded. Never continue with wrong values.
+  if (const auto s = recovery_.over_limit()) {
+    const auto& lay = store_.layout();
+    std::string who;
+    for (int j : recovery_.erased(*s)) who += (who.empty() ? "" : ",") + std::to_string(lay.rank_of(*s, j));
+    const std::string what = "step " + std::to_string(step) + ": stripe " + std::to_string(*s) + " (table " + std::to_string(lay.table_of(*s)) +
+                             ") lost " + std::to_string(recovery_.erased(*s).size()) + " members (ranks " + who + ") but m = " +
+                             std::to_string(cfg_.m) + " tolerates " + std::to_string(cfg_.m);
+    if (!cfg_.fallback_ckpt) {
+      for (auto i = first; i < fails_.size(); ++i) fails_[i].outcome = "data-loss";
+      throw DataLossError(what + "; no --fallback-ckpt");
+    }
+    if (me == 0) std::cerr << "ec-train: " << what << "; restarting from the newest checkpoint (--fallback-ckpt)\n";
+    return rollback(step, first);
+  }
+  // The MLP replicas and their optimizer state come from the lowest surviving rank.
+  const double t1 = now_seconds();
+  int root = 0;
+  while (root < N && flags[static_cast<std::size_t>(root)]) ++root;
+  auto state = mlp_state();
+  net_.bcast(state, root);
+  if (me_failed) set_mlp_state(state);
+  const double restore = now_seconds() - t1;
+  for (auto i = first; i < fails_.size(); ++i) {
+    fails_[i].mlp_restore_s = restore;
+    active_[static_cast<std::size_t>(fails_[i].rank)] = static_cast<int>(i);
+  }
+  return std::nullopt;
+}
+
+std::int64_t Engine::rollback(std::int64_t failed_step, std::size_t first_record) {
+  // The newest checkpoint this run wrote or started from (not whatever else lies in the directory).
+  std::optional<std::filesystem::path> from;
+  if (last_ckpt_ >= 0 && ckpt::manifest_complete(ckpt::manifest_path(cfg_.ckpt_dir, last_ckpt_)))
+    from = ckpt::manifest_path(cfg_.ckpt_dir, last_ckpt_);
+  if (!from) throw DataLossError("step " + std::to_string(failed_step) + ": no complete checkpoint in " + cfg_.ckpt_dir.string() + " to restart from");
+  const double t0 = now_seconds();
+  std::int64_t c = 0;
+  agree(net_, [&] { c = load_ckpt(*from); });
+  if (cfg_.ft == Ft::ec) store_.encode_all();  // fresh parity, nothing lost
+  recovery_.clear_lost();
+  std::fill(active_.begin(), active_.end(), -1);
+  const double load = now_seconds() - t0;
+  for (auto i = first_record; i < fails_.size(); ++i) {
+    fails_[i].rollback_to = c;
+    fails_[i].load_s = load;
+    fails_[i].redo_steps = failed_step - 1 - c;
+    fails_[i].outcome = "rolled-back";
+    redo_records_.push_back(i);
+  }
+  redo_until_ = failed_step;
+  t_redo_start_ = now_seconds();
+  return c + 1;
+}
+
+void Engine::after_rebuild(std::int64_t step, double round_s) {
+  for (int r = 0; r < net_.size(); ++r) {
+    const int a = active_[static_cast<std::size_t>(r)];
+    if (a < 0) continue;
+    auto& f = fails_[static_cast<std::size_t>(a)];
+    f.rebuild_s += round_s;
+    ++f.degraded_steps;
+    if (recovery_.pending(r) == 0) {
+      f.redundant_after_step = step;
+      f.time_to_redundancy_s = now_seconds() - t_start_ - f.t_fail;
+      f.outcome = "rebuilt";
+      active_[static_cast<std::size_t>(r)] = -1;
+    }
+  }
+}
+
+std::string Engine::state_hash() {
+  ckpt::Xxh64 h;
+  store_.hash_into(h);
+  const auto mlp = mlp_state();
+  h.update(mlp);
+  return ckpt::hex_u64(h.digest());
+}
+
+int Engine::run(const Progress& progress) {
+  const int me = net_.rank();
+  t_start_ = now_seconds();
+  // Start-up reads files each rank on its own (checkpoint shards, the TSV): the ranks agree on its
+  // outcome, so a bad file ends every rank with one line and one exit code instead of MPI_Abort.
+  std::optional<std::filesystem::path> resume;
+  agree(net_, [&] { resume = resume_source(); });
+  if (!cfg_.seed_given && !resume) {
+    cfg_.seed = me == 0 ? draw_seed() : 0;
+    net_.bcast(cfg_.seed, 0);
+  }
+  agree(net_, [&] {
+    if (resume) {
+      start_step_ = load_ckpt(*resume);
+      resumed_from_ = start_step_;
+    } else {
+      net_model_.init(cfg_.seed);
+      store_.init_rows(cfg_.seed);
+    }
+    data_ = std::make_unique<BatchSource>(cfg_, net_.size(), me, cfg_.seed);
+  });
+  if (me == 0)
+    std::cout << "ec-train: " << net_.size() << " ranks, --ft " << ft_name(cfg_.ft) << ", k=" << cfg_.k << " m=" << cfg_.m << ", "
+              << cfg_.tables << " tables x " << cfg_.rows << " rows x dim " << cfg_.dim << ", batch " << cfg_.batch << ", seed "
+              << cfg_.seed << (cfg_.seed_given ? "" : " (drawn)") << (resume ? ", resumed from " + resume->string() : "") << "\n"
+              << std::flush;
+  if (cfg_.ft == Ft::ec) store_.encode_all();
+  const bool checkpoints = cfg_.ft == Ft::ckpt || cfg_.fallback_ckpt;
+  // Rollbacks need a checkpoint of the starting state in --ckpt-dir.
+  if (checkpoints && !(resume && ckpt::manifest_complete(ckpt::manifest_path(cfg_.ckpt_dir, start_step_)))) save_ckpt(start_step_, false);
+  for (std::size_t i = 0; i < cfg_.fail.size(); ++i) fired_[i] = cfg_.fail[i].step <= start_step_;
+
+  std::int64_t step = start_step_ + 1;
+  while (step <= cfg_.steps) {
+    if (redo_until_ == step) {  // a rollback's redo is done: redundancy is back
+      for (auto i : redo_records_) {
+        fails_[i].redo_s = now_seconds() - t_redo_start_;
+        fails_[i].time_to_redundancy_s = now_seconds() - t_start_ - fails_[i].t_fail;
+        fails_[i].redundant_after_step = step - 1;
+      }
+      redo_records_.clear();
+      redo_until_ = -1;
+    }
+    // Preemption: at a step boundary every rank learns whether any rank was signalled.
+    if (cfg_.signal_at == step && me == 0 && resumed_from_ < 0) std::raise(SIGUSR1);
+    if (net_.allreduce_max(train::preempt_signal() != 0 ? 1 : 0)) {
+      save_ckpt(step - 1, true);
+      preempted_ = true;
+      if (progress.end) progress.end();
+      if (me == 0)
+        std::cout << "ec-train: preempted: checkpoint of step " << step - 1 << " in " << cfg_.ckpt_dir.string()
+                  << "; run the same command again to continue\n";
+      write_report("", static_cast<int>(ExitCode::preempted), -1);
+      return static_cast<int>(ExitCode::preempted);
+    }
+    std::vector<int> failing;
+    for (std::size_t i = 0; i < cfg_.fail.size(); ++i)
+      if (!fired_[i] && cfg_.fail[i].step == step) {
+        fired_[i] = true;
+        failing.push_back(cfg_.fail[i].rank);
+      }
+    if (!failing.empty())
+      if (const auto next = inject(failing, step)) {
+        step = *next;
+        continue;
+      }
+    const double t0 = now_seconds();
+    const std::string phase = redo_until_ > 0 ? "redo" : recovery_.any_lost() ? "degraded" : "normal";
+    train_step(step);
+    if (checkpoints && step % cfg_.ckpt_interval == 0 && step > last_ckpt_) save_ckpt(step, false);
+    const double t1 = now_seconds();
+    log_.push_back({step, t1 - t_start_, t1 - t0, loss_sum_ / cfg_.batch, phase});
+    if (progress.step) {
+      std::ostringstream extra;
+      extra << "loss " << loss_sum_ / cfg_.batch << (phase == "normal" ? "" : " [" + phase + "]");
+      progress.step(static_cast<std::uint64_t>(step), extra.str());
+    }
+    ++step;
+  }
+  deltas_.flush();
+  // Finish any rebuild still running, so the final state is fully redundant before it is hashed.
+  while (cfg_.ft == Ft::ec && recovery_.any_lost()) {
+    const double r0 = now_seconds();
+    recovery_.rebuild(0, static_cast<std::uint64_t>(cfg_.steps));
+    after_rebuild(cfg_.steps, now_seconds() - r0);
+  }
+  if (progress.end) progress.end();
+  const std::int64_t mismatches = cfg_.ft == Ft::ec ? static_cast<std::int64_t>(store_.verify_parity()) : -1;
+  const auto hash = state_hash();
+  if (mismatches > 0) throw EcError(std::to_string(mismatches) + " parity fragments differ from a fresh encode of the data at the end");
+  write_report(hash, 0, mismatches);
+  print_summary(hash);
+  return 0;
+}
+
+int run(Config cfg, const Transport& net, const Progress& progress) {
+  Engine e(std::move(cfg), net);
+  return e.run(progress);
+}
+
+}  // namespace resil::ecrm

@@ -1,0 +1,167 @@
+#include "resil/ecrm/shard_store.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "resil/core/error.hpp"
+#include "resil/core/rng.hpp"
+
+namespace resil::ecrm {
+
+namespace {
+constexpr std::byte wiped{0xEE};  // what a replacement's memory holds before it is rebuilt
+
+std::vector<ec::TableShape> shapes(int tables, std::uint32_t rows, std::size_t row_bytes) {
+  return std::vector<ec::TableShape>(static_cast<std::size_t>(tables), ec::TableShape{rows, row_bytes});
+}
+}  // namespace
+
+ShardStore::ShardStore(const Transport& net, int k, int m, int tables, std::uint32_t rows, int dim, std::uint32_t rows_per_fragment)
+    : net_(net), k_(k), dim_(dim), row_bytes_(static_cast<std::size_t>(dim) * 2 * sizeof(float)),
+      lay_(k, m, net.size(), shapes(tables, rows, row_bytes_), rows_per_fragment), codec_(k, m) {
+  const int me = net_.rank();
+  for (int t = 0; t < tables; ++t) {
+    data_.emplace_back(lay_.data_slots(me, t) * lay_.fragment_bytes(t), std::byte{0});
+    parity_.emplace_back(lay_.parity_slots(me, t) * lay_.fragment_bytes(t), std::byte{0});
+    ledgers_.emplace_back(lay_.parity_slots(me, t) * static_cast<std::uint64_t>(k));
+  }
+}
+
+std::span<std::byte> ShardStore::row(RowId r) {
+  const auto p = lay_.locate(static_cast<int>(r.table), r.row);
+  if (p.rank != net_.rank()) throw EcError("row " + std::to_string(r.row) + " of table " + std::to_string(r.table) + " is not on rank " + std::to_string(net_.rank()));
+  return std::span<std::byte>(data_[r.table]).subspan(p.slot * lay_.fragment_bytes(static_cast<int>(r.table)) + p.offset, row_bytes_);
+}
+
+std::span<std::byte> ShardStore::member(std::uint64_t stripe, int j) {
+  const int t = lay_.table_of(stripe);
+  const auto p = lay_.place(stripe, j);
+  if (p.rank != net_.rank()) throw EcError("member " + std::to_string(j) + " of stripe " + std::to_string(stripe) + " is not on rank " + std::to_string(net_.rank()));
+  auto& store = j < k_ ? data_[static_cast<std::size_t>(t)] : parity_[static_cast<std::size_t>(t)];
+  const auto fb = lay_.fragment_bytes(t);
+  return std::span<std::byte>(store).subspan(p.slot * fb, fb);
+}
+
+void ShardStore::init_rows(std::uint64_t seed) {
+  const float bound = std::sqrt(1.0f / static_cast<float>(lay_.table(0).rows));
+  for (int t = 0; t < lay_.tables(); ++t) {
+    std::fill(data_[static_cast<std::size_t>(t)].begin(), data_[static_cast<std::size_t>(t)].end(), std::byte{0});
+    const std::uint64_t key = derive_seed(seed, 0xE3B0000ull + static_cast<std::uint64_t>(t));
+    for (std::uint64_t r = 0; r < lay_.table(t).rows; ++r) {
+      if (lay_.locate(t, r).rank != net_.rank()) continue;
+      auto bytes = row({static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(r)});
+      std::vector<float> v(2 * static_cast<std::size_t>(dim_), 0.0f);
+      for (int i = 0; i < dim_; ++i) {
+        const double u = static_cast<double>(Rng::at(key, r, static_cast<std::uint64_t>(i)) >> 11) * 0x1.0p-53;
+        v[static_cast<std::size_t>(i)] = static_cast<float>(2.0 * u - 1.0) * bound;
+      }
+      std::memcpy(bytes.data(), v.data(), row_bytes_);
+    }
+  }
+}
+
+void ShardStore::wipe() {
+  for (auto& d : data_) std::fill(d.begin(), d.end(), wiped);
+  for (auto& p : parity_) std::fill(p.begin(), p.end(), wiped);
+  for (auto& led : ledgers_) led.clear();
+}
+
+Inbox ShardStore::fetch(const std::vector<std::vector<FetchReq>>& reqs) {
+  const int n = net_.size();
+  std::vector<ByteVec> out(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    Writer w(out[static_cast<std::size_t>(r)]);
+    for (const auto& q : reqs[static_cast<std::size_t>(r)]) w.put(q);
+  }
+  const auto in = net_.exchange(out);
+  std::vector<ByteVec> replies(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    Reader rd(in.from(r), "fetch request");
+    Writer w(replies[static_cast<std::size_t>(r)]);
+    while (!rd.done()) {
+      const auto q = rd.get<FetchReq>();
+      if (q.table >= static_cast<std::uint32_t>(lay_.tables())) throw EcError("fetch request for table " + std::to_string(q.table));
+      const auto& store = q.parity ? parity_[q.table] : data_[q.table];
+      const auto fb = lay_.fragment_bytes(static_cast<int>(q.table));
+      if (q.offset + q.len > fb || (q.slot + 1) * fb > store.size())
+        throw EcError("fetch request out of range: table " + std::to_string(q.table) + " slot " + std::to_string(q.slot));
+      w.put_bytes(store.data() + q.slot * fb + q.offset, q.len);
+    }
+  }
+  return net_.exchange(replies);
+}
+
+void ShardStore::for_each_parity_stripe(const std::function<void(std::uint64_t, int, const std::vector<ec::ConstBytes>&)>& fn) {
+  const int me = net_.rank(), n = net_.size();
+  std::vector<std::vector<FetchReq>> reqs(static_cast<std::size_t>(n));
+  std::vector<std::uint64_t> mine;  // stripes where this rank holds a parity member
+  for (std::uint64_t s = 0; s < lay_.stripes(); ++s) {
+    if (lay_.fragment_on(s, me) < k_) continue;
+    mine.push_back(s);
+    const int t = lay_.table_of(s);
+    for (int i = 0; i < k_; ++i) {
+      const auto p = lay_.place(s, i);
+      reqs[static_cast<std::size_t>(p.rank)].push_back({static_cast<std::uint32_t>(t), 0, p.slot, 0, lay_.fragment_bytes(t)});
+    }
+  }
+  const auto in = fetch(reqs);
+  std::vector<std::size_t> pos(static_cast<std::size_t>(n), 0);
+  std::vector<ec::ConstBytes> src;
+  for (auto s : mine) {
+    const auto fb = lay_.fragment_bytes(lay_.table_of(s));
+    src.clear();
+    for (int i = 0; i < k_; ++i) {
+      const auto r = static_cast<std::size_t>(lay_.place(s, i).rank);
+      src.emplace_back(in.from(static_cast<int>(r)).data() + pos[r], fb);
+      pos[r] += fb;
+    }
+    fn(s, lay_.fragment_on(s, me), src);
+  }
+}
+
+void ShardStore::encode_all() {
+  for_each_parity_stripe([&](std::uint64_t s, int j, const std::vector<ec::ConstBytes>& src) {
+    codec_.encode_row(j - k_, src, member(s, j));
+  });
+  for (auto& l : ledgers_) l.clear();
+}
+
+std::uint64_t ShardStore::verify_parity() {
+  int bad = 0;
+  std::vector<std::byte> fresh;
+  for_each_parity_stripe([&](std::uint64_t s, int j, const std::vector<ec::ConstBytes>& src) {
+    fresh.assign(src.front().size(), std::byte{0});
+    codec_.encode_row(j - k_, src, fresh);
+    const auto stored = member(s, j);
+    if (!std::equal(fresh.begin(), fresh.end(), stored.begin())) ++bad;
+  });
+  std::vector<double> total{static_cast<double>(bad)};
+  net_.allreduce_sum_ordered(total);
+  return static_cast<std::uint64_t>(total[0]);
+}
+
+void ShardStore::hash_into(ckpt::Xxh64& h) {
+  ByteVec mine;
+  for (auto& d : data_) mine.insert(mine.end(), d.begin(), d.end());
+  const auto all = net_.gather(mine, 0);
+  if (net_.rank() != 0) return;
+  const auto T = static_cast<std::size_t>(lay_.tables());
+  std::vector<std::size_t> base(static_cast<std::size_t>(net_.size()) * T);
+  for (int r = 0; r < net_.size(); ++r) {
+    std::size_t off = 0;
+    for (int t = 0; t < lay_.tables(); ++t) {
+      base[static_cast<std::size_t>(r) * T + static_cast<std::size_t>(t)] = off;
+      off += lay_.data_slots(r, t) * lay_.fragment_bytes(t);
+    }
+  }
+  for (int t = 0; t < lay_.tables(); ++t)
+    for (std::uint64_t row = 0; row < lay_.table(t).rows; ++row) {
+      const auto p = lay_.locate(t, row);
+      const std::size_t at = base[static_cast<std::size_t>(p.rank) * T + static_cast<std::size_t>(t)] + p.slot * lay_.fragment_bytes(t) + p.offset;
+      h.update(std::span<const std::byte>(all[static_cast<std::size_t>(p.rank)].data() + at, row_bytes_));
+    }
+}
+
+}  // namespace resil::ecrm
