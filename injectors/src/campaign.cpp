@@ -604,7 +604,7 @@ struct TrialContext {
               {"wall_seconds", r.wall_seconds}};
   if (r.summary && r.summary->is_object()) {
     json s;
-    for (const char* key : {"final_loss", "test_loss", "test_accuracy", "test_auc", "nan_detected", "nan_step", "steps", "error", "wall_seconds"})
+    for (const char* key : {"final_loss", "test_loss", "test_accuracy", "test_auc", "nan_detected", "nan_step", "steps", "error"})
       if (r.summary->contains(key)) s[key] = r.summary->at(key);
     rec["summary"] = s;
   }
