@@ -1,5 +1,6 @@
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "commands.hpp"
 #include "resil/app/main.hpp"
@@ -14,14 +15,18 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
       "  ckpt-flip campaign examples/campaigns/eval-mlp.json --out res\n"
       "  ckpt-flip campaign study.json --shard 3/8 --out res          # one Slurm array task (trial id mod 8 == 3)\n"
       "  ckpt-flip campaign study.json --out res --max-trials 10      # a slice now; a re-run skips finished trials\n"
+      "  ckpt-flip campaign study.json --out res --jobs 1             # one trial at a time (default: one per core)\n"
       "  ckpt-flip report res --json res/report.json --markdown res/report.md\n"
       "Config (JSON, docs/campaigns.md): checkpoint, command with {ckpt} {out} {dir} {trial} {seed}, trials, seed,\n"
-      "timeout_s, inject{flips, model, role, bits, include, exclude, strata}, metric, tolerance, restore revert|copy.\n"
+      "timeout_s, inject{flips, model, role, bits, include, exclude, strata}, metric, tolerance, restore revert|copy,\n"
+      "mode command|worker (worker: a resident `ckpt-train serve` per job forks each trial; same results, less overhead).\n"
       "Classes: load_failure hang crash nan_at_load nan_later critical_sdc tolerable_sdc masked bit_masked.");
   c->add_option("CONFIG", o.config, "campaign configuration (JSON)")->required()->check(CLI::ExistingFile);
   c->add_option("--out", o.out, "campaign directory (results/, campaign.json, golden.json)")->required();
   c->add_option("--shard", o.shard, "this process's part i/n of the trial ids (trial mod n == i)");
   c->add_option("--max-trials", o.max_trials, "run at most this many new trials now")->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
+  c->add_option("--jobs", o.jobs, "trials at once, each on its own checkpoint copy (default: the number of cores); records as a serial run's")
+      ->check(CLI::Range(1u, inject::max_jobs));
   c->add_flag("--keep-work", o.keep_work, "keep OUT/work/ (the private checkpoint copy and the last trial's log)");
   c->add_flag("-q,--quiet", o.quiet, "no per-trial lines");
   return c;
@@ -34,8 +39,10 @@ int run_campaign(const CampaignOptions& o) {
   ro.out = o.out;
   ro.max_trials = o.max_trials;
   ro.keep_work = o.keep_work;
+  ro.jobs = o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   std::cout << "campaign " << cfg.name << ": " << cfg.trials << " trials (shard " << o.shard << "), seed " << cfg.seed << ", model "
-            << cfg.model << " x" << cfg.flips << ", timeout " << cfg.timeout_s << " s -> " << o.out << std::endl;
+            << cfg.model << " x" << cfg.flips << ", timeout " << cfg.timeout_s << " s, " << ro.jobs
+            << (ro.jobs == 1 ? " job" : " jobs") << (cfg.mode == "worker" ? " (trial workers)" : "") << " -> " << o.out << std::endl;
   const std::uint64_t planned = ro.shard.trials_of(cfg.trials);
   auto bar = std::make_unique<app::Progress>("trials", planned);
   auto counts_text = [](const std::map<std::string, std::uint64_t>& counts) {

@@ -68,6 +68,7 @@ struct CampaignOptions {
   std::string config, out, shard = "0/1";
   std::optional<std::uint64_t> max_trials;
   bool keep_work = false, quiet = false;
+  unsigned jobs = 0;  // 0: the number of cores
 };
 CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o);
 int run_campaign(const CampaignOptions& o);

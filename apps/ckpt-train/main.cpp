@@ -1,7 +1,10 @@
 // ckpt-train: deterministic training (none | dp | mp) that writes and resumes HDF5 checkpoints.
 #include <iostream>
+#include <optional>
+#include <string_view>
 
 #include "commands.hpp"
+#include "serve.hpp"
 #include "resil/app/main.hpp"
 #include "resil/config.hpp"
 #include "resil/train/device.hpp"
@@ -13,7 +16,9 @@
 using namespace resil::app::ckpt_train;
 
 int main(int argc, char** argv) {
-  resil::train::MpiSession mpi(&argc, &argv);
+  // serve forks a child per trial: no MPI in that process (a world of one, as for a plain eval).
+  std::optional<resil::train::MpiSession> mpi;
+  if (argc < 2 || std::string_view(argv[1]) != "serve") mpi.emplace(&argc, &argv);
 #if RESIL_HAVE_CUDA
   resil::train::register_cuda_provider({&resil::train::cuda_device_count, &resil::train::cuda_device_description,
                                         &resil::train::cuda_device_for_local_rank, &resil::train::make_cuda_backend});
@@ -28,6 +33,7 @@ int main(int argc, char** argv) {
   ResumeOptions resume_o;
   EvalOptions eval_o;
   LatestOptions latest_o;
+  ServeOptions serve_o;
   auto* train = app.add_subcommand("train", "train from scratch");
   auto* resume = app.add_subcommand("resume", "continue a run from a checkpoint (file or mp manifest)");
   auto* eval = app.add_subcommand("eval", "evaluate a checkpoint on the test split");
@@ -36,6 +42,8 @@ int main(int argc, char** argv) {
   setup_resume(*resume, resume_o);
   setup_eval(*eval, eval_o);
   setup_latest(*latest, latest_o);
+  auto* serve = app.add_subcommand("serve", "resident trial worker for campaigns (\"mode\": \"worker\"; started by ckpt-flip campaign)");
+  setup_serve(*serve, serve_o);
   const std::string prog = "ckpt-train";
   resil::app::Ranks ranks{comm.rank(), comm.size(), [&comm](int v) { return comm.allreduce_max(v); },
                           [&comm](int code) { comm.abort(code); }};
@@ -52,6 +60,7 @@ int main(int argc, char** argv) {
           if (*train) return run_train(train_o, comm);
           if (*resume) return run_resume(resume_o, comm);
           if (*eval) return run_eval(eval_o, comm);
+          if (*serve) return run_serve(serve_o);
           return run_latest(latest_o);
         } catch (const resil::train::PeerError& e) {
           // Agreed by every rank (see PeerError): reported once, every rank exits with the job's code.

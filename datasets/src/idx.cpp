@@ -60,7 +60,7 @@ std::uint32_t be32(const unsigned char* b) {
 
 }  // namespace
 
-IdxArray read_idx(const std::filesystem::path& p) {
+IdxArray read_idx_prefix(const std::filesystem::path& p, std::size_t max_items, std::uint32_t* declared_items) {
   Reader r(p);
   unsigned char magic[4];
   if (r.read(magic, 4) != 4) throw CorruptInputError(r.name() + ": truncated IDX header at byte " + std::to_string(r.offset()));
@@ -80,6 +80,14 @@ IdxArray read_idx(const std::filesystem::path& p) {
     total *= a.dims.back();
     if (total > (std::uint64_t{1} << 34)) throw CorruptInputError(r.name() + ": IDX dimensions too large at byte " + std::to_string(r.offset() - 4));
   }
+  if (declared_items) *declared_items = a.dims[0];
+  // A prefix: only the bytes of the first max_items items are decompressed (an evaluation on 2,000
+  // test samples need not inflate the rest; the training split is never read by eval).
+  const bool prefix = max_items > 0 && max_items < a.dims[0];
+  if (prefix) {
+    total = total / a.dims[0] * max_items;
+    a.dims[0] = static_cast<std::uint32_t>(max_items);
+  }
   a.data.resize(total);
   const std::size_t start = r.offset();
   const std::size_t got = r.read(a.data.data(), a.data.size());
@@ -87,10 +95,12 @@ IdxArray read_idx(const std::filesystem::path& p) {
     throw CorruptInputError(r.name() + ": truncated IDX payload: expected " + std::to_string(total) + " bytes after the header, file ends at byte " +
                             std::to_string(start + got));
   unsigned char extra;
-  if (r.read(&extra, 1) != 0)
+  if (!prefix && r.read(&extra, 1) != 0)
     throw CorruptInputError(r.name() + ": trailing bytes after the IDX payload at byte " + std::to_string(start + total));
   return a;
 }
+
+IdxArray read_idx(const std::filesystem::path& p) { return read_idx_prefix(p, 0, nullptr); }
 
 void write_idx(const std::filesystem::path& p, const IdxArray& a) {
   const bool gz = p.extension() == ".gz";

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -20,6 +21,7 @@
 #include "resil/inject/names.hpp"
 #include "resil/inject/campaign.hpp"
 #include "resil/inject/plan.hpp"
+#include "campaign_worker.hpp"
 
 namespace resil::inject {
 
@@ -251,8 +253,11 @@ public:
       if (::ftruncate(fd_, static_cast<off_t>(keep)) != 0) throw IoError(p.string() + ": cannot cut a torn last line");
     }
   }
-  ~ResultsFile() {
+  ~ResultsFile() { close(); }
+  /// In a job process: the descriptor is the campaign's (the lock stays with the campaign's).
+  void close() noexcept {
     if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
   }
   ResultsFile(const ResultsFile&) = delete;
   ResultsFile& operator=(const ResultsFile&) = delete;
@@ -413,6 +418,203 @@ void refuse_inputs_inside_outputs(const CampaignConfig& c, const CkptFiles& gold
   }
 }
 
+/// Everything one job needs to run trials: the shared campaign state (read-only) and its own
+/// private checkpoint copy, scratch directory and (in worker mode) trial worker.
+struct TrialContext {
+  const CampaignConfig& c;
+  const Golden& golden;
+  const FaultModel& fmodel;
+  const std::vector<Stratum>& strata;
+  const CkptFiles& golden_files;
+  const std::map<std::pair<std::size_t, std::string>, std::uint64_t>& gsum;
+  ShardSpec shard;
+  stdfs::path wdir;
+  CkptFiles work;
+  std::vector<FileId> work_ids;
+  std::unique_ptr<detail::TrialWorker> worker;
+
+  void prepare() {
+    for (const auto& f : work.files) work_ids.push_back(file_id(f));
+    if (c.mode == "worker")
+      worker = std::make_unique<detail::TrialWorker>(c.command[0], golden_files.entry.string(), wdir / "worker.log", std::max(c.timeout_s, 60.0));
+  }
+
+  /// The record of trial t. In worker mode a worker that dies without a result is restarted and the
+  /// trial run again (from golden bytes, as restored); a second death is recorded as crash.
+  json run(std::uint64_t t) {
+    if (auto rec = attempt(t, !worker)) return *rec;
+    worker->restart();
+    return *attempt(t, true);
+  }
+
+  /// One run of trial t; nothing when the worker died and `last` is false (restored, no record).
+  std::optional<json> attempt(std::uint64_t t, bool last) {
+  const stdfs::path scratch = wdir / "scratch", sum_path = wdir / "summary.json", tlog = wdir / "trial.log";
+  const Stratum& st = strata[t % strata.size()];
+  PlanOptions popt;
+  popt.seed = c.seed;
+  popt.trial = t;
+  popt.flips = c.flips;
+  popt.model = fmodel;
+  const auto sites = sample_sites(st.sel.targets, popt);
+  // Plan per file: the sites of each file against that file's targets.
+  std::map<std::size_t, std::vector<FlipRecord>> recs;
+  {
+    std::map<std::size_t, std::pair<std::vector<Target>, std::vector<Site>>> per;
+    std::map<std::uint32_t, std::uint32_t> remap;
+    for (const auto& s : sites) {
+      const std::size_t f = st.sel.file[s.target];
+      auto& [tg, ss] = per[f];
+      if (!remap.count(s.target)) {
+        remap[s.target] = static_cast<std::uint32_t>(tg.size());
+        tg.push_back(st.sel.targets[s.target]);
+      }
+      ss.push_back({remap[s.target], s.index, s.bit});
+    }
+    for (auto& [f, ts] : per) recs[f] = plan(work.files[f].string(), ts.first, ts.second, popt);
+  }
+  CkptFiles trial_files = work;
+  if (c.copies) {
+    stdfs::remove_all(wdir / "copy");
+    trial_files = copy_checkpoint(golden_files, wdir / "copy");
+  }
+  // The log of every file is durable before the file changes (revert works after a kill).
+  json flips = json::array();
+  bool nonfinite = false;
+  std::set<std::pair<std::size_t, std::string>> touched;
+  std::map<std::string, std::string> labels;
+  for (const auto& [f, rv] : recs) {
+    LogHeader h;
+    h.tool_version = resil::version;
+    h.seed = c.seed;
+    h.trial = t;
+    h.model = fmodel.name();
+    h.input = h.output = trial_files.files[f].string();
+    h.in_place = true;
+    h.planned = rv.size();
+    const stdfs::path pending = wdir / ("pending-" + std::to_string(f) + ".jsonl");
+    stdfs::remove_all(pending);  // never write through whatever an earlier command left there
+    LogWriter lw(pending);
+    lw.line(header_line(h));
+    lw.records(rv);
+    lw.close();
+    for (const auto& r : rv) {
+      flips.push_back(flip_json(r, golden_files.files.size() > 1 ? golden_files.rel[f] : ""));
+      touched.insert({f, r.dataset});
+      if (ckpt::dtype_is_float(r.dtype) && !std::isfinite(ckpt::word_to_double(r.dtype, r.new_bits))) nonfinite = true;
+      if (labels.empty()) {
+        const std::string dt(ckpt::dtype_name(r.dtype));
+        labels = {{"field", field_of(dt, r.anchor)}, {"bit", std::to_string(r.anchor)}, {"role", role_of(r.dataset)}, {"dtype", dt},
+                  {"tensor", display_name(r.dataset) + (golden_files.files.size() > 1 ? "@" + golden_files.rel[f] : "")}};
+      }
+    }
+    apply(trial_files.files[f].string(), rv, Direction::forward);
+  }
+  stdfs::remove_all(scratch);
+  stdfs::create_directories(scratch);
+  stdfs::remove(sum_path);
+  const auto argv = substitute(c.command, {{"ckpt", trial_files.entry.string()}, {"out", sum_path.string()}, {"dir", scratch.string()},
+                                           {"trial", std::to_string(t)}, {"seed", std::to_string(derive_seed(c.seed, t))}});
+  std::optional<CommandResult> ran;
+  if (worker) {
+    // The worker forks ckpt-train with argv[1..]: the request carries the whole argv.
+    ran = worker->run(argv, c.timeout_s, tlog);
+  } else {
+    ran = run_command(argv, c.timeout_s, tlog);
+  }
+  const bool worker_died = !ran;
+  CommandResult r = ran ? *ran : CommandResult{};
+  Classified k;
+  if (worker_died) {
+    r.output_tail = detail::tail_of(tlog, 400);
+    k.outcome = Outcome::crash;
+    k.note = "the trial worker died twice without a result";
+  } else {
+    r.summary = read_json_file(sum_path);
+    k = classify(c, golden, r, nonfinite, std::nullopt);
+    if (k.outcome == Outcome::masked && golden.final_weights && r.summary)
+      if (const auto fw = final_weights_of(*r.summary)) k = classify(c, golden, r, nonfinite, fw);
+  }
+  // Restore: exact revert from the log, verified against the golden checksums. The command may
+  // have rewritten, truncated, deleted or replaced {ckpt}: then the file is copied again from
+  // golden and the trial recorded like any other (never an abort: a re-run would stop there again).
+  std::string restore = "copy";
+  bool damaged = false;
+  if (c.copies) {
+    stdfs::remove_all(wdir / "copy");
+  } else {
+    restore = "reverted";
+    for (std::size_t f = 0; f < work.files.size(); ++f) {
+      bool ok = file_id(work.files[f]) == work_ids[f];
+      if (ok) {
+        try {
+          if (const auto it = recs.find(f); it != recs.end()) apply(work.files[f].string(), it->second, Direction::revert, true);
+          auto h = ckpt::h5::open_file(work.files[f].string(), ckpt::h5::Mode::read);
+          for (const auto& [key, sum] : gsum) {
+            if (key.first != f || (c.verify == "touched" && !touched.count(key))) continue;
+            if (ckpt::dataset_checksum(h, key.second) != sum) ok = false;
+          }
+        } catch (const Error&) {
+          ok = false;
+          damaged = true;
+        }
+      } else {
+        damaged = true;
+      }
+      if (!ok) {  // the command altered the file itself (or a revert failed): start again from golden
+        copy_with_marker(golden_files.files[f], work.files[f]);
+        work_ids[f] = file_id(work.files[f]);
+        restore = "recopied";
+      }
+      const stdfs::path marker = golden_files.files[f].string() + ".done", work_marker = work.files[f].string() + ".done";
+      const bool marker_ok = stdfs::exists(marker) ? same_small_file(marker, work_marker) : !stdfs::exists(stdfs::symlink_status(work_marker));
+      if (!marker_ok) {
+        copy_with_marker(golden_files.files[f], work.files[f]);
+        work_ids[f] = file_id(work.files[f]);
+        restore = "recopied";
+        damaged = true;
+      }
+    }
+    if (work.entry != work.files[0] && !same_small_file(golden_files.entry, work.entry)) {  // the mp manifest
+      replace_with_copy(golden_files.entry, work.entry);
+      restore = "recopied";
+      damaged = true;
+    }
+  }
+  if (damaged) k.note += std::string(k.note.empty() ? "" : "; ") + "the command deleted, replaced or damaged {ckpt}: copied again from golden";
+  for (const auto& [f, rv] : recs) stdfs::remove(wdir / ("pending-" + std::to_string(f) + ".jsonl"));
+  stdfs::remove_all(scratch);
+  if (worker_died && !last) return std::nullopt;
+
+  json rec = {{"trial", t},
+              {"shard", std::to_string(shard.index) + "/" + std::to_string(shard.count)},
+              {"seed", c.seed},
+              {"trial_seed", derive_seed(c.seed, t)},
+              {"stratum", st.label},
+              {"class", outcome_name(k.outcome)},
+              {"note", k.note},
+              {"exit_code", r.timed_out || worker_died ? json(nullptr) : json(r.exit_code)},
+              {"signal", r.signal ? json(r.signal) : json(nullptr)},
+              {"metric", k.metric ? json(*k.metric) : json(nullptr)},
+              {"golden_metric", golden.metric},
+              {"delta", k.delta ? json(*k.delta) : json(nullptr)},
+              {"n_flips", flips.size()},
+              {"flips", flips},
+              {"strata", labels},
+              {"injected_nonfinite", nonfinite},
+              {"restore", restore},
+              {"wall_seconds", r.wall_seconds}};
+  if (r.summary && r.summary->is_object()) {
+    json s;
+    for (const char* key : {"final_loss", "test_loss", "test_accuracy", "test_auc", "nan_detected", "nan_step", "steps", "error"})
+      if (r.summary->contains(key)) s[key] = r.summary->at(key);
+    rec["summary"] = s;
+  }
+  if (k.outcome == Outcome::crash || k.outcome == Outcome::load_failure || k.outcome == Outcome::hang) rec["output_tail"] = r.output_tail;
+  return rec;
+  }
+};
+
 }  // namespace
 
 FaultSpace fault_space(const CampaignConfig& c) {
@@ -473,6 +675,7 @@ std::map<std::uint64_t, json> read_results(const stdfs::path& out) {
 RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const TrialCallback& on_trial) {
   if (o.out.empty()) throw UsageError("campaign: --out DIR is required");
   c.validate("campaign " + c.name);
+  if (o.jobs < 1 || o.jobs > max_jobs) throw UsageError("campaign: --jobs " + std::to_string(o.jobs) + ": need 1 to " + std::to_string(max_jobs));
   if (o.shard.count == 0 || o.shard.index >= o.shard.count) throw UsageError("campaign: shard " + shard_name(o.shard) + ": need 0 <= i < n");
   const auto golden_files = ckpt_files(c.checkpoint);
   for (const auto& f : golden_files.files) {
@@ -498,8 +701,12 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
   for (const auto& s : strata) meta_full["strata"].push_back({{"label", s.label}, {"bits", s.sel.bits()}});
   require_regular_or_absent(o.out / "campaign.json");
   if (auto old = read_json_file(o.out / "campaign.json")) {
-    const json old_cfg = old->is_object() ? old->value("config", json()) : json();
-    if (old_cfg != meta_full["config"])
+    json old_cfg = old->is_object() ? old->value("config", json()) : json();
+    // How trials run ("mode") is not part of what they compute: a campaign may continue in another mode.
+    json new_cfg = meta_full["config"];
+    if (old_cfg.is_object()) old_cfg.erase("mode");
+    new_cfg.erase("mode");
+    if (old_cfg != new_cfg)
       throw UsageError(o.out.string() + " already holds a campaign with a different configuration (" +
                        (old_cfg.is_object() && old_cfg.contains("name") ? old_cfg.at("name").dump() : std::string("?")) + "); use another --out");
   } else {
@@ -540,163 +747,49 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
     return rs;
   }
   const auto gsum = golden_checksums(golden_files);
-  std::vector<FileId> work_ids;
-  for (const auto& f : work.files) work_ids.push_back(file_id(f));
-  const stdfs::path scratch = wdir / "scratch", sum_path = wdir / "summary.json", tlog = wdir / "trial.log";
-
+  auto make_context = [&](const stdfs::path& dir) {
+    return std::make_unique<TrialContext>(TrialContext{c, golden, fmodel, strata, golden_files, gsum, o.shard, dir, {}, {}, {}});
+  };
+  // Trial ids in order, skipping those already recorded, until to_run have been handed out.
+  std::uint64_t next_t = o.shard.index, handed = 0;
+  auto next = [&]() -> std::optional<std::uint64_t> {
+    if (handed == to_run) return std::nullopt;
+    while (done_before.count(next_t)) next_t += o.shard.count;
+    const std::uint64_t t = next_t;
+    next_t += o.shard.count;
+    ++handed;
+    return t;
+  };
   std::uint64_t done = rs.skipped;
-  for (std::uint64_t t = o.shard.index; rs.ran < to_run; t += o.shard.count) {
-    if (done_before.count(t)) continue;
-    const Stratum& st = strata[t % strata.size()];
-    PlanOptions popt;
-    popt.seed = c.seed;
-    popt.trial = t;
-    popt.flips = c.flips;
-    popt.model = fmodel;
-    const auto sites = sample_sites(st.sel.targets, popt);
-    // Plan per file: the sites of each file against that file's targets.
-    std::map<std::size_t, std::vector<FlipRecord>> recs;
-    {
-      std::map<std::size_t, std::pair<std::vector<Target>, std::vector<Site>>> per;
-      std::map<std::uint32_t, std::uint32_t> remap;
-      for (const auto& s : sites) {
-        const std::size_t f = st.sel.file[s.target];
-        auto& [tg, ss] = per[f];
-        if (!remap.count(s.target)) {
-          remap[s.target] = static_cast<std::uint32_t>(tg.size());
-          tg.push_back(st.sel.targets[s.target]);
-        }
-        ss.push_back({remap[s.target], s.index, s.bit});
-      }
-      for (auto& [f, ts] : per) recs[f] = plan(work.files[f].string(), ts.first, ts.second, popt);
-    }
-    CkptFiles trial_files = work;
-    if (c.copies) {
-      stdfs::remove_all(wdir / "copy");
-      trial_files = copy_checkpoint(golden_files, wdir / "copy");
-    }
-    // The log of every file is durable before the file changes (revert works after a kill).
-    json flips = json::array();
-    bool nonfinite = false;
-    std::set<std::pair<std::size_t, std::string>> touched;
-    std::map<std::string, std::string> labels;
-    for (const auto& [f, rv] : recs) {
-      LogHeader h;
-      h.tool_version = resil::version;
-      h.seed = c.seed;
-      h.trial = t;
-      h.model = fmodel.name();
-      h.input = h.output = trial_files.files[f].string();
-      h.in_place = true;
-      h.planned = rv.size();
-      const stdfs::path pending = wdir / ("pending-" + std::to_string(f) + ".jsonl");
-      stdfs::remove_all(pending);  // never write through whatever an earlier command left there
-      LogWriter lw(pending);
-      lw.line(header_line(h));
-      lw.records(rv);
-      lw.close();
-      for (const auto& r : rv) {
-        flips.push_back(flip_json(r, golden_files.files.size() > 1 ? golden_files.rel[f] : ""));
-        touched.insert({f, r.dataset});
-        if (ckpt::dtype_is_float(r.dtype) && !std::isfinite(ckpt::word_to_double(r.dtype, r.new_bits))) nonfinite = true;
-        if (labels.empty()) {
-          const std::string dt(ckpt::dtype_name(r.dtype));
-          labels = {{"field", field_of(dt, r.anchor)}, {"bit", std::to_string(r.anchor)}, {"role", role_of(r.dataset)}, {"dtype", dt},
-                    {"tensor", display_name(r.dataset) + (golden_files.files.size() > 1 ? "@" + golden_files.rel[f] : "")}};
-        }
-      }
-      apply(trial_files.files[f].string(), rv, Direction::forward);
-    }
-    stdfs::remove_all(scratch);
-    stdfs::create_directories(scratch);
-    stdfs::remove(sum_path);
-    const auto argv = substitute(c.command, {{"ckpt", trial_files.entry.string()}, {"out", sum_path.string()}, {"dir", scratch.string()},
-                                             {"trial", std::to_string(t)}, {"seed", std::to_string(derive_seed(c.seed, t))}});
-    CommandResult r = run_command(argv, c.timeout_s, tlog);
-    r.summary = read_json_file(sum_path);
-    Classified k = classify(c, golden, r, nonfinite, std::nullopt);
-    if (k.outcome == Outcome::masked && golden.final_weights && r.summary)
-      if (const auto fw = final_weights_of(*r.summary)) k = classify(c, golden, r, nonfinite, fw);
-    // Restore: exact revert from the log, verified against the golden checksums. The command may
-    // have rewritten, truncated, deleted or replaced {ckpt}: then the file is copied again from
-    // golden and the trial recorded like any other (never an abort: a re-run would stop there again).
-    std::string restore = "copy";
-    bool damaged = false;
-    if (c.copies) {
-      stdfs::remove_all(wdir / "copy");
-    } else {
-      restore = "reverted";
-      for (std::size_t f = 0; f < work.files.size(); ++f) {
-        bool ok = file_id(work.files[f]) == work_ids[f];
-        if (ok) {
-          try {
-            if (const auto it = recs.find(f); it != recs.end()) apply(work.files[f].string(), it->second, Direction::revert, true);
-            auto h = ckpt::h5::open_file(work.files[f].string(), ckpt::h5::Mode::read);
-            for (const auto& [key, sum] : gsum) {
-              if (key.first != f || (c.verify == "touched" && !touched.count(key))) continue;
-              if (ckpt::dataset_checksum(h, key.second) != sum) ok = false;
-            }
-          } catch (const Error&) {
-            ok = false;
-            damaged = true;
-          }
-        } else {
-          damaged = true;
-        }
-        if (!ok) {  // the command altered the file itself (or a revert failed): start again from golden
-          copy_with_marker(golden_files.files[f], work.files[f]);
-          work_ids[f] = file_id(work.files[f]);
-          restore = "recopied";
-        }
-        const stdfs::path marker = golden_files.files[f].string() + ".done", work_marker = work.files[f].string() + ".done";
-        const bool marker_ok = stdfs::exists(marker) ? same_small_file(marker, work_marker) : !stdfs::exists(stdfs::symlink_status(work_marker));
-        if (!marker_ok) {
-          copy_with_marker(golden_files.files[f], work.files[f]);
-          work_ids[f] = file_id(work.files[f]);
-          restore = "recopied";
-          damaged = true;
-        }
-      }
-      if (work.entry != work.files[0] && !same_small_file(golden_files.entry, work.entry)) {  // the mp manifest
-        replace_with_copy(golden_files.entry, work.entry);
-        restore = "recopied";
-        damaged = true;
-      }
-    }
-    if (damaged) k.note += std::string(k.note.empty() ? "" : "; ") + "the command deleted, replaced or damaged {ckpt}: copied again from golden";
-    for (const auto& [f, rv] : recs) stdfs::remove(wdir / ("pending-" + std::to_string(f) + ".jsonl"));
-    stdfs::remove_all(scratch);
-
-    json rec = {{"trial", t},
-                {"shard", std::to_string(o.shard.index) + "/" + std::to_string(o.shard.count)},
-                {"seed", c.seed},
-                {"trial_seed", derive_seed(c.seed, t)},
-                {"stratum", st.label},
-                {"class", outcome_name(k.outcome)},
-                {"note", k.note},
-                {"exit_code", r.timed_out ? json(nullptr) : json(r.exit_code)},
-                {"signal", r.signal ? json(r.signal) : json(nullptr)},
-                {"metric", k.metric ? json(*k.metric) : json(nullptr)},
-                {"golden_metric", golden.metric},
-                {"delta", k.delta ? json(*k.delta) : json(nullptr)},
-                {"n_flips", flips.size()},
-                {"flips", flips},
-                {"strata", labels},
-                {"injected_nonfinite", nonfinite},
-                {"restore", restore},
-                {"wall_seconds", r.wall_seconds}};
-    if (r.summary && r.summary->is_object()) {
-      json s;
-      for (const char* key : {"final_loss", "test_loss", "test_accuracy", "test_auc", "nan_detected", "nan_step", "steps", "error"})
-        if (r.summary->contains(key)) s[key] = r.summary->at(key);
-      rec["summary"] = s;
-    }
-    if (k.outcome == Outcome::crash || k.outcome == Outcome::load_failure || k.outcome == Outcome::hang) rec["output_tail"] = r.output_tail;
+  auto record = [&](const json& rec) {
     results.append(rec.dump());
     ++rs.ran;
-    ++rs.counts[std::string(outcome_name(k.outcome))];
+    ++rs.counts[rec.at("class").get<std::string>()];
     ++done;
     if (on_trial) on_trial(rec, done, rs.planned, rs.counts);
+  };
+  const unsigned jobs = static_cast<unsigned>(std::min<std::uint64_t>(o.jobs, to_run));
+  if (jobs <= 1) {
+    auto ctx = make_context(wdir);
+    ctx->work = work;
+    ctx->prepare();
+    while (const auto t = next()) record(ctx->run(*t));
+  } else {
+    // Each job process works in OUT/work/<shard>/job-<k>/ on its own copy of the golden checkpoint;
+    // only this process appends records (one writer, one lock, one fsync per record).
+    std::unique_ptr<TrialContext> ctx;
+    detail::run_jobs(
+        jobs, next,
+        [&](unsigned k) -> detail::TrialRunner {
+          const stdfs::path dir = wdir / ("job-" + std::to_string(k));
+          stdfs::remove_all(dir);
+          stdfs::create_directories(dir);
+          ctx = make_context(dir);
+          ctx->work = copy_checkpoint(golden_files, dir / "ckpt");
+          ctx->prepare();
+          return [&](std::uint64_t t) { return ctx->run(t); };
+        },
+        record, [&] { results.close(); });
   }
   cleanup();
   return rs;

@@ -163,7 +163,7 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   if (!j.is_object()) throw UsageError(source + ": a campaign configuration is a JSON object");
   const Fields f(j, "", source);
   f.only({"name", "checkpoint", "golden", "command", "timeout_s", "trials", "seed", "inject", "metric", "higher_is_better", "tolerance",
-          "load_failure_codes", "nan_codes", "restore", "verify", "confidence", "comment"});
+          "load_failure_codes", "nan_codes", "restore", "verify", "confidence", "mode", "comment"});
   f.string("name", c.name);
   f.string("checkpoint", c.checkpoint);
   const Fields g = f.object("golden");
@@ -198,6 +198,7 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   c.copies = restore == "copy";
   f.string("verify", c.verify);
   f.number("confidence", c.confidence, [](double x) { return x > 0 && x < 1; }, "a number in (0, 1)");
+  f.string("mode", c.mode);
   c.validate(source);
   const stdfs::path base = stdfs::path(source).parent_path();
   c.checkpoint = resolve(c.checkpoint, base);
@@ -224,6 +225,10 @@ void CampaignConfig::validate(const std::string& source) const {
     for (int x : *codes)
       if (x < 1 || x > 255) fail("exit codes in load_failure_codes and nan_codes must be in 1..255, not " + std::to_string(x));
   if (!golden_final_checkpoint.empty() && golden_summary.empty()) fail("golden.final_checkpoint needs golden.summary");
+  if (mode != "command" && mode != "worker") fail("mode must be \"command\" or \"worker\", not \"" + mode + "\"");
+  if (mode == "worker" && (command.size() < 2 || (command[1] != "eval" && command[1] != "resume")))
+    fail("mode \"worker\" needs a command that runs ckpt-train eval or resume as an argv array ([\"ckpt-train\", \"eval\", ...]); "
+         "use \"mode\": \"command\" for anything else");
 }
 
 CampaignConfig CampaignConfig::load(const stdfs::path& p) {
@@ -243,7 +248,7 @@ json CampaignConfig::to_json() const {
                         {"exclude", exclude}, {"as", as}, {"strata", strata}}},
             {"metric", metric}, {"higher_is_better", higher_is_better}, {"tolerance", tolerance},
             {"load_failure_codes", load_failure_codes}, {"nan_codes", nan_codes}, {"restore", copies ? "copy" : "revert"},
-            {"verify", verify}, {"confidence", confidence}};
+            {"verify", verify}, {"confidence", confidence}, {"mode", mode}};
   if (!golden_summary.empty()) j["golden"] = {{"summary", golden_summary}, {"final_checkpoint", golden_final_checkpoint}};
   return j;
 }

@@ -16,6 +16,7 @@
 #include "resil/ckpt/hash.hpp"
 #include "resil/core/error.hpp"
 #include "resil/inject/campaign.hpp"
+#include "campaign_worker.hpp"
 
 namespace resil::inject {
 
@@ -34,12 +35,7 @@ std::vector<std::string> substitute(const std::vector<std::string>& argv, const 
   return out;
 }
 
-namespace {
-
-double now() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
+namespace detail {
 
 std::string tail_of(const stdfs::path& p, std::size_t n) {
   std::ifstream f(p, std::ios::binary);
@@ -51,6 +47,15 @@ std::string tail_of(const stdfs::path& p, std::size_t n) {
   std::string s(size - from, '\0');
   f.read(s.data(), static_cast<std::streamsize>(s.size()));
   return s;
+}
+
+}  // namespace detail
+
+namespace {
+
+double now() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
 /// The supervisor: the first process of the trial's process group. It starts the command in that
@@ -161,7 +166,7 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
     if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
     else if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
   }
-  r.output_tail = tail_of(log, 400);
+  r.output_tail = detail::tail_of(log, 400);
   return r;
 }
 

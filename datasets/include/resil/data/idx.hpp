@@ -25,6 +25,12 @@ struct IdxArray {
 /// or unreadable file raises IoError.
 IdxArray read_idx(const std::filesystem::path& p);
 
+/// The header and the first `max_items` items (along the first dimension; all of them when 0 or
+/// more than stored): dims[0] is then the number read, and `declared_items` (when given) receives
+/// the count the header declares. Only those bytes are decompressed, so the rest of the file is
+/// neither read nor checked for trailing bytes.
+IdxArray read_idx_prefix(const std::filesystem::path& p, std::size_t max_items, std::uint32_t* declared_items);
+
 /// Write a u8 IDX file (gzip when the name ends in .gz). Used by tests and tools.
 void write_idx(const std::filesystem::path& p, const IdxArray& a);
 
@@ -41,6 +47,13 @@ struct ImageSet {
 /// Load `train-*` or `t10k-*` images and labels from an MNIST-format directory (each file plain
 /// or .gz). `limit` > 0 keeps the first `limit` samples. Image/label count mismatch or a label
 /// >= 10 raises CorruptInputError.
+/// Only the first `limit` samples are decompressed (see read_idx_prefix), unless the split is kept
+/// decoded in this process (keep_mnist_decoded).
 ImageSet load_mnist(const std::filesystem::path& dir, Split split, std::size_t limit = 0);
+
+/// Decode both splits of `dir` once and keep the bytes in this process: later load_mnist calls on
+/// the same files (same path, inode, size and modification time) copy from memory instead of
+/// reading the files. For `ckpt-train serve`, whose forked trials inherit the decoded data.
+void keep_mnist_decoded(const std::filesystem::path& dir);
 
 }  // namespace resil::data

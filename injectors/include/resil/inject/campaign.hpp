@@ -78,6 +78,9 @@ struct CampaignConfig {
   bool copies = false;                 // true: a fresh copy per trial instead of inject in place + revert
   std::string verify = "touched";      // after revert, checksum the touched datasets or "all"
   double confidence = 0.95;
+  // how trials run: "command" starts the command per trial; "worker" sends each trial's argv to a
+  // resident `ckpt-train serve` (command[0]) per job, which forks the trial (same results, less overhead)
+  std::string mode = "command";
 
   /// Every value is type- and range-checked (UsageError naming the key): no wrap-around of
   /// negative counts, no truncated fractions, no silently ignored wrong types.
@@ -148,11 +151,16 @@ struct ShardSpec {
   std::uint64_t trials_of(std::uint64_t trials) const noexcept { return trials > index ? (trials - index - 1) / count + 1 : 0; }
 };
 
+inline constexpr unsigned max_jobs = 1024;
+
 struct RunOptions {
   std::filesystem::path out;
   ShardSpec shard;
   std::optional<std::uint64_t> max_trials;  // stop after this many new trials (this invocation)
   bool keep_work = false;
+  /// Trials run at once, each job in its own process with its own copy of the checkpoint (and its
+  /// own worker in "worker" mode); the records are those of a serial run. 1 to max_jobs.
+  unsigned jobs = 1;
 };
 
 /// Called after each trial: the record just appended, trials of this shard done/total, counts so far.
