@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "resil/app/main.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/core/error.hpp"
 #include "resil/core/rng.hpp"
@@ -25,11 +26,11 @@ CLI::App* setup_fit(CLI::App& app, FitOptions& o) {
       "campaign alone would say. Uncertainty: conservative bounds (interval arithmetic) and a seeded Monte Carlo\n"
       "propagation (raw rate log-uniform over its range, Jeffreys posteriors of P(outcome | pattern), Dirichlet\n"
       "pattern mix when the model gives counts): median and 2.5/97.5 percentiles. See docs/fault-models.md.");
-  c->add_option("--fault-model", o.fault_model, "fault model JSON (raw FIT/Mbit, exposure, ECC, patterns)")->required()->check(CLI::ExistingFile);
+  c->add_option("--fault-model", o.fault_model, "fault model JSON (raw FIT/Mbit, exposure, ECC, patterns)")->required();
   c->add_option("--results", o.results, "campaign directory (repeatable; one per pattern's fault model)")->required()->check(CLI::ExistingDirectory);
   c->add_option("--mbit", o.mbit, "exposed memory in Mbit (2^20 bits); default: the fault model's, else the campaign's fault space")->check(CLI::Range(0.0, 1e15));
   c->add_option("--draws", o.draws, "Monte Carlo draws for the propagated uncertainty (0: conservative bounds only)")->check(CLI::Range(std::uint64_t{0}, std::uint64_t{100000000}));
-  c->add_option("--seed", o.seed, "Monte Carlo seed (default: drawn once and printed)");
+  c->add_option("--seed", o.seed, "Monte Carlo seed (default: drawn once and printed)")->check(app::uint64_value());
   c->add_option("--json", o.json, "write the result as JSON");
   return c;
 }

@@ -20,7 +20,8 @@ std::vector<Target> select(const std::vector<ckpt::DatasetInfo>& datasets, const
   for (const auto& p : opt.exclude) exc.emplace_back(p);
   std::vector<Target> out;
   for (const auto& d : datasets) {
-    if (!d.dtype || d.layout == ckpt::Layout::virtual_ || d.numel() == 0) continue;
+    // Virtual and external-storage data live in other files: never edited (docs/ckpt-flip.md).
+    if (!d.dtype || d.layout == ckpt::Layout::virtual_ || !d.external.empty() || d.numel() == 0) continue;
     if (opt.role == Role::model && !d.path.starts_with("/model/")) continue;
     if (opt.role == Role::optimizer && !d.path.starts_with("/optimizer/")) continue;
     bool included = false;

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+
+#include "resil/ckpt/fs.hpp"
 #include <string>
 #include <vector>
 
@@ -39,21 +41,26 @@ SilenceErrors::SilenceErrors() noexcept {
 SilenceErrors::~SilenceErrors() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
 
 File open_file(const std::string& path, Mode mode) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw IoError(path + ": no such file");
-  if (std::filesystem::is_directory(path, ec)) throw IoError(path + ": is a directory, not an HDF5 file");
+  // Missing, unreadable, or not a regular file (a FIFO would block HDF5's open): I/O errors, exit 3.
+  fs::require_input_file(path);
   SilenceErrors quiet;
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());
   if (is_h5 <= 0) {
+    const std::string stack = is_h5 < 0 ? error_stack_text() : std::string();
     H5Eclear2(H5E_DEFAULT);
+    if (stack.find("lock") != std::string::npos)
+      throw IoError(path + ": locked by another process (HDF5 file lock): " + stack);
     throw CorruptInputError(path + ": not an HDF5 file (no HDF5 signature)");
   }
   const hid_t id = H5Fopen(path.c_str(), mode == Mode::read ? H5F_ACC_RDONLY : H5F_ACC_RDWR, H5P_DEFAULT);
   if (id < 0) {
     const std::string stack = error_stack_text();
-    // A file we may not write is an I/O error; one HDF5 cannot parse is corrupt input.
+    // A file another process holds (HDF5's flock) or that we may not write is an I/O error; one
+    // HDF5 cannot parse is corrupt input.
+    if (stack.find("unable to lock the file") != std::string::npos)
+      throw IoError(path + ": locked by another process (HDF5 file lock; HDF5_USE_FILE_LOCKING=FALSE disables it): " + stack);
     if (mode == Mode::read_write && ::access(path.c_str(), W_OK) != 0)
-      throw IoError(path + ": cannot open for writing: " + stack);
+      throw IoError(path + ": cannot open for writing: permission denied");
     throw CorruptInputError(path + ": cannot open as HDF5 (damaged or truncated?): " + stack);
   }
   return File(id);
@@ -93,7 +100,12 @@ Dataset open_dataset(hid_t loc, const std::string& path, const std::string& file
   const std::string where = (file.empty() ? std::string() : file + ": ") + "dataset " + path;
   if (!exists(loc, path)) throw CorruptInputError(where + " does not exist");
   SilenceErrors quiet;
-  const hid_t id = H5Dopen2(loc, path.c_str(), H5P_DEFAULT);
+  // External raw data files (HDF5 external storage) named by a relative path are found next to
+  // the HDF5 file, not in the current directory (HDF5's default): `diff a/x.h5 b/y.h5` must not
+  // read one `./raw.bin` for both. $HDF5_EXTFILE_PREFIX, when set, still takes precedence.
+  PropList dapl(H5Pcreate(H5P_DATASET_ACCESS));
+  if (dapl.valid()) H5Pset_efile_prefix(dapl, "${ORIGIN}");
+  const hid_t id = H5Dopen2(loc, path.c_str(), dapl.valid() ? dapl.id() : H5P_DEFAULT);
   if (id < 0) throw_error(where + ": cannot open", ExitCode::corrupt_input);
   return Dataset(id);
 }

@@ -62,8 +62,15 @@ struct DatasetInfo {
   std::uint64_t stored_bytes = 0;    // H5Dget_storage_size (compressed size on disk)
   std::uint64_t logical_bytes = 0;   // numel * element size
   std::optional<std::uint64_t> checksum;  // resil_xxh64 when present
+  /// Names of the external raw data files holding the elements (HDF5 external storage, h5py's
+  /// `external=`), as stored; empty when the data is in the HDF5 file. Such datasets are read but
+  /// never edited: the raw files are not part of an `-o` copy (docs/ckpt-flip.md).
+  std::vector<std::string> external;
   std::uint64_t numel() const noexcept { return shape_numel(shape); }
 };
+
+/// The external raw data file names of an open dataset (see DatasetInfo::external).
+std::vector<std::string> external_files(hid_t dataset);
 
 /// Every dataset in the file, depth-first in name order (links followed once; external links skipped).
 std::vector<DatasetInfo> list_datasets(hid_t file);

@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -19,6 +21,25 @@ inline std::string one_line(std::string s) {
   for (char& c : s)
     if (c == '\n' || c == '\r') c = ' ';
   return s;
+}
+
+/// Parse-time check of a 64-bit unsigned option (seeds, trial numbers): decimal digits, or 0x and
+/// hex digits, at most 2^64-1. CLI11's own conversion (strtoull) turns 2^64 and beyond into 2^64-1
+/// and -1 into 2^64-1 without a word; a seed must be the one the user wrote, or refused (exit 2).
+inline CLI::Validator uint64_value() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const bool hex = s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+        const char* first = s.data() + (hex ? 2 : 0);
+        const char* last = s.data() + s.size();
+        std::uint64_t v = 0;
+        const auto [ptr, ec] = std::from_chars(first, last, v, hex ? 16 : 10);
+        if (first == last || *first == '+' || *first == '-' || ec == std::errc::invalid_argument || ptr != last)
+          return "'" + s + "' is not a non-negative integer";
+        if (ec == std::errc::result_out_of_range) return "'" + s + "' is out of range (0 to 18446744073709551615)";
+        return {};
+      },
+      "UINT64");
 }
 
 /// Run `body` and map every failure to one line on stderr plus an exit code:
