@@ -304,8 +304,16 @@ ApplyStats apply(WordFile& wf, std::span<const FlipRecord> records, Direction di
   }
   const Chains chains = records.front().raw ? Chains{} : chains_of(records);
   refuse_external_storage(wf, chains);
+  // A staged edit renames a copy onto the file itself: through a symbolic link that would replace
+  // the link by a file and leave its target unchanged. Temporaries sit next to the target too.
+  std::string target = file;
+  if (crash_safe) {
+    std::error_code ec;
+    const auto real = std::filesystem::canonical(file, ec);
+    if (!ec) target = real.string();
+  }
   // Killed staged runs leave a temporary copy the size of the file: reclaim it before staging again.
-  if (crash_safe) print_removed(remove_stale_temporaries(file));
+  if (crash_safe) print_removed(remove_stale_temporaries(target));
   if (records.front().raw) {
     wf.close();
     return apply_raw(file, records, dir, force);
@@ -314,13 +322,13 @@ ApplyStats apply(WordFile& wf, std::span<const FlipRecord> records, Direction di
   wf.close();
   // HDF5 allocates unallocated chunks and may relocate a rewritten filtered chunk, updating its
   // metadata later; only a copy is opened read-write, so such edits stage the whole file.
-  const auto tmp = ckpt::fs::temp_sibling(file);
+  const auto tmp = ckpt::fs::temp_sibling(target);
   ckpt::fs::RemoveOnError guard(tmp);
   ApplyStats st;
   try {
-    ckpt::fs::copy_file(file, tmp);
+    ckpt::fs::copy_file(target, tmp);
     st = apply(tmp.string(), records, dir, force, false);
-    ckpt::fs::durable_rename(tmp, file);
+    ckpt::fs::durable_rename(tmp, target);
   } catch (const Error& e) {
     rethrow_renamed(e, tmp.string(), file);  // the user knows the file, not its staged copy
   }

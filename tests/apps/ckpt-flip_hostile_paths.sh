@@ -77,6 +77,16 @@ same "$T/o.h5" "$O_SHA" "aliasing checks"
 expect_rc 0 "$FLIP" replay "$T/in.h5" --log "$T/o.jsonl" -o "$T/r.h5"; cmp -s "$T/r.h5" "$T/o.h5" || fail "replay -o"
 expect_rc 0 "$FLIP" diff "$T/in.h5" "$T/in-link.h5"; grep -q identical "$T/stdout" || fail "diff of a file with its link"
 
+# In place through a symbolic link, with an edit HDF5 must make (gzip chunks: staged copy and
+# rename): the target changes, the link stays a link; revert through it restores the data.
+cp "$T/in.h5" "$T/target.h5"; ln -s target.h5 "$T/via-link.h5"
+expect_rc 0 "$FLIP" inject "$T/via-link.h5" --in-place --include /model/g --seed 3 --flips 4 --log "$T/link.jsonl"
+[ -L "$T/via-link.h5" ] || fail "an in-place edit through a symbolic link replaced the link by a file"
+cmp -s "$T/target.h5" "$T/in.h5" && fail "the link's target was not changed"
+expect_rc 0 "$FLIP" revert "$T/via-link.h5" --log "$T/link.jsonl"
+[ -L "$T/via-link.h5" ] || fail "revert through a symbolic link replaced the link by a file"
+expect_rc 0 "$FLIP" diff "$T/in.h5" "$T/target.h5"; grep -q identical "$T/stdout" || fail "revert through a link"
+
 # ---- 2. Not regular files, missing and unreadable files: exit 3 (io), never blocking.
 mkfifo "$T/fifo"; mkdir "$T/dir"
 # A character device: as root a private node like /dev/null (an unfixed ckpt-flip run as root
