@@ -207,7 +207,7 @@ void check_width(WordFile& wf, const std::string& file, const std::string& datas
 // staged nor undone by a rename. Refused before any byte changes (docs/ckpt-flip.md).
 void refuse_external_storage(WordFile& wf, const Chains& chains) {
   for (const auto& c : chains) {
-    const auto d = ckpt::h5::open_dataset(wf.h5(), *c.dataset, wf.path());
+    const auto d = ckpt::h5::open_dataset(wf.h5(), *c.dataset, wf.path(), false);
     const auto ext = ckpt::external_files(d);
     if (!ext.empty())
       throw CorruptInputError(wf.path() + ": dataset " + *c.dataset + " keeps its elements in external raw file " + ext.front() +

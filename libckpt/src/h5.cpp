@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "resil/ckpt/fs.hpp"
@@ -96,7 +97,23 @@ bool exists(hid_t loc, const std::string& path) {
   return true;
 }
 
-Dataset open_dataset(hid_t loc, const std::string& path, const std::string& file) {
+namespace {
+// Where HDF5 looks for a relative external raw data file name, given our ${ORIGIN} prefix.
+std::string external_path(hid_t loc, const std::string& name) {
+  if (!name.empty() && name.front() == '/') return name;
+  const ssize_t n = H5Fget_name(loc, nullptr, 0);
+  std::string fname(n > 0 ? static_cast<std::size_t>(n) : 0, '\0');
+  if (n > 0) H5Fget_name(loc, fname.data(), fname.size() + 1);
+  const auto parent = std::filesystem::path(fname).parent_path();
+  const std::string origin = parent.empty() ? std::string(".") : parent.string();
+  const char* env = std::getenv("HDF5_EXTFILE_PREFIX");
+  std::string prefix = env && *env ? env : "${ORIGIN}";
+  if (prefix.starts_with("${ORIGIN}")) prefix = origin + prefix.substr(9);
+  return (std::filesystem::path(prefix) / name).string();
+}
+}  // namespace
+
+Dataset open_dataset(hid_t loc, const std::string& path, const std::string& file, bool require_data) {
   const std::string where = (file.empty() ? std::string() : file + ": ") + "dataset " + path;
   if (!exists(loc, path)) throw CorruptInputError(where + " does not exist");
   SilenceErrors quiet;
@@ -107,7 +124,23 @@ Dataset open_dataset(hid_t loc, const std::string& path, const std::string& file
   if (dapl.valid()) H5Pset_efile_prefix(dapl, "${ORIGIN}");
   const hid_t id = H5Dopen2(loc, path.c_str(), dapl.valid() ? dapl.id() : H5P_DEFAULT);
   if (id < 0) throw_error(where + ": cannot open", ExitCode::corrupt_input);
-  return Dataset(id);
+  Dataset d(id);
+  if (!require_data) return d;
+  // A missing raw data file is a missing file (exit 3), not a damaged HDF5 file.
+  PropList dcpl(H5Dget_create_plist(d));
+  const int count = dcpl.valid() ? H5Pget_external_count(dcpl) : 0;
+  for (int i = 0; i < count; ++i) {
+    char name[4096] = {};
+    off_t offset = 0;
+    hsize_t size = 0;
+    if (H5Pget_external(dcpl, static_cast<unsigned>(i), sizeof name - 1, name, &offset, &size) < 0) continue;
+    try {
+      fs::require_input_file(external_path(loc, name));
+    } catch (const IoError& e) {
+      throw IoError(where + ": external raw data file " + e.what());
+    }
+  }
+  return d;
 }
 
 void make_parents(hid_t file, const std::string& path) {

@@ -159,7 +159,7 @@ Tensor read_tensor_as(hid_t file, const std::string& path, DType dtype, const Sh
 }
 
 DatasetInfo describe_dataset(hid_t file, const std::string& path) {
-  h5::Dataset d = h5::open_dataset(file, path, "");
+  h5::Dataset d = h5::open_dataset(file, path, "", false);  // metadata only: external raw files may be absent
   h5::SilenceErrors quiet;
   DatasetInfo info;
   info.path = path;

@@ -195,6 +195,12 @@ grep -q "^/ext  differ" "$T/stdout" || { cat "$T/stdout"; fail "diff did not rea
 (cd / && expect_rc 0 "$FLIP" diff "$T/ext1/ext.h5" "$T/ext1/ext.h5") || exit 1
 (cd / && expect_rc 0 "$FLIP" scan "$T/ext1/ext.h5") || exit 1
 same "$E/raw.bin" "$RAW_SHA" "diff/scan"
+# A raw data file that is missing: exit 3 naming it (it is a missing file, not a damaged HDF5 file);
+# inspect still lists the dataset.
+mkdir "$T/noraw"; cp "$E/ext.h5" "$T/noraw/"
+expect_rc 3 "$FLIP" scan "$T/noraw/ext.h5"; expect_msg "noraw/raw.bin: no such file"
+expect_rc 3 "$FLIP" diff "$T/noraw/ext.h5" "$E/ext.h5"; expect_msg "external raw data file"
+expect_rc 0 "$FLIP" inspect "$T/noraw/ext.h5"
 
 # ---- 4. Flip logs cut by a kill: nothing to undo before the records are complete (exit 0), the
 # records are reverted when only the footer was cut; replay refuses a cut log.

@@ -204,4 +204,10 @@ TEST_CASE("external raw data: listed, never selected, never written; read next t
       CHECK_THROWS_AS(inject::apply(file, recs, d, true, crash_safe), CorruptInputError);
   CHECK(ckpt::sha256_file((dir / "one" / "raw.bin").string()) == raw_before);
   CHECK(ckpt::sha256_file(file) == h5_before);
+
+  // A missing raw data file is a missing file (IoError), not a damaged HDF5 file; listing works.
+  std::filesystem::remove(dir / "two" / "raw.bin");
+  auto f2 = ckpt::h5::open_file((dir / "two" / "ext.h5").string(), ckpt::h5::Mode::read);
+  CHECK(ckpt::list_datasets(f2).size() == 2);
+  CHECK_THROWS_AS(ckpt::read_tensor(f2, "/ext"), IoError);
 }
