@@ -21,7 +21,7 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
       "timeout_s, inject{flips, model, role, bits, include, exclude, strata}, metric, tolerance, restore revert|copy,\n"
       "mode command|worker (worker: a resident `ckpt-train serve` per job forks each trial; same results, less overhead).\n"
       "Classes: load_failure hang crash nan_at_load nan_later critical_sdc tolerable_sdc masked bit_masked.");
-  c->add_option("CONFIG", o.config, "campaign configuration (JSON)")->required()->check(CLI::ExistingFile);
+  c->add_option("CONFIG", o.config, "campaign configuration (JSON)")->required();
   c->add_option("--out", o.out, "campaign directory (results/, campaign.json, golden.json)")->required();
   c->add_option("--shard", o.shard, "this process's part i/n of the trial ids (trial mod n == i)");
   c->add_option("--max-trials", o.max_trials, "run at most this many new trials now")->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));

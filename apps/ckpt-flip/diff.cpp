@@ -13,8 +13,8 @@ CLI::App* setup_diff(CLI::App& app, DiffOptions& o) {
       "Examples:\n"
       "  ckpt-flip diff ckpt.h5 bad.h5\n"
       "  ckpt-flip diff ckpt.h5 bad.h5 --json > diff.json");
-  c->add_option("A", o.a, "first file")->required()->check(CLI::ExistingFile);
-  c->add_option("B", o.b, "second file")->required()->check(CLI::ExistingFile);
+  c->add_option("A", o.a, "first file")->required();
+  c->add_option("B", o.b, "second file")->required();
   c->add_flag("--json", o.json, "machine-readable output");
   return c;
 }

@@ -6,6 +6,8 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "resil/app/validators.hpp"
+#include "resil/app/main.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/core/error.hpp"
 #include "resil/core/rng.hpp"
@@ -15,29 +17,6 @@
 
 namespace resil::flip {
 
-namespace {
-
-// CLI11 reads "-1" as 2^64 - 1 and saturates 2^64 and beyond to 2^64 - 1: a seed must be decimal
-// digits that fit in 64 bits, refused otherwise rather than silently changed.
-const CLI::Validator seed_u64(
-    [](std::string& s) -> std::string {
-      std::uint64_t v = 0;
-      const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-      const bool digits = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-      return digits && ec == std::errc() && p == s.data() + s.size() ? "" : "must be an integer in [0, 18446744073709551615], not " + s;
-    },
-    "UINT64");
-
-// CLI::Range lets NaN through (every comparison with NaN is false).
-const CLI::Validator finite_number(
-    [](std::string& s) -> std::string {
-      char* end = nullptr;
-      const double v = std::strtod(s.c_str(), &end);
-      return std::isfinite(v) && end != s.c_str() && *end == '\0' ? "" : "must be a finite number, not " + s;
-    },
-    "FINITE");
-
-}  // namespace
 
 CLI::App* setup_fit(CLI::App& app, FitOptions& o) {
   auto* c = app.add_subcommand("fit", "Two-level SDC/DUE FIT rates (Hari et al., arXiv 2005.01445): a fault model x campaign P(outcome | pattern).");
@@ -51,11 +30,11 @@ CLI::App* setup_fit(CLI::App& app, FitOptions& o) {
       "campaign alone would say. Uncertainty: conservative bounds (interval arithmetic) and a seeded Monte Carlo\n"
       "propagation (raw rate log-uniform over its range, Jeffreys posteriors of P(outcome | pattern), Dirichlet\n"
       "pattern mix when the model gives counts): median and 2.5/97.5 percentiles. See docs/fault-models.md.");
-  c->add_option("--fault-model", o.fault_model, "fault model JSON (raw FIT/Mbit, exposure, ECC, patterns)")->required()->check(CLI::ExistingFile);
+  c->add_option("--fault-model", o.fault_model, "fault model JSON (raw FIT/Mbit, exposure, ECC, patterns)")->required();
   c->add_option("--results", o.results, "campaign directory (repeatable; one per pattern's fault model)")->required()->check(CLI::ExistingDirectory);
-  c->add_option("--mbit", o.mbit, "exposed memory in Mbit (2^20 bits); default: the fault model's, else the campaign's fault space")->check(finite_number)->check(CLI::Range(0.0, 1e15));
+  c->add_option("--mbit", o.mbit, "exposed memory in Mbit (2^20 bits); default: the fault model's, else the campaign's fault space")->check(app::Real(0.0, 1e15));
   c->add_option("--draws", o.draws, "Monte Carlo draws for the propagated uncertainty (0: conservative bounds only)")->check(CLI::Range(std::uint64_t{0}, std::uint64_t{100000000}));
-  c->add_option("--seed", o.seed, "Monte Carlo seed (default: drawn once and printed)")->check(seed_u64);
+  c->add_option("--seed", o.seed, "Monte Carlo seed (default: drawn once and printed)")->check(app::Uint64());
   c->add_option("--json", o.json, "write the result as JSON");
   return c;
 }

@@ -3,6 +3,8 @@
 #include <set>
 
 #include "commands.hpp"
+#include "resil/app/validators.hpp"
+#include "resil/app/main.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/ckpt/hash.hpp"
 #include "resil/config.hpp"
@@ -24,15 +26,15 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
       "  ckpt-flip inject ckpt.h5 -o broken.h5 --raw --seed 9 --flips 20 --log raw.jsonl\n"
       "Bits: names sign, exponent, exponent-msb, mantissa, mantissa-high, msb, lsb, all; numbers and ranges (0-7).\n"
       "Models: flip, adjacent:K, random-bits:K, burst[:K], stuck-at-0, stuck-at-1, random-value, zero, pattern:FILE.json");
-  c->add_option("IN", o.input, "input HDF5 file")->required()->check(CLI::ExistingFile);
+  c->add_option("IN", o.input, "input HDF5 file")->required();
   auto* out = c->add_option("-o,--output", o.output, "output file (IN is copied first; IN is never modified)");
   auto* inplace = c->add_flag("--in-place", o.in_place, "modify IN itself (crash-safe: the log is durable before any change)");
   auto* dry = c->add_flag("--dry-run", o.dry_run, "print the planned flips and write nothing");
   out->excludes(inplace);
   dry->excludes(out)->excludes(inplace);
   c->add_option("--log", o.log, "flip log to write (JSONL; required unless --dry-run)");
-  c->add_option("--seed", o.seed, "root seed (drawn, printed and logged when not given)");
-  c->add_option("--trial", o.trial, "trial number: its own counter-based stream of the seed");
+  c->add_option("--seed", o.seed, "root seed (drawn, printed and logged when not given)")->check(app::Uint64());
+  c->add_option("--trial", o.trial, "trial number: its own counter-based stream of the seed")->check(app::Uint64());
   auto* flips = c->add_option("--flips", o.flips, "exact number of faults (sites without replacement)")->check(CLI::Range(std::uint64_t{1}, std::uint64_t{100'000'000}));
   auto* ber = c->add_option("--ber", o.ber, "probability per stored bit")->check(CLI::Range(0.0, 1.0));
   flips->excludes(ber);
@@ -72,6 +74,16 @@ int run_inject(const InjectOptions& o) {
   if (!o.flips && !o.ber) throw UsageError("inject: give --flips N or --ber RATE");
   if (o.raw && (!o.include.empty() || !o.exclude.empty() || !o.bits.empty() || o.role != "all" || o.stratify != "none"))
     throw UsageError("inject --raw takes no --include/--exclude/--bits/--role/--stratify (it flips file bytes)");
+  // Before anything is opened for writing: no path may name another's file (--log IN would replace
+  // the data by the log, -o LOG the only undo record), inputs are regular readable files, outputs
+  // regular files or new ones in an existing directory.
+  if (!o.dry_run)
+    ckpt::fs::require_distinct({{"input", o.input, o.in_place}, {"-o", o.output, true}, {"--log", o.log, true}});
+  ckpt::fs::require_input_file(o.input);
+  if (!o.dry_run) {
+    if (!o.output.empty()) ckpt::fs::require_output_file(o.output);
+    ckpt::fs::require_output_file(o.log);
+  }
   const std::uint64_t seed = o.seed ? *o.seed : draw_seed();
   if (!o.seed) std::cout << "seed: " << seed << " (drawn; pass --seed " << seed << " to repeat)\n";
   const auto popt = plan_options(o, seed);
@@ -146,17 +158,25 @@ int run_inject(const InjectOptions& o) {
     log.line(inject::footer_line(st.changed, out_sha));
     log.close();
   } else {
-    ckpt::fs::RemoveOnError log_guard(o.log);
-    with_output_copy(o.input, o.output, [&](const std::string& tmp) {
-      st = inject::apply(tmp, records, inject::Direction::forward, false, false);
-      if (!o.no_hash) out_sha = ckpt::sha256_file(tmp);
-      h.output_sha256 = out_sha;
-      inject::LogWriter log(o.log);
-      log.line(inject::header_line(h));
-      log.records(records);
-      log.line(inject::footer_line(st.changed, out_sha));
-      log.close();
-    });
+    // The log too is written to a temporary sibling and renamed into place after the output: an
+    // error leaves neither, and never removes a log that was there before.
+    const auto log_tmp = ckpt::fs::temp_sibling(o.log);
+    ckpt::fs::RemoveOnError log_guard(log_tmp);
+    try {
+      with_output_copy(o.input, o.output, [&](const std::string& tmp) {
+        st = inject::apply(tmp, records, inject::Direction::forward, false, false);
+        if (!o.no_hash) out_sha = ckpt::sha256_file(tmp);
+        h.output_sha256 = out_sha;
+        inject::LogWriter log(log_tmp);
+        log.line(inject::header_line(h));
+        log.records(records);
+        log.line(inject::footer_line(st.changed, out_sha));
+        log.close();
+      });
+      ckpt::fs::durable_rename(log_tmp, o.log);
+    } catch (const Error& e) {
+      rethrow_renamed(e, log_tmp.string(), o.log);
+    }
     log_guard.keep();
   }
   std::set<std::string> touched;

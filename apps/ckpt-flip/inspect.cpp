@@ -17,7 +17,7 @@ CLI::App* setup_inspect(CLI::App& app, InspectOptions& o) {
       "  ckpt-flip inspect ckpt.h5\n"
       "  ckpt-flip inspect state_dict.h5 --json | jq '.total_bits'\n"
       "  ckpt-flip inspect ckpt.h5 --verify        # also recompute the resil_xxh64 checksums");
-  c->add_option("FILE", o.file, "HDF5 file")->required()->check(CLI::ExistingFile);
+  c->add_option("FILE", o.file, "HDF5 file")->required();
   c->add_flag("--json", o.json, "machine-readable output");
   c->add_flag("--verify", o.verify, "recompute checksums (reads every dataset)");
   return c;
@@ -43,11 +43,12 @@ int run_inspect(const InspectOptions& o) {
   std::string last_group;
   if (!o.json) std::cout << o.file << "\n";
   for (const auto& d : infos) {
-    const bool flippable = d.dtype && d.layout != ckpt::Layout::virtual_;
+    const bool readable = d.dtype && d.layout != ckpt::Layout::virtual_;
+    const bool flippable = readable && d.external.empty();  // external raw files are never edited
     const auto bits = inject::fault_bits(d);
     total_bits += bits;
     std::string checksum = d.checksum ? "present" : "absent";
-    if (o.verify && d.checksum && flippable) {
+    if (o.verify && d.checksum && readable) {
       ckpt::h5::SilenceErrors quiet;
       checksum = ckpt::dataset_checksum(f, d.path) == *d.checksum ? "ok" : "MISMATCH";
     }
@@ -57,7 +58,7 @@ int run_inspect(const InspectOptions& o) {
       nlohmann::json j = {{"dtype", d.type_desc}, {"big_endian", d.big_endian}, {"shape", d.shape},
                           {"layout", layout_name(d.layout)}, {"chunks", d.chunks}, {"filters", d.filters},
                           {"stored_bytes", d.stored_bytes}, {"logical_bytes", d.logical_bytes}, {"checksum", checksum},
-                          {"fault_bits", inject::count_json(bits)}, {"flippable", flippable}};
+                          {"fault_bits", inject::count_json(bits)}, {"flippable", flippable}, {"external", d.external}};
       inject::put_name(j, "dataset", d.path);
       if (d.null_space) j["null_dataspace"] = true;
       if (!d.aliases.empty()) {
@@ -74,11 +75,14 @@ int run_inspect(const InspectOptions& o) {
       std::cout << "  " << (group.empty() ? "/" : group + "/") << "\n";
       last_group = group;
     }
+    std::string external;
+    for (const auto& x : d.external) external += (external.empty() ? " external " : ",") + x;
     std::cout << "    " << path.substr(slash + 1) << "  " << d.type_desc << (d.big_endian ? "(BE)" : "")
               << (d.null_space ? "[] null dataspace (no element)" : ckpt::shape_string(d.shape))
-              << "  " << layout_name(d.layout) << (d.chunks.empty() ? "" : " chunks " + ckpt::shape_string(d.chunks))
+              << "  " << layout_name(d.layout) << external << (d.chunks.empty() ? "" : " chunks " + ckpt::shape_string(d.chunks))
               << (filters.empty() ? "" : " " + filters) << "  " << d.stored_bytes << " B stored"
-              << "  checksum " << checksum << "  fault space " << (flippable ? inject::count_string(bits) + " bits" : "none (unsupported type)");
+              << "  checksum " << checksum << "  fault space " << (flippable ? inject::count_string(bits) + " bits"
+                                                       : readable ? "none (external raw data, never edited)" : "none (unsupported type)");
     for (const auto& a : d.aliases) std::cout << "  also " << inject::display_name(a);
     std::cout << "\n";
   }

@@ -27,15 +27,18 @@ std::string describe_change(const inject::FlipRecord& r) {
 }
 
 void with_output_copy(const std::string& from, const std::string& to, const std::function<void(const std::string&)>& fn) {
-  namespace stdfs = std::filesystem;
-  std::error_code ec;
-  if (stdfs::exists(to, ec) && stdfs::exists(from, ec) && stdfs::equivalent(from, to, ec))
-    throw UsageError("-o " + to + " is the input file itself (use --in-place to modify it)");
+  // The callers checked the paths (ckpt::fs::require_distinct: `to` is not `from`).
+  ckpt::fs::require_output_file(to);
   const auto tmp = ckpt::fs::temp_sibling(to);
   ckpt::fs::RemoveOnError guard(tmp);
-  ckpt::fs::copy_file(from, tmp);
-  fn(tmp.string());
-  ckpt::fs::durable_rename(tmp, to);
+  try {
+    ckpt::fs::copy_file(from, tmp);
+    fn(tmp.string());
+    ckpt::fs::durable_rename(tmp, to);
+  } catch (const Error& e) {
+    // The user named `to`; `.NAME.tmp.PID` means nothing to them (and is gone when they look).
+    rethrow_renamed(e, tmp.string(), to);
+  }
   guard.keep();
 }
 

@@ -21,7 +21,7 @@ CLI::App* setup_plan(CLI::App& app, PlanOptions& o) {
       "  ckpt-flip plan study.json --margin 0.02                  # the selection of a campaign config\n"
       "n = N / (1 + e^2 (N - 1) / (t^2 p (1 - p))); N = selected stored bits x distinct fault patterns per site\n"
       "(1 for flip/adjacent/stuck-at/zero, the table size for pattern:FILE; random models count sites).");
-  c->add_option("FILE", o.input, "checkpoint (HDF5 or mp manifest) or campaign configuration (.json)")->required()->check(CLI::ExistingFile);
+  c->add_option("FILE", o.input, "checkpoint (HDF5 or mp manifest) or campaign configuration (.json)")->required();
   c->add_option("--margin", o.margin, "error margin e (absolute)")->check(CLI::Range(1e-6, 0.5));
   c->add_option("--confidence", o.confidence, "confidence level")->check(CLI::Range(0.5, 0.999999));
   c->add_option("--p", o.p, "expected proportion (0.5: worst case)")->check(CLI::Range(1e-6, 1 - 1e-6));

@@ -1,6 +1,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "resil/ckpt/fs.hpp"
 #include "resil/inject/plan.hpp"
 
 namespace resil::flip {
@@ -11,14 +12,17 @@ CLI::App* setup_replay(CLI::App& app, ReplayOptions& o) {
       "Examples:\n"
       "  ckpt-flip replay ckpt-copy.h5 --log flips.jsonl\n"
       "  ckpt-flip replay ckpt.h5 --log flips.jsonl -o bad-again.h5");
-  c->add_option("FILE", o.file, "file to apply the flips to (must hold the logged old bits)")->required()->check(CLI::ExistingFile);
-  c->add_option("--log", o.log, "flip log")->required()->check(CLI::ExistingFile);
+  c->add_option("FILE", o.file, "file to apply the flips to (must hold the logged old bits)")->required();
+  c->add_option("--log", o.log, "flip log")->required();
   c->add_option("-o,--output", o.output, "write to OUT (a copy of FILE) instead of modifying FILE");
   c->add_flag("--force", o.force, "write the logged new bits even where the file holds unexpected bits");
   return c;
 }
 
 int run_replay(const ReplayOptions& o) {
+  ckpt::fs::require_distinct({{"FILE", o.file, o.output.empty()}, {"--log", o.log, false}, {"-o", o.output, true}});
+  ckpt::fs::require_input_file(o.file);
+  if (!o.output.empty()) ckpt::fs::require_output_file(o.output);
   const auto log = inject::read_log(o.log);
   inject::ApplyStats st;
   if (o.output.empty()) st = inject::apply(o.file, log.records, inject::Direction::forward, o.force);

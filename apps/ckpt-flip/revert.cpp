@@ -1,6 +1,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "resil/ckpt/fs.hpp"
 #include "resil/inject/plan.hpp"
 
 namespace resil::flip {
@@ -11,14 +12,23 @@ CLI::App* setup_revert(CLI::App& app, RevertOptions& o) {
       "Examples:\n"
       "  ckpt-flip revert bad.h5 --log flips.jsonl\n"
       "  ckpt-flip revert ckpt.h5 --log flips.jsonl      # after an --in-place run, even one killed midway");
-  c->add_option("FILE", o.file, "file the flips were applied to")->required()->check(CLI::ExistingFile);
-  c->add_option("--log", o.log, "flip log")->required()->check(CLI::ExistingFile);
+  c->add_option("FILE", o.file, "file the flips were applied to")->required();
+  c->add_option("--log", o.log, "flip log")->required();
   c->add_flag("--force", o.force, "restore the logged old bits even where the file holds unexpected bits");
   return c;
 }
 
 int run_revert(const RevertOptions& o) {
-  const auto log = inject::read_log(o.log);
+  ckpt::fs::require_distinct({{"FILE", o.file, true}, {"--log", o.log, false}});
+  ckpt::fs::require_input_file(o.file);
+  // A kill while the log was being written leaves it cut inside a line. An injection changes its
+  // file only once the header and every record are durable, so such a log has nothing to undo.
+  const auto log = inject::read_log(o.log, inject::Tail::may_be_cut);
+  if (log.cut_before_records_complete()) {
+    std::cout << "nothing to undo: " << o.log << " was cut short while it was being written (a killed injection), "
+              << "before any byte of " << o.file << " changed\n";
+    return 0;
+  }
   const auto st = inject::apply(o.file, log.records, inject::Direction::revert, o.force);
   std::cout << "reverted " << log.records.size() << " record(s): " << st.changed << " word(s) restored, " << st.unchanged
             << " already original" << (log.complete ? "" : " (the log has no footer: the injection was interrupted)") << "\n";

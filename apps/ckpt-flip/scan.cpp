@@ -15,7 +15,7 @@ CLI::App* setup_scan(CLI::App& app, ScanOptions& o) {
       "Examples:\n"
       "  ckpt-flip scan bad.h5 && echo clean\n"
       "  ckpt-flip scan bad.h5 --json");
-  c->add_option("FILE", o.file, "HDF5 file")->required()->check(CLI::ExistingFile);
+  c->add_option("FILE", o.file, "HDF5 file")->required();
   c->add_flag("--json", o.json, "machine-readable output");
   return c;
 }

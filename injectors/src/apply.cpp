@@ -201,6 +201,20 @@ void check_width(WordFile& wf, const std::string& file, const std::string& datas
                         std::to_string(r.width) + "-bit records");
 }
 
+// Datasets whose elements live in external raw files (HDF5 external storage) are never edited:
+// those files are not part of the HDF5 file, so an -o copy would share them with its input (HDF5
+// writes them through, wherever it resolves their names) and an in-place edit could be neither
+// staged nor undone by a rename. Refused before any byte changes (docs/ckpt-flip.md).
+void refuse_external_storage(WordFile& wf, const Chains& chains) {
+  for (const auto& c : chains) {
+    const auto d = ckpt::h5::open_dataset(wf.h5(), *c.dataset, wf.path(), false);
+    const auto ext = ckpt::external_files(d);
+    if (!ext.empty())
+      throw CorruptInputError(wf.path() + ": dataset " + *c.dataset + " keeps its elements in external raw file " + ext.front() +
+                              ": ckpt-flip never edits external storage (the log names it; nothing was changed)");
+  }
+}
+
 // Whether applying the chains changes a word that only HDF5 can write (`wf` in place: a probe
 // before any byte changes; mismatches there throw now). Words at known offsets are not read here.
 bool needs_staging(WordFile& wf, const Chains& chains, Direction dir, bool force) {
@@ -288,22 +302,36 @@ ApplyStats apply(WordFile& wf, std::span<const FlipRecord> records, Direction di
     wf.close();
     return {};
   }
+  const Chains chains = records.front().raw ? Chains{} : chains_of(records);
+  refuse_external_storage(wf, chains);
+  // A staged edit renames a copy onto the file itself: through a symbolic link that would replace
+  // the link by a file and leave its target unchanged. Temporaries sit next to the target too.
+  std::string target = file;
+  if (crash_safe) {
+    std::error_code ec;
+    const auto real = std::filesystem::canonical(file, ec);
+    if (!ec) target = real.string();
+  }
   // Killed staged runs leave a temporary copy the size of the file: reclaim it before staging again.
-  if (crash_safe) print_removed(remove_stale_temporaries(file));
+  if (crash_safe) print_removed(remove_stale_temporaries(target));
   if (records.front().raw) {
     wf.close();
     return apply_raw(file, records, dir, force);
   }
-  const Chains chains = chains_of(records);
   if (!crash_safe || !needs_staging(wf, chains, dir, force)) return apply_words(wf, chains, dir, force);
   wf.close();
   // HDF5 allocates unallocated chunks and may relocate a rewritten filtered chunk, updating its
   // metadata later; only a copy is opened read-write, so such edits stage the whole file.
-  const auto tmp = ckpt::fs::temp_sibling(file);
+  const auto tmp = ckpt::fs::temp_sibling(target);
   ckpt::fs::RemoveOnError guard(tmp);
-  ckpt::fs::copy_file(file, tmp);
-  const auto st = apply(tmp.string(), records, dir, force, false);
-  ckpt::fs::durable_rename(tmp, file);
+  ApplyStats st;
+  try {
+    ckpt::fs::copy_file(target, tmp);
+    st = apply(tmp.string(), records, dir, force, false);
+    ckpt::fs::durable_rename(tmp, target);
+  } catch (const Error& e) {
+    rethrow_renamed(e, tmp.string(), file);  // the user knows the file, not its staged copy
+  }
   guard.keep();
   return st;
 }

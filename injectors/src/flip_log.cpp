@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "resil/ckpt/fs.hpp"
 #include "resil/core/error.hpp"
 #include "resil/inject/names.hpp"
 #include "resil/inject/selection.hpp"
@@ -256,18 +257,31 @@ FlipRecord parse_record(const json& j, bool raw, const std::string& where) {
 
 }  // namespace
 
-FlipLog parse_log(std::string_view text, const std::string& source) {
+FlipLog parse_log(std::string_view text, const std::string& source, Tail tail) {
   FlipLog log;
   std::size_t pos = 0, lineno = 0;
   bool have_header = false;
+  if (tail == Tail::may_be_cut && text.empty()) {  // killed between creating the log and its first write
+    log.cut_short = true;
+    log.has_header = false;
+    return log;
+  }
   while (pos < text.size()) {
     std::size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) nl = text.size();
+    const bool unterminated = nl == std::string_view::npos;
+    if (unterminated) nl = text.size();
     const std::string_view line = text.substr(pos, nl - pos);
     pos = nl + 1;
     ++lineno;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     const std::string where = source + ":" + std::to_string(lineno);
+    if (unterminated && tail == Tail::may_be_cut) {
+      log.cut_short = true;  // even when the line parses: its newline was never written
+      if (!json::accept(line)) {
+        log.has_header = have_header;
+        return log;
+      }
+    }
     try {
       const json j = json::parse(line);
       if (!j.is_object()) throw CorruptInputError(where + ": each line must be a JSON object");
@@ -315,12 +329,13 @@ FlipLog parse_log(std::string_view text, const std::string& source) {
   return log;
 }
 
-FlipLog read_log(const std::filesystem::path& p) {
+FlipLog read_log(const std::filesystem::path& p, Tail tail) {
+  ckpt::fs::require_input_file(p);  // a FIFO would block, a missing or unreadable log is exit 3
   std::ifstream in(p, std::ios::binary);
   if (!in) throw IoError(p.string() + ": cannot open flip log");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_log(ss.str(), p.string());
+  return parse_log(ss.str(), p.string(), tail);
 }
 
 LogWriter::LogWriter(const std::filesystem::path& p) : path_(p) {

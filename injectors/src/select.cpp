@@ -16,7 +16,8 @@ bool is_counter(const ckpt::DatasetInfo& d) {
 }
 
 bool flippable(const ckpt::DatasetInfo& d) {
-  if (!d.dtype || d.layout == ckpt::Layout::virtual_ || d.numel() == 0) return false;
+  // Virtual and external-storage data live in other files: never edited (docs/ckpt-flip.md).
+  if (!d.dtype || d.layout == ckpt::Layout::virtual_ || !d.external.empty() || d.numel() == 0) return false;
   // A contiguous dataset never written has no storage: a fault in it makes HDF5 allocate and fill
   // all of it (10^11 f64: 800 GB for one flip). Chunks are allocated one at a time instead.
   return !(d.layout == ckpt::Layout::contiguous && d.stored_bytes == 0 && d.logical_bytes > max_fault_allocation);

@@ -24,7 +24,84 @@ struct Fd {
     if (fd >= 0) ::close(fd);
   }
 };
+
+const char* kind_of(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  return "not a regular file";
+}
+
+std::string errno_text(int err) {
+  if (err == ENOENT) return "no such file";
+  if (err == EACCES || err == EPERM) return "permission denied";
+  return std::strerror(err);
+}
+
+// What identifies a path's file: device and inode when it exists (links included), else its
+// canonical path (the parent's symbolic links resolved).
+struct Identity {
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::string canonical;
+  bool operator==(const Identity& o) const {
+    return exists == o.exists && (exists ? dev == o.dev && ino == o.ino : canonical == o.canonical);
+  }
+};
+Identity identity_of(const stdfs::path& p) {
+  Identity id;
+  struct stat st {};
+  if (::stat(p.c_str(), &st) == 0) {
+    id.exists = true;
+    id.dev = st.st_dev;
+    id.ino = st.st_ino;
+    return id;
+  }
+  std::error_code ec;
+  const auto c = stdfs::weakly_canonical(stdfs::absolute(p, ec), ec);
+  id.canonical = ec ? stdfs::absolute(p).lexically_normal().string() : c.string();
+  return id;
+}
 }  // namespace
+
+void require_input_file(const stdfs::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) throw IoError(p.string() + ": " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) throw IoError(p.string() + ": is " + kind_of(st.st_mode) + ", not a regular file");
+  // A regular file: O_NONBLOCK changes nothing, but keeps a file swapped for a FIFO since the
+  // stat from blocking this open.
+  Fd f{::open(p.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
+  if (f.fd < 0) throw IoError(p.string() + ": cannot open for reading: " + errno_text(errno));
+}
+
+void require_output_file(const stdfs::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) throw IoError(p.string() + ": is " + kind_of(st.st_mode) + ", not a regular file to write");
+    return;
+  }
+  if (errno != ENOENT) throw IoError(p.string() + ": " + errno_text(errno));
+  const stdfs::path dir = p.parent_path().empty() ? stdfs::path(".") : p.parent_path();
+  if (::stat(dir.c_str(), &st) != 0) throw IoError(p.string() + ": its directory " + dir.string() + ": " + errno_text(errno));
+  if (!S_ISDIR(st.st_mode)) throw IoError(p.string() + ": " + dir.string() + " is not a directory");
+}
+
+void require_distinct(std::initializer_list<PathArg> args) {
+  std::vector<std::pair<const PathArg*, Identity>> ids;
+  for (const auto& a : args)
+    if (!a.path.empty()) ids.emplace_back(&a, identity_of(a.path));
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    for (std::size_t j = i + 1; j < ids.size(); ++j) {
+      const PathArg& a = *ids[i].first;
+      const PathArg& b = *ids[j].first;
+      if ((a.written || b.written) && ids[i].second == ids[j].second)
+        throw UsageError(b.name + " " + b.path.string() + " is the same file as " + a.name + " " + a.path.string() +
+                         " (give " + b.name + " a path of its own)");
+    }
+}
 
 void fsync_file(const stdfs::path& p) {
   Fd f{::open(p.c_str(), O_RDONLY | O_CLOEXEC)};
@@ -69,6 +146,7 @@ void write_file_atomic(const stdfs::path& p, const std::string& text) {
 }
 
 std::string read_file(const stdfs::path& p) {
+  require_input_file(p);
   std::ifstream in(p, std::ios::binary);
   if (!in) throw IoError(p.string() + ": cannot open: " + std::strerror(errno));
   std::ostringstream ss;

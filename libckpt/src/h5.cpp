@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+
+#include "resil/ckpt/fs.hpp"
 #include <string>
 #include <vector>
 
@@ -39,21 +42,26 @@ SilenceErrors::SilenceErrors() noexcept {
 SilenceErrors::~SilenceErrors() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
 
 File open_file(const std::string& path, Mode mode) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw IoError(path + ": no such file");
-  if (std::filesystem::is_directory(path, ec)) throw IoError(path + ": is a directory, not an HDF5 file");
+  // Missing, unreadable, or not a regular file (a FIFO would block HDF5's open): I/O errors, exit 3.
+  fs::require_input_file(path);
   SilenceErrors quiet;
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());
   if (is_h5 <= 0) {
+    const std::string stack = is_h5 < 0 ? error_stack_text() : std::string();
     H5Eclear2(H5E_DEFAULT);
+    if (stack.find("lock") != std::string::npos)
+      throw IoError(path + ": locked by another process (HDF5 file lock): " + stack);
     throw CorruptInputError(path + ": not an HDF5 file (no HDF5 signature)");
   }
   const hid_t id = H5Fopen(path.c_str(), mode == Mode::read ? H5F_ACC_RDONLY : H5F_ACC_RDWR, H5P_DEFAULT);
   if (id < 0) {
     const std::string stack = error_stack_text();
-    // A file we may not write is an I/O error; one HDF5 cannot parse is corrupt input.
+    // A file another process holds (HDF5's flock) or that we may not write is an I/O error; one
+    // HDF5 cannot parse is corrupt input.
+    if (stack.find("unable to lock the file") != std::string::npos)
+      throw IoError(path + ": locked by another process (HDF5 file lock; HDF5_USE_FILE_LOCKING=FALSE disables it): " + stack);
     if (mode == Mode::read_write && ::access(path.c_str(), W_OK) != 0)
-      throw IoError(path + ": cannot open for writing: " + stack);
+      throw IoError(path + ": cannot open for writing: permission denied");
     throw CorruptInputError(path + ": cannot open as HDF5 (damaged or truncated?): " + stack);
   }
   return File(id);
@@ -89,13 +97,50 @@ bool exists(hid_t loc, const std::string& path) {
   return true;
 }
 
-Dataset open_dataset(hid_t loc, const std::string& path, const std::string& file) {
+namespace {
+// Where HDF5 looks for a relative external raw data file name, given our ${ORIGIN} prefix.
+std::string external_path(hid_t loc, const std::string& name) {
+  if (!name.empty() && name.front() == '/') return name;
+  const ssize_t n = H5Fget_name(loc, nullptr, 0);
+  std::string fname(n > 0 ? static_cast<std::size_t>(n) : 0, '\0');
+  if (n > 0) H5Fget_name(loc, fname.data(), fname.size() + 1);
+  const auto parent = std::filesystem::path(fname).parent_path();
+  const std::string origin = parent.empty() ? std::string(".") : parent.string();
+  const char* env = std::getenv("HDF5_EXTFILE_PREFIX");
+  std::string prefix = env && *env ? env : "${ORIGIN}";
+  if (prefix.starts_with("${ORIGIN}")) prefix = origin + prefix.substr(9);
+  return (std::filesystem::path(prefix) / name).string();
+}
+}  // namespace
+
+Dataset open_dataset(hid_t loc, const std::string& path, const std::string& file, bool require_data) {
   const std::string where = (file.empty() ? std::string() : file + ": ") + "dataset " + path;
   if (!exists(loc, path)) throw CorruptInputError(where + " does not exist");
   SilenceErrors quiet;
-  const hid_t id = H5Dopen2(loc, path.c_str(), H5P_DEFAULT);
+  // External raw data files (HDF5 external storage) named by a relative path are found next to
+  // the HDF5 file, not in the current directory (HDF5's default): `diff a/x.h5 b/y.h5` must not
+  // read one `./raw.bin` for both. $HDF5_EXTFILE_PREFIX, when set, still takes precedence.
+  PropList dapl(H5Pcreate(H5P_DATASET_ACCESS));
+  if (dapl.valid()) H5Pset_efile_prefix(dapl, "${ORIGIN}");
+  const hid_t id = H5Dopen2(loc, path.c_str(), dapl.valid() ? dapl.id() : H5P_DEFAULT);
   if (id < 0) throw_error(where + ": cannot open", ExitCode::corrupt_input);
-  return Dataset(id);
+  Dataset d(id);
+  if (!require_data) return d;
+  // A missing raw data file is a missing file (exit 3), not a damaged HDF5 file.
+  PropList dcpl(H5Dget_create_plist(d));
+  const int count = dcpl.valid() ? H5Pget_external_count(dcpl) : 0;
+  for (int i = 0; i < count; ++i) {
+    char name[4096] = {};
+    off_t offset = 0;
+    hsize_t size = 0;
+    if (H5Pget_external(dcpl, static_cast<unsigned>(i), sizeof name - 1, name, &offset, &size) < 0) continue;
+    try {
+      fs::require_input_file(external_path(loc, name));
+    } catch (const IoError& e) {
+      throw IoError(where + ": external raw data file " + e.what());
+    }
+  }
+  return d;
 }
 
 void make_parents(hid_t file, const std::string& path) {

@@ -172,7 +172,7 @@ std::uint64_t DatasetInfo::numel() const noexcept {
 }
 
 DatasetInfo describe_dataset(hid_t file, const std::string& path) {
-  h5::Dataset d = h5::open_dataset(file, path, "");
+  h5::Dataset d = h5::open_dataset(file, path, "", false);  // metadata only: external raw files may be absent
   h5::SilenceErrors quiet;
   DatasetInfo info;
   info.path = path;
@@ -218,7 +218,24 @@ DatasetInfo describe_dataset(hid_t file, const std::string& path) {
     else info.filters.push_back(name[0] ? std::string(name) : "filter" + std::to_string(f));
   }
   if (h5::has_attr(d, checksum_attr)) info.checksum = h5::read_attr_u64(d, checksum_attr);
+  info.external = external_files(d);
   return info;
+}
+
+std::vector<std::string> external_files(hid_t dataset) {
+  h5::SilenceErrors quiet;
+  h5::PropList dcpl(H5Dget_create_plist(dataset));
+  std::vector<std::string> out;
+  const int n = dcpl.valid() ? H5Pget_external_count(dcpl) : 0;
+  for (int i = 0; i < n; ++i) {
+    char name[4096] = {};
+    off_t offset = 0;
+    hsize_t size = 0;
+    if (H5Pget_external(dcpl, static_cast<unsigned>(i), sizeof name - 1, name, &offset, &size) < 0)
+      h5::throw_error("read the external file list", ExitCode::corrupt_input);
+    out.emplace_back(name);
+  }
+  return out;
 }
 
 namespace {

@@ -26,6 +26,8 @@ class Error : public std::runtime_error {
 public:
   explicit Error(const std::string& what) : std::runtime_error(what) {}
   virtual ExitCode exit_code() const noexcept { return ExitCode::internal; }
+  /// Throw an error of this one's class and exit code with another message.
+  [[noreturn]] virtual void rethrow_with(const std::string& what) const { throw Error(what); }
 };
 
 #define RESIL_DEFINE_ERROR(Name, Code)                                                    \
@@ -33,6 +35,7 @@ public:
   public:                                                                                 \
     explicit Name(const std::string& what) : Error(what) {}                               \
     ExitCode exit_code() const noexcept override { return ExitCode::Code; }               \
+    [[noreturn]] void rethrow_with(const std::string& w) const override { throw Name(w); } \
   }
 
 RESIL_DEFINE_ERROR(UsageError, usage);
@@ -54,10 +57,21 @@ class Hdf5Error : public Error {
 public:
   Hdf5Error(const std::string& what, ExitCode code = ExitCode::io) : Error(what), code_(code) {}
   ExitCode exit_code() const noexcept override { return code_; }
+  [[noreturn]] void rethrow_with(const std::string& w) const override { throw Hdf5Error(w, code_); }
 
 private:
   ExitCode code_;
 };
+
+/// Rethrow `e` (same class and exit code) with every `from` in its message replaced by `to`: an
+/// error met while working on a temporary copy names the user's file, not `.NAME.tmp.PID`.
+[[noreturn]] inline void rethrow_renamed(const Error& e, const std::string& from, const std::string& to) {
+  std::string what = e.what();
+  if (!from.empty())
+    for (std::size_t pos = 0; (pos = what.find(from, pos)) != std::string::npos; pos += to.size()) what.replace(pos, from.size(), to);
+  e.rethrow_with(what);
+  throw Error(what);  // not reached: every rethrow_with throws (the attribute is not inherited)
+}
 
 inline int exit_code_of(const Error& e) noexcept { return static_cast<int>(e.exit_code()); }
 

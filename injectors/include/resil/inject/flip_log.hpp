@@ -53,7 +53,18 @@ struct FlipLog {
   std::vector<FlipRecord> records;
   bool complete = false;           // a footer was found (the injection finished)
   std::string footer_output_sha256;
+  /// Only with Tail::may_be_cut: the text ended inside a line (a kill while the log was being
+  /// written; every line ckpt-flip writes ends with a newline). That line was dropped unless it parses.
+  bool cut_short = false;
+  bool has_header = true;          // false: the log was cut before its header was complete
+  /// Whether the log was cut while its header or records were being written. An in-place run
+  /// changes the file only after all of them are durable, so then nothing it describes was applied.
+  bool cut_before_records_complete() const noexcept { return !has_header || (cut_short && records.size() < header.planned); }
 };
+
+/// How a log whose text ends inside a line is taken: an error (strict, e.g. for replay), or as
+/// the lines before it (revert: a kill while the log was written leaves such a tail).
+enum class Tail { strict, may_be_cut };
 
 /// One JSON line (no newline) per object.
 std::string header_line(const LogHeader& h);
@@ -61,8 +72,11 @@ std::string record_line(const FlipRecord& r, std::uint64_t seq);
 std::string footer_line(std::uint64_t applied, const std::string& output_sha256);
 
 /// Parse a whole log; throws CorruptInputError naming `source` and the line number.
-FlipLog parse_log(std::string_view text, const std::string& source);
-FlipLog read_log(const std::filesystem::path& p);
+/// With Tail::may_be_cut, an empty text or an unterminated last line that does not parse is a
+/// log cut short (FlipLog::cut_short, has_header), not an error.
+FlipLog parse_log(std::string_view text, const std::string& source, Tail tail = Tail::strict);
+/// Read a log file (a regular file: FIFOs and devices are refused with IoError, like a missing one).
+FlipLog read_log(const std::filesystem::path& p, Tail tail = Tail::strict);
 
 /// JSON number for a value, or a string "nan"/"inf"/"-inf" (JSON has no non-finite numbers).
 nlohmann::json value_json(double v);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <string>
 
 namespace resil::ckpt::fs {
@@ -23,6 +24,30 @@ std::string read_file(const stdfs::path& p);
 void copy_file(const stdfs::path& from, const stdfs::path& to);
 /// A temporary sibling name for `p` that the loader never picks: ".<name>.tmp.<pid>".
 stdfs::path temp_sibling(const stdfs::path& p);
+
+/// An input must be a regular file this process can read: throws IoError (exit 3) naming `p` when it
+/// is missing, is not a regular file (a directory, FIFO, socket or device: opening a FIFO would
+/// block, a device is no checkpoint), or cannot be opened for reading (permission denied). Symbolic
+/// links are followed. Checked before anything is opened for writing.
+void require_input_file(const stdfs::path& p);
+/// An output that is created or replaced (by rename, or truncated): it must not exist or be a
+/// regular file, and its directory must exist. Throws IoError naming `p` otherwise (renaming onto
+/// /dev/null as root would replace the device node; a FIFO would block the writer).
+void require_output_file(const stdfs::path& p);
+
+/// One path argument of a command: its name in messages ("-o", "--log", "IN") and whether the
+/// command writes it (created, replaced or modified).
+struct PathArg {
+  std::string name;
+  stdfs::path path;
+  bool written = false;
+};
+/// Throws UsageError (exit 2) naming both arguments when a written path names the same file as
+/// any other argument: the same path, a hard link or a symbolic link to it (compared by device and
+/// inode when the file exists, by canonical path otherwise). Empty paths are ignored. Call it
+/// before anything is opened for writing: `--log` aliasing the input would replace the data with
+/// the log, `-o` aliasing the log would overwrite the only undo record.
+void require_distinct(std::initializer_list<PathArg> args);
 
 /// Removes the file in its destructor unless `keep()` was called: no partial outputs on error.
 class RemoveOnError {

@@ -87,8 +87,10 @@ File open_file(const std::string& path, Mode mode);
 /// Create (truncate) a file with resil's defaults (latest-compatible format, aligned large datasets).
 File create_file(const std::string& path);
 
-/// Open a dataset/group; throws with the path named.
-Dataset open_dataset(hid_t loc, const std::string& path, const std::string& file_for_errors);
+/// Open a dataset/group; throws with the path named. Relative names of external raw data files
+/// resolve next to the HDF5 file ($HDF5_EXTFILE_PREFIX overrides). With `require_data`, those files
+/// must be readable regular files (IoError, exit 3, naming them); false for metadata only.
+Dataset open_dataset(hid_t loc, const std::string& path, const std::string& file_for_errors, bool require_data = true);
 bool exists(hid_t loc, const std::string& path);
 /// Create every missing group on the way to `path`'s parent (like `mkdir -p`).
 void make_parents(hid_t file, const std::string& path);

@@ -70,10 +70,17 @@ struct DatasetInfo {
   std::uint64_t stored_bytes = 0;    // H5Dget_storage_size (compressed size on disk)
   std::uint64_t logical_bytes = 0;   // numel * element size
   std::optional<std::uint64_t> checksum;  // resil_xxh64 when present
+  /// Names of the external raw data files holding the elements (HDF5 external storage, h5py's
+  /// `external=`), as stored; empty when the data is in the HDF5 file. Such datasets are read but
+  /// never edited: the raw files are not part of an `-o` copy (docs/ckpt-flip.md).
+  std::vector<std::string> external;
   /// Elements: 0 for a null dataspace, the product of the dims saturated at UINT64_MAX (such
   /// datasets are unsupported: dtype is nullopt beyond max_elements).
   std::uint64_t numel() const noexcept;
 };
+
+/// The external raw data file names of an open dataset (see DatasetInfo::external).
+std::vector<std::string> external_files(hid_t dataset);
 
 /// Every dataset in the file once, depth-first in name order, under the first of its hard-link
 /// paths in that order; its other hard-link paths (the object linked under several names, or

@@ -31,6 +31,23 @@ inline CLI::Validator Decimal(std::uint64_t lo = 0, std::uint64_t hi = std::nume
       "UINT in " + range);
 }
 
+/// A 64-bit unsigned value (seeds, trial numbers): decimal as `Decimal()`, or 0x and hex digits
+/// (seeds are copied from logs in either form). -1, 2^64 and beyond, signs and spaces are refused.
+inline CLI::Validator Uint64() {
+  const CLI::Validator decimal = Decimal();
+  return CLI::Validator(
+      [decimal](std::string& s) -> std::string {
+        if (s.size() <= 2 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X')) return decimal(s);
+        std::uint64_t v = 0;
+        const char* end = s.data() + s.size();
+        const auto [p, ec] = std::from_chars(s.data() + 2, end, v, 16);
+        if (s[2] == '+' || s[2] == '-' || ec != std::errc() || p != end) return "'" + s + "' is not a 64-bit hexadecimal integer";
+        s = std::to_string(v);
+        return {};
+      },
+      "UINT64");
+}
+
 /// A real number in [lo, hi] (`lo_open`: (lo, hi]) that stays finite and in range once stored as a
 /// 32-bit float: refuses NaN, Inf, 1e40 (Inf as a float) and 1e-50 (0 as a float) where 0 is out.
 /// CLI::Range lets NaN through (every comparison with NaN is false).

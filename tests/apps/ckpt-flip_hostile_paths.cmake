@@ -1,0 +1,5 @@
+# ckpt-flip path arguments against each other and against non-regular, unreadable, locked and
+# missing files; external raw data files; cut flip logs; out-of-range seeds (issue #15).
+resil_add_test(NAME ckpt-flip_hostile_paths
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ckpt-flip_hostile_paths.sh $<TARGET_FILE:ckpt-flip>
+  LABELS integration TIMEOUT 300)
