@@ -15,6 +15,7 @@
 #include "resil/ckpt/checkpoint.hpp"
 #include "resil/ckpt/hash.hpp"
 #include "resil/core/error.hpp"
+#include "resil/core/fd.hpp"
 #include "resil/inject/campaign.hpp"
 #include "campaign_worker.hpp"
 
@@ -107,41 +108,31 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
   cargs.push_back(nullptr);
   // A previous command may have left a link at the log's path: never write through it.
   ::unlink(log.c_str());
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) throw IoError(log.string() + ": cannot create the trial's output log: " + std::strerror(errno));
-  int status_pipe[2];
-  if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
-    ::close(fd);
-    throw IoError(std::string("campaign: pipe failed: ") + std::strerror(errno));
-  }
+  Fd fd{::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644)};
+  if (!fd) throw IoError(log.string() + ": cannot create the trial's output log: " + std::strerror(errno));
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw IoError(std::string("campaign: pipe failed: ") + std::strerror(errno));
+  Fd status_in{pipe_fds[0]}, status_out{pipe_fds[1]};
   const int death_signal = SIGRTMIN;  // sent to nobody by accident
   const std::string exec_failed = "campaign: cannot execute " + args[0] + ": ";
   const pid_t self = ::getpid();
   const double t0 = now();
   const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fd);
-    ::close(status_pipe[0]);
-    ::close(status_pipe[1]);
-    throw IoError(std::string("campaign: fork failed: ") + std::strerror(errno));
-  }
+  if (pid < 0) throw IoError(std::string("campaign: fork failed: ") + std::strerror(errno));
   if (pid == 0) {
-    ::close(status_pipe[0]);
-    supervise(cargs.data(), fd, status_pipe[1], self, death_signal, exec_failed);
+    status_in.reset();
+    supervise(cargs.data(), fd.get(), status_out.get(), self, death_signal, exec_failed);  // never returns
   }
   ::setpgid(pid, pid);  // also from the parent: no race with the kill below
-  ::close(fd);
-  ::close(status_pipe[1]);
+  fd.reset();
+  status_out.reset();
   CommandResult r;
   int status = 0;
   double sleep_s = 0.001;
   for (;;) {
     const pid_t w = ::waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
-    if (w < 0 && errno != EINTR) {
-      ::close(status_pipe[0]);
-      throw IoError(std::string("campaign: waitpid failed: ") + std::strerror(errno));
-    }
+    if (w < 0 && errno != EINTR) throw IoError(std::string("campaign: waitpid failed: ") + std::strerror(errno));
     if (now() - t0 > timeout_s) {
       r.timed_out = true;
       ::kill(-pid, SIGKILL);
@@ -158,9 +149,9 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
   int command_status = 0;
   ssize_t got = -1;
   do {
-    got = ::read(status_pipe[0], &command_status, sizeof command_status);
+    got = ::read(status_in.get(), &command_status, sizeof command_status);
   } while (got < 0 && errno == EINTR);
-  ::close(status_pipe[0]);
+  status_in.reset();
   if (!r.timed_out) {
     if (got == static_cast<ssize_t>(sizeof command_status)) status = command_status;
     if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "resil/inject/sampling.hpp"
+#include "resil/core/fd.hpp"
 
 namespace resil::inject {
 
@@ -22,8 +23,8 @@ std::vector<FlipRecord> plan_raw(const std::string& file, const PlanOptions& opt
   Rng rng(key, stream_sites);
   const std::uint64_t bits = size * 8;
   const auto draws = opt.flips ? draw_without_replacement(bits, *opt.flips, rng) : draw_bernoulli(bits, *opt.ber, rng);
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError(file + ": cannot open: " + std::strerror(errno));
+  const Fd fd{::open(file.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (!fd) throw IoError(file + ": cannot open: " + std::strerror(errno));
   std::unordered_map<std::uint64_t, std::uint64_t> cur;
   Rng model_rng(key, stream_model);
   std::vector<FlipRecord> out;
@@ -37,10 +38,8 @@ std::vector<FlipRecord> plan_raw(const std::string& file, const PlanOptions& opt
     auto it = cur.find(r.index);
     if (it == cur.end()) {
       unsigned char b = 0;
-      if (::pread(fd, &b, 1, static_cast<off_t>(r.index)) != 1) {
-        ::close(fd);
+      if (::pread(fd.get(), &b, 1, static_cast<off_t>(r.index)) != 1)
         throw IoError(file + ": read failed at byte " + std::to_string(r.index));
-      }
       it = cur.emplace(r.index, b).first;
     }
     r.old_bits = it->second;
@@ -48,7 +47,6 @@ std::vector<FlipRecord> plan_raw(const std::string& file, const PlanOptions& opt
     it->second = r.new_bits;
     out.push_back(std::move(r));
   }
-  ::close(fd);
   return out;
 }
 

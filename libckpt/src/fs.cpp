@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "resil/core/error.hpp"
+#include "resil/core/fd.hpp"
 
 namespace resil::ckpt::fs {
 
@@ -18,12 +19,6 @@ namespace {
 [[noreturn]] void fail(const std::string& what, const stdfs::path& p) {
   throw IoError(p.string() + ": " + what + ": " + std::strerror(errno));
 }
-struct Fd {
-  int fd;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 const char* kind_of(mode_t m) {
   if (S_ISDIR(m)) return "a directory";
@@ -74,7 +69,7 @@ void require_input_file(const stdfs::path& p) {
   // A regular file: O_NONBLOCK changes nothing, but keeps a file swapped for a FIFO since the
   // stat from blocking this open.
   Fd f{::open(p.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
-  if (f.fd < 0) throw IoError(p.string() + ": cannot open for reading: " + errno_text(errno));
+  if (f.get() < 0) throw IoError(p.string() + ": cannot open for reading: " + errno_text(errno));
 }
 
 void require_output_file(const stdfs::path& p) {
@@ -105,14 +100,14 @@ void require_distinct(std::initializer_list<PathArg> args) {
 
 void fsync_file(const stdfs::path& p) {
   Fd f{::open(p.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) fail("cannot open to fsync", p);
-  if (::fsync(f.fd) != 0) fail("fsync failed", p);
+  if (f.get() < 0) fail("cannot open to fsync", p);
+  if (::fsync(f.get()) != 0) fail("fsync failed", p);
 }
 
 void fsync_dir(const stdfs::path& dir) {
   Fd f{::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (f.fd < 0) fail("cannot open directory to fsync", dir);
-  if (::fsync(f.fd) != 0) fail("fsync of directory failed", dir);
+  if (f.get() < 0) fail("cannot open directory to fsync", dir);
+  if (::fsync(f.get()) != 0) fail("fsync of directory failed", dir);
 }
 
 void durable_rename(const stdfs::path& from, const stdfs::path& to) {
@@ -129,17 +124,17 @@ void write_file_atomic(const stdfs::path& p, const std::string& text) {
   RemoveOnError guard(tmp);
   {
     Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
-    if (f.fd < 0) fail("cannot create", tmp);
+    if (f.get() < 0) fail("cannot create", tmp);
     std::size_t done = 0;
     while (done < text.size()) {
-      const ssize_t n = ::write(f.fd, text.data() + done, text.size() - done);
+      const ssize_t n = ::write(f.get(), text.data() + done, text.size() - done);
       if (n < 0) {
         if (errno == EINTR) continue;
         fail("write failed", tmp);
       }
       done += static_cast<std::size_t>(n);
     }
-    if (::fsync(f.fd) != 0) fail("fsync failed", tmp);
+    if (::fsync(f.get()) != 0) fail("fsync failed", tmp);
   }
   durable_rename(tmp, p);
   guard.keep();
@@ -156,26 +151,26 @@ std::string read_file(const stdfs::path& p) {
 
 void copy_file(const stdfs::path& from, const stdfs::path& to) {
   Fd in{::open(from.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (in.fd < 0) fail("cannot open", from);
+  if (in.get() < 0) fail("cannot open", from);
   struct stat st {};
-  if (::fstat(in.fd, &st) != 0) fail("cannot stat", from);
+  if (::fstat(in.get(), &st) != 0) fail("cannot stat", from);
   Fd out{::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
-  if (out.fd < 0) fail("cannot create", to);
+  if (out.get() < 0) fail("cannot create", to);
   off_t left = st.st_size;
   while (left > 0) {
     // copy_file_range lets the kernel (or the filesystem, by reflink) move the bytes.
-    const ssize_t n = ::copy_file_range(in.fd, nullptr, out.fd, nullptr, static_cast<std::size_t>(left), 0);
+    const ssize_t n = ::copy_file_range(in.get(), nullptr, out.get(), nullptr, static_cast<std::size_t>(left), 0);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL) {
         // Fallback: plain read/write in 8 MiB blocks.
         std::vector<char> buf(std::size_t{8} << 20);
         for (;;) {
-          const ssize_t r = ::read(in.fd, buf.data(), buf.size());
+          const ssize_t r = ::read(in.get(), buf.data(), buf.size());
           if (r < 0) fail("read failed", from);
           if (r == 0) break;
           for (ssize_t w = 0; w < r;) {
-            const ssize_t k = ::write(out.fd, buf.data() + w, static_cast<std::size_t>(r - w));
+            const ssize_t k = ::write(out.get(), buf.data() + w, static_cast<std::size_t>(r - w));
             if (k < 0) fail("write failed", to);
             w += k;
           }
@@ -187,7 +182,7 @@ void copy_file(const stdfs::path& from, const stdfs::path& to) {
     if (n == 0) break;
     left -= n;
   }
-  if (::fsync(out.fd) != 0) fail("fsync failed", to);
+  if (::fsync(out.get()) != 0) fail("fsync failed", to);
 }
 
 }  // namespace resil::ckpt::fs
