@@ -6,7 +6,7 @@
 #include "resil/app/main.hpp"
 #include "resil/inject/campaign.hpp"
 
-namespace resil::flip {
+namespace resil::app::ckpt_flip {
 
 CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
   auto* c = app.add_subcommand("campaign", "Run (or continue) a fault-injection campaign: golden run, then per trial inject -> run -> classify -> record.");
@@ -63,4 +63,4 @@ int run_campaign(const CampaignOptions& o) {
   return 0;
 }
 
-}  // namespace resil::flip
+}  // namespace resil::app::ckpt_flip

@@ -12,7 +12,7 @@
 
 #include "resil/inject/flip_log.hpp"
 
-namespace resil::flip {
+namespace resil::app::ckpt_flip {
 
 struct InspectOptions {
   std::string file;
@@ -106,4 +106,4 @@ std::string describe_change(const inject::FlipRecord& r);
 /// on any error the temporary is removed and `to` is untouched.
 void with_output_copy(const std::string& from, const std::string& to, const std::function<void(const std::string&)>& fn);
 
-}  // namespace resil::flip
+}  // namespace resil::app::ckpt_flip

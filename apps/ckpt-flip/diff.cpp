@@ -5,7 +5,7 @@
 #include "resil/inject/diff.hpp"
 #include "resil/inject/names.hpp"
 
-namespace resil::flip {
+namespace resil::app::ckpt_flip {
 
 CLI::App* setup_diff(CLI::App& app, DiffOptions& o) {
   auto* c = app.add_subcommand("diff", "Compare two files dataset by dataset (differing elements, bit positions, errors, NaN/Inf).");
@@ -52,4 +52,4 @@ int run_diff(const DiffOptions& o) {
   return 0;
 }
 
-}  // namespace resil::flip
+}  // namespace resil::app::ckpt_flip

@@ -15,7 +15,7 @@
 #include "resil/inject/campaign_report.hpp"
 #include "resil/inject/fit.hpp"
 
-namespace resil::flip {
+namespace resil::app::ckpt_flip {
 
 
 CLI::App* setup_fit(CLI::App& app, FitOptions& o) {
@@ -114,4 +114,4 @@ int run_fit(const FitOptions& o) {
   return 0;
 }
 
-}  // namespace resil::flip
+}  // namespace resil::app::ckpt_flip

@@ -8,11 +8,12 @@
 #include "resil/ckpt/fs.hpp"
 #include "resil/ckpt/hash.hpp"
 #include "resil/config.hpp"
+#include "resil/inject/apply.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/raw.hpp"
 #include "resil/inject/words.hpp"
 
-namespace resil::flip {
+namespace resil::app::ckpt_flip {
 
 CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
   auto* c = app.add_subcommand("inject", "Flip bits in a copy of IN (or IN itself with --in-place) and write a flip log.");
@@ -187,4 +188,4 @@ int run_inject(const InjectOptions& o) {
   return 0;
 }
 
-}  // namespace resil::flip
+}  // namespace resil::app::ckpt_flip

@@ -8,7 +8,7 @@
 #include "resil/inject/names.hpp"
 #include "resil/inject/plan.hpp"
 
-namespace resil::flip {
+namespace resil::app::ckpt_flip {
 
 CLI::App* setup_inspect(CLI::App& app, InspectOptions& o) {
   auto* c = app.add_subcommand("inspect", "Show groups/datasets: dtype, shape, layout, filters, bytes, checksum, fault space.");
@@ -96,4 +96,4 @@ int run_inspect(const InspectOptions& o) {
   return 0;
 }
 
-}  // namespace resil::flip
+}  // namespace resil::app::ckpt_flip

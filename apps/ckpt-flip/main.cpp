@@ -5,7 +5,7 @@
 #include "resil/config.hpp"
 
 int main(int argc, char** argv) {
-  using namespace resil::flip;
+  using namespace resil::app::ckpt_flip;
   CLI::App app{"ckpt-flip: flip bits in HDF5 checkpoints in their stored width, reproducibly, with an exact undo.\n"
                "Bit 0 is the least significant bit of the stored word. See docs/ckpt-flip.md."};
   app.set_version_flag("--version", std::string("ckpt-flip ") + resil::version);

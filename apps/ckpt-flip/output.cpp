@@ -5,7 +5,7 @@
 #include "resil/core/error.hpp"
 #include "resil/ckpt/fs.hpp"
 
-namespace resil::flip {
+namespace resil::app::ckpt_flip {
 
 std::string describe_change(const inject::FlipRecord& r) {
   char buf[160];
@@ -42,4 +42,4 @@ void with_output_copy(const std::string& from, const std::string& to, const std:
   guard.keep();
 }
 
-}  // namespace resil::flip
+}  // namespace resil::app::ckpt_flip

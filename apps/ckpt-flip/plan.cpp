@@ -10,7 +10,7 @@
 #include "resil/inject/plan.hpp"
 #include "resil/inject/stats.hpp"
 
-namespace resil::flip {
+namespace resil::app::ckpt_flip {
 
 CLI::App* setup_plan(CLI::App& app, PlanOptions& o) {
   auto* c = app.add_subcommand("plan", "Campaign size: Leveugle et al. (DATE 2009) sample size for a fault space, margin and confidence.");
@@ -100,4 +100,4 @@ int run_plan(const PlanOptions& o) {
   return 0;
 }
 
-}  // namespace resil::flip
+}  // namespace resil::app::ckpt_flip

@@ -2,9 +2,10 @@
 
 #include "commands.hpp"
 #include "resil/ckpt/fs.hpp"
+#include "resil/inject/apply.hpp"
 #include "resil/inject/plan.hpp"
 
-namespace resil::flip {
+namespace resil::app::ckpt_flip {
 
 CLI::App* setup_replay(CLI::App& app, ReplayOptions& o) {
   auto* c = app.add_subcommand("replay", "Re-apply the flips of a log exactly, to FILE or to a copy of it.");
@@ -32,4 +33,4 @@ int run_replay(const ReplayOptions& o) {
   return 0;
 }
 
-}  // namespace resil::flip
+}  // namespace resil::app::ckpt_flip

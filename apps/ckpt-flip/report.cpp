@@ -10,7 +10,7 @@
 #include "resil/ckpt/fs.hpp"
 #include "resil/inject/campaign_report.hpp"
 
-namespace resil::flip {
+namespace resil::app::ckpt_flip {
 
 CLI::App* setup_report(CLI::App& app, ReportOptions& o) {
   auto* c = app.add_subcommand("report", "Merge a campaign's shards and report classes and rates with Wilson and Clopper-Pearson intervals.");
@@ -73,4 +73,4 @@ int run_report(const ReportOptions& o) {
   return 0;
 }
 
-}  // namespace resil::flip
+}  // namespace resil::app::ckpt_flip

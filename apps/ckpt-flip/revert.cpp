@@ -2,9 +2,10 @@
 
 #include "commands.hpp"
 #include "resil/ckpt/fs.hpp"
+#include "resil/inject/apply.hpp"
 #include "resil/inject/plan.hpp"
 
-namespace resil::flip {
+namespace resil::app::ckpt_flip {
 
 CLI::App* setup_revert(CLI::App& app, RevertOptions& o) {
   auto* c = app.add_subcommand("revert", "Undo the flips of a log exactly (datasets byte-identical to before).");
@@ -35,4 +36,4 @@ int run_revert(const RevertOptions& o) {
   return 0;
 }
 
-}  // namespace resil::flip
+}  // namespace resil::app::ckpt_flip

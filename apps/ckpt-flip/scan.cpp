@@ -5,7 +5,7 @@
 #include "resil/inject/scan.hpp"
 #include "resil/inject/names.hpp"
 
-namespace resil::flip {
+namespace resil::app::ckpt_flip {
 
 CLI::App* setup_scan(CLI::App& app, ScanOptions& o) {
   auto* c = app.add_subcommand("scan", "Detect likely corruption without a golden copy; exit 0 clean, 10 suspect.");
@@ -37,4 +37,4 @@ int run_scan(const ScanOptions& o) {
   return rep.suspect() ? static_cast<int>(ExitCode::suspect) : 0;
 }
 
-}  // namespace resil::flip
+}  // namespace resil::app::ckpt_flip

@@ -1,5 +1,4 @@
-// plan(): sites -> records (reads the touched words once); apply(): records -> file, per word
-// chain, block by block, so each touched chunk is read and written once. In place, HDF5 is only
+// apply(): records -> file, per word chain, block by block, so each touched chunk is read and written once. In place, HDF5 is only
 // ever opened read-only: raw data at known offsets is changed with pwrite, and edits that only
 // HDF5 can make (filtered or unallocated chunks) go through a staged copy decided up front.
 #include <fcntl.h>
@@ -17,60 +16,14 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "resil/core/fd.hpp"
 #include "resil/ckpt/fs.hpp"
+#include "resil/inject/apply.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/sampling.hpp"
 #include "resil/inject/words.hpp"
 
 namespace resil::inject {
-
-std::vector<FlipRecord> plan(const std::string& file, std::span<const Target> targets, std::span<const Site> sites,
-                             const PlanOptions& opt) {
-  WordFile wf(file, Access::read);
-  auto out = plan(wf, targets, sites, opt);
-  wf.close();
-  return out;
-}
-
-std::vector<FlipRecord> plan(WordFile& wf, std::span<const Target> targets, std::span<const Site> sites,
-                             const PlanOptions& opt) {
-  // Current words of every touched element, read block by block (fn changes nothing: no write).
-  std::vector<std::unordered_map<std::uint64_t, std::uint64_t>> current(targets.size());
-  {
-    std::vector<std::vector<std::uint64_t>> idx(targets.size());
-    for (const auto& s : sites) idx[s.target].push_back(s.index);
-    for (std::size_t t = 0; t < targets.size(); ++t) {
-      if (idx[t].empty()) continue;
-      const unsigned width = wf.width_of(targets[t].info.path);
-      if (width != ckpt::dtype_bits(targets[t].dtype))
-        throw UsageError(wf.path() + ": dataset " + targets[t].info.path + ": stored width " + std::to_string(width) +
-                         " does not match dtype " + std::string(ckpt::dtype_name(targets[t].dtype)));
-      current[t].reserve(idx[t].size());
-      wf.edit(targets[t].info.path, std::move(idx[t]), [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
-        for (std::size_t k = 0; k < i.size(); ++k) current[t][i[k]] = w[k];
-      });
-    }
-  }
-  Rng rng(derive_seed(opt.seed, opt.trial), stream_model);
-  std::vector<FlipRecord> out;
-  out.reserve(sites.size());
-  for (const auto& s : sites) {
-    const Target& t = targets[s.target];
-    FlipRecord r;
-    r.dataset = t.info.path;
-    r.index = s.index;
-    r.nd = unravel_index(s.index, t.info.shape);
-    r.dtype = t.dtype;
-    r.width = ckpt::dtype_bits(t.dtype);
-    r.anchor = s.bit;
-    auto& w = current[s.target].at(s.index);
-    r.old_bits = w;
-    r.new_bits = opt.model.apply(w, r.width, s.bit, t.allowed, rng);
-    w = r.new_bits;
-    out.push_back(std::move(r));
-  }
-  return out;
-}
 
 namespace {
 
@@ -116,25 +69,19 @@ std::uint64_t resolve(std::span<const FlipRecord* const> chain, std::uint64_t w,
 ApplyStats apply_raw(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force) {
   std::map<std::uint64_t, std::vector<const FlipRecord*>> chains;
   for (const auto& r : records) chains[r.index].push_back(&r);
-  const int fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) throw IoError(file + ": cannot open for writing: " + std::strerror(errno));
+  const Fd fd{::open(file.c_str(), O_RDWR | O_CLOEXEC)};
+  if (!fd) throw IoError(file + ": cannot open for writing: " + std::strerror(errno));
   ApplyStats st;
-  try {
-    for (const auto& [off, chain] : chains) {
-      unsigned char b = 0;
-      if (::pread(fd, &b, 1, static_cast<off_t>(off)) != 1)
-        throw MismatchError(file + ": byte " + std::to_string(off) + " is beyond the end of the file");
-      ++st.words;
-      const auto nb = static_cast<unsigned char>(resolve(chain, b, dir, force, file, st));
-      if (nb != b && ::pwrite(fd, &nb, 1, static_cast<off_t>(off)) != 1)
-        throw IoError(file + ": write failed: " + std::strerror(errno));
-    }
-    if (::fsync(fd) != 0) throw IoError(file + ": fsync failed: " + std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    throw;
+  for (const auto& [off, chain] : chains) {
+    unsigned char b = 0;
+    if (::pread(fd.get(), &b, 1, static_cast<off_t>(off)) != 1)
+      throw MismatchError(file + ": byte " + std::to_string(off) + " is beyond the end of the file");
+    ++st.words;
+    const auto nb = static_cast<unsigned char>(resolve(chain, b, dir, force, file, st));
+    if (nb != b && ::pwrite(fd.get(), &nb, 1, static_cast<off_t>(off)) != 1)
+      throw IoError(file + ": write failed: " + std::strerror(errno));
   }
-  ::close(fd);
+  if (::fsync(fd.get()) != 0) throw IoError(file + ": fsync failed: " + std::strerror(errno));
   return st;
 }
 

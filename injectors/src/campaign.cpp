@@ -17,9 +17,11 @@
 #include "resil/ckpt/fs.hpp"
 #include "resil/config.hpp"
 #include "resil/core/error.hpp"
+#include "resil/core/fd.hpp"
 #include "resil/core/rng.hpp"
 #include "resil/inject/names.hpp"
 #include "resil/inject/campaign.hpp"
+#include "resil/inject/apply.hpp"
 #include "resil/inject/plan.hpp"
 #include "campaign_worker.hpp"
 
@@ -234,48 +236,41 @@ FaultSpace space_of(const Selection& s, const CkptFiles& files) {
 class ResultsFile {
 public:
   ResultsFile(const stdfs::path& p, const std::string& who) : path_(p) {
-    fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
-    if (fd_ < 0) throw IoError(p.string() + ": cannot open the results file: " + std::strerror(errno));
+    fd_.reset(::open(p.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644));
+    if (!fd_) throw IoError(p.string() + ": cannot open the results file: " + std::strerror(errno));
     struct stat st {};
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd_);
-      throw IoError(p.string() + ": the results file is not a regular file");
-    }
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (::fstat(fd_.get(), &st) != 0 || !S_ISREG(st.st_mode)) throw IoError(p.string() + ": the results file is not a regular file");
+    if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
       const int e = errno;
-      ::close(fd_);
       if (e == EWOULDBLOCK) throw UsageError(p.string() + ": " + who + " of this campaign is already running in another process");
       throw IoError(p.string() + ": cannot lock the results file: " + std::strerror(e));
     }
     const std::string text = ckpt::fs::read_file(p);
     if (!text.empty() && text.back() != '\n') {
       const auto keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
-      if (::ftruncate(fd_, static_cast<off_t>(keep)) != 0) throw IoError(p.string() + ": cannot cut a torn last line");
+      if (::ftruncate(fd_.get(), static_cast<off_t>(keep)) != 0) throw IoError(p.string() + ": cannot cut a torn last line");
     }
   }
   ~ResultsFile() { close(); }
   /// In a job process: the descriptor is the campaign's (the lock stays with the campaign's).
-  void close() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
+  void close() noexcept { fd_.reset(); }
   ResultsFile(const ResultsFile&) = delete;
   ResultsFile& operator=(const ResultsFile&) = delete;
   void append(const std::string& line) {
     const std::string s = line + "\n";
     std::size_t done = 0;
     while (done < s.size()) {
-      const ssize_t w = ::write(fd_, s.data() + done, s.size() - done);
+      const ssize_t w = ::write(fd_.get(), s.data() + done, s.size() - done);
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0) throw IoError(path_.string() + ": cannot append a record: " + std::strerror(errno));
       done += static_cast<std::size_t>(w);
     }
-    if (::fsync(fd_) != 0) throw IoError(path_.string() + ": fsync failed: " + std::strerror(errno));
+    if (::fsync(fd_.get()) != 0) throw IoError(path_.string() + ": fsync failed: " + std::strerror(errno));
   }
 
 private:
   stdfs::path path_;
-  int fd_ = -1;
+  Fd fd_;
 };
 
 /// The JSON in `p`; nothing when it is absent, unreadable, not JSON or not a regular file (a FIFO

@@ -1,4 +1,4 @@
-#include "resil/inject/plan.hpp"
+#include "resil/inject/select.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -66,15 +66,6 @@ std::vector<Target> select(const std::vector<ckpt::DatasetInfo>& datasets, const
     throw NothingSelectedError(why);
   }
   return out;
-}
-
-std::vector<std::uint64_t> unravel_index(std::uint64_t flat, const ckpt::Shape& shape) {
-  std::vector<std::uint64_t> nd(shape.size());
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    nd[d] = shape[d] ? flat % shape[d] : 0;
-    flat = shape[d] ? flat / shape[d] : 0;
-  }
-  return nd;
 }
 
 }  // namespace resil::inject

@@ -20,6 +20,7 @@
 #include "resil/ckpt/fs.hpp"
 #include "resil/ckpt/hash.hpp"
 #include "resil/ckpt/io.hpp"
+#include "resil/inject/apply.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/raw.hpp"
 #include "resil/inject/diff.hpp"

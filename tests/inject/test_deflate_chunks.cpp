@@ -13,6 +13,7 @@
 #include "resil/ckpt/fs.hpp"
 #include "resil/ckpt/io.hpp"
 #include "resil/inject/deflate_chunks.hpp"
+#include "resil/inject/apply.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/sampling.hpp"
 #include "resil/inject/words.hpp"

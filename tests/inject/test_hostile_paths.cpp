@@ -13,6 +13,7 @@
 #include "resil/ckpt/io.hpp"
 #include "resil/core/error.hpp"
 #include "resil/inject/flip_log.hpp"
+#include "resil/inject/apply.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil_test/tmpdir.hpp"
 

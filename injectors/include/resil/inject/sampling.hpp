@@ -1,10 +1,16 @@
-// Sampling primitives over a space of `total` stored bits, counter-based (resil::Rng).
+// inject::sample_sites: fault sites drawn uniformly over the selected stored bits (a dataset weighs
+// numel x its selected bits), counter-based (resil::Rng): trial t of seed s is reproducible on its
+// own. Also the sampling primitives over a space of `total` stored bits.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "resil/core/rng.hpp"
+#include "resil/inject/fault_model.hpp"
+#include "resil/inject/select.hpp"
 
 namespace resil::inject {
 
@@ -21,5 +27,26 @@ uint128_t below(Rng& rng, uint128_t n);
 std::vector<uint128_t> draw_without_replacement(uint128_t total, std::uint64_t n, Rng& rng);
 /// Each value of [0, total) independently with probability p, sorted.
 std::vector<uint128_t> draw_bernoulli(uint128_t total, double p, Rng& rng);
+
+enum class Stratify { none, bits, dataset };
+
+struct PlanOptions {
+  std::uint64_t seed = 0;
+  std::uint64_t trial = 0;              // campaign trial: its own counter-based streams
+  std::optional<std::uint64_t> flips;   // exact count, sites without replacement
+  std::optional<double> ber;            // per stored bit
+  Stratify stratify = Stratify::none;
+  FaultModel model;
+};
+
+struct Site {
+  std::uint32_t target = 0;
+  std::uint64_t index = 0;  // flat element index
+  unsigned bit = 0;
+  auto operator<=>(const Site&) const = default;
+};
+
+/// Draw the fault sites (sorted by target, index, bit). Pure function of (targets, options).
+std::vector<Site> sample_sites(std::span<const Target> targets, const PlanOptions& opt);
 
 }  // namespace resil::inject

@@ -1,0 +1,44 @@
+// inject::apply: flip records -> file, exactly (forward) or as an exact undo (revert), crash-safe in
+// place (the last step of select -> sample_sites -> plan -> apply).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "resil/inject/flip_log.hpp"
+
+namespace resil::inject {
+
+class WordFile;
+
+enum class Direction { forward, revert };
+struct ApplyStats {
+  std::uint64_t words = 0;       // distinct words the records touch
+  std::uint64_t changed = 0;     // words written
+  std::uint64_t unchanged = 0;   // already in the target state (e.g. revert of an interrupted run)
+};
+
+/// Apply records to `file` (forward: replay/inject; revert: exact undo, in reverse order).
+/// Per word the current bits must be a state of its record chain (forward: the first old or the
+/// last new; revert: the first old or any new); otherwise MismatchError names dataset and index,
+/// unless `force`. Raw records are applied to the file's bytes.
+/// Crash safety (`crash_safe`, i.e. in place): HDF5 is opened read-only, never read-write (a
+/// superblock v2/3 file opened for writing and killed would no longer open). Contiguous data and
+/// allocated chunks of unfiltered datasets are changed word by word with pwrite at their file
+/// addresses. A change HDF5 alone can make - a filtered chunk (HDF5 may relocate it and update the
+/// chunk index later), an unallocated chunk, compact or unallocated data - stages the file: copy to
+/// a temporary sibling, edit there through HDF5, fsync, rename over `file` (always before or
+/// after). Which way is decided by a read-only probe before any byte changes. Stale
+/// `.NAME.tmp.PID` siblings of dead processes are removed first.
+/// `sync` false (in place only): the file's edited bytes are not fsynced at the end (the staged
+/// path always is). A crash then may lose some of the edits, never tear a word; the log's
+/// old/new chains let revert and replay finish from any such state.
+ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force = false,
+                 bool crash_safe = true, bool sync = true);
+/// The same through an open WordFile, which it closes (its set_sync applies): Access::in_place is the
+/// crash-safe way (a staged edit closes it and works on a copy of its path), Access::rewrite the
+/// other; Access::read is a UsageError. Raw records reopen the file by path.
+ApplyStats apply(WordFile& file, std::span<const FlipRecord> records, Direction dir, bool force = false);
+
+}  // namespace resil::inject

@@ -1,0 +1,68 @@
+// plan(): the drawn sites -> flip records. Reads each touched word once (through a WordFile) and
+// applies the fault model in site order, so records hitting one word chain.
+#include "resil/inject/plan.hpp"
+
+#include <unordered_map>
+
+#include "resil/inject/words.hpp"
+
+namespace resil::inject {
+
+std::vector<FlipRecord> plan(const std::string& file, std::span<const Target> targets, std::span<const Site> sites,
+                             const PlanOptions& opt) {
+  WordFile wf(file, Access::read);
+  auto out = plan(wf, targets, sites, opt);
+  wf.close();
+  return out;
+}
+
+std::vector<FlipRecord> plan(WordFile& wf, std::span<const Target> targets, std::span<const Site> sites,
+                             const PlanOptions& opt) {
+  // Current words of every touched element, read block by block (fn changes nothing: no write).
+  std::vector<std::unordered_map<std::uint64_t, std::uint64_t>> current(targets.size());
+  {
+    std::vector<std::vector<std::uint64_t>> idx(targets.size());
+    for (const auto& s : sites) idx[s.target].push_back(s.index);
+    for (std::size_t t = 0; t < targets.size(); ++t) {
+      if (idx[t].empty()) continue;
+      const unsigned width = wf.width_of(targets[t].info.path);
+      if (width != ckpt::dtype_bits(targets[t].dtype))
+        throw UsageError(wf.path() + ": dataset " + targets[t].info.path + ": stored width " + std::to_string(width) +
+                         " does not match dtype " + std::string(ckpt::dtype_name(targets[t].dtype)));
+      current[t].reserve(idx[t].size());
+      wf.edit(targets[t].info.path, std::move(idx[t]), [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
+        for (std::size_t k = 0; k < i.size(); ++k) current[t][i[k]] = w[k];
+      });
+    }
+  }
+  Rng rng(derive_seed(opt.seed, opt.trial), stream_model);
+  std::vector<FlipRecord> out;
+  out.reserve(sites.size());
+  for (const auto& s : sites) {
+    const Target& t = targets[s.target];
+    FlipRecord r;
+    r.dataset = t.info.path;
+    r.index = s.index;
+    r.nd = unravel_index(s.index, t.info.shape);
+    r.dtype = t.dtype;
+    r.width = ckpt::dtype_bits(t.dtype);
+    r.anchor = s.bit;
+    auto& w = current[s.target].at(s.index);
+    r.old_bits = w;
+    r.new_bits = opt.model.apply(w, r.width, s.bit, t.allowed, rng);
+    w = r.new_bits;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<std::uint64_t> unravel_index(std::uint64_t flat, const ckpt::Shape& shape) {
+  std::vector<std::uint64_t> nd(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    nd[d] = shape[d] ? flat % shape[d] : 0;
+    flat = shape[d] ? flat / shape[d] : 0;
+  }
+  return nd;
+}
+
+}  // namespace resil::inject
