@@ -83,7 +83,7 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--resume", c.resume, "continue from a checkpoint directory or manifest");
   app.add_option("--tables", c.tables, "embedding tables")->check(CLI::Range(1, 26))->capture_default_str();
   app.add_option("--rows", c.rows, "rows per table")->check(CLI::Range(1u, 1u << 30))->capture_default_str();
-  app.add_option("--dim", c.dim, "embedding dimension")->check(CLI::Range(1, 256))->capture_default_str();
+  app.add_option("--dim", c.dim, "embedding dimension")->check(CLI::Range(1, ecrm::max_dim))->capture_default_str();
   app.add_option("--batch", c.batch, "global batch (split over the ranks)")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--rows-per-fragment", c.rows_per_fragment, "rows per data fragment")->check(CLI::Range(1u, 1u << 20))->capture_default_str();
   app.add_option("--rebuild-stripes", c.rebuild_stripes, "stripes each replacement rebuilds per step (0 = all at once)")->check(u64_decimal)->capture_default_str();
