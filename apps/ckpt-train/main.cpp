@@ -45,35 +45,31 @@ int main(int argc, char** argv) {
   auto* serve = app.add_subcommand("serve", "resident trial worker for campaigns (\"mode\": \"worker\"; started by ckpt-flip campaign)");
   setup_serve(*serve, serve_o);
   const std::string prog = "ckpt-train";
+  // Errors every rank agreed on: a PeerError (see there: its reporters name their rank), and NaN/Inf,
+  // which the step's collective makes every rank see at the same step (rank 0 reports). Anything
+  // else under MPI was seen by this rank alone: guarded_main prints it with the rank and ends the
+  // job with MPI_Abort (the other ranks may be waiting in a collective).
   resil::app::Ranks ranks{comm.rank(), comm.size(), [&comm](int v) { return comm.allreduce_max(v); },
-                          [&comm](int code) { comm.abort(code); }};
+                          [&comm](int code) { comm.abort(code); },
+                          [&comm](const resil::Error& e) -> std::optional<resil::app::Agreed> {
+                            if (const auto* p = dynamic_cast<const resil::train::PeerError*>(&e)) return resil::app::Agreed{p->report()};
+                            if (dynamic_cast<const resil::NumericError*>(&e) && comm.size() > 1) return resil::app::Agreed{comm.rank() == 0};
+                            return std::nullopt;
+                          }};
   return resil::app::guarded_main(
       prog, app, argc, argv,
       [&]() -> int {
-        try {
-          if ((*eval || *latest) && comm.size() > 1)
-            throw resil::train::PeerError(std::string(*eval ? "eval" : "latest") + " runs in one process (got " + std::to_string(comm.size()) +
-                                              " MPI ranks)",
-                                          resil::ExitCode::usage, comm.rank() == 0);
-          // SIGTERM/SIGUSR1 (Slurm --signal, scancel, mpiexec forwarding): checkpoint at the next step, exit 75.
-          if (*train || *resume) resil::train::install_preempt_handlers();
-          if (*train) return run_train(train_o, comm);
-          if (*resume) return run_resume(resume_o, comm);
-          if (*eval) return run_eval(eval_o, comm);
-          if (*serve) return run_serve(serve_o);
-          return run_latest(latest_o);
-        } catch (const resil::train::PeerError& e) {
-          // Agreed by every rank (see PeerError): reported once, every rank exits with the job's code.
-          if (e.report()) resil::app::print_error(prog, e.what());
-          return resil::exit_code_of(e);
-        } catch (const resil::NumericError& e) {
-          // NaN/Inf is agreed by the step's collective: every rank stops at the same step; rank 0 reports.
-          if (comm.size() == 1) throw;
-          if (comm.rank() == 0) resil::app::print_error(prog, e.what());
-          return resil::exit_code_of(e);
-        }
-        // Anything else under MPI was seen by this rank alone: guarded_main prints it with the rank
-        // and ends the job with MPI_Abort (the other ranks may be waiting in a collective).
+        if ((*eval || *latest) && comm.size() > 1)
+          throw resil::train::PeerError(std::string(*eval ? "eval" : "latest") + " runs in one process (got " + std::to_string(comm.size()) +
+                                            " MPI ranks)",
+                                        resil::ExitCode::usage, comm.rank() == 0);
+        // SIGTERM/SIGUSR1 (Slurm --signal, scancel, mpiexec forwarding): checkpoint at the next step, exit 75.
+        if (*train || *resume) resil::train::install_preempt_handlers();
+        if (*train) return run_train(train_o, comm);
+        if (*resume) return run_resume(resume_o, comm);
+        if (*eval) return run_eval(eval_o, comm);
+        if (*serve) return run_serve(serve_o);
+        return run_latest(latest_o);
       },
       ranks);
 }

@@ -4,12 +4,10 @@
 
 #include <charconv>
 #include <cmath>
-#include <cstdio>
-#include <iostream>
 #include <limits>
 #include <map>
 #include <optional>
-#include <sstream>
+#include <string>
 
 #include "resil/app/main.hpp"
 #include "resil/core/error.hpp"
@@ -17,8 +15,7 @@
 #include "resil/train/comm.hpp"
 #include "resil/train/preempt.hpp"
 
-using namespace resil;
-
+namespace resil::app::ec_train {
 namespace {
 
 struct Options {
@@ -86,7 +83,7 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--resume", c.resume, "continue from a checkpoint directory or manifest");
   app.add_option("--tables", c.tables, "embedding tables")->check(CLI::Range(1, 26))->capture_default_str();
   app.add_option("--rows", c.rows, "rows per table")->check(CLI::Range(1u, 1u << 30))->capture_default_str();
-  app.add_option("--dim", c.dim, "embedding dimension")->check(CLI::Range(1, 256))->capture_default_str();
+  app.add_option("--dim", c.dim, "embedding dimension")->check(CLI::Range(1, ecrm::max_dim))->capture_default_str();
   app.add_option("--batch", c.batch, "global batch (split over the ranks)")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--rows-per-fragment", c.rows_per_fragment, "rows per data fragment")->check(CLI::Range(1u, 1u << 20))->capture_default_str();
   app.add_option("--rebuild-stripes", c.rebuild_stripes, "stripes each replacement rebuilds per step (0 = all at once)")->check(u64_decimal)->capture_default_str();
@@ -114,61 +111,34 @@ int run(Options& o, const train::Comm& comm) {
   return ecrm::run(c, *net, progress);
 }
 
-// One error line, written with one call and flushed: under mpiexec the line must be out of this
-// process before MPI_Abort or MPI_Finalize ends it (a line written in pieces was cut to "ec-train").
-void print_line(const std::string& line) {
-  const std::string l = app::one_line(line) + "\n";
-  std::fwrite(l.data(), 1, l.size(), stderr);
-  std::fflush(stderr);
-}
-
 }  // namespace
+}  // namespace resil::app::ec_train
 
 int main(int argc, char** argv) {
+  using namespace resil;
+  using namespace resil::app::ec_train;
   train::MpiSession session(&argc, &argv);
   CLI::App app{"ec-train: DLRM training over MPI with Reed-Solomon erasure-coded embedding shards"};
   Options o;
   setup(app, o);
-  const std::string prog = "ec-train";
   train::Comm comm = train::Comm::world();
-  // Every rank parses the same command line and reaches the same verdict: rank 0 alone prints it
-  // (help, or one error line), every rank exits with the same code.
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) {
-      std::ostringstream none;
-      return comm.rank() == 0 ? app.exit(e) : app.exit(e, none, none);
-    }
-    if (comm.rank() == 0) print_line(prog + ": error: " + e.what() + " (see " + prog + " --help)");
-    return static_cast<int>(ExitCode::usage);
-  }
-  const int rank = comm.rank();
-  try {
-    comm.set_poll_us(o.cfg.poll_us);
-    return run(o, comm);
-  } catch (const ecrm::AgreedError& e) {
-    // An error the ranks agreed on (ecrm::agree): the lowest failing rank reports it, every rank
-    // exits with its code, no abort.
-    if (e.reporter()) print_line(prog + ": error: " + (rank == 0 ? "" : "rank " + std::to_string(rank) + ": ") + e.what());
-    return exit_code_of(e);
-  } catch (const Error& e) {
-    // Decisions every rank makes alike (usage, data loss): one line from rank 0, no abort.
-    if (dynamic_cast<const UsageError*>(&e) || dynamic_cast<const DataLossError*>(&e)) {
-      if (rank == 0) print_line(prog + ": error: " + e.what());
-      return exit_code_of(e);
-    }
-    // Seen by this rank alone: the others would wait in a collective forever, so end them all.
-    print_line(prog + ": error: rank " + std::to_string(rank) + ": " + e.what());
-    if (comm.size() > 1) comm.abort(exit_code_of(e));
-    return exit_code_of(e);
-  } catch (const std::bad_alloc&) {
-    print_line(prog + ": error: rank " + std::to_string(rank) + ": out of memory");
-    if (comm.size() > 1) comm.abort(static_cast<int>(ExitCode::internal));
-    return static_cast<int>(ExitCode::internal);
-  } catch (const std::exception& e) {
-    print_line(prog + ": internal error: rank " + std::to_string(rank) + ": " + e.what());
-    if (comm.size() > 1) comm.abort(static_cast<int>(ExitCode::internal));
-    return static_cast<int>(ExitCode::internal);
-  }
+  // Errors every rank agreed on: an ecrm::AgreedError (ecrm::agree: the lowest failing rank reports
+  // it, naming its rank), and decisions every rank makes alike from the same data (usage, data
+  // loss: rank 0 reports). Anything else was seen by this rank alone: guarded_main prints it with
+  // the rank and ends the job with MPI_Abort (the others would wait in a collective forever).
+  app::Ranks ranks{comm.rank(), comm.size(), [&comm](int v) { return comm.allreduce_max(v); },
+                   [&comm](int code) { comm.abort(code); },
+                   [&comm](const Error& e) -> std::optional<app::Agreed> {
+                     if (const auto* a = dynamic_cast<const ecrm::AgreedError*>(&e)) return app::Agreed{a->reporter(), true};
+                     if (dynamic_cast<const UsageError*>(&e) || dynamic_cast<const DataLossError*>(&e))
+                       return app::Agreed{comm.rank() == 0};
+                     return std::nullopt;
+                   }};
+  return app::guarded_main(
+      "ec-train", app, argc, argv,
+      [&] {
+        comm.set_poll_us(o.cfg.poll_us);
+        return run(o, comm);
+      },
+      ranks);
 }

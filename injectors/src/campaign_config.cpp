@@ -9,6 +9,8 @@
 #include "resil/core/error.hpp"
 #include "resil/inject/campaign.hpp"
 
+#include "json_fields.hpp"
+
 namespace resil::inject {
 
 using nlohmann::json;
@@ -60,95 +62,7 @@ std::string resolve(const std::string& p, const stdfs::path& base) {
   return (base / p).lexically_normal().string();
 }
 
-/// Typed reads from one JSON object of the configuration. Every value must have the documented
-/// type: nlohmann's get<> would turn -5 into 2^64 - 5, 1.7 into 1 and true into 1, and a wrong type
-/// into an error that does not name the key. An absent key keeps the default; null is refused.
-class Fields {
-public:
-  Fields(const json& j, std::string prefix, const std::string& source) : j_(j), prefix_(std::move(prefix)), source_(source) {}
-
-  void only(std::initializer_list<const char*> known) const {
-    for (const auto& [k, v] : j_.items())
-      if (std::none_of(known.begin(), known.end(), [&](const char* n) { return k == n; }))
-        throw UsageError(source_ + ": unknown key '" + prefix_ + k + "' (see docs/campaigns.md)");
-  }
-  const json* find(const char* key) const {
-    const auto it = j_.find(key);
-    return it == j_.end() ? nullptr : &*it;
-  }
-  [[noreturn]] void bad(const char* key, const std::string& want, const json& v) const {
-    std::string shown = v.dump();
-    if (shown.size() > 40) shown = shown.substr(0, 37) + "...";
-    throw UsageError(source_ + ": " + prefix_ + key + " must be " + want + ", not " + shown);
-  }
-  void string(const char* key, std::string& out) const {
-    if (const json* v = find(key)) {
-      if (!v->is_string()) bad(key, "a string", *v);
-      out = v->get<std::string>();
-    }
-  }
-  void boolean(const char* key, bool& out) const {
-    if (const json* v = find(key)) {
-      if (!v->is_boolean()) bad(key, "true or false", *v);
-      out = v->get<bool>();
-    }
-  }
-  void strings(const char* key, std::vector<std::string>& out) const {
-    if (const json* v = find(key)) {
-      if (!v->is_array() || std::any_of(v->begin(), v->end(), [](const json& e) { return !e.is_string(); }))
-        bad(key, "an array of strings", *v);
-      out = v->get<std::vector<std::string>>();
-    }
-  }
-  /// An integer in [lo, hi]; an integral float (1e15) counts when it is exact (below 2^53).
-  void integer(const char* key, std::uint64_t& out, std::uint64_t lo, std::uint64_t hi) const {
-    const json* v = find(key);
-    if (!v) return;
-    const std::string want = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-    if (v->is_number_unsigned()) {
-      out = v->get<std::uint64_t>();
-    } else if (v->is_number_float()) {
-      const double d = v->get<double>();
-      if (!(d >= 0 && d <= 9007199254740992.0 && std::floor(d) == d)) bad(key, want, *v);
-      out = static_cast<std::uint64_t>(d);
-    } else {
-      bad(key, want, *v);  // negative, string, boolean, null, array, object
-    }
-    if (out < lo || out > hi) bad(key, want, *v);
-  }
-  /// A finite number accepted by `ok` (described by `want`).
-  void number(const char* key, double& out, const std::function<bool(double)>& ok, const std::string& want) const {
-    if (const json* v = find(key)) {
-      if (!v->is_number() || !std::isfinite(v->get<double>()) || !ok(v->get<double>())) bad(key, want, *v);
-      out = v->get<double>();
-    }
-  }
-  void exit_codes(const char* key, std::vector<int>& out) const {
-    if (const json* v = find(key)) {
-      const std::string want = "an array of exit codes 1..255";
-      if (!v->is_array()) bad(key, want, *v);
-      std::vector<int> codes;
-      for (const auto& e : *v) {
-        if (!e.is_number_unsigned() || e.get<std::uint64_t>() < 1 || e.get<std::uint64_t>() > 255) bad(key, want, *v);
-        codes.push_back(static_cast<int>(e.get<std::uint64_t>()));
-      }
-      out = std::move(codes);
-    }
-  }
-  /// A nested object (`inject`, `golden`).
-  Fields object(const char* key) const {
-    static const json empty = json::object();
-    const json* v = find(key);
-    if (!v) return Fields(empty, prefix_ + key + ".", source_);
-    if (!v->is_object()) bad(key, "an object", *v);
-    return Fields(*v, prefix_ + key + ".", source_);
-  }
-
-private:
-  const json& j_;
-  std::string prefix_;
-  const std::string& source_;
-};
+using Fields = detail::JsonFields;
 
 }  // namespace
 

@@ -2,56 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <tuple>
 
 #include "resil/core/error.hpp"
 
+#include "json_fields.hpp"
+
 namespace resil::inject {
 
 using nlohmann::json;
 
-namespace {
-
-/// Typed reads of the fault-model JSON: nlohmann's get<> would accept true as 1, and a wrong type
-/// would surface as an error that does not name the field.
-struct FmFields {
-  const json& j;
-  std::string prefix;
-  const std::string& source;
-  [[noreturn]] void bad(const char* key, const std::string& want, const json& v) const {
-    std::string shown = v.dump();
-    if (shown.size() > 40) shown = shown.substr(0, 37) + "...";
-    throw UsageError(source + ": " + prefix + key + " must be " + want + ", not " + shown);
-  }
-  /// A finite number in [lo, hi] (absent: `def`; required: throws when absent).
-  std::optional<double> number(const char* key, double lo, double hi, bool required = false) const {
-    const auto it = j.find(key);
-    if (it == j.end()) {
-      if (required) throw UsageError(source + ": " + prefix + key + " is required");
-      return std::nullopt;
-    }
-    const std::string want = "a number in [" + fmt(lo) + ", " + fmt(hi) + "]";
-    if (!it->is_number()) bad(key, want, *it);
-    const double x = it->get<double>();
-    if (!std::isfinite(x) || x < lo || x > hi) bad(key, want, *it);
-    return x;
-  }
-  std::string string(const char* key, const std::string& def) const {
-    const auto it = j.find(key);
-    if (it == j.end()) return def;
-    if (!it->is_string()) bad(key, "a string", *it);
-    return it->get<std::string>();
-  }
-  static std::string fmt(double x) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%g", x);
-    return b;
-  }
-};
-
-}  // namespace
+using detail::JsonFields;
 
 FitModel FitModel::parse(std::string_view text, const std::string& source) {
   FitModel m;
@@ -64,9 +26,10 @@ FitModel FitModel::parse(std::string_view text, const std::string& source) {
   if (!j.is_object()) throw UsageError(source + ": a fault model is a JSON object");
   // Bounds far beyond any real memory keep every product (rate x Mbit x ...) finite.
   constexpr double max_rate = 1e12, max_count = 1e15;
-  const FmFields f{j, "", source};
-  m.name = f.string("name", "fault model");
-  m.source = f.string("source", "");
+  const JsonFields f{j, "", source};
+  m.name = "fault model";
+  f.string("name", m.name);
+  f.string("source", m.source);
   if (j.contains("illustrative")) {
     if (!j.at("illustrative").is_boolean()) f.bad("illustrative", "true or false", j.at("illustrative"));
     m.illustrative = j.at("illustrative").get<bool>();
@@ -77,35 +40,36 @@ FitModel FitModel::parse(std::string_view text, const std::string& source) {
     else if (a.is_array() && std::all_of(a.begin(), a.end(), [](const json& e) { return e.is_string(); })) m.assumptions = a.get<std::vector<std::string>>();
     else f.bad("assumptions", "a string or an array of strings", a);
   }
-  const std::string dist = f.string("raw_fit_distribution", "log-uniform");
+  std::string dist = "log-uniform";
+  f.string("raw_fit_distribution", dist);
   if (dist == "log-uniform") m.raw_distribution = RawRateDistribution::log_uniform;
   else if (dist == "uniform") m.raw_distribution = RawRateDistribution::uniform;
   else throw UsageError(source + ": raw_fit_distribution must be \"log-uniform\" or \"uniform\", not \"" + dist + "\"");
-  m.raw_fit_per_mbit = *f.number("raw_fit_per_mbit", 0, max_rate, true);
+  m.raw_fit_per_mbit = *f.number_in("raw_fit_per_mbit", 0, max_rate, true);
   m.raw_lo = m.raw_hi = m.raw_fit_per_mbit;
   if (j.contains("raw_fit_per_mbit_range")) {
     const auto& r = j.at("raw_fit_per_mbit_range");
     if (!r.is_array() || r.size() != 2) f.bad("raw_fit_per_mbit_range", "[lo, hi]", r);
     const json pair = {{"lo", r.at(0)}, {"hi", r.at(1)}};
-    const FmFields rf{pair, "raw_fit_per_mbit_range.", source};
-    m.raw_lo = *rf.number("lo", 0, max_rate);
-    m.raw_hi = *rf.number("hi", 0, max_rate);
+    const JsonFields rf{pair, "raw_fit_per_mbit_range.", source};
+    m.raw_lo = *rf.number_in("lo", 0, max_rate);
+    m.raw_hi = *rf.number_in("hi", 0, max_rate);
   }
-  if (j.contains("mbit") && !j.at("mbit").is_null()) m.mbit = f.number("mbit", 0, 1e15);  // null: the campaign's fault space
-  m.exposure = f.number("exposure", 0, 1).value_or(1.0);
+  if (j.contains("mbit") && !j.at("mbit").is_null()) m.mbit = f.number_in("mbit", 0, 1e15);  // null: the campaign's fault space
+  m.exposure = f.number_in("exposure", 0, 1).value_or(1.0);
   if (!j.contains("patterns") || !j.at("patterns").is_array()) f.bad("patterns", "an array of patterns", j.value("patterns", json()));
   for (const auto& p : j.at("patterns")) {
     if (!p.is_object()) f.bad("patterns", "an array of objects", p);
     FitPattern fp;
-    const FmFields pf{p, "patterns[" + std::to_string(m.patterns.size()) + "].", source};
+    const JsonFields pf{p, "patterns[" + std::to_string(m.patterns.size()) + "].", source};
     if (!p.contains("name") || !p.at("name").is_string()) pf.bad("name", "a string", p.value("name", json()));
     fp.name = p.at("name").get<std::string>();
-    fp.count = pf.number("count", 0, max_count);
+    fp.count = pf.number_in("count", 0, max_count);
     // With counts, "p" is optional (count / total, filled in below).
-    fp.p = fp.count && !p.contains("p") ? -1.0 : *pf.number("p", 0, 1, true);
-    fp.ecc_corrected = pf.number("ecc_corrected", 0, 1).value_or(0.0);
-    fp.ecc_detected = pf.number("ecc_detected", 0, 1).value_or(0.0);
-    fp.campaign_model = pf.string("campaign_model", "");
+    fp.p = fp.count && !p.contains("p") ? -1.0 : *pf.number_in("p", 0, 1, true);
+    fp.ecc_corrected = pf.number_in("ecc_corrected", 0, 1).value_or(0.0);
+    fp.ecc_detected = pf.number_in("ecc_detected", 0, 1).value_or(0.0);
+    pf.string("campaign_model", fp.campaign_model);
     m.patterns.push_back(fp);
   }
   if (m.source.empty()) throw UsageError(source + ": \"source\" is required (where the numbers come from, or that they are illustrative)");

@@ -1,11 +1,13 @@
 #include "resil/ecrm/row_exchange.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cstring>
 #include <string>
 
 #include "resil/core/error.hpp"
+#include "resil/ecrm/config.hpp"
 
 namespace resil::ecrm {
 
@@ -158,6 +160,7 @@ void RowExchange::decode(const std::vector<Recovery::RebuildJob>& jobs, std::uin
 std::vector<float> RowExchange::gradients(const std::vector<std::vector<float>>& grad) {
   const int N = net_.size();
   const auto sd = static_cast<std::size_t>(store_.dim());
+  assert(sd <= static_cast<std::size_t>(max_dim));  // g below holds one row
   std::vector<ByteVec> gout(static_cast<std::size_t>(N));
   for (int r = 0; r < N; ++r)
     for (const auto& [t, u] : order_[static_cast<std::size_t>(r)])
@@ -167,7 +170,9 @@ std::vector<float> RowExchange::gradients(const std::vector<std::vector<float>>&
   for (int r = 0; r < N; ++r) {
     Reader rd(gin.from(r), "row gradient");
     for (const auto& id : asked_[static_cast<std::size_t>(r)]) {
-      float g[256];
+      // A row's gradient arrives unaligned in the byte stream: copy it out before adding. The
+      // buffer is large enough because --dim is range-checked to 1..max_dim (ec-train's CLI::Range).
+      float g[max_dim];
       std::memcpy(g, rd.take(sd * sizeof(float)), sd * sizeof(float));
       float* dst = gsum.data() + pos_of(id) * sd;
       for (std::size_t i = 0; i < sd; ++i) dst[i] += g[i];

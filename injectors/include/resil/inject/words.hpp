@@ -39,13 +39,12 @@ enum class Access {
 ///    folio (up to 2 MiB), so a final fsync writes back what changed rather than every touched folio.
 ///  - automatic (default): syscalls when close() syncs (set_sync(true)) a written file and the
 ///    words are sparse (their span covers more than sparse_pages_per_word pages per word: at 10,000
-///    words, files beyond ~160 MB), else mapped. Measured, 10,000 flips on warm files
-///    (docs/performance.md): with the sync pwrite is faster on sparse words (1 GiB: 0.22 s vs
-///    0.47 s, far fewer bytes to write back) and the mapping on dense ones (100 MB: 0.10 s vs
-///    0.13 s, the touched folios cover the file either way). Without the sync it depends on how
-///    the file is cached: on a file freshly written or read (2 MiB folios) the mapping is faster
-///    (1 GiB: 0.09-0.10 s vs 0.12 s; each pwrite walks the folio's 512 buffer heads twice), on one
-///    cached in small folios pwrite is (0.074 s vs 0.089 s). The fresh file is the common case.
+///    words, files beyond ~160 MB), else mapped. Why: with the sync, the bytes written back decide
+///    (a store dirties a whole folio, a pwrite only its block), so pwrite wins on sparse words and
+///    the mapping on dense ones, whose touched folios cover the file either way; without the sync,
+///    a file freshly written or read (the common case, cached in 2 MiB folios) favours the mapping,
+///    since each pwrite walks the folio's 512 buffer heads twice. The timings behind this choice
+///    are in docs/performance.md, "Word I/O: mapping or pread/pwrite".
 inline constexpr std::uint64_t sparse_pages_per_word = 4;
 /// $RESIL_INJECT_WORD_IO=mapped|syscalls overrides automatic (read when a WordFile opens).
 enum class WordIo { automatic, mapped, syscalls };

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -60,12 +61,22 @@ inline std::string one_line(std::string_view s) {
 }
 
 /// Print `<prog>: error: <what>` (as one line) with a single write, so that the lines of several
-/// MPI ranks sharing a stderr pipe never interleave.
+/// MPI ranks sharing a stderr pipe never interleave, and flushed: under mpiexec the line must be out
+/// of this process before MPI_Abort or MPI_Finalize ends it (a line written in pieces was cut to
+/// "ec-train").
 inline void print_error(const std::string& prog, std::string_view what, std::string_view kind = "error") {
   const std::string line = prog + ": " + std::string(kind) + ": " + one_line(what) + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }
+
+/// An error every rank of the job reached alike (a decision all ranks make from the same data, or
+/// an outcome they exchanged): every rank returns its exit code, none calls MPI_Abort, and only the
+/// reporting rank prints the line, so the job's error is printed once.
+struct Agreed {
+  bool report = false;     // this rank prints the line
+  bool with_rank = false;  // prefix "rank N: " on ranks other than 0 (the message does not name the rank)
+};
 
 /// The ranks of an MPI job as guarded_main sees them. The default is a single process.
 struct Ranks {
@@ -73,6 +84,8 @@ struct Ranks {
   int size = 1;
   std::function<int(int)> allreduce_max;  // collective: the maximum of the ranks' values
   std::function<void(int)> abort;         // ends every rank of the job with this exit code (MPI_Abort)
+  // The program's agreed errors (its own exception types); nullopt: seen by this rank alone.
+  std::function<std::optional<Agreed>(const resil::Error&)> agreed;
 };
 
 /// Run `body` and map every failure to one line on stderr plus an exit code:
@@ -81,9 +94,10 @@ struct Ranks {
 /// Under MPI (`ranks.size > 1`) the ranks first agree on the command line: a parse error is printed
 /// once, by rank 0 (or, when only other ranks failed, e.g. a file check that differs between nodes,
 /// by each of those with its rank), and every rank exits 2; help is printed by rank 0 alone. An error
-/// that escapes `body` was seen by this rank alone (errors every rank agreed on are the body's to
-/// report and return): it is printed with the rank and the job ends with MPI_Abort and its code,
-/// since the other ranks may wait in a collective forever.
+/// that escapes `body` and that `ranks.agreed` classifies as agreed is printed by its reporter alone
+/// and every rank returns its code. Any other was seen by this rank alone: it is printed with the
+/// rank and the job ends with MPI_Abort and its code, since the other ranks may wait in a
+/// collective forever.
 inline int guarded_main(const std::string& prog, CLI::App& app, int argc, char** argv, const std::function<int()>& body,
                         const Ranks& ranks) {
   const bool mpi = ranks.size > 1 && ranks.allreduce_max && ranks.abort;
@@ -131,6 +145,10 @@ inline int guarded_main(const std::string& prog, CLI::App& app, int argc, char**
   try {
     return body();
   } catch (const resil::Error& e) {
+    if (const auto a = ranks.agreed ? ranks.agreed(e) : std::nullopt) {
+      if (a->report) print_error(prog, (a->with_rank ? who : std::string()) + e.what());
+      return exit_code_of(e);
+    }
     return fail("error", e.what(), exit_code_of(e));
   } catch (const std::filesystem::filesystem_error& e) {  // a path that cannot be created, read or renamed
     return fail("error", e.what(), static_cast<int>(ExitCode::io));

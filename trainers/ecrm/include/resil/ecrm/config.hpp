@@ -25,6 +25,10 @@ struct FailSpec {
 /// Parse "2@100,3@100" (UsageError naming the bad item).
 std::vector<FailSpec> parse_failures(const std::string& text);
 
+/// Largest embedding dimension (--dim's range): RowExchange::gradients stages one row in a
+/// fixed buffer of this many floats on the stack.
+inline constexpr int max_dim = 256;
+
 struct Config {
   int k = 4, m = 2;
   std::int64_t steps = 300;
@@ -35,7 +39,7 @@ struct Config {
   std::int64_t ckpt_interval = 50;
   int tables = 8;
   std::uint32_t rows = 4096;
-  int dim = 16;
+  int dim = 16;                          // 1..max_dim
   int batch = 256;                       // global batch, split over the ranks
   std::uint32_t rows_per_fragment = 8;
   std::uint64_t rebuild_stripes = 32;    // stripes each replacement rebuilds per step (0 = all at once)
