@@ -58,7 +58,7 @@ Run::Eval Run::evaluate(Data& d, Staging& st) {
 }
 
 Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data_dir, const std::optional<std::uint64_t>& test_limit,
-                 const std::string& device) {
+                 const std::optional<DeviceKind>& device) {
   const double t0 = now();
   const Comm solo = Comm::world();
   if (solo.size() > 1) throw UsageError("eval runs in one process (got " + std::to_string(solo.size()) + " MPI ranks)");
@@ -79,9 +79,9 @@ Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data
   TrainConfig cfg = TrainConfig::from_json(all.meta.config, from.string());
   if (data_dir) cfg.data = *data_dir;
   if (test_limit) cfg.test_limit = *test_limit;
-  if (!device.empty()) cfg.device = device;
-  cfg.parallel = "none";
-  cfg.reduce = "auto";  // one process: nothing to reduce
+  if (device) cfg.device = *device;
+  cfg.parallel = ckpt::ParallelMode::none;
+  cfg.reduce = ReduceKind::automatic;  // one process: nothing to reduce
   cfg.limit = 1;  // evaluation needs the test split only
   Run run(cfg, solo);
   run.load_state(all, from.string());

@@ -32,7 +32,7 @@ ckpt::Checkpoint Run::snapshot() {
   c.meta.rank = comm.rank();
   c.meta.mode = mode;
   c.meta.stage_layout = layout_json();
-  c.meta.model = cfg.model;
+  c.meta.model = name(cfg.model);
   c.meta.config = cfg.to_json();
   c.meta.seed = cfg.seed;
   // Counter-based streams: the shuffle of epoch e is Rng(derive_seed(seed, shuffle), e), so
@@ -72,7 +72,7 @@ void Run::load_state(const ckpt::Checkpoint& c, const std::string& where) {
     for (auto& [slot, t] : opt->slots().at(p.name)) {
       auto ps = c.optimizer.find(p.name);
       if (ps == c.optimizer.end() || !ps->second.count(slot))
-        throw CorruptInputError(where + ": missing dataset /optimizer/" + p.name + "/" + slot + " (" + cfg.optimizer.kind + " state)");
+        throw CorruptInputError(where + ": missing dataset /optimizer/" + p.name + "/" + slot + " (" + name(cfg.optimizer.kind) + " state)");
       upload_checked(ps->second.at(slot), t, where + ": /optimizer/" + p.name + "/" + slot);
     }
   }
@@ -101,17 +101,17 @@ ckpt::Checkpoint load_for_rank(const stdfs::path& from, const Run& run) {
     const ckpt::Manifest m = ckpt::read_manifest(from);
     if (m.world_size != run.comm.size() || m.mode != run.mode)
       throw MismatchError(from.string() + ": written by a " + std::string(ckpt::mode_name(m.mode)) + " run with " + std::to_string(m.world_size) +
-                          " ranks; this run is " + run.cfg.parallel + " with " + std::to_string(run.comm.size()) + " ranks");
+                          " ranks; this run is " + name(run.cfg.parallel) + " with " + std::to_string(run.comm.size()) + " ranks");
     file = from.parent_path() / m.shards.at(static_cast<std::size_t>(run.comm.rank()));
   }
   // Checksums are not enforced: fault-injection campaigns resume from deliberately altered files.
   ckpt::Checkpoint c = ckpt::read(file, false);
   check_meta(c.meta, file.string());
-  if (c.meta.model != run.cfg.model)
-    throw MismatchError(file.string() + ": checkpoint holds model '" + c.meta.model + "', this run trains '" + run.cfg.model + "'");
+  if (c.meta.model != name(run.cfg.model))
+    throw MismatchError(file.string() + ": checkpoint holds model '" + c.meta.model + "', this run trains '" + name(run.cfg.model) + "'");
   if (c.meta.mode != run.mode || c.meta.world_size != run.comm.size())
     throw MismatchError(file.string() + ": written by a " + std::string(ckpt::mode_name(c.meta.mode)) + " run with " + std::to_string(c.meta.world_size) +
-                        " ranks; this run is " + run.cfg.parallel + " with " + std::to_string(run.comm.size()) + " ranks");
+                        " ranks; this run is " + name(run.cfg.parallel) + " with " + std::to_string(run.comm.size()) + " ranks");
   if (run.mode == ckpt::ParallelMode::mp && c.meta.stage_layout != run.layout_json())
     throw MismatchError(file.string() + ": stage layout " + c.meta.stage_layout + " differs from this run's " + run.layout_json());
   return c;
@@ -138,10 +138,11 @@ Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& co
     const ckpt::Meta meta = ckpt::read_meta(meta_file);
     check_meta(meta, meta_file.string());
     cfg = TrainConfig::from_json(meta.config, meta_file.string());
-    if (!o.model.empty() && o.model != cfg.model)
-      throw MismatchError(from.string() + ": checkpoint holds model '" + cfg.model + "', --model asks for '" + o.model + "'");
-    if (!o.parallel.empty() && o.parallel != cfg.parallel)
-      throw MismatchError(from.string() + ": checkpoint was written with --parallel " + cfg.parallel + ", this run asks for " + o.parallel);
+    if (o.model && *o.model != cfg.model)
+      throw MismatchError(from.string() + ": checkpoint holds model '" + name(cfg.model) + "', --model asks for '" + name(*o.model) + "'");
+    if (o.parallel && *o.parallel != cfg.parallel)
+      throw MismatchError(from.string() + ": checkpoint was written with --parallel " + name(cfg.parallel) + ", this run asks for " +
+                          name(*o.parallel));
     if (meta.world_size != comm.size())
       throw MismatchError(from.string() + ": checkpoint was written by " + std::to_string(meta.world_size) + " ranks, this run has " +
                           std::to_string(comm.size()));
@@ -162,9 +163,9 @@ Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& co
   cfg.summary = o.summary;
   if (o.data) cfg.data = *o.data;
   if (o.test_limit) cfg.test_limit = *o.test_limit;
-  if (!o.device.empty() && o.device != cfg.device) cfg.reduce = "auto";  // re-chosen for the new device
-  if (!o.device.empty()) cfg.device = o.device;
-  if (!o.reduce.empty()) cfg.reduce = o.reduce;
+  if (o.device && *o.device != cfg.device) cfg.reduce = ReduceKind::automatic;  // re-chosen for the new device
+  if (o.device) cfg.device = *o.device;
+  if (o.reduce) cfg.reduce = *o.reduce;
   Summary s = train(cfg, comm, from, progress, log);
   return s;
 }

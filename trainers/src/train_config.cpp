@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "resil/ckpt/fs.hpp"
 #include "resil/config.hpp"
@@ -17,12 +18,12 @@ namespace stdfs = std::filesystem;
 using nlohmann::json;
 
 std::string TrainConfig::to_json() const {
-  const json j = {{"model", model}, {"parallel", parallel}, {"epochs", epochs}, {"seed", seed}, {"batch", batch},
+  const json j = {{"model", name(model)}, {"parallel", name(parallel)}, {"epochs", epochs}, {"seed", seed}, {"batch", batch},
                   {"micro_batches", micro_batches},
-                  {"optimizer", {{"kind", optimizer.kind}, {"lr", optimizer.lr}, {"momentum", optimizer.momentum},
+                  {"optimizer", {{"kind", name(optimizer.kind)}, {"lr", optimizer.lr}, {"momentum", optimizer.momentum},
                                  {"beta1", optimizer.beta1}, {"beta2", optimizer.beta2}, {"eps", optimizer.eps},
                                  {"weight_decay", optimizer.weight_decay}, {"lr_decay", optimizer.lr_decay}}},
-                  {"threads", threads}, {"blas", "openblas"}, {"device", device}, {"reduce", reduce}, {"data", data}, {"limit", limit}, {"test_limit", test_limit},
+                  {"threads", threads}, {"blas", "openblas"}, {"device", name(device)}, {"reduce", name(reduce)}, {"data", data}, {"limit", limit}, {"test_limit", test_limit},
                   {"synthetic_samples", synthetic_samples}, {"ckpt_every", ckpt_every}};
   return j.dump();
 }
@@ -50,23 +51,22 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& w
                                            (hi_open ? ")" : "]"));
     return f;
   };
-  auto name = [&](const json& o, const std::string& key, std::initializer_list<const char*> allowed, const std::string& dflt,
-                  const std::string& prefix = "") {
-    if (!o.contains(key) && !dflt.empty()) return dflt;
+  // A name from E's table (resil/train/options.hpp); `dflt` stands in for a field older files lack.
+  auto choice = [&]<class E>(const json& o, const std::string& key, std::optional<E> dflt, const std::string& prefix = "") -> E {
+    if (!o.contains(key) && dflt) return *dflt;
     const json& v = o.at(key);
+    if (v.is_string())
+      if (const auto e = from_name<E>(v.get<std::string>())) return *e;
     std::string list;
-    for (const char* a : allowed) {
-      if (v.is_string() && v.get<std::string>() == a) return std::string(a);
-      list += (list.empty() ? "" : " | ") + std::string(a);
-    }
+    for (const auto& [n, e] : Names<E>::table) list += (list.empty() ? "" : " | ") + std::string(n);
     throw bad(prefix + key, v, "one of " + list);
   };
   try {
     const json j = json::parse(text);
     if (!j.is_object()) throw CorruptInputError(at + ": not a JSON object");
     TrainConfig c;
-    c.model = name(j, "model", {"mlp", "cnn", "dlrm"}, "");
-    c.parallel = name(j, "parallel", {"none", "dp", "mp"}, "");
+    c.model = choice(j, "model", std::optional<ModelKind>());
+    c.parallel = choice(j, "parallel", std::optional<ckpt::ParallelMode>());
     c.epochs = static_cast<int>(integer(j, "epochs", 1, 100000));
     c.seed = j.at("seed").get<std::uint64_t>();
     c.batch = static_cast<int>(integer(j, "batch", 1, 1 << 20));
@@ -74,7 +74,7 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& w
     const json& o = j.at("optimizer");
     if (!o.is_object()) throw bad("optimizer", o, "an object");
     const float nan = std::nanf("");  // no default: required
-    c.optimizer = {name(o, "kind", {"sgd", "adam", "adagrad"}, "", "optimizer."),
+    c.optimizer = {choice(o, "kind", std::optional<OptimizerKind>(), "optimizer."),
                    real(o, "lr", 0, std::numeric_limits<float>::max(), true, false, nan),
                    real(o, "momentum", 0, 1, false, false, nan),
                    real(o, "beta1", 0, 1, false, true, nan),
@@ -83,8 +83,8 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& w
                    real(o, "weight_decay", 0, 1, false, false, nan),
                    real(o, "lr_decay", 0, 1, true, false, 1.0f)};
     c.threads = static_cast<int>(integer(j, "threads", 1, 256));
-    c.device = name(j, "device", {"cpu", "cuda", "auto"}, "cpu");
-    c.reduce = name(j, "reduce", {"host", "nccl", "auto"}, "host");  // written before --reduce existed: the host path
+    c.device = choice(j, "device", std::optional(DeviceKind::cpu));
+    c.reduce = choice(j, "reduce", std::optional(ReduceKind::host));  // written before --reduce existed: the host path
     c.data = j.at("data").get<std::string>();
     c.limit = j.at("limit").get<std::uint64_t>();
     c.test_limit = j.at("test_limit").get<std::uint64_t>();
@@ -124,8 +124,8 @@ void write_summary(const stdfs::path& path, const Summary& s) {
 
 Summary base_summary(const TrainConfig& c, const Comm& comm) {
   Summary s;
-  s.model = c.model;
-  s.parallel = c.parallel;
+  s.model = name(c.model);
+  s.parallel = name(c.parallel);
   s.world_size = comm.size();
   s.seed = c.seed;
   return s;

@@ -15,7 +15,7 @@ constexpr std::size_t kDense = data::criteo_num_dense, kSparse = data::criteo_nu
 
 Data load_data(const TrainConfig& c) {
   Data d;
-  if (c.model == "dlrm") {
+  if (c.model == ModelKind::dlrm) {
     d.clicks = true;
     const DlrmConfig dc;
     if (c.data.empty()) {

@@ -11,7 +11,7 @@ namespace resil::train {
 namespace stdfs = std::filesystem;
 using nlohmann::json;
 
-Run::Run(TrainConfig c, const Comm& cm) : cfg(std::move(c)), comm(cm), mode(ckpt::mode_from_name(cfg.parallel)) {
+Run::Run(TrainConfig c, const Comm& cm) : cfg(std::move(c)), comm(cm), mode(cfg.parallel) {
   if (cfg.epochs < 1) throw UsageError("--epochs must be at least 1");
   if (cfg.batch < 1) throw UsageError("--batch must be at least 1");
   if (mode == ckpt::ParallelMode::none && comm.size() > 1)
@@ -20,20 +20,20 @@ Run::Run(TrainConfig c, const Comm& cm) : cfg(std::move(c)), comm(cm), mode(ckpt
     throw UsageError("--batch " + std::to_string(cfg.batch) + " is not divisible by the " + std::to_string(comm.size()) + " dp ranks");
   // The device is resolved (auto -> cpu|cuda) before the config is recorded anywhere. A run may
   // resume on another device than it started on: the checkpoint format does not depend on it.
-  cfg.device = resolve_device(cfg.device);
-  cfg.reduce = resolve_reduce(cfg.reduce, cfg.device, comm);
+  cfg.device = *from_name<DeviceKind>(resolve_device(name(cfg.device)));
+  cfg.reduce = *from_name<ReduceKind>(resolve_reduce(name(cfg.reduce), name(cfg.device), comm));
   const int local_rank = comm.size() > 1 ? comm.local_rank() : 0;
-  be = make_backend(cfg.device, cfg.threads, local_rank, &device);
-  if (cfg.reduce == "nccl" && comm.size() > 1 && mode != ckpt::ParallelMode::none) {
+  be = make_backend(name(cfg.device), cfg.threads, local_rank, &device);
+  if (cfg.reduce == ReduceKind::nccl && comm.size() > 1 && mode != ckpt::ParallelMode::none) {
     dcomm = make_device_comm(*be, comm);
     device += ", " + dcomm->name();
   }
-  model = make_model(*be, cfg.model);
+  model = make_model(*be, name(cfg.model));
   model->init(cfg.seed);
   opt = std::make_unique<Optimizer>(*be, cfg.optimizer);
   if (mode == ckpt::ParallelMode::mp) {
     auto* cls = dynamic_cast<Classifier*>(model.get());
-    if (!cls) throw UsageError("--parallel mp supports the layer-chain models mlp and cnn, not " + cfg.model);
+    if (!cls) throw UsageError("--parallel mp supports the layer-chain models mlp and cnn, not " + name(cfg.model));
     layout = partition_layers(cls->net(), comm.size());
     const auto [first, end] = layout[static_cast<std::size_t>(comm.rank())];
     stage = std::make_unique<PipelineStage>(cls->net(), first, end, comm, cfg.micro_batches, dcomm.get());
