@@ -56,7 +56,11 @@ ckpt::Checkpoint Run::snapshot() {
 std::string Run::save() {
   auto collective = [&](const std::function<void()>& phase) { agree(comm, phase); };
   // mp: every rank's shard, then the manifest (the commit of the set) once every shard is durable.
-  if (mode == ckpt::ParallelMode::mp) return ckpt::save_sharded(cfg.ckpt_dir, snapshot(), collective).string();
+  if (mode == ckpt::ParallelMode::mp) {
+    ckpt::Checkpoint shard;
+    collective([&] { shard = snapshot(); });  // a rank that cannot snapshot must not leave the others waiting
+    return ckpt::save_sharded(cfg.ckpt_dir, shard, collective).string();
+  }
   stdfs::path out;
   collective([&] {
     if (comm.rank() == 0) out = ckpt::save(cfg.ckpt_dir / ckpt::file_name_for_step(step), snapshot());
