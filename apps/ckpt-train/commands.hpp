@@ -5,10 +5,24 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "resil/train/trainer.hpp"
 
 namespace resil::app::ckpt_train {
+
+/// A fixed-choice option parsed into its enum through the enum's one name table
+/// (resil/train/options.hpp). IsMember runs first (a transform added later runs earlier): it
+/// refuses anything else, the mapped numbers included, naming the option and the names (exit 2);
+/// CheckedTransformer then maps the name to the value.
+template <class E, class Target>
+CLI::Option* add_choice(CLI::App& app, const std::string& flag, Target& target, const std::string& help) {
+  std::vector<std::string> names;
+  for (const auto& [n, e] : resil::train::Names<E>::table) names.emplace_back(n);
+  return app.add_option(flag, target, help)
+      ->transform(CLI::CheckedTransformer(resil::train::name_map<E>()))
+      ->transform(CLI::IsMember(names));
+}
 
 struct TrainOptions {
   resil::train::TrainConfig cfg;
@@ -29,7 +43,8 @@ void setup_resume(CLI::App& app, ResumeOptions& o);
 int run_resume(const ResumeOptions& o, const resil::train::Comm& comm);
 
 struct EvalOptions {
-  std::string from, data, summary, device;
+  std::string from, data, summary;
+  std::optional<resil::train::DeviceKind> device;
   std::uint64_t test_limit = 0;
 };
 void setup_eval(CLI::App& app, EvalOptions& o);

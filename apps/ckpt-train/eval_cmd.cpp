@@ -10,7 +10,7 @@ void setup_eval(CLI::App& app, EvalOptions& o) {
   app.add_option("--summary", o.summary, "JSON summary (test_accuracy, nan_detected, ...), written also on failure")->check(NonEmptyPath());
   app.add_option("--data", o.data, "override the stored data location")->check(NonEmptyPath());
   app.add_option("--test-limit", o.test_limit, "evaluate on the first N test samples")->transform(Decimal());
-  app.add_option("--device", o.device, "cpu | cuda | auto (default: the checkpoint's device)")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  add_choice<resil::train::DeviceKind>(app, "--device", o.device, "cpu | cuda | auto (default: the checkpoint's device)");
 }
 
 int run_eval(const EvalOptions& o, const resil::train::Comm& comm) {

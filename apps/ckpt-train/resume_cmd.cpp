@@ -9,12 +9,10 @@ void setup_resume(CLI::App& app, ResumeOptions& o) {
   app.add_option("--from", o.from, "checkpoint file, or mp manifest (*.manifest.json)")->required()->check(CLI::ExistingFile);
   app.add_option("--epochs", o.over.epochs, "continue up to this many epochs in total")->required()->transform(Decimal(1, 100000));
   app.add_option("--ckpt-dir", o.over.ckpt_dir, "directory for new checkpoints")->required()->check(NonEmptyPath());
-  app.add_option("--parallel", o.over.parallel, "must match the checkpoint")->check(CLI::IsMember({"none", "dp", "mp"}));
-  app.add_option("--model", o.over.model, "must match the checkpoint")->check(CLI::IsMember({"mlp", "cnn", "dlrm"}));
-  app.add_option("--device", o.over.device, "cpu | cuda | auto (default: the checkpoint's device; any may resume any)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  app.add_option("--reduce", o.over.reduce, "auto | host | nccl (default: the checkpoint's; auto when --device changes)")
-      ->check(CLI::IsMember({"auto", "host", "nccl"}));
+  add_choice<ckpt::ParallelMode>(app, "--parallel", o.over.parallel, "must match the checkpoint");
+  add_choice<resil::train::ModelKind>(app, "--model", o.over.model, "must match the checkpoint");
+  add_choice<resil::train::DeviceKind>(app, "--device", o.over.device, "cpu | cuda | auto (default: the checkpoint's device; any may resume any)");
+  add_choice<resil::train::ReduceKind>(app, "--reduce", o.over.reduce, "auto | host | nccl (default: the checkpoint's; auto when --device changes)");
   app.add_option("--metrics", o.over.metrics, "JSONL file, one record per epoch (appended)")->check(NonEmptyPath());
   app.add_option("--summary", o.over.summary, "JSON summary written at the end (also on failure)")->check(NonEmptyPath());
   app.add_option("--data", o.data, "override the stored data location")->check(NonEmptyPath());

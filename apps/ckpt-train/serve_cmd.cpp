@@ -103,7 +103,8 @@ int run_serve(const ServeOptions& o) {
   if (!o.preload.empty() || !o.data.empty()) {
     // Best effort: a dataset not kept is read by each trial itself (slower, same results).
     try {
-      std::string dir = o.data, model;
+      std::string dir = o.data;
+      auto model = resil::train::ModelKind::mlp;
       if (!o.preload.empty()) {
         std::filesystem::path meta_file = o.preload;
         if (o.preload.ends_with(".manifest.json")) meta_file = meta_file.parent_path() / ckpt::read_manifest(o.preload).shards.at(0);
@@ -111,7 +112,7 @@ int run_serve(const ServeOptions& o) {
         model = cfg.model;
         if (dir.empty()) dir = cfg.data;
       }
-      if (model != "dlrm") resil::data::keep_mnist_decoded(dir.empty() ? resil::data::default_fashion_mnist_dir : dir);
+      if (model != resil::train::ModelKind::dlrm) resil::data::keep_mnist_decoded(dir.empty() ? resil::data::default_fashion_mnist_dir : dir);
     } catch (const std::exception& e) {
       std::cerr << "ckpt-train serve: warning: nothing kept decoded: " << one_line(e.what()) << std::endl;
     }

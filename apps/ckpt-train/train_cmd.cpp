@@ -8,6 +8,11 @@
 
 namespace resil::app::ckpt_train {
 
+using resil::train::DeviceKind;
+using resil::train::ModelKind;
+using resil::train::OptimizerKind;
+using resil::train::ReduceKind;
+
 namespace {
 void add_common(CLI::App& app, resil::train::TrainConfig& c) {
   app.add_option("--data", c.data, "mlp/cnn: MNIST-format directory (default: Debian's Fashion-MNIST); dlrm: Criteo TSV (default: synthetic)")
@@ -35,13 +40,13 @@ resil::train::LogFn stdout_logger() {
 
 void setup_train(CLI::App& app, TrainOptions& o) {
   auto& c = o.cfg;
-  app.add_option("--model", c.model, "mlp | cnn | dlrm")->check(CLI::IsMember({"mlp", "cnn", "dlrm"}));
+  add_choice<ModelKind>(app, "--model", c.model, "mlp | cnn | dlrm");
   app.add_option("--epochs", c.epochs, "epochs to train")->transform(Decimal(1, 100000));
   app.add_option("--seed", o.seed, "root seed (default: drawn once and printed)")->transform(Decimal());
-  app.add_option("--parallel", c.parallel, "none | dp | mp")->check(CLI::IsMember({"none", "dp", "mp"}));
+  add_choice<ckpt::ParallelMode>(app, "--parallel", c.parallel, "none | dp | mp");
   app.add_option("--ckpt-dir", c.ckpt_dir, "directory for checkpoints")->required()->check(NonEmptyPath());
   app.add_option("--ckpt-every", c.ckpt_every, "epochs between checkpoints (the last epoch is always saved)")->transform(Decimal(1, 100000));
-  app.add_option("--optimizer", c.optimizer.kind, "sgd | adam | adagrad")->check(CLI::IsMember({"sgd", "adam", "adagrad"}));
+  add_choice<OptimizerKind>(app, "--optimizer", c.optimizer.kind, "sgd | adam | adagrad");
   app.add_option("--lr", o.lr, "learning rate (default 2e-3 for cnn, 1e-3 otherwise)")->check(Real(0.0, std::numeric_limits<float>::max(), true));
   app.add_option("--lr-decay", o.lr_decay, "per-epoch learning-rate factor: epoch e uses lr * decay^e (default 0.75 mlp, 0.8 cnn, 1 dlrm)")
       ->check(Real(1e-6, 1.0));
@@ -49,12 +54,10 @@ void setup_train(CLI::App& app, TrainOptions& o) {
   app.add_option("--weight-decay", c.optimizer.weight_decay, "L2 weight decay")->check(Real(0.0, 1.0));
   app.add_option("--batch", c.batch, "global batch size")->transform(Decimal(1, 1 << 20));
   app.add_option("--micro-batches", c.micro_batches, "mp: GPipe micro-batches per batch")->transform(Decimal(1, 4096));
-  app.add_option("--device", c.device, "cpu | cuda | auto (auto: cuda when a GPU is present); recorded in the checkpoint")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  app.add_option("--reduce", c.reduce,
+  add_choice<DeviceKind>(app, "--device", c.device, "cpu | cuda | auto (auto: cuda when a GPU is present); recorded in the checkpoint");
+  add_choice<ReduceKind>(app, "--reduce", c.reduce,
                  "dp gradients / mp activations: host (rank-ordered over MPI, GPU dp == CPU dp) | nccl (on the GPUs) | auto "
-                 "(nccl on cuda when built and each rank has its own GPU, else host); recorded")
-      ->check(CLI::IsMember({"auto", "host", "nccl"}));
+                 "(nccl on cuda when built and each rank has its own GPU, else host); recorded");
   app.add_option("--threads", c.threads, "BLAS threads per rank (recorded: results depend on it)")->transform(Decimal(1, 256));
   app.add_option("--limit", c.limit, "train on the first N samples (0 = all)")->transform(Decimal());
   app.add_option("--synthetic-samples", c.synthetic_samples, "dlrm without --data: synthetic training samples")->transform(Decimal(1, 1 << 30));
@@ -67,8 +70,8 @@ int run_train(const TrainOptions& o, const resil::train::Comm& comm) {
   resil::train::TrainConfig cfg = o.cfg;
   // Per-model recipes measured for docs/training.md's quality targets: a decaying rate lets the
   // classifiers settle (the cnn starts higher); DLRM's Adagrad already shrinks its steps.
-  cfg.optimizer.lr = o.lr.value_or(cfg.model == "cnn" ? 2e-3f : 1e-3f);
-  cfg.optimizer.lr_decay = o.lr_decay.value_or(cfg.model == "dlrm" ? 1.0f : cfg.model == "cnn" ? 0.8f : 0.75f);
+  cfg.optimizer.lr = o.lr.value_or(cfg.model == ModelKind::cnn ? 2e-3f : 1e-3f);
+  cfg.optimizer.lr_decay = o.lr_decay.value_or(cfg.model == ModelKind::dlrm ? 1.0f : cfg.model == ModelKind::cnn ? 0.8f : 0.75f);
   if (o.seed) {
     cfg.seed = *o.seed;
   } else {

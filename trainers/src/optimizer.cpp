@@ -7,10 +7,8 @@
 namespace resil::train {
 
 Optimizer::Optimizer(Backend& be, OptimizerConfig cfg) : be_(be), cfg_(std::move(cfg)) {
-  if (cfg_.kind != "sgd" && cfg_.kind != "adam" && cfg_.kind != "adagrad")
-    throw UsageError("unknown optimizer '" + cfg_.kind + "' (expected sgd, adam or adagrad)");
   if (!(cfg_.lr > 0.0f)) throw UsageError("--lr must be positive");
-  if (cfg_.eps == 0.0f) cfg_.eps = cfg_.kind == "adagrad" ? 1e-10f : 1e-8f;
+  if (cfg_.eps == 0.0f) cfg_.eps = cfg_.kind == OptimizerKind::adagrad ? 1e-10f : 1e-8f;
   if (!(cfg_.lr_decay > 0.0f && cfg_.lr_decay <= 1.0f)) throw UsageError("--lr-decay must be in (0, 1]");
   lr_ = cfg_.lr;
 }
@@ -21,8 +19,8 @@ void Optimizer::set_epoch(std::int64_t e) {
 }
 
 std::vector<std::string> Optimizer::slot_names() const {
-  if (cfg_.kind == "adam") return {"exp_avg", "exp_avg_sq"};
-  if (cfg_.kind == "adagrad") return {"sum"};
+  if (cfg_.kind == OptimizerKind::adam) return {"exp_avg", "exp_avg_sq"};
+  if (cfg_.kind == OptimizerKind::adagrad) return {"sum"};
   if (cfg_.momentum > 0.0f) return {"momentum_buffer"};
   return {};
 }
@@ -43,10 +41,10 @@ Tensor& Optimizer::slot(const std::string& param, const std::string& slot) {
 
 void Optimizer::update_range(float* w, const float* g, const std::string& name, std::size_t off, std::size_t n) {
   auto& s = slots_.at(name);
-  if (cfg_.kind == "adam") {
+  if (cfg_.kind == OptimizerKind::adam) {
     be_.adam_update(w, g, s.at("exp_avg").data() + off, s.at("exp_avg_sq").data() + off, n, lr_, cfg_.beta1, cfg_.beta2,
                     cfg_.eps, cfg_.weight_decay, t_);
-  } else if (cfg_.kind == "adagrad") {
+  } else if (cfg_.kind == OptimizerKind::adagrad) {
     be_.adagrad_update(w, g, s.at("sum").data() + off, n, lr_, cfg_.eps, cfg_.weight_decay);
   } else {
     float* buf = cfg_.momentum > 0.0f ? s.at("momentum_buffer").data() + off : nullptr;

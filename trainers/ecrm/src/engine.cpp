@@ -61,7 +61,7 @@ void agree(const Transport& net, const std::function<void()>& fn) {
 
 Engine::Engine(Config cfg, const Transport& net)
     : cfg_(std::move(cfg)), net_(net), be_(train::make_cpu_backend(1)), net_model_(*be_, dlrm_config(cfg_), fetched_rows(*be_, rows_, cfg_.dim, emb_)),
-      opt_(*be_, train::OptimizerConfig{"adam", cfg_.mlp_lr}),
+      opt_(*be_, train::OptimizerConfig{train::OptimizerKind::adam, cfg_.mlp_lr}),
       store_(net, cfg_.k, cfg_.m, cfg_.tables, cfg_.rows, cfg_.dim, cfg_.rows_per_fragment), recovery_(net, store_, cfg_.m),
       deltas_(net, store_, recovery_), rows_(net, store_, recovery_) {
   opt_.attach(net_model_.params());

@@ -13,8 +13,10 @@
 
 namespace resil::train {
 
+enum class OptimizerKind { sgd, adam, adagrad };  // names: resil/train/options.hpp
+
 struct OptimizerConfig {
-  std::string kind = "adam";  // sgd | adam | adagrad
+  OptimizerKind kind = OptimizerKind::adam;
   float lr = 1e-3f;
   float momentum = 0.9f;      // sgd
   float beta1 = 0.9f, beta2 = 0.999f;  // adam

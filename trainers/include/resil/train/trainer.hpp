@@ -12,20 +12,21 @@
 #include "resil/core/error.hpp"
 #include "resil/train/comm.hpp"
 #include "resil/train/optimizer.hpp"
+#include "resil/train/options.hpp"
 
 namespace resil::train {
 
 struct TrainConfig {
-  std::string model = "mlp";       // mlp | cnn | dlrm
-  std::string parallel = "none";   // none | dp | mp
+  ModelKind model = ModelKind::mlp;
+  ckpt::ParallelMode parallel = ckpt::ParallelMode::none;
   int epochs = 1;                  // total epochs (resume continues up to this)
   std::uint64_t seed = 0;
   int batch = 64;                  // global batch (dp: split across ranks; mp: split into micro-batches)
   int micro_batches = 4;           // mp (GPipe)
   OptimizerConfig optimizer;
   int threads = 1;                 // BLAS threads per rank (pinned: results depend on it)
-  std::string device = "cpu";      // cpu | cuda | auto; the checkpoint records the resolved one
-  std::string reduce = "auto";     // auto | host | nccl (dp gradients / mp activations); recorded resolved
+  DeviceKind device = DeviceKind::cpu;        // the checkpoint records the resolved one (cpu | cuda)
+  ReduceKind reduce = ReduceKind::automatic;  // dp gradients / mp activations; recorded resolved (host | nccl)
   std::string data;                // mlp/cnn: MNIST-format dir; dlrm: Criteo TSV file or "" (synthetic)
   std::uint64_t limit = 0;         // training samples kept (0 = all)
   std::uint64_t test_limit = 0;    // test samples kept (0 = all)
@@ -95,10 +96,10 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<std::filesy
 /// Overrides a resume may apply to the stored config.
 struct ResumeOverrides {
   int epochs = 0;
-  std::string parallel;  // must match the checkpoint when set
-  std::string model;     // must match the checkpoint when set
-  std::string device;    // cpu | cuda | auto; empty: the device the checkpoint was written on
-  std::string reduce;    // auto | host | nccl; empty: the checkpoint's (auto when --device changes it)
+  std::optional<ckpt::ParallelMode> parallel;  // must match the checkpoint when set
+  std::optional<ModelKind> model;              // must match the checkpoint when set
+  std::optional<DeviceKind> device;            // unset: the device the checkpoint was written on
+  std::optional<ReduceKind> reduce;            // unset: the checkpoint's (auto when --device changes it)
   std::filesystem::path ckpt_dir, metrics, summary;
   std::optional<std::string> data;
   std::optional<std::uint64_t> test_limit;
@@ -110,7 +111,7 @@ Summary resume(const std::filesystem::path& from, const ResumeOverrides& o, cons
 /// Evaluate a checkpoint (file or mp manifest) on the test split, in one process. NaN/Inf in the
 /// weights or the loss sets nan_detected (the caller maps it to exit 6).
 Summary evaluate(const std::filesystem::path& from, const std::optional<std::string>& data,
-                 const std::optional<std::uint64_t>& test_limit, const std::string& device = "");
+                 const std::optional<std::uint64_t>& test_limit, const std::optional<DeviceKind>& device = std::nullopt);
 
 /// An output of a command and the option that named it (an empty path: not requested).
 struct OutputPath {

@@ -1,0 +1,106 @@
+// Evaluation on the test split: the per-epoch evaluation of a run, `ckpt-train eval` of a
+// checkpoint (all shards gathered into one process), and the AUC of click predictions.
+#include "resil/train/trainer.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "agree.hpp"
+#include "resil/ckpt/checkpoint.hpp"
+#include "run.hpp"
+
+namespace resil::train {
+
+namespace stdfs = std::filesystem;
+using nlohmann::json;
+
+double auc(const std::vector<float>& scores, const std::vector<float>& labels) {
+  std::vector<std::size_t> idx(scores.size());
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return scores[a] < scores[b]; });
+  double pos = 0, neg = 0, rank_sum = 0;
+  for (std::size_t i = 0; i < idx.size();) {
+    std::size_t j = i;
+    while (j < idx.size() && scores[idx[j]] == scores[idx[i]]) ++j;
+    const double avg_rank = (static_cast<double>(i) + static_cast<double>(j) + 1.0) / 2.0;  // 1-based, ties averaged
+    for (std::size_t k = i; k < j; ++k)
+      if (labels[idx[k]] > 0.5f) rank_sum += avg_rank;
+    i = j;
+  }
+  for (float l : labels) (l > 0.5f ? pos : neg) += 1;
+  if (pos == 0 || neg == 0) return 0.5;
+  return (rank_sum - pos * (pos + 1) / 2) / (pos * neg);
+}
+
+Run::Eval Run::evaluate(Data& d, Staging& st) {
+  const std::size_t n = d.test_n(), chunk = 1000;
+  std::vector<std::uint32_t> idx(n);
+  for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<std::uint32_t>(i);
+  StepStats tot;
+  std::vector<float> scores;
+  for (std::size_t b = 0; b < n; b += chunk) {
+    const Batch batch = st.gather(d, true, std::span<const std::uint32_t>(idx).subspan(b, std::min(chunk, n - b)));
+    StepStats s;
+    if (mode == ckpt::ParallelMode::mp) {
+      s = stage->eval_step(batch);
+    } else {
+      s = model->evaluate(batch, d.clicks ? &scores : nullptr);
+    }
+    tot.loss_sum += s.loss_sum;
+    tot.correct += s.correct;
+    tot.samples += s.samples;
+  }
+  Eval e;
+  e.loss = tot.samples ? tot.loss_sum / static_cast<double>(tot.samples) : 0.0;
+  e.accuracy = tot.samples ? static_cast<double>(tot.correct) / static_cast<double>(tot.samples) : 0.0;
+  if (d.clicks) e.auc = auc(scores, d.test_clk.labels);
+  return e;
+}
+
+Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data_dir, const std::optional<std::uint64_t>& test_limit,
+                 const std::optional<DeviceKind>& device) {
+  const double t0 = now();
+  const Comm solo = Comm::world();
+  if (solo.size() > 1) throw UsageError("eval runs in one process (got " + std::to_string(solo.size()) + " MPI ranks)");
+  // Gather every parameter (all shards of an mp manifest) into one checkpoint.
+  ckpt::Checkpoint all;
+  if (from.string().ends_with(".manifest.json")) {
+    const ckpt::Manifest m = ckpt::read_manifest(from);
+    for (const auto& shard : m.shards) {
+      ckpt::Checkpoint c = ckpt::read(from.parent_path() / shard);
+      if (all.meta.config.empty()) all.meta = c.meta;
+      for (auto& [k, v] : c.model) all.model.emplace(k, std::move(v));
+      for (auto& [k, v] : c.optimizer) all.optimizer.emplace(k, std::move(v));
+    }
+  } else {
+    all = ckpt::read(from);
+  }
+  check_meta(all.meta, from.string());
+  TrainConfig cfg = TrainConfig::from_json(all.meta.config, from.string());
+  if (data_dir) cfg.data = *data_dir;
+  if (test_limit) cfg.test_limit = *test_limit;
+  if (device) cfg.device = *device;
+  cfg.parallel = ckpt::ParallelMode::none;
+  cfg.reduce = ReduceKind::automatic;  // one process: nothing to reduce
+  cfg.limit = 1;  // evaluation needs the test split only
+  Run run(cfg, solo);
+  run.load_state(all, from.string());
+  Data d = load_data(cfg);
+  Staging st;
+  Summary s = base_summary(cfg, solo);
+  s.command = "eval";
+  s.device = run.device;
+  s.parallel = std::string(ckpt::mode_name(all.meta.mode));
+  s.world_size = static_cast<int>(all.meta.world_size);
+  s.steps = all.meta.step;
+  s.epochs = all.meta.epoch;
+  const bool weights_ok = run.weights_finite();
+  const auto ev = run.evaluate(d, st);
+  s.test_loss = s.final_loss = ev.loss;
+  s.test_accuracy = ev.accuracy;
+  s.test_auc = ev.auc;
+  s.nan_detected = !weights_ok || !std::isfinite(ev.loss);
+  s.wall_seconds = now() - t0;
+  return s;
+}
+}  // namespace resil::train

@@ -1,0 +1,176 @@
+// Checkpoints of a run: the snapshot of this rank's state, its commit (one file; mp: a shard per
+// rank and the manifest, through ckpt::save_sharded), loading it back and checking it fits, resume.
+#include "resil/train/trainer.hpp"
+
+#include <functional>
+
+#include "agree.hpp"
+#include "resil/ckpt/checkpoint.hpp"
+#include "run.hpp"
+
+namespace resil::train {
+
+namespace stdfs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+void upload_checked(const ckpt::Tensor& src, Tensor& dst, const std::string& what) {
+  const ckpt::Shape want(dst.dims().begin(), dst.dims().end());
+  if (src.dtype() != ckpt::DType::f32 || src.shape() != want)
+    throw MismatchError(what + " is " + std::string(ckpt::dtype_name(src.dtype())) + ckpt::shape_string(src.shape()) +
+                        ", the model needs f32" + ckpt::shape_string(want));
+  const auto v = src.as<float>();
+  dst.from_host(std::vector<float>(v.begin(), v.end()));
+}
+}  // namespace
+
+ckpt::Checkpoint Run::snapshot() {
+  ckpt::Checkpoint c;
+  c.meta.step = step;
+  c.meta.epoch = epoch;
+  c.meta.world_size = comm.size();
+  c.meta.rank = comm.rank();
+  c.meta.mode = mode;
+  c.meta.stage_layout = layout_json();
+  c.meta.model = name(cfg.model);
+  c.meta.config = cfg.to_json();
+  c.meta.seed = cfg.seed;
+  // Counter-based streams: the shuffle of epoch e is Rng(derive_seed(seed, shuffle), e), so
+  // (seed, next epoch, step) fully restores the data order.
+  c.meta.rng_state = {cfg.seed, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(step)};
+  // 0 at epoch boundaries; a preemption checkpoint records how far into epoch `epoch` it is.
+  c.meta.data_cursor = cursor;
+  for (const auto& p : params) {
+    const auto h = p.value->to_host();
+    ckpt::Shape shape(p.value->dims().begin(), p.value->dims().end());
+    c.model.emplace(p.name, ckpt::Tensor::from<float>(shape, std::span<const float>(h)));
+    for (auto& [slot, t] : opt->slots().at(p.name)) {
+      const auto sh = t.to_host();
+      c.optimizer[p.name].emplace(slot, ckpt::Tensor::from<float>(shape, std::span<const float>(sh)));
+    }
+  }
+  return c;
+}
+
+
+std::string Run::save() {
+  auto collective = [&](const std::function<void()>& phase) { agree(comm, phase); };
+  // mp: every rank's shard, then the manifest (the commit of the set) once every shard is durable.
+  if (mode == ckpt::ParallelMode::mp) {
+    ckpt::Checkpoint shard;
+    collective([&] { shard = snapshot(); });  // a rank that cannot snapshot must not leave the others waiting
+    return ckpt::save_sharded(cfg.ckpt_dir, shard, collective).string();
+  }
+  stdfs::path out;
+  collective([&] {
+    if (comm.rank() == 0) out = ckpt::save(cfg.ckpt_dir / ckpt::file_name_for_step(step), snapshot());
+  });
+  return out.string();
+}
+
+void Run::load_state(const ckpt::Checkpoint& c, const std::string& where) {
+  for (const auto& p : params) {
+    auto it = c.model.find(p.name);
+    if (it == c.model.end()) throw CorruptInputError(where + ": missing dataset /model/" + p.name);
+    upload_checked(it->second, *p.value, where + ": /model/" + p.name);
+    for (auto& [slot, t] : opt->slots().at(p.name)) {
+      auto ps = c.optimizer.find(p.name);
+      if (ps == c.optimizer.end() || !ps->second.count(slot))
+        throw CorruptInputError(where + ": missing dataset /optimizer/" + p.name + "/" + slot + " (" + name(cfg.optimizer.kind) + " state)");
+      upload_checked(ps->second.at(slot), t, where + ": /optimizer/" + p.name + "/" + slot);
+    }
+  }
+  step = c.meta.step;
+  epoch = c.meta.epoch;
+  cursor = c.meta.data_cursor;
+  opt->set_step(step);
+}
+
+/// /meta values no run writes are corrupt input, not a mismatch or a confusing failure later.
+void check_meta(const ckpt::Meta& m, const std::string& where) {
+  if (m.world_size < 1 || m.rank < 0 || m.rank >= m.world_size)
+    throw CorruptInputError(where + ": /meta rank " + std::to_string(m.rank) + " of world_size " + std::to_string(m.world_size) +
+                            " is not a rank of a job");
+  if (m.step < 0 || m.epoch < 0 || m.epoch > m.step)
+    throw CorruptInputError(where + ": /meta step " + std::to_string(m.step) + ", epoch " + std::to_string(m.epoch) +
+                            " is not a training position (0 <= epoch <= step)");
+}
+
+/// Resolve what to load on this rank and check compatibility with this run.
+ckpt::Checkpoint load_for_rank(const stdfs::path& from, const Run& run) {
+  const bool manifest = from.string().ends_with(".manifest.json");
+  ckpt::Meta meta;
+  stdfs::path file = from;
+  if (manifest) {
+    const ckpt::Manifest m = ckpt::read_manifest(from);
+    if (m.world_size != run.comm.size() || m.mode != run.mode)
+      throw MismatchError(from.string() + ": written by a " + std::string(ckpt::mode_name(m.mode)) + " run with " + std::to_string(m.world_size) +
+                          " ranks; this run is " + name(run.cfg.parallel) + " with " + std::to_string(run.comm.size()) + " ranks");
+    file = from.parent_path() / m.shards.at(static_cast<std::size_t>(run.comm.rank()));
+  }
+  // Checksums are not enforced: fault-injection campaigns resume from deliberately altered files.
+  ckpt::Checkpoint c = ckpt::read(file, false);
+  check_meta(c.meta, file.string());
+  if (c.meta.model != name(run.cfg.model))
+    throw MismatchError(file.string() + ": checkpoint holds model '" + c.meta.model + "', this run trains '" + name(run.cfg.model) + "'");
+  if (c.meta.mode != run.mode || c.meta.world_size != run.comm.size())
+    throw MismatchError(file.string() + ": written by a " + std::string(ckpt::mode_name(c.meta.mode)) + " run with " + std::to_string(c.meta.world_size) +
+                        " ranks; this run is " + name(run.cfg.parallel) + " with " + std::to_string(run.comm.size()) + " ranks");
+  if (run.mode == ckpt::ParallelMode::mp && c.meta.stage_layout != run.layout_json())
+    throw MismatchError(file.string() + ": stage layout " + c.meta.stage_layout + " differs from this run's " + run.layout_json());
+  return c;
+}
+
+Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& comm, const ProgressFn& progress,
+               const LogFn& log) {
+  TrainConfig cfg;
+  // Refused paths write nothing, not even the summary (it may be the refused path, or the input).
+  agree(comm, [&] {
+    if (comm.rank() != 0) return;
+    std::vector<InputPath> in = checkpoint_inputs(from);
+    if (o.data) in.push_back({"--data", *o.data});
+    check_paths({{"--ckpt-dir", o.ckpt_dir, true}, {"--metrics", o.metrics, false}, {"--summary", o.summary, false}}, in);
+  }, true);
+  try {
+  agree(comm, [&] {
+    stdfs::path meta_file = from;
+    if (from.string().ends_with(".manifest.json")) {
+      const ckpt::Manifest m = ckpt::read_manifest(from);
+      if (m.shards.empty()) throw CorruptInputError(from.string() + ": the manifest lists no shards");
+      meta_file = from.parent_path() / m.shards.front();
+    }
+    const ckpt::Meta meta = ckpt::read_meta(meta_file);
+    check_meta(meta, meta_file.string());
+    cfg = TrainConfig::from_json(meta.config, meta_file.string());
+    if (o.model && *o.model != cfg.model)
+      throw MismatchError(from.string() + ": checkpoint holds model '" + name(cfg.model) + "', --model asks for '" + name(*o.model) + "'");
+    if (o.parallel && *o.parallel != cfg.parallel)
+      throw MismatchError(from.string() + ": checkpoint was written with --parallel " + name(cfg.parallel) + ", this run asks for " +
+                          name(*o.parallel));
+    if (meta.world_size != comm.size())
+      throw MismatchError(from.string() + ": checkpoint was written by " + std::to_string(meta.world_size) + " ranks, this run has " +
+                          std::to_string(comm.size()));
+  });
+  } catch (const Error& e) {
+    // Campaigns read the summary even when the checkpoint cannot be used.
+    Summary s;
+    s.command = "resume";
+    s.world_size = comm.size();
+    s.error = e.what();
+    s.exit_code = static_cast<int>(e.exit_code());
+    if (comm.rank() == 0) write_summary(o.summary, s);
+    throw;
+  }
+  cfg.epochs = o.epochs;
+  cfg.ckpt_dir = o.ckpt_dir;
+  cfg.metrics = o.metrics;
+  cfg.summary = o.summary;
+  if (o.data) cfg.data = *o.data;
+  if (o.test_limit) cfg.test_limit = *o.test_limit;
+  if (o.device && *o.device != cfg.device) cfg.reduce = ReduceKind::automatic;  // re-chosen for the new device
+  if (o.device) cfg.device = *o.device;
+  if (o.reduce) cfg.reduce = *o.reduce;
+  Summary s = train(cfg, comm, from, progress, log);
+  return s;
+}
+}  // namespace resil::train

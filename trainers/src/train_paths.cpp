@@ -1,0 +1,99 @@
+// Output and input paths of a command, checked before anything is written (check_paths).
+#include "resil/train/trainer.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "run.hpp"
+
+namespace resil::train {
+
+namespace stdfs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+/// Whether two paths name the same file: the same inode when both exist (links, "a/../b"),
+/// otherwise the same absolute normal form.
+bool same_file(const stdfs::path& a, const stdfs::path& b) {
+  std::error_code ea, eb;
+  const bool xa = stdfs::exists(a, ea), xb = stdfs::exists(b, eb);
+  if (xa && xb) return stdfs::equivalent(a, b, ea);
+  if (xa != xb) return false;
+  return stdfs::weakly_canonical(a, ea) == stdfs::weakly_canonical(b, eb);
+}
+
+std::string errno_text() { return std::strerror(errno); }
+}  // namespace
+
+std::vector<OutputPath> outputs_of(const TrainConfig& c) {
+  return {{"--ckpt-dir", c.ckpt_dir, true}, {"--metrics", c.metrics, false}, {"--summary", c.summary, false}};
+}
+
+std::vector<InputPath> inputs_of(const TrainConfig& c, const std::optional<stdfs::path>& from) {
+  std::vector<InputPath> in;
+  if (from) in = checkpoint_inputs(*from);
+  if (!c.data.empty()) in.push_back({"--data", c.data});
+  return in;
+}
+
+std::vector<InputPath> checkpoint_inputs(const stdfs::path& from) {
+  std::vector<InputPath> in = {{"--from", from}, {"--from", from.string() + ".done"}};
+  if (!from.string().ends_with(".manifest.json")) return in;
+  try {
+    for (const auto& shard : ckpt::read_manifest(from).shards) {
+      in.push_back({"--from", from.parent_path() / shard});
+      in.push_back({"--from", (from.parent_path() / shard).string() + ".done"});
+    }
+  } catch (const Error&) {
+    // Unreadable: reading it for the run reports why.
+  }
+  return in;
+}
+
+void check_paths(const std::vector<OutputPath>& outputs, const std::vector<InputPath>& inputs) {
+  std::vector<const OutputPath*> outs;
+  for (const auto& o : outputs)
+    if (!o.path.empty()) outs.push_back(&o);
+  auto name = [](const OutputPath& o) { return o.option + " " + o.path.string(); };
+  // Aliasing first: writing one output would destroy another, or the input being read.
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    for (std::size_t j = i + 1; j < outs.size(); ++j)
+      if (same_file(outs[i]->path, outs[j]->path))
+        throw UsageError(name(*outs[i]) + " and " + outs[j]->option + " " + outs[j]->path.string() + " name the same file");
+    if (outs[i]->directory) continue;
+    // A checkpoint the run writes would replace the file (or the file a committed checkpoint).
+    const stdfs::path parent = outs[i]->path.parent_path().empty() ? stdfs::path(".") : outs[i]->path.parent_path();
+    for (const OutputPath* d : outs)
+      if (d->directory && outs[i]->path.filename().string().starts_with("ckpt-step") && same_file(parent, d->path))
+        throw UsageError(name(*outs[i]) + ": a checkpoint's name inside " + d->option + " " + d->path.string() + " (ckpt-step*)");
+    for (const auto& in : inputs)
+      if (!in.path.empty() && same_file(outs[i]->path, in.path))
+        throw UsageError(name(*outs[i]) + " is the input " + in.path.string() + " (" + in.option + "): it would be overwritten");
+  }
+  for (const OutputPath* o : outs) {
+    std::error_code ec;
+    const auto st = stdfs::status(o->path, ec);  // follows links: what would be written
+    if (stdfs::exists(st)) {
+      if (o->directory && !stdfs::is_directory(st)) throw UsageError(name(*o) + ": exists and is not a directory");
+      if (!o->directory && stdfs::is_directory(st)) throw UsageError(name(*o) + ": is a directory (" + o->option + " names a file)");
+      if (!o->directory && !stdfs::is_regular_file(st))
+        throw UsageError(name(*o) + ": is not a regular file (a FIFO, device or socket; " + o->option + " names a file)");
+      if (::access(o->path.c_str(), o->directory ? W_OK | X_OK : W_OK) != 0) throw IoError(name(*o) + ": not writable: " + errno_text());
+    }
+    // Missing directories (--ckpt-dir, a file's parent) are created and files are written beside
+    // themselves (a temporary renamed over them): the nearest existing ancestor must be a writable
+    // directory.
+    stdfs::path dir = o->path.parent_path();
+    if (dir.empty()) dir = ".";
+    if (o->directory && stdfs::exists(st)) continue;
+    while (!stdfs::exists(stdfs::symlink_status(dir, ec)) && dir.has_relative_path() && dir != dir.parent_path())
+      dir = dir.parent_path().empty() ? stdfs::path(".") : dir.parent_path();
+    const auto dst = stdfs::status(dir, ec);
+    if (!stdfs::exists(dst)) throw IoError(name(*o) + ": directory " + dir.string() + " does not exist");
+    if (!stdfs::is_directory(dst)) throw IoError(name(*o) + ": cannot create: " + dir.string() + " is not a directory");
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) throw IoError(name(*o) + ": cannot write in " + dir.string() + ": " + errno_text());
+  }
+}
+}  // namespace resil::train

@@ -1,0 +1,49 @@
+// The data-parallel reduction of one step.
+#include <algorithm>
+
+#include "run.hpp"
+
+namespace resil::train {
+
+/// Data-parallel reduction: gradients (and row-sparse touched-row masks) summed in rank order
+/// on the host, or the gradients summed by NCCL on the device (--reduce nccl).
+void Run::reduce(StepStats& stats) {
+  std::vector<float> flat;
+  if (dcomm) {
+    std::vector<DeviceSpan> grads;
+    for (const auto& p : params) grads.push_back({p.grad->data(), p.grad->numel()});
+    dcomm->allreduce_sum(grads);
+  } else {
+    for (const auto& p : params) {
+      const auto g = p.grad->to_host();
+      flat.insert(flat.end(), g.begin(), g.end());
+    }
+  }
+  const auto touched = model->touched_rows();
+  std::vector<std::size_t> mask_at;
+  for (const auto& [name, rows] : touched) {
+    const auto it = std::find_if(params.begin(), params.end(), [&](const ParamRef& p) { return p.name == name; });
+    mask_at.push_back(flat.size());
+    flat.resize(flat.size() + static_cast<std::size_t>(it->value->dim(0)), 0.0f);
+    for (auto r : rows) flat[mask_at.back() + static_cast<std::size_t>(r)] = 1.0f;
+  }
+  if (!flat.empty()) comm.allreduce_sum(flat);
+  if (!dcomm) {
+    std::size_t off = 0;
+    for (const auto& p : params) {
+      be->upload(p.grad->data(), flat.data() + off, p.grad->numel());
+      off += p.grad->numel();
+    }
+  }
+  for (std::size_t t = 0; t < touched.size(); ++t) {
+    const auto it = std::find_if(params.begin(), params.end(), [&](const ParamRef& p) { return p.name == touched[t].first; });
+    std::vector<std::int32_t> rows;
+    for (int r = 0; r < it->value->dim(0); ++r)
+      if (flat[mask_at[t] + static_cast<std::size_t>(r)] > 0.0f) rows.push_back(r);
+    model->set_touched_rows(touched[t].first, std::move(rows));
+  }
+  std::vector<double> s = {stats.loss_sum, static_cast<double>(stats.correct), static_cast<double>(stats.samples)};
+  comm.allreduce_sum(s);
+  stats = {s[0], static_cast<std::int64_t>(s[1]), static_cast<std::int64_t>(s[2])};
+}
+}  // namespace resil::train

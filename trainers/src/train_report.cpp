@@ -1,0 +1,38 @@
+// What a run reports per epoch: a metrics record (JSONL) and a log line.
+#include <cstdio>
+#include <fstream>
+
+#include "agree.hpp"
+#include "run.hpp"
+
+namespace resil::train {
+
+namespace stdfs = std::filesystem;
+using nlohmann::json;
+
+void append_line(const stdfs::path& p, const json& record) {
+  std::ofstream f(p, std::ios::app);
+  if (!(f << record.dump(-1, ' ', false, json::error_handler_t::replace) << "\n")) throw IoError(p.string() + ": cannot append metrics");
+}
+
+void report_epoch(const Run& run, const Summary& sum, const StepStats& ep, const Run::Eval& ev, double seconds, const LogFn& log) {
+  const TrainConfig& cfg = run.cfg;
+  if (run.comm.rank() != 0) return;
+  if (!cfg.metrics.empty()) {
+    json m = {{"epoch", run.epoch}, {"step", run.step}, {"loss", sum.final_loss},
+              {"train_accuracy", static_cast<double>(ep.correct) / static_cast<double>(ep.samples)},
+              {"test_loss", ev.loss}, {"test_accuracy", ev.accuracy}, {"nan_seen", false}, {"epoch_seconds", seconds}};
+    if (ev.auc >= 0) m["test_auc"] = ev.auc;
+    append_line(cfg.metrics, m);
+  }
+  if (log) {
+    char line[256];
+    std::snprintf(line, sizeof line, "epoch %lld/%d  step %lld  loss %.4f  train_acc %.4f  test_acc %.4f%s  (%.1f s)",
+                  static_cast<long long>(run.epoch), cfg.epochs, static_cast<long long>(run.step), sum.final_loss,
+                  static_cast<double>(ep.correct) / static_cast<double>(ep.samples), ev.accuracy,
+                  ev.auc >= 0 ? ("  test_auc " + std::to_string(ev.auc)).c_str() : "", seconds);
+    log(line + (sum.last_checkpoint.empty() || run.epoch % cfg.ckpt_every != 0 ? std::string() : "  -> " + sum.last_checkpoint));
+  }
+}
+
+}  // namespace resil::train

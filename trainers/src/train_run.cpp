@@ -1,0 +1,102 @@
+// Setting up a run on one rank: backend, model, optimizer, the mp stage; and the agreed start.
+#include <fstream>
+
+#include "agree.hpp"
+#include "resil/data/sampler.hpp"
+#include "resil/train/device.hpp"
+#include "run.hpp"
+
+namespace resil::train {
+
+namespace stdfs = std::filesystem;
+using nlohmann::json;
+
+Run::Run(TrainConfig c, const Comm& cm) : cfg(std::move(c)), comm(cm), mode(cfg.parallel) {
+  if (cfg.epochs < 1) throw UsageError("--epochs must be at least 1");
+  if (cfg.batch < 1) throw UsageError("--batch must be at least 1");
+  if (mode == ckpt::ParallelMode::none && comm.size() > 1)
+    throw UsageError("--parallel none under " + std::to_string(comm.size()) + " MPI ranks (use dp or mp, or run one process)");
+  if (mode == ckpt::ParallelMode::dp && cfg.batch % comm.size() != 0)
+    throw UsageError("--batch " + std::to_string(cfg.batch) + " is not divisible by the " + std::to_string(comm.size()) + " dp ranks");
+  // The device is resolved (auto -> cpu|cuda) before the config is recorded anywhere. A run may
+  // resume on another device than it started on: the checkpoint format does not depend on it.
+  cfg.device = *from_name<DeviceKind>(resolve_device(name(cfg.device)));
+  cfg.reduce = *from_name<ReduceKind>(resolve_reduce(name(cfg.reduce), name(cfg.device), comm));
+  const int local_rank = comm.size() > 1 ? comm.local_rank() : 0;
+  be = make_backend(name(cfg.device), cfg.threads, local_rank, &device);
+  if (cfg.reduce == ReduceKind::nccl && comm.size() > 1 && mode != ckpt::ParallelMode::none) {
+    dcomm = make_device_comm(*be, comm);
+    device += ", " + dcomm->name();
+  }
+  model = make_model(*be, name(cfg.model));
+  model->init(cfg.seed);
+  opt = std::make_unique<Optimizer>(*be, cfg.optimizer);
+  if (mode == ckpt::ParallelMode::mp) {
+    auto* cls = dynamic_cast<Classifier*>(model.get());
+    if (!cls) throw UsageError("--parallel mp supports the layer-chain models mlp and cnn, not " + name(cfg.model));
+    layout = partition_layers(cls->net(), comm.size());
+    const auto [first, end] = layout[static_cast<std::size_t>(comm.rank())];
+    stage = std::make_unique<PipelineStage>(cls->net(), first, end, comm, cfg.micro_batches, dcomm.get());
+    params = cls->net().params(first, end);
+  } else {
+    params = model->params();
+  }
+  opt->attach(params);
+}
+
+std::string Run::layout_json() const {
+  json a = json::array();
+  for (auto [f, e] : layout) a.push_back({f, e});
+  return layout.empty() ? std::string() : a.dump();
+}
+
+bool Run::weights_finite() {
+  bool ok = true;
+  for (const auto& p : params) ok = ok && be->all_finite(p.value->data(), p.value->numel());
+  return ok;
+}
+
+Start start(const TrainConfig& cfg, const Comm& comm, const std::optional<stdfs::path>& resume_from) {
+  Start s;
+  const std::size_t batch = static_cast<std::size_t>(cfg.batch);
+  // Every check of the setup runs inside agree: one that fails on some ranks only (a shard of
+  // another run, a cursor that does not fit) must not leave the others in the first collective.
+  agree(comm, [&] {
+    if (cfg.ckpt_every < 1) throw UsageError("--ckpt-every must be at least 1");
+    try {
+      (void)cfg.to_json();
+    } catch (const json::exception&) {
+      throw UsageError("--data " + cfg.data + ": the path is not valid UTF-8 (it is stored in the checkpoint's JSON config)");
+    }
+    s.run = std::make_unique<Run>(cfg, comm);
+    s.data = load_data(cfg);
+    s.steps = data::steps_per_epoch(s.data.train_n(), batch);
+    if (s.steps == 0)
+      throw UsageError("--batch " + std::to_string(cfg.batch) + " is larger than the " + std::to_string(s.data.train_n()) + " training samples");
+    if (resume_from) {
+      s.run->load_state(load_for_rank(*resume_from, *s.run), resume_from->string());
+      if (s.run->epoch >= cfg.epochs)
+        throw UsageError(resume_from->string() + " already has " + std::to_string(s.run->epoch) + " epochs; ask --epochs beyond that");
+      // A preemption checkpoint resumes mid-epoch: the epoch's order is a pure function of
+      // (seed, epoch), so skipping the first cursor / batch batches restores the exact stream.
+      if (s.run->cursor != 0) {
+        s.first = static_cast<std::size_t>(s.run->cursor / batch);
+        if (s.run->cursor % batch != 0 || s.first >= s.steps ||
+            s.run->step != s.run->epoch * static_cast<std::int64_t>(s.steps) + static_cast<std::int64_t>(s.first))
+          throw MismatchError(resume_from->string() + ": data cursor " + std::to_string(s.run->cursor) + " at step " + std::to_string(s.run->step) +
+                              " does not fit this data set (" + std::to_string(s.steps) + " steps of " + std::to_string(batch) + " per epoch)");
+      }
+    }
+    if (comm.rank() == 0) {
+      std::error_code ec;
+      stdfs::create_directories(cfg.ckpt_dir, ec);
+      if (ec) throw IoError("--ckpt-dir " + cfg.ckpt_dir.string() + ": cannot create: " + ec.message());
+      if (!cfg.metrics.empty() && cfg.metrics.has_parent_path()) stdfs::create_directories(cfg.metrics.parent_path(), ec);
+      if (!cfg.metrics.empty() && !resume_from && !std::ofstream(cfg.metrics, std::ios::trunc))
+        throw IoError("--metrics " + cfg.metrics.string() + ": cannot create");
+    }
+  });
+  return s;
+}
+
+}  // namespace resil::train
