@@ -1,21 +1,10 @@
 #!/bin/bash
 # --jobs N and "mode": "worker" against the serial command-mode run of the same campaign.
-set -uo pipefail
+. "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-jobs
 FLIP=$1
 TRAIN=$2
-PY=/usr/bin/python3
-T=$(mktemp -d /tmp/ckpt-flip-jobs-XXXXXX)
 CAMPAIGN_PID=
-cleanup() { [ -n "$CAMPAIGN_PID" ] && kill -9 "$CAMPAIGN_PID" 2> /dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-run() { "$@" > "$T/stdout" 2> "$T/stderr" || { cat "$T/stdout" "$T/stderr"; fail "exit $?: $*"; }; }
-expect_rc() {  # expect_rc CODE WORD cmd...: exit CODE, one error line that names WORD
-  local want=$1 word=$2; shift 2
-  "$@" > "$T/stdout" 2> "$T/stderr"; local rc=$?
-  [ "$rc" = "$want" ] || { cat "$T/stderr"; fail "exit $rc (want $want): $*"; }
-  [ "$(wc -l < "$T/stderr")" = 1 ] && grep -q -- "$word" "$T/stderr" || { cat "$T/stderr"; fail "expected one error line naming $word: $*"; }
-}
+on_exit() { [ -n "$CAMPAIGN_PID" ] && kill -9 "$CAMPAIGN_PID" 2> /dev/null; }
 # same OUT_A OUT_B: the records agree trial by trial on everything a trial computes.
 same() {
   $PY - "$1" "$2" <<'PYEOF' || fail "records of $1 and $2 differ"
@@ -142,18 +131,18 @@ config fake worker 3 '["'"$T/fake-train"'", "eval", "--from", "{ckpt}", "--summa
 run "$FLIP" campaign "$T/fake.json" --out "$T/fake" --jobs 2
 [ "$(classes "$T/fake")" = crash ] || fail "a trial whose worker dies twice is a crash: $(classes "$T/fake")"
 grep -q "worker died twice" "$T"/fake/results/*.jsonl || fail "the crash note names the dead worker"
-FAKE_NO_SERVE=1 expect_rc 2 "serve" "$FLIP" campaign "$T/fake.json" --out "$T/fake-ns" --jobs 1
+FAKE_NO_SERVE=1 expect_err 2 "serve" "$FLIP" campaign "$T/fake.json" --out "$T/fake-ns" --jobs 1
 
 # 6. Usage errors: mode and --jobs checked like every other field and option (exit 2, named).
 for v in '"bogus"' 3 null '["worker"]'; do
   sed "s/\"mode\": \"worker\"/\"mode\": $v/" "$T/eval-worker.json" > "$T/bad.json"
-  expect_rc 2 "mode" "$FLIP" campaign "$T/bad.json" --out "$T/bad"
+  expect_err 2 "mode" "$FLIP" campaign "$T/bad.json" --out "$T/bad"
 done
 config strcmd worker 2 '"'"$TRAIN"' eval --from {ckpt} --summary {out}"'
-expect_rc 2 "mode" "$FLIP" campaign "$T/strcmd.json" --out "$T/bad"
+expect_err 2 "mode" "$FLIP" campaign "$T/strcmd.json" --out "$T/bad"
 config traincmd worker 2 '["'"$TRAIN"'", "train", "--ckpt-dir", "{dir}"]'
-expect_rc 2 "mode" "$FLIP" campaign "$T/traincmd.json" --out "$T/bad"
-for v in 0 -1 abc 1025 1.5; do expect_rc 2 "jobs" "$FLIP" campaign "$T/eval-worker.json" --out "$T/bad" --jobs "$v"; done
+expect_err 2 "mode" "$FLIP" campaign "$T/traincmd.json" --out "$T/bad"
+for v in 0 -1 abc 1025 1.5; do expect_err 2 "jobs" "$FLIP" campaign "$T/eval-worker.json" --out "$T/bad" --jobs "$v"; done
 [ ! -e "$T/bad" ] || fail "a refused campaign left OUT behind"
 [ "$(sha256sum "$CK" | cut -d' ' -f1)" = "$SHA" ] || fail "the golden checkpoint changed"
 echo "ckpt-flip campaign --jobs / mode worker: all checks passed"

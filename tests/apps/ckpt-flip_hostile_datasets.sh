@@ -3,21 +3,9 @@
 # zero-sized dims, never-written datasets of 10^12 elements in a file of a few KB, names that are
 # not UTF-8, fault spaces beyond 64 bits, hard links, element types and layouts ckpt-flip does
 # not flip, virtual datasets and links into other files. Each check names the defect it guards.
-set -uo pipefail
+. "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-hostile
 FLIP=$1
-PY=/usr/bin/python3
 HOSTILE=$(dirname "$0")/../inject/hostile_files.py
-T=$(mktemp -d /tmp/ckpt-flip-hostile-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-expect_rc() {  # expect_rc CODE cmd...  (stdout in $T/stdout; a failure is one line on stderr)
-  local want=$1; shift
-  "$@" > "$T/stdout" 2> "$T/stderr"; local rc=$?
-  [ "$rc" = "$want" ] || { cat "$T/stderr"; fail "exit $rc (want $want): $*"; }
-  if [ "$want" != 0 ] && [ "$want" != 10 ]; then
-    [ "$(wc -l < "$T/stderr")" = 1 ] || { cat "$T/stderr"; fail "expected one error line: $*"; }
-  fi
-}
 json() {  # json FILE PYTHON-EXPRESSION-OF-j : prints the value
   $PY -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"
 }

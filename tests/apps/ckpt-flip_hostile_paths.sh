@@ -5,22 +5,15 @@
 # external raw files; flip logs cut by a kill; out-of-range seeds. After every refusal: the
 # documented exit code, one error line naming the user's path (never a `.NAME.tmp.PID`), and every
 # input byte-identical (issue #15).
-set -uo pipefail
+. "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-hostile
 FLIP=$1
-PY=/usr/bin/python3
-T=$(mktemp -d /tmp/ckpt-flip-hostile-XXXXXX)
 chmod 755 "$T"  # the permission checks run a command as nobody inside it
-trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-# expect_rc CODE cmd...: exit status, one error line on stderr for errors, no temporary named, and
-# never blocking (a FIFO opened for reading waits for a writer forever).
+# expect_rc CODE cmd...: test_lib's (exit status, one error line), never blocking (a FIFO opened for
+# reading waits for a writer forever), and no temporary file named in the message.
+EXPECT_TIMEOUT=20
+eval "lib_$(declare -f expect_rc)"
 expect_rc() {
-  local want=$1; shift
-  timeout 20 "$@" > "$T/stdout" 2> "$T/stderr"; local rc=$?
-  [ "$rc" = "$want" ] || { cat "$T/stdout" "$T/stderr"; fail "exit $rc (want $want): $*"; }
-  if [ "$want" != 0 ] && [ "$want" != 10 ]; then
-    [ "$(wc -l < "$T/stderr")" = 1 ] || { cat "$T/stderr"; fail "expected one error line: $*"; }
-  fi
+  lib_expect_rc "$@"
   if grep -q '\.tmp\.[0-9]' "$T/stderr"; then cat "$T/stderr"; fail "the message names a temporary file: $*"; fi
 }
 expect_msg() { grep -q -- "$1" "$T/stderr" || { cat "$T/stderr"; fail "stderr lacks '$1'"; }; }
