@@ -371,12 +371,21 @@ def mpi_rank0_alone_aborts():
     m = os.path.join(d, "m.jsonl")
 
     def swap():  # after the first epoch's record: the next append fails
-        for _ in range(2400):
+        for _ in range(24000):
             if os.path.exists(m) and os.path.getsize(m) > 0:
-                os.remove(m)
-                os.mkdir(m)
-                return
-            time.sleep(0.05)
+                # Not atomic: an append between remove and mkdir creates the file again; then
+                # remove it again (a run of ~1 s on a loaded machine hit that window).
+                while True:
+                    try:
+                        os.remove(m)
+                    except FileNotFoundError:
+                        pass
+                    try:
+                        os.mkdir(m)
+                        return
+                    except FileExistsError:
+                        continue
+            time.sleep(0.005)
 
     t = threading.Thread(target=swap)
     t.start()
