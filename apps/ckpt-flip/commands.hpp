@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "resil/inject/flip_log.hpp"
+#include "resil/inject/sampling.hpp"
+#include "resil/inject/select.hpp"
 
 namespace resil::app::ckpt_flip {
 
@@ -30,7 +32,9 @@ struct InjectOptions {
   std::optional<std::uint64_t> flips;
   std::optional<double> ber;
   std::vector<std::string> include, exclude;
-  std::string role = "all", bits, model = "flip", stratify = "none", as;
+  inject::Role role = inject::Role::all;
+  inject::Stratify stratify = inject::Stratify::none;
+  std::string bits, model = "flip", as;
   std::vector<std::string> argv;  // the command line, for the log header
 };
 CLI::App* setup_inject(CLI::App& app, InjectOptions& o);

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "commands.hpp"
+#include "resil/app/choice.hpp"
 #include "resil/app/validators.hpp"
 #include "resil/app/main.hpp"
 #include "resil/ckpt/fs.hpp"
@@ -41,10 +42,10 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
   flips->excludes(ber);
   c->add_option("--include", o.include, "glob on dataset paths to include (repeatable; names counters explicitly)");
   c->add_option("--exclude", o.exclude, "glob on dataset paths to exclude (repeatable)");
-  c->add_option("--role", o.role, "for resil checkpoints: model, optimizer or all")->check(CLI::IsMember({"model", "optimizer", "all"}));
+  app::add_choice(*c, "--role", o.role, inject::role_names, "for resil checkpoints: model, optimizer or all");
   c->add_option("--bits", o.bits, "bits that may be hit: field names and bit numbers/ranges");
   c->add_option("--model", o.model, "fault model");
-  c->add_option("--stratify", o.stratify, "stratified sampling: none, bits or dataset")->check(CLI::IsMember({"none", "bits", "dataset"}));
+  app::add_choice(*c, "--stratify", o.stratify, inject::stratify_names, "stratified sampling: none, bits or dataset");
   c->add_option("--as", o.as, "treat unsigned 16-bit datasets as this dtype (bf16)")->check(CLI::IsMember({"bf16", "f16"}));
   c->add_flag("--raw", o.raw, "flip bits anywhere in the file's bytes (HDF5 metadata included)");
   c->add_flag("--no-hash", o.no_hash, "skip the SHA-256 of input and output (logged as empty)");
@@ -62,7 +63,7 @@ inject::PlanOptions plan_options(const InjectOptions& o, std::uint64_t seed) {
   p.trial = o.trial;
   p.flips = o.flips;
   p.ber = o.ber;
-  p.stratify = o.stratify == "bits" ? inject::Stratify::bits : o.stratify == "dataset" ? inject::Stratify::dataset : inject::Stratify::none;
+  p.stratify = o.stratify;
   p.model = inject::FaultModel::parse(o.model);
   return p;
 }
@@ -73,7 +74,7 @@ int run_inject(const InjectOptions& o) {
   if (!o.dry_run && o.output.empty() && !o.in_place) throw UsageError("inject: give -o OUT, --in-place or --dry-run");
   if (!o.dry_run && o.log.empty()) throw UsageError("inject: --log LOG.jsonl is required");
   if (!o.flips && !o.ber) throw UsageError("inject: give --flips N or --ber RATE");
-  if (o.raw && (!o.include.empty() || !o.exclude.empty() || !o.bits.empty() || o.role != "all" || o.stratify != "none"))
+  if (o.raw && (!o.include.empty() || !o.exclude.empty() || !o.bits.empty() || o.role != inject::Role::all || o.stratify != inject::Stratify::none))
     throw UsageError("inject --raw takes no --include/--exclude/--bits/--role/--stratify (it flips file bytes)");
   // Before anything is opened for writing: no path may name another's file (--log IN would replace
   // the data by the log, -o LOG the only undo record), inputs are regular readable files, outputs
@@ -103,7 +104,7 @@ int run_inject(const InjectOptions& o) {
     inject::SelectOptions sel;
     sel.include = o.include;
     sel.exclude = o.exclude;
-    sel.role = o.role == "model" ? inject::Role::model : o.role == "optimizer" ? inject::Role::optimizer : inject::Role::all;
+    sel.role = o.role;
     sel.bits = inject::BitSpec::parse(o.bits.empty() ? "all" : o.bits);
     if (!o.as.empty()) sel.as = ckpt::dtype_from_name(o.as);
     std::vector<ckpt::DatasetInfo> infos;

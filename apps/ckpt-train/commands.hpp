@@ -7,21 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "resil/app/choice.hpp"
+#include "resil/train/options.hpp"
 #include "resil/train/trainer.hpp"
 
 namespace resil::app::ckpt_train {
 
 /// A fixed-choice option parsed into its enum through the enum's one name table
-/// (resil/train/options.hpp). IsMember runs first (a transform added later runs earlier): it
-/// refuses anything else, the mapped numbers included, naming the option and the names (exit 2);
-/// CheckedTransformer then maps the name to the value.
+/// (resil/train/options.hpp; resil/app/choice.hpp says how).
 template <class E, class Target>
 CLI::Option* add_choice(CLI::App& app, const std::string& flag, Target& target, const std::string& help) {
-  std::vector<std::string> names;
-  for (const auto& [n, e] : resil::train::Names<E>::table) names.emplace_back(n);
-  return app.add_option(flag, target, help)
-      ->transform(CLI::CheckedTransformer(resil::train::name_map<E>()))
-      ->transform(CLI::IsMember(names));
+  return resil::app::add_choice(app, flag, target, resil::train::Names<E>::table, help);
 }
 
 struct TrainOptions {

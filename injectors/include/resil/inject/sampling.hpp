@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "resil/core/rng.hpp"
@@ -29,6 +31,9 @@ std::vector<uint128_t> draw_without_replacement(uint128_t total, std::uint64_t n
 std::vector<uint128_t> draw_bernoulli(uint128_t total, double p, Rng& rng);
 
 enum class Stratify { none, bits, dataset };
+/// The names of Stratify on the command line.
+inline constexpr std::pair<std::string_view, Stratify> stratify_names[] = {
+    {"none", Stratify::none}, {"bits", Stratify::bits}, {"dataset", Stratify::dataset}};
 
 struct PlanOptions {
   std::uint64_t seed = 0;

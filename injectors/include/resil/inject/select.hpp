@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "resil/ckpt/io.hpp"
@@ -15,6 +17,8 @@
 namespace resil::inject {
 
 enum class Role { all, model, optimizer };
+/// The names of Role on the command line and in campaign configurations.
+inline constexpr std::pair<std::string_view, Role> role_names[] = {{"all", Role::all}, {"model", Role::model}, {"optimizer", Role::optimizer}};
 
 struct SelectOptions {
   std::vector<std::string> include, exclude;  // globs on dataset paths
