@@ -354,8 +354,9 @@ void LogWriter::line(const std::string& json_line) {
 }
 
 void LogWriter::records(std::span<const FlipRecord> records) {
-  // Two threads from a few thousand records on: formatting 10,000 records took ~10 ms on one, a
-  // tenth of an in-place injection's time. The halves are joined in order, so the text is the same.
+  // Two threads from a few thousand records on: formatting is a visible share of an in-place
+  // injection's time (docs/performance.md, "Word I/O"). The halves are joined in order, so the text
+  // is the same.
   // Batches of 64 Ki records (~16 MB of text) keep the buffer bounded for --ber runs with millions.
   constexpr std::size_t two_threads_from = 4096, batch = std::size_t{1} << 16;
   for (std::size_t at = 0; at < records.size(); at += batch) {

@@ -88,7 +88,7 @@ void pwrite_all(int fd, const void* buf, std::size_t n, std::uint64_t off, const
 // (512 per 2 MiB folio). Each store region (2 MiB, aligned in the file) is released with
 // MADV_DONTNEED as soon as a store goes to another region (stores go in file order), while those
 // buffer heads are still in the CPU's cache, instead of by the munmap at close() (which finds them
-// evicted when thousands of folios were touched: 1 GiB, 10,000 words: 16 ms of munmap). The last
+// evicted when thousands of folios were touched; docs/performance.md, "Word I/O"). The last
 // region stored into stays mapped across blocks and edits (small chunks and tensors share regions).
 constexpr unsigned store_region_shift = 21;
 constexpr std::uint64_t no_region = ~std::uint64_t{0};
@@ -107,8 +107,8 @@ void hold_region(std::byte* map, std::uint64_t len, std::uint64_t& held, std::ui
 // shared mapping, its own page tables) while fn(0, split, false) runs here; both have finished when
 // it returns.
 // Two processes rather than two threads: releasing a region flushes the TLB of every CPU that runs
-// the process, so two threads of one process interrupt each other on every release (1 GiB, 10,000
-// words: two threads no faster than one, two processes 1.5x). fn must only store and release (the
+// the process, so two threads of one process interrupt each other on every release (two threads
+// were no faster than one; docs/performance.md, "Word I/O"). fn must only store and release (the
 // child runs it in a copy of a possibly multi-threaded process: no allocation, no lock, no throw).
 // Stores are idempotent, so whatever keeps the child from finishing its half (fork refused, no death
 // signal, SIGCHLD ignored so its status is gone, a signal) makes this process store that half again.
@@ -438,8 +438,8 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
   const bool use_map = raw_words > 0 && io_for(raw_words, end - first) == WordIo::mapped && mapping() && end <= map_len_;
   // Sparse words are read with pread even when they are written through the mapping: a read fault
   // maps (and munmap later unmaps) 16 pages around each word, and a store into a page that is not
-  // mapped yet costs no more than one into a page mapped read-only (bench_word_io, fourth session:
-  // 1 GiB 0.055 s vs 0.065 s, 100 MB 0.010 s vs 0.013 s for 10,000 words).
+  // mapped yet costs no more than one into a page mapped read-only (measured with bench_word_io:
+  // docs/performance.md, "Word I/O").
   const bool map_reads = use_map && (end - first) / 4096 <= sparse_pages_per_word * raw_words;
   h5::SilenceErrors quiet;
   std::vector<std::byte> buf;

@@ -35,9 +35,10 @@ struct StoredLayout {
 };
 
 /// Limits of the search for allocated chunks in a sparse dataset (HDF5 1.10 has no chunk
-/// iterator): probing every chunk of the grid (an index lookup each, ~0.5 us here) or fetching
-/// the i-th chunk for each i (H5Dget_chunk_info walks the index from its start every time:
-/// quadratic, ~15 ns per entry visited). The cheaper one is taken; each limit is some 10-30 s.
+/// iterator): probing every chunk of the grid (an index lookup each) or fetching the i-th chunk
+/// for each i (H5Dget_chunk_info walks the index from its start every time: quadratic). The
+/// cheaper one is taken; each limit bounds the search to tens of seconds (costs per lookup in
+/// docs/performance.md, "Word I/O").
 inline constexpr std::uint64_t max_chunk_probes = std::uint64_t{1} << 24;
 inline constexpr std::uint64_t max_chunk_index_visits = std::uint64_t{1} << 31;
 
