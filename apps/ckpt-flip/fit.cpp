@@ -1,7 +1,4 @@
 #include <algorithm>
-#include <charconv>
-#include <cstdlib>
-#include <cmath>
 #include <cstdio>
 #include <iostream>
 

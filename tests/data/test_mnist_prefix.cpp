@@ -9,17 +9,12 @@
 
 #include "resil/core/error.hpp"
 #include "resil/data/idx.hpp"
+#include "resil_test/tmpdir.hpp"
 
 namespace fs = std::filesystem;
 using namespace resil::data;
 
 namespace {
-fs::path fresh(const std::string& name) {
-  fs::path d = fs::path(RESIL_TEST_TMP) / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 void write_set(const fs::path& d, const char* prefix, std::vector<std::uint8_t> labels) {
   const auto n = static_cast<std::uint32_t>(labels.size());
   IdxArray img{{n, 1, 2}, {}};
@@ -30,7 +25,8 @@ void write_set(const fs::path& d, const char* prefix, std::vector<std::uint8_t> 
 }  // namespace
 
 TEST_CASE("load_mnist with a limit decompresses only the samples it keeps", "[data][unit]") {
-  const auto d = fresh("mnist_prefix");
+  const resil::test::TempDir tmp{"mnist_prefix"};
+  const fs::path d = tmp.path();
   write_set(d, "t10k", {1, 2, 3, 4});
   // Cut the label file after its second label: a full read fails, a read of 2 samples does not.
   fs::resize_file(d / "t10k-labels-idx1-ubyte", 8 + 2);
@@ -50,7 +46,8 @@ TEST_CASE("load_mnist with a limit decompresses only the samples it keeps", "[da
 }
 
 TEST_CASE("keep_mnist_decoded serves loads from memory while the files are unchanged", "[data][unit]") {
-  const auto d = fresh("mnist_kept");
+  const resil::test::TempDir tmp{"mnist_kept"};
+  const fs::path d = tmp.path();
   write_set(d, "train", {5, 6, 7});
   write_set(d, "t10k", {1, 2, 3});
   keep_mnist_decoded(d);
