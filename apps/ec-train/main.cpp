@@ -2,7 +2,6 @@
 // validation, the MPI transport, exit codes; the protocol is resil::ecrm (trainers/ecrm).
 #include <CLI/CLI.hpp>
 
-#include <charconv>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -10,6 +9,7 @@
 #include <string>
 
 #include "resil/app/main.hpp"
+#include "resil/app/validators.hpp"
 #include "resil/core/error.hpp"
 #include "resil/ecrm/engine.hpp"
 #include "resil/train/comm.hpp"
@@ -38,33 +38,9 @@ const char* examples = R"(Examples:
 SIGTERM or SIGUSR1: checkpoint at the next step boundary into --ckpt-dir and exit 75; the same
 command run again resumes from that checkpoint (or name one with --resume).)";
 
-// CLI11 clamps or wraps what does not fit ("--seed -1" became 2^64 - 1, "--seed 18446744073709551616" 2^64 - 1 too)
-// and lets NaN through range checks: values are checked as text before they are converted.
-const CLI::Validator u64_decimal(
-    [](std::string& s) -> std::string {
-      std::uint64_t v = 0;
-      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v, 10);
-      if (s.empty() || ec == std::errc::result_out_of_range) return "'" + s + "' is outside 0 to 18446744073709551615";
-      if (ec != std::errc() || end != s.data() + s.size()) return "'" + s + "' is not a decimal integer";
-      return {};
-    },
-    "UINT64");
 
-const CLI::Validator positive_float(
-    [](std::string& s) -> std::string {
-      double v = 0;
-      std::size_t used = 0;
-      try {
-        v = std::stod(s, &used);
-      } catch (const std::logic_error&) {
-        // out of double's range, or not a number at all
-      }
-      if (used != s.size() || s.empty() || !std::isfinite(v) || v <= 0 || v > std::numeric_limits<float>::max() ||
-          static_cast<float>(v) < std::numeric_limits<float>::min())
-        return "'" + s + "' is not a positive number within fp32's normal range";
-      return {};
-    },
-    "POSITIVE");
+// Learning rates: positive and in fp32's normal range (NaN, 1e39 and 1e-50 are refused, not clamped).
+const CLI::Validator positive_fp32 = app::Real(std::numeric_limits<float>::min(), std::numeric_limits<float>::max());
 
 void setup(CLI::App& app, Options& o) {
   auto& c = o.cfg;
@@ -72,7 +48,7 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--k", c.k, "data fragments per stripe")->check(CLI::Range(1, 255))->capture_default_str();
   app.add_option("--m", c.m, "parity fragments per stripe (failures tolerated per stripe)")->check(CLI::Range(1, 255))->capture_default_str();
   app.add_option("--steps", c.steps, "training steps")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))->capture_default_str();
-  app.add_option("--seed", o.seed, "root seed (default: drawn once and printed)")->check(u64_decimal);
+  app.add_option("--seed", o.seed, "root seed (default: drawn once and printed)")->check(app::Decimal());
   const std::map<std::string, ecrm::Ft> fts{{"none", ecrm::Ft::none}, {"ec", ecrm::Ft::ec}, {"ckpt", ecrm::Ft::ckpt}};
   app.add_option("--ft", c.ft, "fault tolerance (default ec)")->transform(CLI::CheckedTransformer(fts))->option_text("none|ec|ckpt");
   app.add_option("--fail", o.fail, "RANK@STEP[,RANK@STEP...]: the rank loses its memory at the start of STEP");
@@ -86,9 +62,9 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--dim", c.dim, "embedding dimension")->check(CLI::Range(1, ecrm::max_dim))->capture_default_str();
   app.add_option("--batch", c.batch, "global batch (split over the ranks)")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--rows-per-fragment", c.rows_per_fragment, "rows per data fragment")->check(CLI::Range(1u, 1u << 20))->capture_default_str();
-  app.add_option("--rebuild-stripes", c.rebuild_stripes, "stripes each replacement rebuilds per step (0 = all at once)")->check(u64_decimal)->capture_default_str();
-  app.add_option("--lr", c.lr, "Adagrad learning rate (embeddings)")->check(positive_float)->capture_default_str();
-  app.add_option("--mlp-lr", c.mlp_lr, "Adam learning rate (MLPs)")->check(positive_float)->capture_default_str();
+  app.add_option("--rebuild-stripes", c.rebuild_stripes, "stripes each replacement rebuilds per step (0 = all at once)")->check(app::Decimal())->capture_default_str();
+  app.add_option("--lr", c.lr, "Adagrad learning rate (embeddings)")->check(positive_fp32)->capture_default_str();
+  app.add_option("--mlp-lr", c.mlp_lr, "Adam learning rate (MLPs)")->check(positive_fp32)->capture_default_str();
   app.add_option("--data", c.data, "Criteo TSV file (default: synthetic Criteo-like data)")->check(CLI::ExistingFile);
   app.add_option("--report", o.report, "write the JSON report here");
   app.add_option("--poll-us", c.poll_us, "sleep between MPI progress polls, microseconds (0 = spin)")->check(CLI::Range(0, 100000))->capture_default_str();
