@@ -12,6 +12,7 @@
 #include "resil/app/validators.hpp"
 #include "resil/core/error.hpp"
 #include "resil/ecrm/engine.hpp"
+#include "resil/train/agree.hpp"
 #include "resil/train/comm.hpp"
 #include "resil/train/preempt.hpp"
 
@@ -98,14 +99,14 @@ int main(int argc, char** argv) {
   Options o;
   setup(app, o);
   train::Comm comm = train::Comm::world();
-  // Errors every rank agreed on: an ecrm::AgreedError (ecrm::agree: the lowest failing rank reports
-  // it, naming its rank), and decisions every rank makes alike from the same data (usage, data
+  // Errors every rank agreed on: a train::PeerError (train::agree, the policy ckpt-train shares:
+  // each failing rank reports, naming its rank, or rank 0 once when every rank failed), and decisions every rank makes alike from the same data (usage, data
   // loss: rank 0 reports). Anything else was seen by this rank alone: guarded_main prints it with
   // the rank and ends the job with MPI_Abort (the others would wait in a collective forever).
   app::Ranks ranks{comm.rank(), comm.size(), [&comm](int v) { return comm.allreduce_max(v); },
                    [&comm](int code) { comm.abort(code); },
                    [&comm](const Error& e) -> std::optional<app::Agreed> {
-                     if (const auto* a = dynamic_cast<const ecrm::AgreedError*>(&e)) return app::Agreed{a->reporter(), true};
+                     if (const auto* p = dynamic_cast<const train::PeerError*>(&e)) return app::Agreed{p->report()};
                      if (dynamic_cast<const UsageError*>(&e) || dynamic_cast<const DataLossError*>(&e))
                        return app::Agreed{comm.rank() == 0};
                      return std::nullopt;

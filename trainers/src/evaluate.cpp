@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "agree.hpp"
 #include "resil/ckpt/checkpoint.hpp"
+#include "resil/train/agree.hpp"
 #include "run.hpp"
 
 namespace resil::train {

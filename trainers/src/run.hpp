@@ -4,6 +4,7 @@
 // evaluate.cpp (evaluation), train_checkpoint.cpp (save, load). Private to the trainer.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -21,6 +22,10 @@
 #include "train_data.hpp"
 
 namespace resil::train {
+
+inline double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 struct Run {
   TrainConfig cfg;

@@ -4,8 +4,8 @@
 
 #include <functional>
 
-#include "agree.hpp"
 #include "resil/ckpt/checkpoint.hpp"
+#include "resil/train/agree.hpp"
 #include "run.hpp"
 
 namespace resil::train {

@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "agree.hpp"
+#include "resil/train/agree.hpp"
 #include "run.hpp"
 
 namespace resil::train {

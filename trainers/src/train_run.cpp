@@ -1,9 +1,9 @@
 // Setting up a run on one rank: backend, model, optimizer, the mp stage; and the agreed start.
 #include <fstream>
 
-#include "agree.hpp"
 #include "resil/data/sampler.hpp"
 #include "resil/train/device.hpp"
+#include "resil/train/agree.hpp"
 #include "run.hpp"
 
 namespace resil::train {

@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "agree.hpp"
 #include "resil/data/sampler.hpp"
+#include "resil/train/agree.hpp"
 #include "resil/train/preempt.hpp"
 #include "run.hpp"
 

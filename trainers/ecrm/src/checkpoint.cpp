@@ -11,6 +11,7 @@
 #include "resil/ckpt/checkpoint.hpp"
 #include "resil/config.hpp"
 #include "resil/core/error.hpp"
+#include "resil/train/agree.hpp"
 
 namespace resil::ecrm {
 
@@ -87,7 +88,7 @@ void Engine::save_ckpt(std::int64_t step, bool preempted) {
       c.optimizer[param][name] = ckpt::Tensor::from<float>(shape_of(t), h);
     }
   c.meta.optimizer_step = opt_.step();
-  ckpt::save_sharded(cfg_.ckpt_dir, c, [&](const std::function<void()>& phase) { agree(net_, phase); });
+  ckpt::save_sharded(cfg_.ckpt_dir, c, [&](const std::function<void()>& phase) { train::agree(net_, phase); });
   last_ckpt_ = std::max(last_ckpt_, step);
   ++ckpt_writes_;
   ckpt_write_s_ += now_seconds() - t0;

@@ -12,6 +12,7 @@
 #include "resil/ckpt/checkpoint.hpp"
 #include "resil/ckpt/hash.hpp"
 #include "resil/core/rng.hpp"
+#include "resil/train/agree.hpp"
 #include "resil/train/preempt.hpp"
 
 namespace resil::ecrm {
@@ -34,29 +35,6 @@ std::unique_ptr<train::EmbeddingSource> fetched_rows(train::Backend& be, const R
 double now_seconds() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
-void agree(const Transport& net, const std::function<void()>& fn) {
-  int code = 0;
-  std::string what;
-  try {
-    fn();
-  } catch (const Error& e) {
-    code = static_cast<int>(e.exit_code());
-    what = e.what();
-  } catch (const std::bad_alloc&) {
-    code = static_cast<int>(ExitCode::internal);
-    what = "out of memory";
-  } catch (const std::exception& e) {
-    code = static_cast<int>(ExitCode::internal);
-    what = std::string("internal error: ") + e.what();
-  }
-  if (net.allreduce_max(code != 0 ? 1 : 0) == 0) return;
-  // The lowest failing rank reports; every rank exits with its code.
-  const int reporter = net.size() - 1 - net.allreduce_max(code != 0 ? net.size() - 1 - net.rank() : -1);
-  std::vector<int> agreed{net.rank() == reporter ? code : 0};
-  net.allreduce_max(agreed);
-  throw AgreedError(what, static_cast<ExitCode>(agreed[0]), net.rank() == reporter);
 }
 
 Engine::Engine(Config cfg, const Transport& net)
@@ -258,7 +236,7 @@ std::int64_t Engine::rollback(std::int64_t failed_step, std::size_t first_record
   if (!from) throw DataLossError("step " + std::to_string(failed_step) + ": no complete checkpoint in " + cfg_.ckpt_dir.string() + " to restart from");
   const double t0 = now_seconds();
   std::int64_t c = 0;
-  agree(net_, [&] { c = load_ckpt(*from); });
+  train::agree(net_, [&] { c = load_ckpt(*from); });
   if (cfg_.ft == Ft::ec) store_.encode_all();  // fresh parity, nothing lost
   recovery_.clear_lost();
   std::fill(active_.begin(), active_.end(), -1);
@@ -305,12 +283,12 @@ int Engine::run(const Progress& progress) {
   // Start-up reads files each rank on its own (checkpoint shards, the TSV): the ranks agree on its
   // outcome, so a bad file ends every rank with one line and one exit code instead of MPI_Abort.
   std::optional<std::filesystem::path> resume;
-  agree(net_, [&] { resume = resume_source(); });
+  train::agree(net_, [&] { resume = resume_source(); });
   if (!cfg_.seed_given && !resume) {
     cfg_.seed = me == 0 ? draw_seed() : 0;
     net_.bcast(cfg_.seed, 0);
   }
-  agree(net_, [&] {
+  train::agree(net_, [&] {
     if (resume) {
       start_step_ = load_ckpt(*resume);
       resumed_from_ = start_step_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "resil/core/error.hpp"
+#include "resil/train/agree.hpp"
 #include "resil/train/comm.hpp"
 #include "resil/train/optimizer.hpp"
 #include "resil/train/options.hpp"
@@ -67,21 +68,6 @@ struct Summary {
 using ProgressFn = std::function<void(std::uint64_t done, std::uint64_t total, const std::string& extra)>;
 /// Receives one human-readable line per epoch (rank 0).
 using LogFn = std::function<void(const std::string& line)>;
-
-/// A failure the ranks of a job agreed on (every rank throws one, with the same exit code, so no
-/// rank waits in a collective). `report()` says whether this rank prints it: rank 0 when every rank
-/// failed (once for the job), otherwise each rank that failed itself (its message starts with
-/// "rank N: "); a rank that only heard of another's failure stays silent.
-class PeerError : public Error {
-public:
-  PeerError(const std::string& what, ExitCode code, bool report = false) : Error(what), code_(code), report_(report) {}
-  ExitCode exit_code() const noexcept override { return code_; }
-  bool report() const noexcept { return report_; }
-
-private:
-  ExitCode code_;
-  bool report_;
-};
 
 /// Train from scratch (resume_from empty) or resume from a checkpoint file / mp manifest,
 /// up to cfg.epochs. Writes checkpoints, metrics and the summary (rank 0). When a preemption

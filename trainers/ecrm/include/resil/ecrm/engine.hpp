@@ -22,27 +22,9 @@ struct Progress {
 
 /// Run the whole job on every rank. Returns the process exit code (0, or 75 when preempted).
 /// Throws resil::Error subclasses: UsageError and DataLossError are raised on every rank alike
-/// (global decisions), AgreedError on every rank after a phase whose errors may be local (agree),
-/// anything else may be local to one rank. The caller installs the preemption handlers
+/// (global decisions), train::PeerError on every rank after a phase whose errors may be local
+/// (train::agree, resil/train/agree.hpp), anything else may be local to one rank. The caller installs the preemption handlers
 /// (train::install_preempt_handlers): a signal is honoured at the next step boundary.
 int run(Config cfg, const Transport& net, const Progress& progress = {});
-
-/// An error the ranks agreed on: thrown on every rank with the exit code of the lowest failing
-/// rank's error; that rank is the reporter (it prints the line), the others stay silent.
-class AgreedError : public Error {
-public:
-  AgreedError(const std::string& what, ExitCode code, bool reporter) : Error(what), code_(code), reporter_(reporter) {}
-  ExitCode exit_code() const noexcept override { return code_; }
-  bool reporter() const noexcept { return reporter_; }
-
-private:
-  ExitCode code_;
-  bool reporter_;
-};
-
-/// Run `fn` on every rank (a phase whose errors may be local to some ranks: reading a checkpoint,
-/// writing a shard) and agree on its outcome, so that no rank is left waiting in a collective and
-/// the job ends without MPI_Abort: when any rank failed, every rank throws AgreedError.
-void agree(const Transport& net, const std::function<void()>& fn);
 
 }  // namespace resil::ecrm
