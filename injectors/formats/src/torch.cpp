@@ -175,7 +175,7 @@ private:
     t.requires_grad = boolean(args[4], "requires_grad");
     check_extent(t, s, i);
     const std::string_view last = path_.empty() ? std::string_view() : std::string_view(path_.back());
-    t.counter = last == "num_batches_tracked" || (role == Role::optimizer && last == "step") ||
+    t.counter = last == "num_batches_tracked" || last.ends_with(".num_batches_tracked") || (role == Role::optimizer && last == "step") ||
                 (!dtype_is_float(t.dtype) && t.shape.empty());
     return t;
   }
