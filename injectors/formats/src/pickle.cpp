@@ -135,7 +135,7 @@ private:
     const std::size_t args = pop(), callable = pop();
     if (node(callable).kind != PickleKind::global) fail("REDUCE of something that is not an allowed GLOBAL");
     if (node(args).kind != PickleKind::tuple) fail("REDUCE arguments are not a tuple");
-    const std::string& fn = node(callable).text;
+    const std::string fn = node(callable).text;  // a copy: pushing a node may move the nodes
     if (fn == "collections.OrderedDict") {
       if (!node(args).items.empty()) fail("OrderedDict built from arguments");
       node(push_kind(PickleKind::dict)).text = fn;
