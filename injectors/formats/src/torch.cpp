@@ -15,25 +15,23 @@ constexpr std::string_view kFormat = "torch";
 constexpr int kMaxDepth = 64;
 constexpr std::size_t kMaxVisits = std::size_t{1} << 20;
 
-std::optional<DType> storage_dtype(std::string_view cls) {
-  struct Entry { std::string_view name; DType dtype; };
-  static constexpr Entry table[] = {
-      {"torch.DoubleStorage", DType::f64}, {"torch.FloatStorage", DType::f32}, {"torch.HalfStorage", DType::f16},
-      {"torch.BFloat16Storage", DType::bf16}, {"torch.LongStorage", DType::i64}, {"torch.IntStorage", DType::i32},
-      {"torch.ShortStorage", DType::i16}, {"torch.CharStorage", DType::i8}, {"torch.ByteStorage", DType::u8},
-      {"torch.BoolStorage", DType::boolean}, {"torch.UntypedStorage", DType::u8}};
-  for (const auto& e : table)
-    if (e.name == cls) return e.dtype;
-  return std::nullopt;
-}
+struct Named {
+  std::string_view name;
+  DType dtype;
+};
+constexpr Named kStorageClasses[] = {
+    {"torch.DoubleStorage", DType::f64}, {"torch.FloatStorage", DType::f32}, {"torch.HalfStorage", DType::f16},
+    {"torch.BFloat16Storage", DType::bf16}, {"torch.LongStorage", DType::i64}, {"torch.IntStorage", DType::i32},
+    {"torch.ShortStorage", DType::i16}, {"torch.CharStorage", DType::i8}, {"torch.ByteStorage", DType::u8},
+    {"torch.BoolStorage", DType::boolean}, {"torch.UntypedStorage", DType::u8}};
+constexpr Named kDtypes[] = {
+    {"torch.float64", DType::f64}, {"torch.float32", DType::f32}, {"torch.float16", DType::f16},
+    {"torch.bfloat16", DType::bf16}, {"torch.float8_e4m3fn", DType::f8_e4m3}, {"torch.float8_e5m2", DType::f8_e5m2},
+    {"torch.int64", DType::i64}, {"torch.int32", DType::i32}, {"torch.int16", DType::i16},
+    {"torch.int8", DType::i8}, {"torch.uint8", DType::u8}, {"torch.bool", DType::boolean}};
 
-std::optional<DType> torch_dtype(std::string_view name) {
-  struct Entry { std::string_view name; DType dtype; };
-  static constexpr Entry table[] = {
-      {"torch.float64", DType::f64}, {"torch.float32", DType::f32}, {"torch.float16", DType::f16},
-      {"torch.bfloat16", DType::bf16}, {"torch.float8_e4m3fn", DType::f8_e4m3}, {"torch.float8_e5m2", DType::f8_e5m2},
-      {"torch.int64", DType::i64}, {"torch.int32", DType::i32}, {"torch.int16", DType::i16},
-      {"torch.int8", DType::i8}, {"torch.uint8", DType::u8}, {"torch.bool", DType::boolean}};
+template <std::size_t N>
+std::optional<DType> lookup(const Named (&table)[N], std::string_view name) {
   for (const auto& e : table)
     if (e.name == name) return e.dtype;
   return std::nullopt;
@@ -160,7 +158,7 @@ private:
     t.dtype = s.dtype;
     if (v3) {
       const PickleNode& d = node(args[6]);
-      const auto dt = d.kind == PickleKind::global ? torch_dtype(d.text) : std::nullopt;
+      const auto dt = d.kind == PickleKind::global ? lookup(kDtypes, d.text) : std::nullopt;
       if (!dt) fail(args[6], "_rebuild_tensor_v3 dtype is not a supported torch dtype");
       if (s.dtype != DType::u8 || s.numel % dtype_size(*dt)) fail(args[0], "_rebuild_tensor_v3 storage is not untyped bytes of the dtype");
       t.dtype = *dt;
@@ -204,7 +202,7 @@ private:
         node(pid.items[0]).text != "storage" || node(pid.items[1]).kind != PickleKind::global ||
         node(pid.items[2]).kind != PickleKind::string || node(pid.items[3]).kind != PickleKind::string)
       fail(i, "persistent id is not ('storage', type, key, location, numel)");
-    const auto dt = storage_dtype(node(pid.items[1]).text);
+    const auto dt = lookup(kStorageClasses, node(pid.items[1]).text);
     if (!dt) fail(i, "storage type " + node(pid.items[1]).text + " is not a storage class");
     const std::string& key = node(pid.items[2]).text;
     if (key.empty() || key.find('/') != std::string::npos || key.find('\0') != std::string::npos) fail(i, "bad storage key");
