@@ -1,5 +1,6 @@
 #!/bin/bash
-# Build the parser fuzz targets (flip logs, pattern tables, selections, zlib patching) with clang
+# Build the parser fuzz targets (flip logs, pattern tables, selections, zlib patching, and the
+# torch.save/pickle, safetensors, zip and .npy readers) with clang
 # (libFuzzer + ASan + UBSan) straight from the parser sources (no HDF5 needed), replay the saved
 # regression corpus, then fuzz each for a bounded time.
 # Usage: run_fuzz.sh SOURCE_DIR BUILD_DIR [SECONDS] [build-only]
@@ -8,7 +9,7 @@ set -euo pipefail
 SRC=$1; OUT=$2; SECS=${3:-20}; MODE=${4:-run}
 CXX=${RESIL_FUZZ_CXX:-clang++}
 mkdir -p "$OUT"
-INC="-I$SRC/injectors/include -I$SRC/libckpt/include -I$SRC/core/include"
+INC="-I$SRC/injectors/include -I$SRC/injectors/formats/include -I$SRC/libckpt/include -I$SRC/core/include"
 FLAGS="-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $INC"
 build() {  # build NAME SOURCES... [-lLIB...]
   local name=$1; shift
@@ -25,8 +26,14 @@ build fuzz_pattern "$F/fuzz_pattern.cpp" "$I/fault_model.cpp" "$I/selection.cpp"
 build fuzz_selection "$F/fuzz_selection.cpp" "$I/fault_model.cpp" "$I/selection.cpp"
 # The token-level zlib patcher decodes the compressed chunks of user files.
 build fuzz_patch "$F/fuzz_patch.cpp" "$I/deflate_patch.cpp" -ldeflate -lz
+# The format parsers of torch.save archives, safetensors and NumPy files (injectors/formats).
+FS=$SRC/injectors/formats/src
+build fuzz_pickle "$F/fuzz_pickle.cpp" "$FS/pickle.cpp" "$FS/torch.cpp" "$FS/zip.cpp" -lz
+build fuzz_safetensors "$F/fuzz_safetensors.cpp" "$FS/safetensors.cpp" "$FS/json.cpp"
+build fuzz_zip "$F/fuzz_zip.cpp" "$FS/zip.cpp" "$FS/pickle.cpp" "$FS/torch.cpp" "$FS/npy.cpp" -lz
+build fuzz_npy "$F/fuzz_npy.cpp" "$FS/npy.cpp" "$FS/zip.cpp" -lz
 [ "$MODE" = build-only ] && exit 0
-for t in log pattern selection patch; do
+for t in log pattern selection patch pickle safetensors zip npy; do
   corpus="$F/corpus/$t"
   work="$OUT/work_$t"; mkdir -p "$work"
   # 1. Regression: every saved input (incl. past crashes) must pass.

@@ -1,0 +1,273 @@
+// torch.save archives: the state walk over the pickle tree and the archive-level checks. What
+// torch.save writes: torch/serialization.py (_save: persistent ids ('storage', storage type, key,
+// location, numel)) and torch/_tensor.py (__reduce_ex__: _rebuild_tensor_v2 with a typed storage,
+// _rebuild_tensor_v3 with an untyped one plus a dtype for the newer dtypes).
+#include "resil/inject/formats/torch.hpp"
+
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+
+namespace resil::inject::formats {
+namespace {
+
+constexpr std::string_view kFormat = "torch";
+constexpr int kMaxDepth = 64;
+constexpr std::size_t kMaxVisits = std::size_t{1} << 20;
+
+struct Named {
+  std::string_view name;
+  DType dtype;
+};
+constexpr Named kStorageClasses[] = {
+    {"torch.DoubleStorage", DType::f64}, {"torch.FloatStorage", DType::f32}, {"torch.HalfStorage", DType::f16},
+    {"torch.BFloat16Storage", DType::bf16}, {"torch.LongStorage", DType::i64}, {"torch.IntStorage", DType::i32},
+    {"torch.ShortStorage", DType::i16}, {"torch.CharStorage", DType::i8}, {"torch.ByteStorage", DType::u8},
+    {"torch.BoolStorage", DType::boolean}, {"torch.UntypedStorage", DType::u8}};
+constexpr Named kDtypes[] = {
+    {"torch.float64", DType::f64}, {"torch.float32", DType::f32}, {"torch.float16", DType::f16},
+    {"torch.bfloat16", DType::bf16}, {"torch.float8_e4m3fn", DType::f8_e4m3}, {"torch.float8_e5m2", DType::f8_e5m2},
+    {"torch.int64", DType::i64}, {"torch.int32", DType::i32}, {"torch.int16", DType::i16},
+    {"torch.int8", DType::i8}, {"torch.uint8", DType::u8}, {"torch.bool", DType::boolean}};
+
+template <std::size_t N>
+std::optional<DType> lookup(const Named (&table)[N], std::string_view name) {
+  for (const auto& e : table)
+    if (e.name == name) return e.dtype;
+  return std::nullopt;
+}
+
+bool is_model_key(std::string_view k) { return k == "model" || k == "model_state_dict" || k == "state_dict"; }
+bool is_optimizer_key(std::string_view k) { return k == "optimizer" || k == "optimizer_state_dict"; }
+
+class Walker {
+public:
+  explicit Walker(const Pickle& p) : p_(p) {}
+
+  TorchState run() {
+    const PickleNode& root = node(p_.root);
+    Role all = Role::other;
+    bool by_key = false;
+    if (root.kind == PickleKind::dict) {
+      bool tensors_only = true, has_state = false, has_groups = false;
+      for (std::size_t i = 0; i + 1 < root.items.size(); i += 2) {
+        const PickleNode& k = node(root.items[i]);
+        if (k.kind == PickleKind::string && (is_model_key(k.text) || is_optimizer_key(k.text))) by_key = true;
+        has_state |= k.kind == PickleKind::string && k.text == "state";
+        has_groups |= k.kind == PickleKind::string && k.text == "param_groups";
+        tensors_only &= node(root.items[i + 1]).kind == PickleKind::call;
+      }
+      if (!by_key && has_state && has_groups) all = Role::optimizer;
+      else if (!by_key && (root.text == "collections.OrderedDict" || (tensors_only && !root.items.empty()))) all = Role::model;
+    }
+    if (by_key) {
+      for (std::size_t i = 0; i + 1 < root.items.size(); i += 2) {
+        path_.push_back(key_text(root.items[i]));
+        const Role r = is_model_key(path_.back()) ? Role::model : is_optimizer_key(path_.back()) ? Role::optimizer : Role::other;
+        walk(root.items[i + 1], r, 1);
+        path_.pop_back();
+      }
+    } else {
+      walk(p_.root, all, 0);
+    }
+    return std::move(out_);
+  }
+
+private:
+  [[noreturn]] void fail(std::size_t at, const std::string& what) const {
+    corrupt(kFormat, (path_.empty() ? std::string() : "'" + name() + "': ") + what, node(at).offset);
+  }
+  const PickleNode& node(std::size_t i) const { return p_.nodes[i]; }
+  std::string name() const {
+    std::string s;
+    for (const auto& c : path_) s += (s.empty() ? "" : "/") + c;
+    return s.empty() ? "tensor" : s;
+  }
+  std::string key_text(std::size_t k) const {
+    const PickleNode& n = node(k);
+    if (n.kind == PickleKind::string) return n.text;
+    if (n.kind == PickleKind::integer) return std::to_string(n.integer);
+    fail(k, "dict key that is neither a string nor an integer");
+  }
+
+  void walk(std::size_t i, Role role, int depth) {
+    if (depth > kMaxDepth) fail(i, "nesting deeper than " + std::to_string(kMaxDepth) + " (or a cycle)");
+    if (++visits_ > kMaxVisits) fail(i, "more than " + std::to_string(kMaxVisits) + " values (shared containers)");
+    const PickleNode& n = node(i);
+    switch (n.kind) {
+      case PickleKind::dict:
+        for (std::size_t j = 0; j + 1 < n.items.size(); j += 2) {
+          path_.push_back(key_text(n.items[j]));
+          walk(n.items[j + 1], role, depth + 1);
+          path_.pop_back();
+        }
+        return;
+      case PickleKind::list:
+      case PickleKind::tuple:
+        for (std::size_t j = 0; j < n.items.size(); ++j) {
+          path_.push_back(std::to_string(j));
+          walk(n.items[j], role, depth + 1);
+          path_.pop_back();
+        }
+        return;
+      case PickleKind::call: out_.tensors.push_back(tensor(i, role, 0)); return;
+      case PickleKind::integer:
+      case PickleKind::real:
+        out_.scalars.push_back({name(), role, n.kind == PickleKind::integer, n.integer, n.real});
+        return;
+      default: return;  // strings, None, booleans: no data
+    }
+  }
+
+  std::int64_t integer(std::size_t i, const char* what) const {
+    if (node(i).kind != PickleKind::integer) fail(i, std::string(what) + " is not an integer");
+    return node(i).integer;
+  }
+  bool boolean(std::size_t i, const char* what) const {
+    if (node(i).kind != PickleKind::boolean) fail(i, std::string(what) + " is not a bool");
+    return node(i).integer != 0;
+  }
+  std::vector<std::int64_t> ints(std::size_t i, const char* what) const {
+    if (node(i).kind != PickleKind::tuple) fail(i, std::string(what) + " is not a tuple");
+    std::vector<std::int64_t> v;
+    for (const std::size_t e : node(i).items) {
+      v.push_back(integer(e, what));
+      if (v.back() < 0) fail(e, std::string("negative ") + what);
+    }
+    return v;
+  }
+
+  TorchTensor tensor(std::size_t i, Role role, int depth) {
+    const PickleNode& call = node(i);
+    const std::string& fn = node(call.items[0]).text;
+    const auto& args = node(call.items[1]).items;
+    if (fn == "torch._utils._rebuild_parameter" || fn == "torch._utils._rebuild_parameter_with_state") {
+      if (args.size() < 2 || node(args[0]).kind != PickleKind::call || depth > 0) fail(i, "malformed " + fn + " arguments");
+      TorchTensor t = tensor(args[0], role, depth + 1);
+      t.requires_grad = boolean(args[1], "requires_grad");
+      return t;
+    }
+    const bool v3 = fn == "torch._utils._rebuild_tensor_v3";
+    if (fn != "torch._utils._rebuild_tensor_v2" && !v3) fail(i, "call of " + fn + " where a tensor was expected");
+    if (args.size() < (v3 ? 7u : 5u)) fail(i, fn + " with " + std::to_string(args.size()) + " arguments");
+    TorchTensor t;
+    t.name = name();
+    t.role = role;
+    const TorchStorage& s = storage(args[0]);
+    t.storage_key = s.key;
+    t.dtype = s.dtype;
+    if (v3) {
+      const PickleNode& d = node(args[6]);
+      const auto dt = d.kind == PickleKind::global ? lookup(kDtypes, d.text) : std::nullopt;
+      if (!dt) fail(args[6], "_rebuild_tensor_v3 dtype is not a supported torch dtype");
+      if (s.dtype != DType::u8 || s.numel % dtype_size(*dt)) fail(args[0], "_rebuild_tensor_v3 storage is not untyped bytes of the dtype");
+      t.dtype = *dt;
+    } else if (node(node(node(args[0]).items[0]).items[1]).text == "torch.UntypedStorage") {
+      fail(args[0], "_rebuild_tensor_v2 with an untyped storage");
+    }
+    t.storage_offset = static_cast<std::uint64_t>(integer(args[1], "storage offset"));
+    if (node(args[1]).integer < 0) fail(args[1], "negative storage offset");
+    t.shape = ints(args[2], "size");
+    t.stride = ints(args[3], "stride");
+    if (t.shape.size() != t.stride.size()) fail(args[3], "size and stride of different lengths");
+    t.requires_grad = boolean(args[4], "requires_grad");
+    check_extent(t, s, i);
+    const std::string_view last = path_.empty() ? std::string_view() : std::string_view(path_.back());
+    t.counter = last == "num_batches_tracked" || last.ends_with(".num_batches_tracked") || (role == Role::optimizer && last == "step") ||
+                (!dtype_is_float(t.dtype) && t.shape.empty());
+    return t;
+  }
+
+  // The highest element a tensor reaches must lie inside its storage (overflow-checked).
+  void check_extent(const TorchTensor& t, const TorchStorage& s, std::size_t at) const {
+    std::uint64_t last = t.storage_offset;
+    for (std::size_t d = 0; d < t.shape.size(); ++d) {
+      if (t.shape[d] == 0) return;  // no elements
+      std::uint64_t span = 0;
+      if (__builtin_mul_overflow(static_cast<std::uint64_t>(t.shape[d] - 1), static_cast<std::uint64_t>(t.stride[d]), &span) ||
+          __builtin_add_overflow(last, span, &last))
+        fail(at, "size/stride overflow");
+    }
+    // v2: the storage has the tensor's dtype; v3: it is untyped bytes.
+    const std::uint64_t elements = s.dtype == t.dtype ? s.numel : s.numel / dtype_size(t.dtype);
+    if (last >= elements)
+      fail(at, "reaches element " + std::to_string(last) + " of storage '" + s.key + "' of " + std::to_string(elements));
+  }
+
+  const TorchStorage& storage(std::size_t i) {
+    const PickleNode& n = node(i);
+    if (n.kind != PickleKind::persistent_id) fail(i, "tensor storage is not a persistent id");
+    const PickleNode& pid = node(n.items[0]);
+    if (pid.kind != PickleKind::tuple || pid.items.size() != 5 || node(pid.items[0]).kind != PickleKind::string ||
+        node(pid.items[0]).text != "storage" || node(pid.items[1]).kind != PickleKind::global ||
+        node(pid.items[2]).kind != PickleKind::string || node(pid.items[3]).kind != PickleKind::string)
+      fail(i, "persistent id is not ('storage', type, key, location, numel)");
+    const auto dt = lookup(kStorageClasses, node(pid.items[1]).text);
+    if (!dt) fail(i, "storage type " + node(pid.items[1]).text + " is not a storage class");
+    const std::string& key = node(pid.items[2]).text;
+    if (key.empty() || key.find('/') != std::string::npos || key.find('\0') != std::string::npos) fail(i, "bad storage key");
+    const std::int64_t numel = integer(pid.items[4], "storage size");
+    if (numel < 0) fail(i, "negative storage size");
+    const auto it = index_.find(key);
+    if (it != index_.end()) {
+      const TorchStorage& s = out_.storages[it->second];
+      if (s.dtype != *dt || s.numel != static_cast<std::uint64_t>(numel)) fail(i, "storage '" + key + "' seen with two types or sizes");
+      return s;
+    }
+    index_.emplace(key, out_.storages.size());
+    out_.storages.push_back({key, *dt, static_cast<std::uint64_t>(numel), node(pid.items[3]).text});
+    return out_.storages.back();
+  }
+
+  const Pickle& p_;
+  TorchState out_;
+  std::vector<std::string> path_;
+  std::unordered_map<std::string, std::size_t> index_;
+  std::size_t visits_ = 0;
+};
+
+}  // namespace
+
+const TorchStorage* TorchState::storage(const std::string& key) const noexcept {
+  for (const auto& s : storages)
+    if (s.key == key) return &s;
+  return nullptr;
+}
+
+TorchState torch_state(const Pickle& pickle) {
+  if (pickle.root >= pickle.nodes.size()) throw CorruptInputError("torch: empty pickle");
+  return Walker(pickle).run();
+}
+
+TorchArchive parse_torch(Bytes file) {
+  if (!file.empty() && file[0] == std::byte{0x80})
+    corrupt(kFormat, "legacy (non-zip) torch.save format is not supported (re-save it with a current torch.save)", 0);
+  TorchArchive a;
+  a.zip = parse_zip(file);
+  const ZipEntry* pkl = nullptr;
+  for (const auto& e : a.zip.entries) {
+    const auto slash = e.name.find('/');
+    if (slash == std::string::npos || e.name.compare(slash, std::string::npos, "/data.pkl") != 0) continue;
+    if (pkl) corrupt(kFormat, "two pickles ('" + pkl->name + "', '" + e.name + "') in one archive", e.header_offset);
+    pkl = &e;
+  }
+  if (!pkl) corrupt(kFormat, "no <archive>/data.pkl entry: not a torch.save archive", 0);
+  if (pkl->method != ZipMethod::stored) corrupt(kFormat, "'" + pkl->name + "' is compressed (torch.save stores it)", pkl->header_offset);
+  a.prefix = pkl->name.substr(0, pkl->name.size() - std::string_view("data.pkl").size());
+  const Pickle p = parse_pickle(file.subspan(static_cast<std::size_t>(pkl->data_offset), static_cast<std::size_t>(pkl->compressed_size)), pkl->data_offset);
+  a.state = torch_state(p);
+  for (const auto& s : a.state.storages) {
+    const std::string entry = a.prefix + "data/" + s.key;
+    const ZipEntry* e = a.zip.find(entry);
+    if (!e) corrupt(kFormat, "storage '" + s.key + "' has no entry '" + entry + "'", pkl->data_offset);
+    if (e->method != ZipMethod::stored) corrupt(kFormat, "'" + entry + "' is compressed (torch.save stores storages)", e->header_offset);
+    std::uint64_t bytes = 0;
+    if (__builtin_mul_overflow(s.numel, dtype_size(s.dtype), &bytes) || bytes != e->uncompressed_size)
+      corrupt(kFormat, "'" + entry + "' holds " + std::to_string(e->uncompressed_size) + " bytes, its storage " +
+                           std::to_string(s.numel) + " x " + std::to_string(dtype_size(s.dtype)), e->header_offset);
+    a.storage_entries.push_back(static_cast<std::size_t>(e - a.zip.entries.data()));
+  }
+  return a;
+}
+
+}  // namespace resil::inject::formats

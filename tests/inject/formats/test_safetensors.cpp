@@ -1,0 +1,65 @@
+// safetensors headers built here: the checks on offsets, sizes and names, and the JSON reader's
+// strictness (escapes, duplicates, numbers beyond 64 bits).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "resil/core/error.hpp"
+#include "resil/inject/formats/safetensors.hpp"
+
+namespace f = resil::inject::formats;
+
+namespace {
+
+std::string file(const std::string& header, std::size_t data_bytes, std::uint64_t lie = 0) {
+  std::string s;
+  const std::uint64_t n = header.size() + lie;
+  for (int i = 0; i < 8; ++i) s += static_cast<char>((n >> (8 * i)) & 0xFF);
+  return s + header + std::string(data_bytes, '\x01');
+}
+std::string error_of(const std::string& s) {
+  try {
+    (void)f::parse_safetensors(f::bytes_of(s.data(), s.size()));
+  } catch (const resil::CorruptInputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("safetensors: tensors, offsets from the file start, metadata", "[formats][unit]") {
+  const std::string h = R"({"__metadata__":{"k":"v\u00e9"},"b\"q":{"dtype":"BF16","shape":[2],"data_offsets":[8,12]},)"
+                        R"("a":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]}}  )";
+  const std::string s = file(h, 12);
+  const auto st = f::parse_safetensors(f::bytes_of(s.data(), s.size()));
+  REQUIRE(st.tensors.size() == 2);
+  CHECK(st.tensors[0].name == "b\"q");
+  CHECK(st.tensors[0].dtype == f::DType::bf16);
+  CHECK(st.tensors[0].offset == 8 + h.size() + 8);
+  CHECK(st.tensors[1].shape == std::vector<std::uint64_t>{1, 2});
+  CHECK(st.metadata.at(0).second == "v\xc3\xa9");
+}
+
+TEST_CASE("safetensors: refusals", "[formats][unit]") {
+  const std::string a = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  CHECK_THAT(error_of(file("{" + a + "}", 8, 100)), Catch::Contains("beyond the end of the file"));
+  CHECK_THAT(error_of(file("{" + a + "}", 7)), Catch::Contains("outside the 7 data bytes"));
+  CHECK_THAT(error_of(file("{" + a + "}", 9)), Catch::Contains("1 bytes after the last tensor"));
+  CHECK_THAT(error_of(file("{" + a + "," + a + "}", 8)), Catch::Contains("duplicate key 'a'"));
+  CHECK_THAT(error_of(file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8)), Catch::Contains("8 bytes for a shape and dtype of 12"));
+  CHECK_THAT(error_of(file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})", 8)),
+             Catch::Contains("overlaps"));
+  CHECK_THAT(error_of(file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12)), Catch::Contains("hole of 4 bytes"));
+  CHECK_THAT(error_of(file(R"({"a":{"dtype":"F32","shape":[18446744073709551616],"data_offsets":[0,8]}})", 8)),
+             Catch::Contains("not a non-negative integer"));
+  CHECK_THAT(error_of(file(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8)), Catch::Contains("overflows"));
+  CHECK_THAT(error_of(file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", 8)), Catch::Contains("unknown key 'x'"));
+  CHECK_THAT(error_of(file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})", 8)), Catch::Contains("unexpected end of JSON"));
+  CHECK_THAT(error_of(file(R"({"a":"\ud800"})", 0)), Catch::Contains("unpaired surrogate"));
+  CHECK_THAT(error_of(file(std::string(200, '[') , 0)), Catch::Contains("header does not start with '{'"));
+  CHECK_THAT(error_of(file("{\"a\":" + std::string(100, '[') + std::string(100, ']') + "}", 0)), Catch::Contains("nested deeper than 64"));
+  CHECK_THAT(error_of(std::string("\x01\x02", 2)), Catch::Contains("truncated header length"));
+  const std::string ok = file("{" + a + "}", 8);
+  for (std::size_t n = 0; n < ok.size(); ++n) CHECK_THROWS_AS(f::parse_safetensors(f::bytes_of(ok.data(), n)), resil::CorruptInputError);
+}

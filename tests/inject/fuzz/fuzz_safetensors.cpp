@@ -1,0 +1,15 @@
+// libFuzzer target: safetensors header parsing (length, JSON, offsets) must throw
+// CorruptInputError or succeed, never crash.
+#include <cstddef>
+#include <cstdint>
+
+#include "resil/core/error.hpp"
+#include "resil/inject/formats/safetensors.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  try {
+    (void)resil::inject::formats::parse_safetensors(resil::inject::formats::bytes_of(data, size));
+  } catch (const resil::CorruptInputError&) {
+  }
+  return 0;
+}

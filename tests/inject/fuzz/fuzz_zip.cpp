@@ -1,0 +1,27 @@
+// libFuzzer target: zip directories, and the torch.save and .npz readers on top of them, must
+// throw CorruptInputError or succeed, never crash.
+#include <cstddef>
+#include <cstdint>
+
+#include "resil/core/error.hpp"
+#include "resil/inject/formats/npy.hpp"
+#include "resil/inject/formats/torch.hpp"
+#include "resil/inject/formats/zip.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  namespace f = resil::inject::formats;
+  const f::Bytes b = f::bytes_of(data, size);
+  try {
+    (void)f::parse_zip(b);
+  } catch (const resil::CorruptInputError&) {
+  }
+  try {
+    (void)f::parse_torch(b);
+  } catch (const resil::CorruptInputError&) {
+  }
+  try {
+    (void)f::parse_npz(b);
+  } catch (const resil::CorruptInputError&) {
+  }
+  return 0;
+}
