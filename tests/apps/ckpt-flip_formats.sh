@@ -36,7 +36,7 @@ PYEOF
 # HDF5 whatever the name, and after a user block whose first bytes look like a zip.
 for f in ckpt.pt ub.h5; do
   run "$FLIP" inspect "$T/$f"
-  grep -q "/model/w" "$T/stdout" || fail "inspect $f lists no /model/w"
+  grep -q "w  f32\[32,16\]" "$T/stdout" || { cat "$T/stdout"; fail "inspect $f lists no /model/w"; }
   before=$(sha "$T/$f")
   run "$FLIP" inject "$T/$f" --in-place --log "$T/$f.log" --flips 5 --seed 1
   run "$FLIP" revert "$T/$f" --log "$T/$f.log" --format hdf5

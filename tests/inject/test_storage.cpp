@@ -17,6 +17,7 @@
 
 using namespace resil;
 using namespace resil::inject;
+using resil::test::TempDir;
 
 namespace {
 
