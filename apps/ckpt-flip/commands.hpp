@@ -13,6 +13,7 @@
 #include "resil/inject/flip_log.hpp"
 #include "resil/inject/sampling.hpp"
 #include "resil/inject/select.hpp"
+#include "resil/inject/storage.hpp"
 
 namespace resil::app::ckpt_flip {
 
@@ -20,6 +21,7 @@ struct InspectOptions {
   std::string file;
   bool json = false;
   bool verify = false;
+  inject::Format format = inject::Format::automatic;  // --format
 };
 CLI::App* setup_inspect(CLI::App& app, InspectOptions& o);
 int run_inspect(const InspectOptions& o);
@@ -36,6 +38,7 @@ struct InjectOptions {
   inject::Stratify stratify = inject::Stratify::none;
   std::string bits, model = "flip", as;
   std::vector<std::string> argv;  // the command line, for the log header
+  inject::Format format = inject::Format::automatic;  // --format
 };
 CLI::App* setup_inject(CLI::App& app, InjectOptions& o);
 int run_inject(const InjectOptions& o);
@@ -43,6 +46,7 @@ int run_inject(const InjectOptions& o);
 struct RevertOptions {
   std::string file, log;
   bool force = false;
+  inject::Format format = inject::Format::automatic;  // --format
 };
 CLI::App* setup_revert(CLI::App& app, RevertOptions& o);
 int run_revert(const RevertOptions& o);
@@ -50,6 +54,7 @@ int run_revert(const RevertOptions& o);
 struct ReplayOptions {
   std::string file, log, output;
   bool force = false;
+  inject::Format format = inject::Format::automatic;  // --format
 };
 CLI::App* setup_replay(CLI::App& app, ReplayOptions& o);
 int run_replay(const ReplayOptions& o);
@@ -57,6 +62,7 @@ int run_replay(const ReplayOptions& o);
 struct DiffOptions {
   std::string a, b;
   bool json = false;
+  inject::Format format = inject::Format::automatic;  // --format
 };
 CLI::App* setup_diff(CLI::App& app, DiffOptions& o);
 int run_diff(const DiffOptions& o);
@@ -64,6 +70,7 @@ int run_diff(const DiffOptions& o);
 struct ScanOptions {
   std::string file;
   bool json = false;
+  inject::Format format = inject::Format::automatic;  // --format
 };
 CLI::App* setup_scan(CLI::App& app, ScanOptions& o);
 int run_scan(const ScanOptions& o);
@@ -104,6 +111,8 @@ struct FitOptions {
 CLI::App* setup_fit(CLI::App& app, FitOptions& o);
 int run_fit(const FitOptions& o);
 
+/// --format hdf5|torch|safetensors|npy|npz|auto on a subcommand that reads checkpoints.
+void add_format_option(CLI::App& c, inject::Format& format);
 /// "1.5e+03 -> inf  [Inf]" style annotations shared by dry-run and reports.
 std::string describe_change(const inject::FlipRecord& r);
 /// Copy `from` to a temporary sibling of `to`, run `fn(tmp)`, then durably rename onto `to`;

@@ -16,11 +16,12 @@ CLI::App* setup_diff(CLI::App& app, DiffOptions& o) {
   c->add_option("A", o.a, "first file")->required();
   c->add_option("B", o.b, "second file")->required();
   c->add_flag("--json", o.json, "machine-readable output");
+  add_format_option(*c, o.format);
   return c;
 }
 
 int run_diff(const DiffOptions& o) {
-  const auto rep = inject::diff(o.a, o.b);
+  const auto rep = inject::diff(o.a, o.b, o.format);
   if (o.json) {
     std::cout << rep.to_json().dump(2) << "\n";
     return 0;

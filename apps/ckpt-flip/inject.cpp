@@ -12,7 +12,7 @@
 #include "resil/inject/apply.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/raw.hpp"
-#include "resil/inject/words.hpp"
+#include "resil/inject/storage.hpp"
 
 namespace resil::app::ckpt_flip {
 
@@ -28,7 +28,7 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
       "  ckpt-flip inject ckpt.h5 -o broken.h5 --raw --seed 9 --flips 20 --log raw.jsonl\n"
       "Bits: names sign, exponent, exponent-msb, mantissa, mantissa-high, msb, lsb, all; numbers and ranges (0-7).\n"
       "Models: flip, adjacent:K, random-bits:K, burst[:K], stuck-at-0, stuck-at-1, random-value, zero, pattern:FILE.json");
-  c->add_option("IN", o.input, "input HDF5 file")->required();
+  c->add_option("IN", o.input, "input checkpoint file")->required();
   auto* out = c->add_option("-o,--output", o.output, "output file (IN is copied first; IN is never modified)");
   auto* inplace = c->add_flag("--in-place", o.in_place, "modify IN itself (crash-safe: the log is durable before any change)");
   auto* dry = c->add_flag("--dry-run", o.dry_run, "print the planned flips and write nothing");
@@ -47,6 +47,7 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
   c->add_option("--model", o.model, "fault model");
   app::add_choice(*c, "--stratify", o.stratify, inject::stratify_names, "stratified sampling: none, bits or dataset");
   c->add_option("--as", o.as, "treat unsigned 16-bit datasets as this dtype (bf16)")->check(CLI::IsMember({"bf16", "f16"}));
+  add_format_option(*c, o.format);
   c->add_flag("--raw", o.raw, "flip bits anywhere in the file's bytes (HDF5 metadata included)");
   c->add_flag("--no-hash", o.no_hash, "skip the SHA-256 of input and output (logged as empty)");
   c->add_flag("--no-sync", o.no_sync,
@@ -90,11 +91,12 @@ int run_inject(const InjectOptions& o) {
   if (!o.seed) std::cout << "seed: " << seed << " (drawn; pass --seed " << seed << " to repeat)\n";
   const auto popt = plan_options(o, seed);
 
-  // In place, one WordFile serves listing, planning and applying: one open, one mapping, one
+  // In place, one Storage serves listing, planning and applying: one open, one mapping, one
   // chunk-address lookup, so each touched page is faulted in once (it only reads until apply).
-  std::optional<inject::WordFile> wf;
+  // --raw flips the file's bytes whatever its format: it is never opened through an adapter.
+  std::unique_ptr<inject::Storage> wf;
   if (o.in_place && !o.raw) {
-    wf.emplace(o.input, inject::Access::in_place);
+    wf = inject::open_storage(o.input, inject::Access::in_place, o.format);
     wf->set_sync(!o.no_sync);
   }
   std::vector<inject::FlipRecord> records;
@@ -107,17 +109,10 @@ int run_inject(const InjectOptions& o) {
     sel.role = o.role;
     sel.bits = inject::BitSpec::parse(o.bits.empty() ? "all" : o.bits);
     if (!o.as.empty()) sel.as = ckpt::dtype_from_name(o.as);
-    std::vector<ckpt::DatasetInfo> infos;
-    if (wf) {
-      infos = ckpt::list_datasets(wf->h5());
-    } else {
-      auto f = ckpt::h5::open_file(o.input, ckpt::h5::Mode::read);
-      infos = ckpt::list_datasets(f);
-    }
-    const auto targets = inject::select(infos, sel);
+    const auto targets = inject::select(wf ? wf->tensors() : inject::open_storage(o.input, inject::Access::read, o.format)->tensors(), sel);
     const auto sites = inject::sample_sites(targets, popt);
     if (sites.empty()) std::cout << "no site drawn (--ber over the selected bits gave 0 faults)\n";
-    records = wf ? inject::plan(*wf, targets, sites, popt) : inject::plan(o.input, targets, sites, popt);
+    records = wf ? inject::plan(*wf, targets, sites, popt) : inject::plan(o.input, targets, sites, popt, o.format);
   }
 
   if (o.dry_run) {
@@ -155,7 +150,7 @@ int run_inject(const InjectOptions& o) {
     log.records(records);
     log.sync();
     st = wf ? inject::apply(*wf, records, inject::Direction::forward)
-            : inject::apply(o.input, records, inject::Direction::forward, false, true, !o.no_sync);
+            : inject::apply(o.input, records, inject::Direction::forward, false, true, !o.no_sync, o.format);
     if (!o.no_hash) out_sha = ckpt::sha256_file(o.input);
     log.line(inject::footer_line(st.changed, out_sha));
     log.close();
@@ -166,7 +161,7 @@ int run_inject(const InjectOptions& o) {
     ckpt::fs::RemoveOnError log_guard(log_tmp);
     try {
       with_output_copy(o.input, o.output, [&](const std::string& tmp) {
-        st = inject::apply(tmp, records, inject::Direction::forward, false, false);
+        st = inject::apply(tmp, records, inject::Direction::forward, false, false, true, o.format);
         if (!o.no_hash) out_sha = ckpt::sha256_file(tmp);
         h.output_sha256 = out_sha;
         inject::LogWriter log(log_tmp);

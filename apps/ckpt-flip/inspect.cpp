@@ -17,9 +17,10 @@ CLI::App* setup_inspect(CLI::App& app, InspectOptions& o) {
       "  ckpt-flip inspect ckpt.h5\n"
       "  ckpt-flip inspect state_dict.h5 --json | jq '.total_bits'\n"
       "  ckpt-flip inspect ckpt.h5 --verify        # also recompute the resil_xxh64 checksums");
-  c->add_option("FILE", o.file, "HDF5 file")->required();
+  c->add_option("FILE", o.file, "checkpoint file")->required();
   c->add_flag("--json", o.json, "machine-readable output");
   c->add_flag("--verify", o.verify, "recompute checksums (reads every dataset)");
+  add_format_option(*c, o.format);
   return c;
 }
 
@@ -36,8 +37,8 @@ const char* layout_name(ckpt::Layout l) {
 }  // namespace
 
 int run_inspect(const InspectOptions& o) {
-  auto f = ckpt::h5::open_file(o.file, ckpt::h5::Mode::read);
-  const auto infos = ckpt::list_datasets(f);
+  const auto f = inject::open_storage(o.file, inject::Access::read, o.format);
+  const auto infos = inject::infos_of(f->tensors());
   nlohmann::json js = nlohmann::json::array();
   uint128_t total_bits = 0;  // beyond 64 bits on large enough files (counts.hpp)
   std::string last_group;
@@ -49,8 +50,7 @@ int run_inspect(const InspectOptions& o) {
     total_bits += bits;
     std::string checksum = d.checksum ? "present" : "absent";
     if (o.verify && d.checksum && readable) {
-      ckpt::h5::SilenceErrors quiet;
-      checksum = ckpt::dataset_checksum(f, d.path) == *d.checksum ? "ok" : "MISMATCH";
+      checksum = f->checksum(d.path) == *d.checksum ? "ok" : "MISMATCH";
     }
     std::string filters;
     for (const auto& x : d.filters) filters += (filters.empty() ? "" : "+") + x;

@@ -4,8 +4,14 @@
 #include "commands.hpp"
 #include "resil/core/error.hpp"
 #include "resil/ckpt/fs.hpp"
+#include "resil/app/choice.hpp"
 
 namespace resil::app::ckpt_flip {
+
+void add_format_option(CLI::App& c, inject::Format& format) {
+  add_choice(c, "--format", format, inject::format_names,
+             "the file format (default auto: detected from the content, never from the name; docs/ckpt-flip.md)");
+}
 
 std::string describe_change(const inject::FlipRecord& r) {
   char buf[160];

@@ -16,6 +16,7 @@ CLI::App* setup_replay(CLI::App& app, ReplayOptions& o) {
   c->add_option("FILE", o.file, "file to apply the flips to (must hold the logged old bits)")->required();
   c->add_option("--log", o.log, "flip log")->required();
   c->add_option("-o,--output", o.output, "write to OUT (a copy of FILE) instead of modifying FILE");
+  add_format_option(*c, o.format);
   c->add_flag("--force", o.force, "write the logged new bits even where the file holds unexpected bits");
   return c;
 }
@@ -26,8 +27,8 @@ int run_replay(const ReplayOptions& o) {
   if (!o.output.empty()) ckpt::fs::require_output_file(o.output);
   const auto log = inject::read_log(o.log);
   inject::ApplyStats st;
-  if (o.output.empty()) st = inject::apply(o.file, log.records, inject::Direction::forward, o.force);
-  else with_output_copy(o.file, o.output, [&](const std::string& tmp) { st = inject::apply(tmp, log.records, inject::Direction::forward, o.force, false); });
+  if (o.output.empty()) st = inject::apply(o.file, log.records, inject::Direction::forward, o.force, true, true, o.format);
+  else with_output_copy(o.file, o.output, [&](const std::string& tmp) { st = inject::apply(tmp, log.records, inject::Direction::forward, o.force, false, true, o.format); });
   std::cout << "replayed " << log.records.size() << " record(s): " << st.changed << " word(s) changed, " << st.unchanged
             << " already in the logged state -> " << (o.output.empty() ? o.file : o.output) << "\n";
   return 0;

@@ -15,6 +15,7 @@ CLI::App* setup_revert(CLI::App& app, RevertOptions& o) {
       "  ckpt-flip revert ckpt.h5 --log flips.jsonl      # after an --in-place run, even one killed midway");
   c->add_option("FILE", o.file, "file the flips were applied to")->required();
   c->add_option("--log", o.log, "flip log")->required();
+  add_format_option(*c, o.format);
   c->add_flag("--force", o.force, "restore the logged old bits even where the file holds unexpected bits");
   return c;
 }
@@ -30,7 +31,7 @@ int run_revert(const RevertOptions& o) {
               << "before any byte of " << o.file << " changed\n";
     return 0;
   }
-  const auto st = inject::apply(o.file, log.records, inject::Direction::revert, o.force);
+  const auto st = inject::apply(o.file, log.records, inject::Direction::revert, o.force, true, true, o.format);
   std::cout << "reverted " << log.records.size() << " record(s): " << st.changed << " word(s) restored, " << st.unchanged
             << " already original" << (log.complete ? "" : " (the log has no footer: the injection was interrupted)") << "\n";
   return 0;

@@ -15,13 +15,14 @@ CLI::App* setup_scan(CLI::App& app, ScanOptions& o) {
       "Examples:\n"
       "  ckpt-flip scan bad.h5 && echo clean\n"
       "  ckpt-flip scan bad.h5 --json");
-  c->add_option("FILE", o.file, "HDF5 file")->required();
+  c->add_option("FILE", o.file, "checkpoint file")->required();
   c->add_flag("--json", o.json, "machine-readable output");
+  add_format_option(*c, o.format);
   return c;
 }
 
 int run_scan(const ScanOptions& o) {
-  const auto rep = inject::scan(o.file);
+  const auto rep = inject::scan(o.file, o.format);
   if (o.json) {
     std::cout << rep.to_json().dump(2) << "\n";
   } else {

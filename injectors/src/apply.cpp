@@ -21,7 +21,7 @@
 #include "resil/inject/apply.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/sampling.hpp"
-#include "resil/inject/words.hpp"
+#include "resil/inject/storage.hpp"
 
 namespace resil::inject {
 
@@ -141,7 +141,7 @@ Chains chains_of(std::span<const FlipRecord> records) {
   return chains;
 }
 
-void check_width(WordFile& wf, const std::string& file, const std::string& dataset, const FlipRecord& r) {
+void check_width(Storage& wf, const std::string& file, const std::string& dataset, const FlipRecord& r) {
   const unsigned width = wf.width_of(dataset);
   if (width != r.width)
     throw MismatchError(file + ": dataset " + dataset + " stores " + std::to_string(width) + "-bit words, the log has " +
@@ -152,19 +152,16 @@ void check_width(WordFile& wf, const std::string& file, const std::string& datas
 // those files are not part of the HDF5 file, so an -o copy would share them with its input (HDF5
 // writes them through, wherever it resolves their names) and an in-place edit could be neither
 // staged nor undone by a rename. Refused before any byte changes (docs/ckpt-flip.md).
-void refuse_external_storage(WordFile& wf, const Chains& chains) {
-  for (const auto& c : chains) {
-    const auto d = ckpt::h5::open_dataset(wf.h5(), *c.dataset, wf.path(), false);
-    const auto ext = ckpt::external_files(d);
-    if (!ext.empty())
-      throw CorruptInputError(wf.path() + ": dataset " + *c.dataset + " keeps its elements in external raw file " + ext.front() +
+void refuse_external_storage(Storage& wf, const Chains& chains) {
+  for (const auto& c : chains)
+    if (const auto why = wf.unwritable(*c.dataset); !why.empty())
+      throw CorruptInputError(wf.path() + ": dataset " + *c.dataset + " " + why +
                               ": ckpt-flip never edits external storage (the log names it; nothing was changed)");
-  }
 }
 
 // Whether applying the chains changes a word that only HDF5 can write (`wf` in place: a probe
 // before any byte changes; mismatches there throw now). Words at known offsets are not read here.
-bool needs_staging(WordFile& wf, const Chains& chains, Direction dir, bool force) {
+bool needs_staging(Storage& wf, const Chains& chains, Direction dir, bool force) {
   // The first word that would change decides: stop reading (and decompressing) there. The staged
   // edit checks every remaining word on the copy, so a mismatch still leaves the file untouched.
   struct Decided {};
@@ -172,7 +169,7 @@ bool needs_staging(WordFile& wf, const Chains& chains, Direction dir, bool force
   try {
     for (const auto& c : chains) {
       check_width(wf, wf.path(), *c.dataset, *c.recs.front());
-      auto only = wf.hdf5_only(*c.dataset, c.idx);
+      auto only = wf.staged_only(*c.dataset, c.idx);
       wf.edit(*c.dataset, std::move(only), [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
         for (std::size_t k = 0; k < i.size(); ++k)
           if (resolve(c.at(i[k]), w[k], dir, force, wf.path(), scratch) != w[k]) throw Decided{};
@@ -184,7 +181,7 @@ bool needs_staging(WordFile& wf, const Chains& chains, Direction dir, bool force
   return false;
 }
 
-ApplyStats apply_words(WordFile& wf, const Chains& chains, Direction dir, bool force) {
+ApplyStats apply_words(Storage& wf, const Chains& chains, Direction dir, bool force) {
   ApplyStats st;
   for (const auto& c : chains) {
     check_width(wf, wf.path(), *c.dataset, *c.recs.front());
@@ -193,6 +190,7 @@ ApplyStats apply_words(WordFile& wf, const Chains& chains, Direction dir, bool f
       for (std::size_t k = 0; k < i.size(); ++k) w[k] = resolve(c.at(i[k]), w[k], dir, force, wf.path(), st);
     });
   }
+  wf.finish();
   wf.close();
   return st;
 }
@@ -229,21 +227,21 @@ void print_removed(const std::vector<std::string>& removed) {
 }  // namespace
 
 ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force, bool crash_safe,
-                 bool sync) {
+                 bool sync, Format format) {
   if (records.empty()) return {};
   if (records.front().raw) {
     if (crash_safe) print_removed(remove_stale_temporaries(file));
     return apply_raw(file, records, dir, force);
   }
   // In place, HDF5 is opened read-only: raw data at known offsets changes, nothing else.
-  WordFile wf(file, crash_safe ? Access::in_place : Access::rewrite);
-  wf.set_sync(sync);
-  return apply(wf, records, dir, force);
+  const auto wf = open_storage(file, crash_safe ? Access::in_place : Access::rewrite, format);
+  wf->set_sync(sync);
+  return apply(*wf, records, dir, force);
 }
 
-ApplyStats apply(WordFile& wf, std::span<const FlipRecord> records, Direction dir, bool force) {
+ApplyStats apply(Storage& wf, std::span<const FlipRecord> records, Direction dir, bool force) {
   const std::string file = wf.path();
-  if (wf.access() == Access::read) throw UsageError(file + ": apply needs a WordFile opened for writing");
+  if (wf.access() == Access::read) throw UsageError(file + ": apply needs a file opened for writing");
   const bool crash_safe = wf.access() == Access::in_place;
   if (records.empty()) {
     wf.close();
@@ -274,7 +272,7 @@ ApplyStats apply(WordFile& wf, std::span<const FlipRecord> records, Direction di
   ApplyStats st;
   try {
     ckpt::fs::copy_file(target, tmp);
-    st = apply(tmp.string(), records, dir, force, false);
+    st = apply(tmp.string(), records, dir, force, false, true, wf.format());
     ckpt::fs::durable_rename(tmp, target);
   } catch (const Error& e) {
     rethrow_renamed(e, tmp.string(), file);  // the user knows the file, not its staged copy

@@ -21,6 +21,7 @@
 #include "resil/core/rng.hpp"
 #include "resil/inject/names.hpp"
 #include "resil/inject/campaign.hpp"
+#include "resil/inject/storage.hpp"
 #include "resil/inject/apply.hpp"
 #include "resil/inject/plan.hpp"
 #include "campaign_worker.hpp"
@@ -133,14 +134,10 @@ Selection select_all(const CampaignConfig& c, const CkptFiles& files) {
   }
   Selection s;
   for (std::size_t f = 0; f < files.files.size(); ++f) {
-    std::vector<ckpt::DatasetInfo> infos;
-    {
-      auto h = ckpt::h5::open_file(files.files[f].string(), ckpt::h5::Mode::read);
-      infos = ckpt::list_datasets(h);
-    }
+    const auto tensors = open_storage(files.files[f].string(), Access::read)->tensors();  // the storage layer: any format
     std::vector<Target> t;
     try {
-      t = select(infos, so);
+      t = select(tensors, so);
     } catch (const NothingSelectedError&) {
       if (files.files.size() == 1) throw;
       continue;  // a shard may hold nothing selected (e.g. an mp stage without parameters)

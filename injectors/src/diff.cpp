@@ -10,12 +10,10 @@
 #include "resil/inject/counts.hpp"
 #include "resil/inject/flip_log.hpp"
 #include "resil/inject/names.hpp"
-#include "resil/inject/regions.hpp"
-#include "resil/inject/words.hpp"
+#include "resil/inject/storage.hpp"
+#include "resil/inject/word_io.hpp"
 
 namespace resil::inject {
-
-namespace h5 = ckpt::h5;
 
 bool DiffReport::identical() const noexcept {
   return std::all_of(datasets.begin(), datasets.end(), [](const DatasetDiff& d) { return d.status == "same" || d.status == "unsupported"; });
@@ -39,36 +37,24 @@ nlohmann::json DiffReport::to_json() const {
 
 namespace {
 
-// Rows [r0, r0+n) along dimension 0 of a dataset as stored bytes (file type = memory type).
-void read_rows(hid_t d, hid_t ftype, const ckpt::Shape& shape, std::uint64_t r0, std::uint64_t n, std::vector<std::byte>& buf,
-               const std::string& where) {
-  const std::size_t elem = H5Tget_size(ftype);
-  h5::Dataspace space(H5Dget_space(d));
-  if (shape.empty()) {
-    buf.resize(elem);
-    if (H5Dread(d, ftype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) < 0) h5::throw_error(where + ": read failed", ExitCode::corrupt_input);
-    return;
-  }
+// Rows [r0, r0+n) along dimension 0 of a tensor as stored bytes (all of a scalar).
+void read_rows(Storage& f, const std::string& path, const ckpt::Shape& shape, std::uint64_t r0, std::uint64_t n, std::vector<std::byte>& buf) {
   std::vector<hsize_t> start(shape.size(), 0), count(shape.begin(), shape.end());
-  start[0] = r0;
-  count[0] = n;
-  std::uint64_t total = 1;
-  for (auto c : count) total *= c;
-  buf.resize(total * elem);
-  h5::Dataspace fsel(H5Scopy(space));
-  RESIL_H5_CHECK(H5Sselect_hyperslab(fsel, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), where + ": select");
-  h5::Dataspace msel(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr));
-  if (H5Dread(d, ftype, msel, fsel, H5P_DEFAULT, buf.data()) < 0) h5::throw_error(where + ": read failed", ExitCode::corrupt_input);
+  if (!shape.empty()) {
+    start[0] = r0;
+    count[0] = n;
+  }
+  f.read_box(path, start, count, buf);
 }
 
 }  // namespace
 
-DiffReport diff(const std::string& a, const std::string& b) {
-  h5::File fa = h5::open_file(a, h5::Mode::read);
-  h5::File fb = h5::open_file(b, h5::Mode::read);
+DiffReport diff(const std::string& a, const std::string& b, Format format) {
+  const auto fa = open_storage(a, Access::read, format);
+  const auto fb = open_storage(b, Access::read, format);
   std::map<std::string, ckpt::DatasetInfo> la, lb;
-  for (auto& d : ckpt::list_datasets(fa)) la.emplace(d.path, std::move(d));
-  for (auto& d : ckpt::list_datasets(fb)) lb.emplace(d.path, std::move(d));
+  for (auto& t : fa->tensors()) la.emplace(t.info.path, std::move(t.info));
+  for (auto& t : fb->tensors()) lb.emplace(t.info.path, std::move(t.info));
   DiffReport rep;
   for (const auto& [path, ia] : la) {
     DatasetDiff dd;
@@ -90,11 +76,8 @@ DiffReport diff(const std::string& a, const std::string& b) {
       continue;
     }
     const auto dt = *ia.dtype;
-    const std::string wa = a + ": dataset " + display_name(path), wb = b + ": dataset " + display_name(path);
-    h5::Dataset da = h5::open_dataset(fa, path, a), db = h5::open_dataset(fb, path, b);
-    h5::SilenceErrors quiet;
-    h5::Datatype ta(H5Dget_type(da)), tb(H5Dget_type(db));
-    const unsigned size = static_cast<unsigned>(H5Tget_size(ta));
+    const unsigned size = fa->width_of(path) / 8;
+    fb->width_of(path);  // opens B's dataset too, as reading it will
     // A pair of stored words standing for `count` equal pairs (both unallocated: fill values).
     auto compare = [&](std::uint64_t xa, std::uint64_t xb, std::uint64_t count) {
       const double va = ckpt::word_to_double(dt, xa), vb = ckpt::word_to_double(dt, xb);
@@ -117,14 +100,14 @@ DiffReport diff(const std::string& a, const std::string& b) {
       }
     };
     std::vector<std::byte> ba, bb;
-    const auto sa = ia.numel() ? stored_layout(da, wa) : StoredLayout{}, sb = ia.numel() ? stored_layout(db, wb) : StoredLayout{};
+    const auto sa = ia.numel() ? fa->stored_layout(path) : StoredLayout{}, sb = ia.numel() ? fb->stored_layout(path) : StoredLayout{};
     if (sa.sparse && sb.sparse) {
       // Both mostly unallocated (reading the extents would cost far more than the files hold):
       // the allocated chunks of A, those of B outside them, then every other element at once.
       std::uint64_t covered = 0;
       auto region = [&](const StoredRegion& r, const StoredLayout* skip) {
-        read_region(da, ta, r, ba, wa);
-        read_region(db, tb, r, bb, wb);
+        fa->read_box(path, r.start, r.count, ba);
+        fb->read_box(path, r.start, r.count, bb);
         std::vector<hsize_t> nd(r.start);
         for (std::size_t i = 0; i < ba.size() / size; ++i) {
           if (skip == nullptr || !skip->in_regions(nd)) {
@@ -149,8 +132,8 @@ DiffReport diff(const std::string& a, const std::string& b) {
       if (!ia.chunks.empty()) step = std::max<std::uint64_t>(ia.chunks[0], step / ia.chunks[0] * ia.chunks[0]);
       for (std::uint64_t r = 0; r < rows && ia.numel() > 0; r += step) {
         const std::uint64_t n = std::min(step, rows - r);
-        read_rows(da, ta, ia.shape, r, n, ba, wa);
-        read_rows(db, tb, ib.shape, r, n, bb, wb);
+        read_rows(*fa, path, ia.shape, r, n, ba);
+        read_rows(*fb, path, ib.shape, r, n, bb);
         const std::size_t cnt = ba.size() / size;
         for (std::size_t i = 0; i < cnt; ++i)
           compare(load_word(ba.data() + i * size, size, ia.big_endian), load_word(bb.data() + i * size, size, ib.big_endian), 1);

@@ -1,22 +1,22 @@
-// plan(): the drawn sites -> flip records. Reads each touched word once (through a WordFile) and
+// plan(): the drawn sites -> flip records. Reads each touched word once (through the file's Storage) and
 // applies the fault model in site order, so records hitting one word chain.
 #include "resil/inject/plan.hpp"
 
 #include <unordered_map>
 
-#include "resil/inject/words.hpp"
+#include "resil/inject/storage.hpp"
 
 namespace resil::inject {
 
 std::vector<FlipRecord> plan(const std::string& file, std::span<const Target> targets, std::span<const Site> sites,
-                             const PlanOptions& opt) {
-  WordFile wf(file, Access::read);
-  auto out = plan(wf, targets, sites, opt);
-  wf.close();
+                             const PlanOptions& opt, Format format) {
+  const auto st = open_storage(file, Access::read, format);
+  auto out = plan(*st, targets, sites, opt);
+  st->close();
   return out;
 }
 
-std::vector<FlipRecord> plan(WordFile& wf, std::span<const Target> targets, std::span<const Site> sites,
+std::vector<FlipRecord> plan(Storage& wf, std::span<const Target> targets, std::span<const Site> sites,
                              const PlanOptions& opt) {
   // Current words of every touched element, read block by block (fn changes nothing: no write).
   std::vector<std::unordered_map<std::uint64_t, std::uint64_t>> current(targets.size());

@@ -8,12 +8,10 @@
 #include "resil/inject/counts.hpp"
 #include "resil/inject/flip_log.hpp"
 #include "resil/inject/names.hpp"
-#include "resil/inject/regions.hpp"
-#include "resil/inject/words.hpp"
+#include "resil/inject/storage.hpp"
+#include "resil/inject/word_io.hpp"
 
 namespace resil::inject {
-
-namespace h5 = ckpt::h5;
 
 bool ScanReport::suspect() const noexcept {
   return std::any_of(datasets.begin(), datasets.end(), [](const DatasetScan& d) { return d.suspect(); });
@@ -34,10 +32,11 @@ nlohmann::json ScanReport::to_json() const {
   return {{"verdict", suspect() ? "suspect" : "clean"}, {"datasets", ds}, {"skipped", skip}};
 }
 
-ScanReport scan(const std::string& file) {
-  h5::File f = h5::open_file(file, h5::Mode::read);
+ScanReport scan(const std::string& file, Format format) {
+  const auto f = open_storage(file, Access::read, format);
   ScanReport rep;
-  for (const auto& info : ckpt::list_datasets(f)) {
+  for (const auto& t : f->tensors()) {
+    const auto& info = t.info;
     if (!info.dtype || info.layout == ckpt::Layout::virtual_) {
       rep.skipped.push_back(info.path + " (" + info.type_desc + ")");
       continue;
@@ -48,10 +47,7 @@ ScanReport scan(const std::string& file) {
     s.numel = info.numel();
     const auto dt = *info.dtype;
     const auto fl = ckpt::float_layout(dt);
-    h5::Dataset d = h5::open_dataset(f, info.path, file);
-    h5::SilenceErrors quiet;
-    h5::Datatype ftype(H5Dget_type(d));
-    const unsigned size = static_cast<unsigned>(H5Tget_size(ftype));
+    const unsigned size = f->width_of(info.path) / 8;
     std::vector<std::uint64_t> hist(fl ? (std::size_t{1} << fl->exponent_bits) : 0);
     ckpt::Xxh64 h;
     // One stored word at flat index `at`, standing for `count` equal words (unallocated chunks:
@@ -73,10 +69,10 @@ ScanReport scan(const std::string& file) {
     };
     const std::string where = file + ": dataset " + display_name(info.path);
     try {
-      const auto stored = stored_layout(d, where);
+      const auto stored = f->stored_layout(info.path);
       if (!stored.sparse) {
         std::uint64_t pos = 0;
-        ckpt::for_each_slab(d, ftype, std::size_t{32} << 20, [&](std::span<const std::byte> bytes) {
+        f->for_each_slab(info.path, std::size_t{32} << 20, [&](std::span<const std::byte> bytes) {
           h.update(bytes);
           const std::size_t n = bytes.size() / size;
           for (std::size_t i = 0; i < n; ++i, ++pos) take(load_word(bytes.data() + i * size, size, info.big_endian), pos, 1);
@@ -86,7 +82,7 @@ ScanReport scan(const std::string& file) {
         // value. The checksum would need every logical byte: it is not verified.
         std::vector<std::byte> buf;
         for (const auto& r : stored.regions) {
-          read_region(d, ftype, r, buf, where);
+          f->read_box(info.path, r.start, r.count, buf);
           const std::size_t n = buf.size() / size;
           std::vector<hsize_t> nd(r.start);
           for (std::size_t i = 0; i < n; ++i) {

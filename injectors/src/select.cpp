@@ -32,17 +32,28 @@ bool matches_any_path(const Glob& g, const ckpt::DatasetInfo& d) {
 }
 
 std::vector<Target> select(const std::vector<ckpt::DatasetInfo>& datasets, const SelectOptions& opt) {
+  std::vector<Tensor> tensors(datasets.size());
+  for (std::size_t i = 0; i < datasets.size(); ++i) tensors[i].info = datasets[i];
+  return select(tensors, opt);
+}
+
+std::vector<Target> select(const std::vector<Tensor>& tensors, const SelectOptions& opt) {
   std::vector<Glob> inc, exc;
   for (const auto& p : opt.include) inc.emplace_back(p);
   for (const auto& p : opt.exclude) exc.emplace_back(p);
   std::vector<Target> out;
-  for (const auto& d : datasets) {
-    if (!flippable(d)) continue;
+  for (const auto& tensor : tensors) {
+    const auto& d = tensor.info;
+    // Bytes shared by several tensors are one part of the fault space, under their owner.
+    if (!flippable(d) || !tensor.shared_with.empty()) continue;
     // A dataset under several paths (hard links) is one target, whichever path names it: it is
-    // in a role, included or excluded when any of its paths is.
+    // in a role, included or excluded when any of its paths is (the resil schema's paths, or the
+    // role its format's layout gives it).
     auto any_path = [&](auto&& pred) { return pred(d.path) || std::any_of(d.aliases.begin(), d.aliases.end(), pred); };
-    if (opt.role == Role::model && !any_path([](const std::string& p) { return p.starts_with("/model/"); })) continue;
-    if (opt.role == Role::optimizer && !any_path([](const std::string& p) { return p.starts_with("/optimizer/"); })) continue;
+    const bool model = tensor.role == TensorRole::model || any_path([](const std::string& p) { return p.starts_with("/model/"); });
+    const bool optimizer = tensor.role == TensorRole::optimizer || any_path([](const std::string& p) { return p.starts_with("/optimizer/"); });
+    if (opt.role == Role::model && !model) continue;
+    if (opt.role == Role::optimizer && !optimizer) continue;
     bool included = false;
     for (const auto& g : inc) included = included || matches_any_path(g, d);
     if (!inc.empty() && !included) continue;

@@ -7,10 +7,9 @@
 #include <string>
 
 #include "resil/inject/flip_log.hpp"
+#include "resil/inject/storage.hpp"
 
 namespace resil::inject {
-
-class WordFile;
 
 enum class Direction { forward, revert };
 struct ApplyStats {
@@ -31,14 +30,16 @@ struct ApplyStats {
 /// a temporary sibling, edit there through HDF5, fsync, rename over `file` (always before or
 /// after). Which way is decided by a read-only probe before any byte changes. Stale
 /// `.NAME.tmp.PID` siblings of dead processes are removed first.
+/// `format`: the file's (automatic: detected from its content); the file is opened through that
+/// adapter, and the format's finishing step (Storage::finish) runs after the edits.
 /// `sync` false (in place only): the file's edited bytes are not fsynced at the end (the staged
 /// path always is). A crash then may lose some of the edits, never tear a word; the log's
 /// old/new chains let revert and replay finish from any such state.
 ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force = false,
-                 bool crash_safe = true, bool sync = true);
-/// The same through an open WordFile, which it closes (its set_sync applies): Access::in_place is the
+                 bool crash_safe = true, bool sync = true, Format format = Format::automatic);
+/// The same through an open Storage, which it closes (its set_sync applies): Access::in_place is the
 /// crash-safe way (a staged edit closes it and works on a copy of its path), Access::rewrite the
 /// other; Access::read is a UsageError. Raw records reopen the file by path.
-ApplyStats apply(WordFile& file, std::span<const FlipRecord> records, Direction dir, bool force = false);
+ApplyStats apply(Storage& file, std::span<const FlipRecord> records, Direction dir, bool force = false);
 
 }  // namespace resil::inject

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "resil/inject/storage.hpp"
+
 namespace resil::inject {
 
 struct DatasetDiff {
@@ -28,6 +30,6 @@ struct DiffReport {
 };
 
 /// Compare every dataset of `a` and `b` (same paths). Throws on unreadable files.
-DiffReport diff(const std::string& a, const std::string& b);
+DiffReport diff(const std::string& a, const std::string& b, Format format = Format::automatic);
 
 }  // namespace resil::inject

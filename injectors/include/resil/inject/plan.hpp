@@ -12,19 +12,19 @@
 #include "resil/inject/flip_log.hpp"
 #include "resil/inject/sampling.hpp"
 #include "resil/inject/select.hpp"
+#include "resil/inject/storage.hpp"
 
 namespace resil::inject {
 
-class WordFile;
-
-/// Sites -> flip records: reads the touched words of `file` (read-only) and applies the fault
-/// model in site order. Records hitting one word chain (old of the second = new of the first).
+/// Sites -> flip records: reads the touched words of `file` (read-only, opened through its format's
+/// adapter) and applies the fault model in site order. Records hitting one word chain (old of the
+/// second = new of the first).
 std::vector<FlipRecord> plan(const std::string& file, std::span<const Target> targets, std::span<const Site> sites,
-                             const PlanOptions& opt);
-/// The same through an open WordFile (e.g. Access::in_place, then passed on to apply(): one open,
+                             const PlanOptions& opt, Format format = Format::automatic);
+/// The same through an open Storage (e.g. Access::in_place, then passed on to apply(): one open,
 /// one mapping and one chunk-address lookup for both steps; each touched page faults in once). Only
 /// reads: nothing is written, whatever the access.
-std::vector<FlipRecord> plan(WordFile& file, std::span<const Target> targets, std::span<const Site> sites,
+std::vector<FlipRecord> plan(Storage& file, std::span<const Target> targets, std::span<const Site> sites,
                              const PlanOptions& opt);
 
 /// Flat index -> N-d index (C order).

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "resil/inject/storage.hpp"
+
 namespace resil::inject {
 
 /// A value is an exponent outlier when its binary exponent exceeds the tensor's median exponent
@@ -33,6 +35,6 @@ struct ScanReport {
   nlohmann::json to_json() const;
 };
 
-ScanReport scan(const std::string& file);
+ScanReport scan(const std::string& file, Format format = Format::automatic);
 
 }  // namespace resil::inject

@@ -13,6 +13,7 @@
 #include "resil/core/rng.hpp"
 #include "resil/inject/fault_model.hpp"
 #include "resil/inject/selection.hpp"
+#include "resil/inject/storage.hpp"
 
 namespace resil::inject {
 
@@ -55,7 +56,11 @@ bool matches_any_path(const Glob& g, const ckpt::DatasetInfo& d);
 /// optimizer step counters, integer scalars, and everything under /meta.
 bool is_counter(const ckpt::DatasetInfo& d);
 
-/// Filter the file's datasets. Throws NothingSelectedError when no stored bit remains.
+/// Filter a file's tensors (Storage::tensors()). A tensor whose bytes another one owns
+/// (`shared_with`) is never a target: shared bytes count once. Throws NothingSelectedError when no
+/// stored bit remains.
+std::vector<Target> select(const std::vector<Tensor>& tensors, const SelectOptions& opt);
+/// The same over bare descriptions (roles from the resil schema's paths alone).
 std::vector<Target> select(const std::vector<ckpt::DatasetInfo>& datasets, const SelectOptions& opt);
 
 }  // namespace resil::inject

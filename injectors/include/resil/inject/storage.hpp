@@ -1,0 +1,148 @@
+// inject::Storage: the one door through which every command (inspect, inject, revert, replay, diff,
+// scan, campaigns) reaches a checkpoint file, whatever its format. A format adapter exposes the
+// file's tensors (name, role, dtype, shape, and where their bytes are) and reads/writes their stored
+// words; the rest of the injector (selection, sampling, planning, applying, logs) never sees the
+// format. HDF5 is one adapter (hdf5_storage.hpp); the table of what an adapter provides is in
+// docs/ckpt-flip.md, "Storage layer".
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "resil/ckpt/io.hpp"
+#include "resil/inject/regions.hpp"
+
+namespace resil::inject {
+
+/// File formats. `automatic`: detected from the content (detect_format), never from the name.
+enum class Format { automatic, hdf5, torch, safetensors, npy, npz };
+/// The names of Format on the command line (`--format`).
+inline constexpr std::pair<std::string_view, Format> format_names[] = {
+    {"auto", Format::automatic}, {"hdf5", Format::hdf5},   {"torch", Format::torch},
+    {"safetensors", Format::safetensors}, {"npy", Format::npy}, {"npz", Format::npz}};
+std::string_view format_name(Format f) noexcept;
+
+/// The format of the bytes of a file, from magic bytes only: HDF5's signature \x89HDF\r\n\x1a\n at
+/// offset 0, 512, 1024, 2048, ... (a user block shifts it by a power of two); a zip archive
+/// (PK\x03\x04) is npz when its first member's name ends in ".npy", torch otherwise (torch.save
+/// writes ARCHIVE/data.pkl first); safetensors: a little-endian u64 header length N with 8 + N no
+/// more than the file and '{' at offset 8; npy: \x93NUMPY. nullopt when none matches.
+std::optional<Format> detect_format(std::span<const std::byte> head, std::uint64_t file_size,
+                                    const std::function<bool(std::uint64_t offset)>& hdf5_signature_at);
+/// The same for a file (reads its first bytes and the candidate HDF5 offsets). Throws IoError
+/// naming the file when it cannot be read.
+std::optional<Format> detect_format(const std::string& path);
+/// The format a command works with: `forced` unless automatic, else the detected one. Throws
+/// CorruptInputError naming the file when the content matches no known format.
+Format resolve_format(const std::string& path, Format forced);
+
+enum class Access {
+  read,      // nothing is written
+  in_place,  // only stored words at known file offsets change, one all-or-nothing store each; no
+             // metadata of the format is written, so a kill at any point leaves a file that opens.
+             // Words only a rewrite can change (filtered chunks, deflated members) are refused.
+  rewrite,   // a private copy: the format's own writer may rewrite anything (filtered chunks)
+};
+
+/// What a tensor is for, as the format's layout says (HDF5: /model/..., /optimizer/...).
+enum class TensorRole { model, optimizer, other };
+
+/// Stored bytes at an absolute file offset.
+struct Extent {
+  std::uint64_t offset = 0, length = 0;
+};
+
+/// A tensor of a file as the storage layer sees it.
+struct Tensor {
+  /// Name (`info.path`, an absolute path: "/model/fc1.weight"), dtype and byte order, shape, other
+  /// names of the same bytes (aliases), stored and logical bytes, the layout and filters.
+  ckpt::DatasetInfo info;
+  TensorRole role = TensorRole::other;
+  /// Identity of the stored bytes; `shared_with`: the name of the tensor that owns the bytes this
+  /// one views (tied weights, views of one torch storage), empty when it owns them. A tensor with
+  /// `shared_with` set adds nothing to the fault space: the bytes count once, under their owner.
+  std::string storage, shared_with;
+  /// Bytes behind filters (gzip chunks, a deflated npz member): changing them rewrites and
+  /// re-encodes the touched chunk or member, which only Access::rewrite (a staged copy) may do.
+  bool staged = false;
+};
+
+/// A file opened through its format's adapter. Move-free, one per open file.
+class Storage {
+public:
+  virtual ~Storage() = default;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  virtual Format format() const noexcept = 0;
+  const std::string& path() const noexcept { return path_; }
+  Access access() const noexcept { return access_; }
+
+  /// Every tensor once (other names of the same bytes in info.aliases), in name order.
+  virtual std::vector<Tensor> tensors() = 0;
+  /// Where a tensor's raw stored bytes are, in C order, when they lie at known file offsets (HDF5:
+  /// allocated contiguous data; a torch storage in a stored zip member): asked per tensor, since
+  /// finding them may cost (HDF5 opens the dataset). Empty when they are chunked (located chunk
+  /// by chunk by edit()), behind filters (`staged`) or not allocated.
+  virtual std::vector<Extent> extents(const std::string& tensor) = 0;
+  /// Why a tensor's bytes are never written (HDF5: kept in external raw files); empty if they may be.
+  virtual std::string unwritable(const std::string& tensor) = 0;
+
+  /// fn(indices, words) for each block of touched words (a chunk, the touched elements of a
+  /// contiguous extent): `indices` flat C-order element indices, ascending and unique, `words`
+  /// their stored words (bit 0 = LSB whatever the byte order). Unless the access is read, fn's
+  /// changes are written back (changed words only). With Access::in_place, a change in a block
+  /// that only a rewrite may change (see staged_only) throws Error before that block is written.
+  using BlockFn = std::function<void(std::span<const std::uint64_t> indices, std::span<std::uint64_t> words)>;
+  virtual void edit(const std::string& tensor, std::vector<std::uint64_t> indices, const BlockFn& fn) = 0;
+  /// The subset of `indices` (sorted, unique) an in-place edit may not change: those behind
+  /// filters or not allocated yet. Reads no data (the chunk index at most).
+  virtual std::vector<std::uint64_t> staged_only(const std::string& tensor, std::vector<std::uint64_t> indices) = 0;
+  /// Stored width in bits of a tensor's elements.
+  virtual unsigned width_of(const std::string& tensor) = 0;
+
+  /// Bulk reads (scan, diff, inspect --verify). How to read all of a tensor: whole (in boxes of
+  /// rows) or, when sparse, its stored regions plus one fill value for the rest.
+  virtual StoredLayout stored_layout(const std::string& tensor) = 0;
+  /// The stored bytes (file byte order, C order) of the box [start, start + count) into `buf`.
+  virtual void read_box(const std::string& tensor, const std::vector<hsize_t>& start, const std::vector<hsize_t>& count,
+                        std::vector<std::byte>& buf) = 0;
+  /// Every stored byte of a tensor (file byte order, C order) in slabs of at most about `max_bytes`.
+  virtual void for_each_slab(const std::string& tensor, std::size_t max_bytes,
+                             const std::function<void(std::span<const std::byte>)>& fn) = 0;
+  /// XXH64 of a tensor's stored bytes in C order (compared with the checksum in info.checksum).
+  virtual std::uint64_t checksum(const std::string& tensor) = 0;
+
+  /// The format's finishing step after edits, before close (for a zip: the CRC-32 of each touched
+  /// member in its local header and the central directory; HDF5: nothing). apply() calls it once.
+  virtual void finish() {}
+  /// Flush and close: errors surface here, not in the destructor. Makes the edits durable (msync,
+  /// fsync) unless set_sync(false).
+  virtual void close() = 0;
+  /// Whether close() makes the edits durable. Default: yes.
+  void set_sync(bool sync) noexcept { sync_ = sync; }
+  bool sync() const noexcept { return sync_; }
+
+protected:
+  Storage(std::string path, Access access) : path_(std::move(path)), access_(access) {}
+  std::string path_;
+  Access access_;
+  bool sync_ = true;
+};
+
+/// Open `path` through its format's adapter (`format` automatic: detected from the content).
+/// Throws CorruptInputError naming the file for content of no known format and for formats whose
+/// adapter is not there yet ("not supported yet"), IoError when it cannot be read.
+std::unique_ptr<Storage> open_storage(const std::string& path, Access access, Format format = Format::automatic);
+
+/// The tensors' descriptions alone (the listing select() and inspect take).
+std::vector<ckpt::DatasetInfo> infos_of(const std::vector<Tensor>& tensors);
+
+}  // namespace resil::inject

@@ -1,0 +1,150 @@
+// The storage layer (issue #19): formats from magic bytes only, adapters refused until they exist,
+// shared storage counted once in the fault space, and the HDF5 adapter's extents equal the bytes
+// HDF5 reads.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "resil/ckpt/h5.hpp"
+#include "resil/ckpt/io.hpp"
+#include "resil/core/error.hpp"
+#include "resil/inject/select.hpp"
+#include "resil/inject/storage.hpp"
+#include "resil_test/tmpdir.hpp"
+
+using namespace resil;
+using namespace resil::inject;
+using resil::test::TempDir;
+
+namespace {
+
+std::vector<std::byte> bytes_of(std::string_view s) {
+  std::vector<std::byte> b(s.size());
+  std::memcpy(b.data(), s.data(), s.size());
+  return b;
+}
+
+// detect_format over an in-memory file.
+std::optional<Format> detect(const std::vector<std::byte>& file) {
+  const std::size_t head = std::min<std::size_t>(file.size(), 512);
+  return detect_format(std::span(file.data(), head), file.size(), [&](std::uint64_t at) {
+    return at + 8 <= file.size() && std::memcmp(file.data() + at, "\x89HDF\r\n\x1a\n", 8) == 0;
+  });
+}
+
+std::vector<std::byte> zip_with_first_member(const std::string& name) {
+  std::string h = "PK\x03\x04";
+  h += std::string(22, '\0');
+  h += static_cast<char>(name.size());
+  h += '\0';
+  h += std::string(2, '\0');
+  return bytes_of(h + name + std::string(64, 'x'));
+}
+
+}  // namespace
+
+TEST_CASE("storage: formats are detected from magic bytes, never names", "[inject][unit]") {
+  std::vector<std::byte> h5 = bytes_of(std::string("\x89HDF\r\n\x1a\n", 8) + std::string(100, '\0'));
+  CHECK(detect(h5) == Format::hdf5);
+  SECTION("HDF5 after a user block of 512, 1024 or 2048 bytes, whatever the block holds") {
+    for (std::size_t ub : {512u, 1024u, 2048u}) {
+      std::vector<std::byte> f = bytes_of("PK\x03\x04" + std::string(ub - 4, 'u'));  // the user block looks like a zip
+      f.insert(f.end(), h5.begin(), h5.end());
+      CHECK(detect(f) == Format::hdf5);
+    }
+    std::vector<std::byte> f = bytes_of(std::string(700, 'u'));  // not at a power of two: not HDF5
+    f.insert(f.end(), h5.begin(), h5.end());
+    CHECK_FALSE(detect(f));
+  }
+  CHECK(detect(bytes_of("\x93NUMPY\x01\x00v\x00{'descr': '<f4'}")) == Format::npy);
+  CHECK(detect(zip_with_first_member("archive/data.pkl")) == Format::torch);
+  CHECK(detect(zip_with_first_member("fc1.weight.npy")) == Format::npz);
+  std::string st = "{\"w\":{}}";
+  std::string len(8, '\0');
+  len[0] = static_cast<char>(st.size());
+  CHECK(detect(bytes_of(len + st + "data")) == Format::safetensors);
+  len[0] = static_cast<char>(100);  // a header length beyond the file
+  CHECK_FALSE(detect(bytes_of(len + st)));
+  CHECK_FALSE(detect(bytes_of("just text, no signature")));
+  CHECK_FALSE(detect({}));
+}
+
+TEST_CASE("storage: formats without an adapter are refused, naming the file", "[inject][unit]") {
+  TempDir dir("resil-storage");
+  const auto npy = (dir / "w.h5").string();  // the name says HDF5, the content says npy
+  std::ofstream(npy, std::ios::binary) << std::string("\x93NUMPY\x01\x00", 8) << "v\x00{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }\n0000";
+  CHECK(detect_format(npy) == Format::npy);
+  try {
+    open_storage(npy, Access::read);
+    FAIL("opened");
+  } catch (const CorruptInputError& e) {
+    CHECK(std::string(e.what()).find(npy + ": npy files are not supported yet") != std::string::npos);
+  }
+  const auto junk = (dir / "junk.pt").string();
+  std::ofstream(junk) << "plain text\n";
+  CHECK_THROWS_AS(open_storage(junk, Access::read), CorruptInputError);
+  CHECK_THROWS_AS(open_storage((dir / "missing").string(), Access::read), IoError);
+  // Forced: the torch adapter for HDF5 bytes is refused too (forcing never falls back).
+  const auto h5 = (dir / "a.h5").string();
+  {
+    auto f = ckpt::h5::create_file(h5);
+    ckpt::write_tensor(f, "/model/w", ckpt::Tensor::from<float>({4}, std::vector<float>{1, 2, 3, 4}));
+  }
+  CHECK_THROWS_AS(open_storage(h5, Access::read, Format::torch), CorruptInputError);
+  CHECK(open_storage(h5, Access::read, Format::hdf5)->format() == Format::hdf5);
+}
+
+TEST_CASE("storage: bytes shared by several tensors count once; roles from the adapter", "[inject][unit]") {
+  auto tensor = [](std::string name, TensorRole role, std::string shared_with) {
+    Tensor t;
+    t.info.path = std::move(name);
+    t.info.dtype = ckpt::DType::f32;
+    t.info.shape = {10};
+    t.info.logical_bytes = t.info.stored_bytes = 40;
+    t.role = role;
+    t.shared_with = std::move(shared_with);
+    return t;
+  };
+  const std::vector<Tensor> ts = {tensor("/model/embed.weight", TensorRole::model, ""),
+                                  tensor("/model/lm_head.weight", TensorRole::model, "/model/embed.weight"),
+                                  tensor("/state/exp_avg", TensorRole::optimizer, "")};
+  const auto all = select(ts, {});
+  REQUIRE(all.size() == 2);
+  CHECK(all[0].info.path == "/model/embed.weight");
+  CHECK(all[1].info.path == "/state/exp_avg");
+  SelectOptions opt;
+  opt.role = Role::optimizer;
+  const auto opt_only = select(ts, opt);
+  REQUIRE(opt_only.size() == 1);  // the role the adapter gave, not a path under /optimizer/
+  CHECK(opt_only[0].info.path == "/state/exp_avg");
+}
+
+TEST_CASE("storage: the HDF5 adapter's extents hold the dataset's bytes", "[inject][unit]") {
+  TempDir dir("resil-storage");
+  const auto p = (dir / "c.h5").string();
+  const std::vector<float> v = {1.5f, -2.25f, 3.0f, 1e30f, -0.0f, 7.0f};
+  {
+    auto f = ckpt::h5::create_file(p);
+    ckpt::write_tensor(f, "/model/w", ckpt::Tensor::from<float>({2, 3}, v));
+    ckpt::write_tensor(f, "/model/g", ckpt::Tensor::from<float>({2, 3}, v), ckpt::WriteOptions{{1, 3}, 4, false});
+  }
+  const auto st = open_storage(p, Access::read);
+  const auto ts = st->tensors();
+  REQUIRE(ts.size() == 2);
+  CHECK(ts[0].info.path == "/model/g");
+  CHECK(ts[0].staged);  // gzip chunks
+  CHECK(ts[1].role == TensorRole::model);
+  CHECK(st->extents("/model/g").empty());
+  const auto ext = st->extents("/model/w");
+  REQUIRE(ext.size() == 1);
+  REQUIRE(ext[0].length == v.size() * 4);
+  std::ifstream in(p, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(ext[0].offset));
+  std::vector<float> got(v.size());
+  in.read(reinterpret_cast<char*>(got.data()), static_cast<std::streamsize>(ext[0].length));
+  CHECK(got == v);
+  st->close();
+}
