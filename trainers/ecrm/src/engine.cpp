@@ -145,7 +145,9 @@ void Engine::update_rows(const std::vector<float>& gsum) {
       v[sd + q] += g[q] * g[q];
       v[q] -= cfg_.lr * g[q] / (std::sqrt(v[sd + q]) + adagrad_eps);
     }
-    std::memcpy(store_.row(owned[i]).data(), v, rb);
+    const auto dst = store_.row(owned[i]);
+    store_.before_write(dst);  // the one-step undo record (segment.hpp)
+    std::memcpy(dst.data(), v, rb);
   }
 }
 
