@@ -112,15 +112,6 @@ std::optional<std::uint64_t> Segment::peek_seed(const std::string& job, int rank
   return h.seed;
 }
 
-Segment Segment::open_mapped(const std::string& path, Fd fd, std::size_t total) {
-  Segment s;
-  s.path_ = path;
-  s.map_ = Mapping::map(fd.get(), total, PROT_READ | PROT_WRITE, MAP_SHARED);
-  if (!s.map_) throw IoError(path + ": cannot map " + std::to_string(total) + " bytes: " + std::strerror(errno));
-  s.fd_ = std::move(fd);
-  return s;
-}
-
 namespace {
 struct Offsets {
   std::size_t store, undo[2], slot[2], log, total;
@@ -137,6 +128,25 @@ Offsets offsets(const SegmentLayout& l) {
   return o;
 }
 }  // namespace
+
+Segment Segment::open_mapped(const std::string& path, Fd fd, const SegmentLayout& lay) {
+  const auto o = offsets(lay);
+  Segment s;
+  s.path_ = path;
+  s.map_ = Mapping::map(fd.get(), o.total, PROT_READ | PROT_WRITE, MAP_SHARED);
+  if (!s.map_) throw IoError(path + ": cannot map " + std::to_string(o.total) + " bytes: " + std::strerror(errno));
+  s.fd_ = std::move(fd);
+  s.store_off_ = o.store;
+  s.undo_off_[0] = o.undo[0];
+  s.undo_off_[1] = o.undo[1];
+  s.slot_off_[0] = o.slot[0];
+  s.slot_off_[1] = o.slot[1];
+  s.log_off_ = o.log;
+  s.undo_bytes_ = lay.undo_bytes;
+  s.slot_bytes_ = lay.slot_bytes;
+  s.log_entries_ = lay.log_entries;
+  return s;
+}
 
 std::optional<Segment> Segment::attach(const std::string& job, const SegmentIdentity& id, const SegmentLayout& lay) {
   const auto p = path(job, id.rank);
@@ -162,16 +172,7 @@ std::optional<Segment> Segment::attach(const std::string& job, const SegmentIden
   if (h.store_bytes != lay.store_bytes || h.undo_bytes != lay.undo_bytes || h.slot_bytes != lay.slot_bytes || h.log_entries != lay.log_entries ||
       h.total_bytes != o.total || static_cast<std::size_t>(st.st_size) != o.total)
     throw CorruptInputError(p + ": segment layout does not match its configuration (truncated or damaged)");
-  auto s = open_mapped(p, std::move(fd), o.total);
-  s.store_off_ = o.store;
-  s.undo_off_[0] = o.undo[0];
-  s.undo_off_[1] = o.undo[1];
-  s.slot_off_[0] = o.slot[0];
-  s.slot_off_[1] = o.slot[1];
-  s.log_off_ = o.log;
-  s.undo_bytes_ = lay.undo_bytes;
-  s.slot_bytes_ = lay.slot_bytes;
-  s.log_entries_ = lay.log_entries;
+  auto s = open_mapped(p, std::move(fd), lay);
   return s;
 }
 
@@ -187,16 +188,7 @@ Segment Segment::create(const std::string& job, const SegmentIdentity& id, const
     ::shm_unlink(shm_name(job, id.rank).c_str());
     throw IoError(p + ": cannot size to " + std::to_string(o.total) + " bytes: " + std::strerror(e));
   }
-  auto s = open_mapped(p, std::move(fd), o.total);
-  s.store_off_ = o.store;
-  s.undo_off_[0] = o.undo[0];
-  s.undo_off_[1] = o.undo[1];
-  s.slot_off_[0] = o.slot[0];
-  s.slot_off_[1] = o.slot[1];
-  s.log_off_ = o.log;
-  s.undo_bytes_ = lay.undo_bytes;
-  s.slot_bytes_ = lay.slot_bytes;
-  s.log_entries_ = lay.log_entries;
+  auto s = open_mapped(p, std::move(fd), lay);
   auto& h = s.head();
   h.version = version;
   h.config_hash = id.config_hash;

@@ -119,7 +119,7 @@ public:
 
 private:
   Segment() = default;
-  static Segment open_mapped(const std::string& path, Fd fd, std::size_t total);
+  static Segment open_mapped(const std::string& path, Fd fd, const SegmentLayout& lay);
   struct Header;
   Header& head() const noexcept;
   std::byte* undo_area(unsigned i) const noexcept;
