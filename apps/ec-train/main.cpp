@@ -3,6 +3,9 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <span>
 #include <limits>
 #include <map>
 #include <optional>
@@ -11,7 +14,9 @@
 #include "resil/app/main.hpp"
 #include "resil/app/validators.hpp"
 #include "resil/core/error.hpp"
+#include "resil/ckpt/hash.hpp"
 #include "resil/ecrm/engine.hpp"
+#include "resil/ecrm/segment.hpp"
 #include "resil/train/agree.hpp"
 #include "resil/train/comm.hpp"
 #include "resil/train/preempt.hpp"
@@ -21,9 +26,22 @@ namespace {
 
 struct Options {
   ecrm::Config cfg;
-  std::string fail, ckpt_dir = "ec-train-ckpt", report;
+  std::string fail, kill, ckpt_dir = "ec-train-ckpt", report;
+  std::optional<std::string> job_id;
   std::optional<std::uint64_t> seed;
+  bool cleanup = false;
 };
+
+// The job whose state segments a run attaches: --job-id, else the batch system's job id (a
+// relaunch inside one allocation finds the same segments), else a hash of the command line (the
+// launcher runs the same command again; two different commands never share segments).
+std::string default_job_id(int argc, char** argv) {
+  for (const char* var : {"SLURM_JOB_ID", "PBS_JOBID"})
+    if (const char* v = std::getenv(var); v && *v) return v;
+  std::string cmd;
+  for (int i = 1; i < argc; ++i) cmd.append(argv[i]).push_back('\0');
+  return "cmd-" + ckpt::hex_u64(ckpt::xxh64(std::as_bytes(std::span(cmd.data(), cmd.size()))));
+}
 
 const char* examples = R"(Examples:
   mpiexec -n 6 ec-train --k 4 --m 2 --steps 300 --seed 3 --ft ec --fail 2@100,3@100 --report r.json
@@ -53,6 +71,9 @@ void setup(CLI::App& app, Options& o) {
   const std::map<std::string, ecrm::Ft> fts{{"none", ecrm::Ft::none}, {"ec", ecrm::Ft::ec}, {"ckpt", ecrm::Ft::ckpt}};
   app.add_option("--ft", c.ft, "fault tolerance (default ec)")->transform(CLI::CheckedTransformer(fts))->option_text("none|ec|ckpt");
   app.add_option("--fail", o.fail, "RANK@STEP[,RANK@STEP...]: the rank loses its memory at the start of STEP");
+  app.add_option("--kill", o.kill, "RANK@STEP[:node][,...]: the rank SIGKILLs itself at the start of STEP (:node: removing its state segment first)");
+  app.add_option("--job-id", o.job_id, "state segments /dev/shm/resil-ec-JOB-RANK (default: SLURM_JOB_ID, PBS_JOBID, else a hash of the command line)");
+  app.add_flag("--cleanup", o.cleanup, "remove the state segments of --job-id left by a run that did not complete, and exit");
   app.add_option("--ckpt-interval", c.ckpt_interval, "steps between checkpoints (--ft ckpt, --fallback-ckpt)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))->capture_default_str();
   app.add_option("--ckpt-dir", o.ckpt_dir, "checkpoint directory (ckpt, fallback, preemption)")->capture_default_str();
@@ -73,8 +94,18 @@ void setup(CLI::App& app, Options& o) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
 }
 
-int run(Options& o, const train::Comm& comm) {
+int run(Options& o, const train::Comm& comm, const std::string& job_id) {
   auto& c = o.cfg;
+  if (o.cleanup) {
+    if (!o.job_id) throw UsageError("--cleanup needs --job-id");
+    std::vector<double> n{static_cast<double>(ecrm::Segment::cleanup(*o.job_id))};
+    comm.allreduce_sum(n);
+    if (comm.rank() == 0) std::cout << "ec-train: removed " << static_cast<long long>(n[0]) << " state segment(s) of job " << *o.job_id << "\n";
+    return 0;
+  }
+  c.job_id = job_id;
+  (void)ecrm::Segment::path(c.job_id, 0);  // checks its characters
+  c.kill = ecrm::parse_kills(o.kill);
   c.fail = ecrm::parse_failures(o.fail);
   c.validate(comm.size());
   c.seed_given = o.seed.has_value();
@@ -115,7 +146,7 @@ int main(int argc, char** argv) {
       "ec-train", app, argc, argv,
       [&] {
         comm.set_poll_us(o.cfg.poll_us);
-        return run(o, comm);
+        return run(o, comm, o.job_id ? *o.job_id : default_job_id(argc, argv));
       },
       ranks);
 }

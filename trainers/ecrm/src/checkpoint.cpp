@@ -46,7 +46,7 @@ std::string Engine::meta_config(bool preempted) const {
 void Engine::save_ckpt(std::int64_t step, bool preempted) {
   // A lost fragment's store holds garbage until it is rebuilt: finish the rebuild first (from
   // parities that hold every delta up to `step`).
-  deltas_.flush();
+  flush();
   while (recovery_.any_lost()) {
     const double r0 = now_seconds();
     recovery_.rebuild(0, static_cast<std::uint64_t>(step));

@@ -39,6 +39,33 @@ std::vector<FailSpec> parse_failures(const std::string& text) {
   return out;
 }
 
+std::vector<KillSpec> parse_kills(const std::string& text) {
+  std::vector<KillSpec> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    std::string spec = item;
+    KillSpec k;
+    if (const auto colon = spec.find(':'); colon != std::string::npos) {
+      if (spec.substr(colon + 1) != "node") throw UsageError("--kill: '" + item + "' is not RANK@STEP[:node]");
+      k.node = true;
+      spec.resize(colon);
+    }
+    std::vector<FailSpec> f;
+    try {
+      f = parse_failures(spec.empty() ? std::string("x") : spec);
+    } catch (const UsageError&) {
+    }
+    if (f.size() != 1) throw UsageError("--kill: '" + item + "' is not RANK@STEP[:node] (rank >= 0, step >= 1)");
+    k.rank = f[0].rank;
+    k.step = f[0].step;
+    out.push_back(k);
+  }
+  if (out.size() > 64) throw UsageError("--kill: at most 64 items");
+  return out;
+}
+
 std::string Config::computation_json(int world) const {
   std::ostringstream o;
   o << "{\"world\":" << world << ",\"k\":" << k << ",\"m\":" << m << ",\"seed\":" << seed << ",\"tables\":" << tables
@@ -54,6 +81,12 @@ void Config::validate(int world) const {
     // A failure after the last step would never happen: the run would pass for a recovery test.
     if (f.step > steps) throw UsageError(item + ": step " + std::to_string(f.step) + " is beyond --steps " + std::to_string(steps));
   }
+  for (const auto& f : kill) {
+    const std::string item = "--kill " + std::to_string(f.rank) + "@" + std::to_string(f.step);
+    if (f.rank >= world) throw UsageError(item + ": there are only " + std::to_string(world) + " ranks (0.." + std::to_string(world - 1) + ")");
+    if (f.step > steps) throw UsageError(item + ": step " + std::to_string(f.step) + " is beyond --steps " + std::to_string(steps));
+  }
+  if (!kill.empty() && job_id.empty()) throw UsageError("--kill needs a --job-id (state segments) to be survived");
   if (k + m > world)
     throw UsageError("--k " + std::to_string(k) + " --m " + std::to_string(m) + " needs at least k + m = " + std::to_string(k + m) +
                      " ranks; this job has " + std::to_string(world));

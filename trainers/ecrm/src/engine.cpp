@@ -40,7 +40,7 @@ double now_seconds() {
 Engine::Engine(Config cfg, const Transport& net)
     : cfg_(std::move(cfg)), net_(net), be_(train::make_cpu_backend(1)), net_model_(*be_, dlrm_config(cfg_), fetched_rows(*be_, rows_, cfg_.dim, emb_)),
       opt_(*be_, train::OptimizerConfig{train::OptimizerKind::adam, cfg_.mlp_lr}),
-      store_(net, cfg_.k, cfg_.m, cfg_.tables, cfg_.rows, cfg_.dim, cfg_.rows_per_fragment), recovery_(net, store_, cfg_.m),
+      store_(net, cfg_.k, cfg_.m, cfg_.tables, cfg_.rows, cfg_.dim, cfg_.rows_per_fragment, false), recovery_(net, store_, cfg_.m),
       deltas_(net, store_, recovery_), rows_(net, store_, recovery_) {
   opt_.attach(net_model_.params());
   active_.assign(static_cast<std::size_t>(net_.size()), -1);
@@ -56,8 +56,11 @@ void Engine::train_step(std::int64_t step) {
   const std::int64_t committed = deltas_.pending_step();
   rows_.request(b, deltas_.outgoing());
   deltas_.sent();
+  // Once they are applied here, this rank's state is step `committed` complete: commit it (restart.cpp).
   auto commit = [&] {
-    if (committed >= 0) deltas_.apply(static_cast<std::uint64_t>(committed), rows_.extra_received());
+    if (committed < 0) return;
+    deltas_.apply(static_cast<std::uint64_t>(committed), rows_.extra_received());
+    this->commit(committed);
   };
   // Applied now when this step reads parity (degraded reads, rebuild), else while the replies travel.
   if (recovering) commit();
@@ -123,7 +126,9 @@ void Engine::update_rows(const std::vector<float>& gsum) {
       v[sd + q] += g[q] * g[q];
       v[q] -= cfg_.lr * g[q] / (std::sqrt(v[sd + q]) + adagrad_eps);
     }
-    std::memcpy(store_.row(owned[i]).data(), v, rb);
+    const auto dst = store_.row(owned[i]);
+    store_.before_write(dst);  // the one-step undo record (segment.hpp)
+    std::memcpy(dst.data(), v, rb);
   }
 }
 
@@ -162,7 +167,7 @@ std::optional<std::int64_t> Engine::inject(const std::vector<int>& ranks, std::i
   const int me = net_.rank(), N = net_.size();
   // Failures strike at a commit boundary: the last step's deltas are applied first (see
   // docs/ec-train.md, "Commit protocol").
-  deltas_.flush();
+  flush();
   const double t0 = now_seconds();
   // The failed rank loses everything it held in memory; a replacement with garbage memory takes
   // its slot (same rank number). Then it announces itself: a real collective every rank joins.
@@ -189,6 +194,7 @@ std::optional<std::int64_t> Engine::inject(const std::vector<int>& ranks, std::i
       fails_[static_cast<std::size_t>(active_[static_cast<std::size_t>(r)])].outcome = "failed-again";
     }
     fails_.push_back(f);
+    if (r == me) invalidate_segment();  // the wipe below has no undo: this rank's state counts as lost
     recovery_.fail(r);  // on rank r: store wiped, ledgers cleared; everywhere: its members lost
   }
   if (cfg_.ft == Ft::none) {
@@ -236,6 +242,7 @@ std::int64_t Engine::rollback(std::int64_t failed_step, std::size_t first_record
   if (!from) throw DataLossError("step " + std::to_string(failed_step) + ": no complete checkpoint in " + cfg_.ckpt_dir.string() + " to restart from");
   const double t0 = now_seconds();
   std::int64_t c = 0;
+  invalidate_segment();  // the load overwrites the store without undo
   train::agree(net_, [&] { c = load_ckpt(*from); });
   if (cfg_.ft == Ft::ec) store_.encode_all();  // fresh parity, nothing lost
   recovery_.clear_lost();
@@ -250,6 +257,7 @@ std::int64_t Engine::rollback(std::int64_t failed_step, std::size_t first_record
   }
   redo_until_ = failed_step;
   t_redo_start_ = now_seconds();
+  commit(c);
   return c + 1;
 }
 
@@ -278,17 +286,52 @@ std::string Engine::state_hash() {
 }
 
 int Engine::run(const Progress& progress) {
+  try {
+    return run_steps(progress);
+  } catch (const DataLossError&) {
+    // The job is over for good (a relaunch cannot help): say so in the report, leave no segment.
+    write_report("", static_cast<int>(ExitCode::data_loss), -1);
+    remove_segment();
+    throw;
+  } catch (const train::PeerError&) {
+    if (seg_ && !seg_->committed()) remove_segment();  // made by this launch, holding nothing yet
+    throw;
+  }
+}
+
+int Engine::run_steps(const Progress& progress) {
   const int me = net_.rank();
   t_start_ = now_seconds();
+  wall_start_ns_ = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   // Start-up reads files each rank on its own (checkpoint shards, the TSV): the ranks agree on its
   // outcome, so a bad file ends every rank with one line and one exit code instead of MPI_Abort.
   std::optional<std::filesystem::path> resume;
   train::agree(net_, [&] { resume = resume_source(); });
-  if (!cfg_.seed_given && !resume) {
+  bool seed_from_segment = false;
+  if (!cfg_.seed_given && !resume && !cfg_.job_id.empty()) {
+    // A relaunch of a run whose seed was drawn: the seed its segments were made with.
+    const auto peeked = Segment::peek_seed(cfg_.job_id, me);
+    const int root = net_.size() - 1 - net_.allreduce_max(peeked ? net_.size() - 1 - me : -1);
+    if (root < net_.size()) {
+      cfg_.seed = peeked ? *peeked : 0;
+      net_.bcast(cfg_.seed, root);
+      seed_from_segment = true;
+    }
+  }
+  if (!cfg_.seed_given && !resume && !seed_from_segment) {
     cfg_.seed = me == 0 ? draw_seed() : 0;
     net_.bcast(cfg_.seed, 0);
   }
-  train::agree(net_, [&] {
+  const double a0 = now_seconds();
+  train::agree(net_, [&] { open_segment(); });
+  attach_s_ = now_seconds() - a0;
+  // Start-up is recovery: the segments of an earlier launch of this job, if any (restart.cpp).
+  const auto relaunch = restart_from_segments();
+  if (relaunch) {
+    start_step_ = *relaunch;
+    train::agree(net_, [&] { data_ = std::make_unique<BatchSource>(cfg_, net_.size(), me, cfg_.seed); });
+  } else train::agree(net_, [&] {
     if (resume) {
       start_step_ = load_ckpt(*resume);
       resumed_from_ = start_step_;
@@ -301,13 +344,17 @@ int Engine::run(const Progress& progress) {
   if (me == 0)
     std::cout << "ec-train: " << net_.size() << " ranks, --ft " << ft_name(cfg_.ft) << ", k=" << cfg_.k << " m=" << cfg_.m << ", "
               << cfg_.tables << " tables x " << cfg_.rows << " rows x dim " << cfg_.dim << ", batch " << cfg_.batch << ", seed "
-              << cfg_.seed << (cfg_.seed_given ? "" : " (drawn)") << (resume ? ", resumed from " + resume->string() : "") << "\n"
+              << cfg_.seed << (cfg_.seed_given ? "" : seed_from_segment ? " (of the job's segments)" : " (drawn)")
+              << (resume ? ", resumed from " + resume->string() : "") << (cfg_.job_id.empty() ? "" : ", job " + cfg_.job_id) << "\n"
               << std::flush;
-  if (cfg_.ft == Ft::ec) store_.encode_all();
   const bool checkpoints = cfg_.ft == Ft::ckpt || cfg_.fallback_ckpt;
-  // Rollbacks need a checkpoint of the starting state in --ckpt-dir.
-  if (checkpoints && !(resume && ckpt::manifest_complete(ckpt::manifest_path(cfg_.ckpt_dir, start_step_)))) save_ckpt(start_step_, false);
-  for (std::size_t i = 0; i < cfg_.fail.size(); ++i) fired_[i] = cfg_.fail[i].step <= start_step_;
+  if (!relaunch) {
+    if (cfg_.ft == Ft::ec) store_.encode_all();
+    // Rollbacks need a checkpoint of the starting state in --ckpt-dir.
+    if (checkpoints && !(resume && ckpt::manifest_complete(ckpt::manifest_path(cfg_.ckpt_dir, start_step_)))) save_ckpt(start_step_, false);
+    for (std::size_t i = 0; i < cfg_.fail.size(); ++i) fired_[i] = cfg_.fail[i].step <= start_step_;
+    commit(start_step_);
+  }
 
   std::int64_t step = start_step_ + 1;
   while (step <= cfg_.steps) {
@@ -320,10 +367,12 @@ int Engine::run(const Progress& progress) {
       redo_records_.clear();
       redo_until_ = -1;
     }
+    kill_if_scheduled(step);
     // Preemption: at a step boundary every rank learns whether any rank was signalled.
-    if (cfg_.signal_at == step && me == 0 && resumed_from_ < 0) std::raise(SIGUSR1);
+    if (cfg_.signal_at == step && me == 0 && resumed_from_ < 0 && restarts_ == 0) std::raise(SIGUSR1);
     if (net_.allreduce_max(train::preempt_signal() != 0 ? 1 : 0)) {
       save_ckpt(step - 1, true);
+      remove_segment();  // the checkpoint holds the state now
       preempted_ = true;
       if (progress.end) progress.end();
       if (me == 0)
@@ -348,7 +397,8 @@ int Engine::run(const Progress& progress) {
     train_step(step);
     if (checkpoints && step % cfg_.ckpt_interval == 0 && step > last_ckpt_) save_ckpt(step, false);
     const double t1 = now_seconds();
-    log_.push_back({step, t1 - t_start_, t1 - t0, loss_sum_ / cfg_.batch, phase});
+    log_step({step, t1 - t_start_, t1 - t0, loss_sum_ / cfg_.batch, phase});
+    if (cfg_.ft != Ft::ec) commit(step);  // no parity: the step is complete here
     if (progress.step) {
       std::ostringstream extra;
       extra << "loss " << loss_sum_ / cfg_.batch << (phase == "normal" ? "" : " [" + phase + "]");
@@ -356,7 +406,7 @@ int Engine::run(const Progress& progress) {
     }
     ++step;
   }
-  deltas_.flush();
+  flush();
   // Finish any rebuild still running, so the final state is fully redundant before it is hashed.
   while (cfg_.ft == Ft::ec && recovery_.any_lost()) {
     const double r0 = now_seconds();
@@ -368,6 +418,7 @@ int Engine::run(const Progress& progress) {
   const auto hash = state_hash();
   if (mismatches > 0) throw EcError(std::to_string(mismatches) + " parity fragments differ from a fresh encode of the data at the end");
   write_report(hash, 0, mismatches);
+  remove_segment();  // the run is complete: nothing left to survive
   print_summary(hash);
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "resil/ecrm/parity_deltas.hpp"
 #include "resil/ecrm/recovery.hpp"
 #include "resil/ecrm/row_exchange.hpp"
+#include "resil/ecrm/segment.hpp"
 #include "resil/ecrm/shard_store.hpp"
 #include "resil/train/dlrm.hpp"
 #include "resil/train/optimizer.hpp"
@@ -43,7 +44,11 @@ struct FailRecord {
   // ckpt / fallback
   std::int64_t rollback_to = -1, redo_steps = 0;
   double load_s = -1, redo_s = -1;
-  std::string outcome;  // rebuilt | rolled-back | data-loss
+  std::string outcome;  // rebuilt | rolled-back | data-loss | failed-again | restarted
+  // a real death (the job relaunched, restart.cpp): rank -1 when nobody knows which rank died
+  bool relaunch = false, node_loss = false;
+  double restart_s = -1, attach_s = -1;
+  std::int64_t rollback_steps = 0;
 };
 
 class Engine {
@@ -53,6 +58,7 @@ public:
 
 private:
   // engine.cpp
+  int run_steps(const Progress& progress);
   void train_step(std::int64_t step);
   void reduce_dense(double loss_sum);
   void update_rows(const std::vector<float>& gsum);
@@ -63,6 +69,23 @@ private:
   void set_mlp_state(const ByteVec& b);
   void after_rebuild(std::int64_t step, double round_s);
   std::string state_hash();
+  // restart.cpp: the state segment, commits, start-up as recovery
+  void open_segment();
+  /// Start-up from the segments of an earlier launch: the step to continue after, or nullopt when
+  /// no rank has a committed state (a fresh run).
+  std::optional<std::int64_t> restart_from_segments();
+  /// Everything but the store as bytes (the segment's slot): `global` is identical on every rank.
+  ByteVec small_state(bool global_only);
+  void set_small_state(ByteView bytes, bool global_only);
+  /// The store holds step `step` complete (ec: its parity deltas applied everywhere): commit it.
+  void commit(std::int64_t step);
+  /// Send the pending parity deltas in a round of their own and commit their step.
+  void flush();
+  /// The state is about to be overwritten without undo (a wipe, a checkpoint load).
+  void invalidate_segment() noexcept;
+  void kill_if_scheduled(std::int64_t step);
+  void log_step(const StepLog& s);
+  void remove_segment() noexcept;
   // checkpoint.cpp
   void save_ckpt(std::int64_t step, bool preempted);
   std::int64_t load_ckpt(const std::filesystem::path& manifest);
@@ -93,6 +116,12 @@ private:
   std::vector<std::size_t> redo_records_;   // fails_ rolled back and waiting for the redo to finish
   std::vector<bool> fired_;                 // per cfg_.fail entry
   double loss_sum_ = 0;                     // this step's global loss (rank 0's view)
+  std::optional<Segment> seg_;              // the state that outlives the process (job_id given)
+  std::vector<std::byte> heap_;             // the store without a segment
+  std::uint64_t wall_start_ns_ = 0;         // CLOCK_REALTIME when the run (first launch) started
+  std::int64_t restarts_ = 0;
+  double attach_s_ = 0;                     // this launch: attaching (or creating) the segment
+  std::uint64_t kills_fired_ = 0;
   bool preempted_ = false;
 };
 

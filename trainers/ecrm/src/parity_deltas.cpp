@@ -77,7 +77,10 @@ void ParityDeltas::apply(std::uint64_t step, std::span<const ByteView> in) {
       for (std::uint32_t q = 0; q < nrows; ++q) {
         const auto off = rd.get<std::uint32_t>();
         const std::byte* d = rd.take(rb);
-        if (!drop) store_.codec().update_row(j - k, static_cast<int>(fragment), off, ec::ConstBytes(d, rb), par);
+        if (drop) continue;
+        if (off + rb > par.size()) throw EcError("parity delta for stripe " + std::to_string(stripe) + " at offset " + std::to_string(off));
+        store_.before_write(par.subspan(off, rb));  // the one-step undo record (segment.hpp)
+        store_.codec().update_row(j - k, static_cast<int>(fragment), off, ec::ConstBytes(d, rb), par);
       }
     }
   }

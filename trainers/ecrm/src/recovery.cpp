@@ -1,6 +1,7 @@
 #include "resil/ecrm/recovery.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "resil/core/error.hpp"
@@ -34,6 +35,27 @@ void Recovery::clear_lost() {
   for (auto& l : lost_) std::fill(l.begin(), l.end(), 0);
   std::fill(pending_.begin(), pending_.end(), 0);
   std::fill(cursor_.begin(), cursor_.end(), 0);
+}
+
+void Recovery::save(Writer& w) const {
+  // Only the rows of ranks with lost members: nothing at all while everything is redundant.
+  for (std::size_t r = 0; r < lost_.size(); ++r) {
+    w.put(pending_[r]);
+    w.put(cursor_[r]);
+    if (pending_[r] > 0) w.put_bytes(reinterpret_cast<const std::byte*>(lost_[r].data()), lost_[r].size());
+  }
+}
+
+void Recovery::load(Reader& rd) {
+  std::fill(plan_cache_.begin(), plan_cache_.end(), nullptr);
+  for (std::size_t r = 0; r < lost_.size(); ++r) {
+    pending_[r] = rd.get<std::uint64_t>();
+    cursor_[r] = rd.get<std::uint64_t>();
+    if (pending_[r] > 0)
+      std::memcpy(lost_[r].data(), rd.take(lost_[r].size()), lost_[r].size());
+    else
+      std::fill(lost_[r].begin(), lost_[r].end(), 0);
+  }
 }
 
 bool Recovery::any_lost() const noexcept {

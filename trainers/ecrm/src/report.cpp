@@ -56,6 +56,10 @@ void Engine::write_report(const std::string& state_hash, int exit_code, std::int
   j["ckpt_interval"] = cfg_.ckpt_interval;
   j["data"] = cfg_.data.empty() ? "synthetic" : cfg_.data;
   j["exit_code"] = exit_code;
+  // The launcher (scripts/hpc/ec-train-run.sh) relaunches until this is true.
+  j["completed"] = exit_code == 0;
+  j["job_id"] = cfg_.job_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(cfg_.job_id);
+  j["relaunches"] = restarts_;
   j["preempted"] = preempted_;
   j["resumed_from"] = resumed_from_ >= 0 ? nlohmann::json(resumed_from_) : nlohmann::json(nullptr);
   j["state_hash"] = state_hash.empty() ? nlohmann::json(nullptr) : nlohmann::json(state_hash);
@@ -81,7 +85,13 @@ void Engine::write_report(const std::string& state_hash, int exit_code, std::int
   for (const auto& f : fails_) {
     nlohmann::json r{{"rank", f.rank},       {"step", f.step},          {"t_fail", f.t_fail},
                      {"detect_s", f.detect_s}, {"outcome", f.outcome}, {"time_to_redundancy_s", f.time_to_redundancy_s},
-                     {"redundant_after_step", f.redundant_after_step}};
+                     {"redundant_after_step", f.redundant_after_step}, {"relaunch", f.relaunch}};
+    if (f.relaunch) {
+      r["node_loss"] = f.node_loss;
+      r["restart_s"] = f.restart_s;
+      r["attach_s"] = f.attach_s;
+      r["rollback_steps"] = f.rollback_steps;
+    }
     if (cfg_.ft == Ft::ec && f.rollback_to < 0) {
       r["mlp_restore_s"] = f.mlp_restore_s;
       r["degraded_steps"] = f.degraded_steps;
@@ -108,6 +118,10 @@ void Engine::print_summary(const std::string& state_hash) const {
   std::printf("ec-train: %zu steps run in %.2f s (mean %.2f ms/step), final loss %.4f\n", log_.size(), total,
               log_.empty() ? 0.0 : 1e3 * total / static_cast<double>(log_.size()), log_.empty() ? 0.0 : log_.back().loss);
   for (const auto& f : fails_) {
+    if (f.relaunch)
+      std::printf("  death of %s before step %lld: relaunched in %.3f s (attach %.4f s), rolled back %lld step(s), %s%s\n",
+                  f.rank >= 0 ? ("rank " + std::to_string(f.rank)).c_str() : "a rank", static_cast<long long>(f.step), f.restart_s, f.attach_s,
+                  static_cast<long long>(f.rollback_steps), f.node_loss ? "its state lost: " : "state intact: ", f.outcome.c_str());
     if (f.rollback_to >= 0)
       std::printf("  failure of rank %d at step %lld: rolled back to step %lld, load %.3f s, redo %lld steps %.3f s\n", f.rank,
                   static_cast<long long>(f.step), static_cast<long long>(f.rollback_to), f.load_s, static_cast<long long>(f.redo_steps), f.redo_s);

@@ -7,6 +7,7 @@
 
 #include "resil/core/error.hpp"
 #include "resil/core/rng.hpp"
+#include "resil/ecrm/segment.hpp"
 
 namespace resil::ecrm {
 
@@ -18,21 +19,44 @@ std::vector<ec::TableShape> shapes(int tables, std::uint32_t rows, std::size_t r
 }
 }  // namespace
 
-ShardStore::ShardStore(const Transport& net, int k, int m, int tables, std::uint32_t rows, int dim, std::uint32_t rows_per_fragment)
+ShardStore::ShardStore(const Transport& net, int k, int m, int tables, std::uint32_t rows, int dim, std::uint32_t rows_per_fragment,
+                       bool own_memory)
     : net_(net), k_(k), dim_(dim), row_bytes_(static_cast<std::size_t>(dim) * 2 * sizeof(float)),
       lay_(k, m, net.size(), shapes(tables, rows, row_bytes_), rows_per_fragment), codec_(k, m) {
   const int me = net_.rank();
   for (int t = 0; t < tables; ++t) {
-    data_.emplace_back(lay_.data_slots(me, t) * lay_.fragment_bytes(t), std::byte{0});
-    parity_.emplace_back(lay_.parity_slots(me, t) * lay_.fragment_bytes(t), std::byte{0});
+    bytes_ += (lay_.data_slots(me, t) + lay_.parity_slots(me, t)) * lay_.fragment_bytes(t);
     ledgers_.emplace_back(lay_.parity_slots(me, t) * static_cast<std::uint64_t>(k));
   }
+  if (own_memory) {
+    own_.assign(bytes_, std::byte{0});
+    use_memory(own_);
+  }
+}
+
+void ShardStore::use_memory(std::span<std::byte> mem) {
+  if (mem.size() != bytes_) throw EcError("shard store of rank " + std::to_string(net_.rank()) + " needs " + std::to_string(bytes_) + " bytes, got " + std::to_string(mem.size()));
+  const int me = net_.rank();
+  data_.clear();
+  parity_.clear();
+  std::size_t at = 0;
+  for (int t = 0; t < lay_.tables(); ++t) {
+    const auto d = lay_.data_slots(me, t) * lay_.fragment_bytes(t), p = lay_.parity_slots(me, t) * lay_.fragment_bytes(t);
+    data_.push_back(mem.subspan(at, d));
+    parity_.push_back(mem.subspan(at + d, p));
+    at += d + p;
+  }
+  if (mem.data() != own_.data()) std::vector<std::byte>().swap(own_);
+}
+
+void ShardStore::before_write(std::span<const std::byte> range) {
+  if (undo_) undo_->save(range);
 }
 
 std::span<std::byte> ShardStore::row(RowId r) {
   const auto p = lay_.locate(static_cast<int>(r.table), r.row);
   if (p.rank != net_.rank()) throw EcError("row " + std::to_string(r.row) + " of table " + std::to_string(r.table) + " is not on rank " + std::to_string(net_.rank()));
-  return std::span<std::byte>(data_[r.table]).subspan(p.slot * lay_.fragment_bytes(static_cast<int>(r.table)) + p.offset, row_bytes_);
+  return data_[r.table].subspan(p.slot * lay_.fragment_bytes(static_cast<int>(r.table)) + p.offset, row_bytes_);
 }
 
 std::span<std::byte> ShardStore::member(std::uint64_t stripe, int j) {
@@ -41,7 +65,7 @@ std::span<std::byte> ShardStore::member(std::uint64_t stripe, int j) {
   if (p.rank != net_.rank()) throw EcError("member " + std::to_string(j) + " of stripe " + std::to_string(stripe) + " is not on rank " + std::to_string(net_.rank()));
   auto& store = j < k_ ? data_[static_cast<std::size_t>(t)] : parity_[static_cast<std::size_t>(t)];
   const auto fb = lay_.fragment_bytes(t);
-  return std::span<std::byte>(store).subspan(p.slot * fb, fb);
+  return store.subspan(p.slot * fb, fb);
 }
 
 void ShardStore::init_rows(std::uint64_t seed) {
@@ -144,7 +168,7 @@ std::uint64_t ShardStore::verify_parity() {
 
 void ShardStore::hash_into(ckpt::Xxh64& h) {
   ByteVec mine;
-  for (auto& d : data_) mine.insert(mine.end(), d.begin(), d.end());
+  for (const auto& d : data_) mine.insert(mine.end(), d.begin(), d.end());
   const auto all = net_.gather(mine, 0);
   if (net_.rank() != 0) return;
   const auto T = static_cast<std::size_t>(lay_.tables());

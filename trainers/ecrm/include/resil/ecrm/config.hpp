@@ -25,6 +25,17 @@ struct FailSpec {
 /// Parse "2@100,3@100" (UsageError naming the bad item).
 std::vector<FailSpec> parse_failures(const std::string& text);
 
+/// `--kill RANK@STEP[:node]`: at the start of STEP, RANK sends itself SIGKILL (a real process
+/// death; the launcher relaunches the job); with `:node` it first removes its state segment (a
+/// node loss: its memory is gone too).
+struct KillSpec {
+  int rank = 0;
+  std::int64_t step = 0;
+  bool node = false;
+};
+/// Parse "1@20,2@20:node" (UsageError naming the bad item); at most 64 items.
+std::vector<KillSpec> parse_kills(const std::string& text);
+
 /// Largest embedding dimension (--dim's range): RowExchange::gradients stages one row in a
 /// fixed buffer of this many floats on the stack.
 inline constexpr int max_dim = 256;
@@ -36,6 +47,10 @@ struct Config {
   bool seed_given = false;
   Ft ft = Ft::ec;
   std::vector<FailSpec> fail;
+  std::vector<KillSpec> kill;
+  /// The job whose state segments (/dev/shm/resil-ec-<job_id>-<rank>) this run attaches or
+  /// creates; empty: no segments (the state dies with the process).
+  std::string job_id;
   std::int64_t ckpt_interval = 50;
   int tables = 8;
   std::uint32_t rows = 4096;

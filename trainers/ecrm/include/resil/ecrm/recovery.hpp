@@ -34,6 +34,10 @@ public:
   /// A stripe with more than m lost members, if any (the lowest).
   std::optional<std::uint64_t> over_limit() const;
 
+  /// The table and the rebuild cursors as bytes (the segment's small state), and back.
+  void save(Writer& w) const;
+  void load(Reader& r);
+
   // ---- degraded reads ----
   /// The decode plan for the stripe's current erasures (its sources are the fragments to read).
   const ec::DecodePlan& plan_of(std::uint64_t stripe);

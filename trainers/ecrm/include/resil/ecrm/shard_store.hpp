@@ -32,9 +32,23 @@ struct FetchReq {
   std::uint64_t slot = 0, offset = 0, len = 0;
 };
 
+class UndoSink;
+
 class ShardStore {
 public:
-  ShardStore(const Transport& net, int k, int m, int tables, std::uint32_t rows, int dim, std::uint32_t rows_per_fragment);
+  /// With `own_memory` false the store has no bytes until use_memory() (the engine places them in
+  /// its shared-memory segment, segment.hpp, so that they outlive the process).
+  ShardStore(const Transport& net, int k, int m, int tables, std::uint32_t rows, int dim, std::uint32_t rows_per_fragment,
+             bool own_memory = true);
+
+  /// Bytes of all data and parity fragments of this rank.
+  std::size_t memory_bytes() const noexcept { return bytes_; }
+  /// Work in `mem` (memory_bytes() long, kept by the caller) from now on; its bytes are the store's.
+  void use_memory(std::span<std::byte> mem);
+  /// Where the old bytes of a range go before the store's owner overwrites it in place (null: nowhere).
+  void set_undo(UndoSink* undo) noexcept { undo_ = undo; }
+  /// Record `range` (inside this store) in the undo sink before overwriting it.
+  void before_write(std::span<const std::byte> range);
 
   const ec::StripeLayout& layout() const noexcept { return lay_; }
   const ec::Codec& codec() const noexcept { return codec_; }
@@ -76,7 +90,10 @@ private:
   std::size_t row_bytes_;
   ec::StripeLayout lay_;
   ec::Codec codec_;
-  std::vector<std::vector<std::byte>> data_, parity_;
+  std::size_t bytes_ = 0;
+  std::vector<std::byte> own_;                       // without a segment
+  std::vector<std::span<std::byte>> data_, parity_;  // per table, inside own_ or the segment
+  UndoSink* undo_ = nullptr;
   std::vector<ec::DeltaLedger> ledgers_;
 };
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Run ec-train under mpiexec and relaunch it after an abnormal end until the run completes.
+#   scripts/hpc/ec-train-run.sh -n RANKS [--max-restarts K] [--mpiexec CMD] [--ec-train BIN] -- EC_TRAIN_ARGS...
+# Completion is judged from the report's "completed" field (a --report is added when none is
+# given), not from mpiexec's exit code. A deliberate end is not retried: a report of this attempt
+# with completed false (data loss, exit 8; preemption, 75) or a usage/input/mismatch error
+# (exit 2, 3, 4, 7). Each relaunch runs the same command, so ec-train finds the same job id and
+# its ranks' state segments (docs/ec-train.md, "Real failures"). Exit: ec-train's code of the last
+# attempt, 0 when completed, 1 when --max-restarts was used up.
+set -u
+n=""; max=10; mpiexec=${MPIEXEC:-mpiexec}; bin=${EC_TRAIN:-ec-train}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n) n=$2; shift 2 ;;
+    --max-restarts) max=$2; shift 2 ;;
+    --mpiexec) mpiexec=$2; shift 2 ;;
+    --ec-train) bin=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "ec-train-run.sh: error: unknown option '$1' (usage: -n RANKS [--max-restarts K] -- EC_TRAIN_ARGS...)" >&2; exit 2 ;;
+  esac
+done
+case "$n" in ''|*[!0-9]*) echo "ec-train-run.sh: error: -n RANKS is required" >&2; exit 2 ;; esac
+case "$max" in ''|*[!0-9]*) echo "ec-train-run.sh: error: --max-restarts takes a number" >&2; exit 2 ;; esac
+args=("$@")
+report=""
+for ((i = 0; i < ${#args[@]}; ++i)); do
+  [ "${args[i]}" = "--report" ] && report=${args[i+1]:-}
+done
+if [ -z "$report" ]; then
+  report=$(mktemp "${TMPDIR:-/tmp}/ec-train-run.XXXXXX.json")
+  args+=(--report "$report")
+fi
+field() { /usr/bin/python3 -c 'import json,sys
+try: print(json.load(open(sys.argv[1])).get(sys.argv[2]))
+except Exception: print("none")' "$report" "$1"; }
+attempt=0
+while :; do
+  rm -f "$report"
+  $mpiexec -n "$n" $bin "${args[@]}"
+  rc=$?
+  if [ "$(field completed)" = "True" ]; then exit 0; fi
+  if [ -f "$report" ]; then exit "$rc"; fi          # ended deliberately (exit 8, 75): do not retry
+  case "$rc" in 2|3|4|7) exit "$rc" ;; esac          # the command or its inputs are wrong
+  if [ "$attempt" -ge "$max" ]; then
+    echo "ec-train-run.sh: error: not completed after $max relaunches (last exit $rc)" >&2
+    exit 1
+  fi
+  attempt=$((attempt + 1))
+  echo "ec-train-run.sh: attempt ended with exit $rc and no completed report; relaunch $attempt of $max" >&2
+done

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Real deaths of ec-train ranks under mpiexec, survived by relaunch (scripts/hpc/ec-train-run.sh):
+# each case must end with the failure-free run's state_hash and parity equal to a fresh encode.
+#   ec-train_kill.sh CASE EC_TRAIN MPIEXEC WORKDIR
+# CASEs: external-SEED (kill -9 of a random rank at a random moment), external-node-SEED (the
+# same, its segment removed first: a node loss), two-node-m2, second-during-rebuild,
+# over-m-exit8, over-m-fallback, ckpt-kill, stale-segment.
+set -u
+case=$1 bin=$2 mpiexec=$3 dir=$4/$1
+here=$(cd "$(dirname "$0")" && pwd)
+run=$here/../../scripts/hpc/ec-train-run.sh
+rm -rf "$dir"; mkdir -p "$dir"; cd "$dir" || exit 1
+job=ctest-$case-$$
+S=(--tables 4 --rows 600 --dim 8 --batch 48 --rows-per-fragment 4 --rebuild-stripes 8 --seed 11 --steps 40 --poll-us 200)
+fail() { echo "FAIL: $*" >&2; "$bin" --cleanup --job-id "$job" >/dev/null 2>&1; exit 1; }
+field() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2]))' "$1" "$2"; }
+ref() { "$mpiexec" -n "$1" "$bin" "${S[@]}" --k "$2" --m "$3" --ft none --job-id "$job-ref" --report ref.json >ref.out 2>&1 || fail "reference run"; }
+check() {  # check REPORT: same hash as ref.json, parity verified, no segment left
+  [ "$(field "$1" completed)" = True ] || fail "$1 not completed"
+  [ "$(field "$1" state_hash)" = "$(field ref.json state_hash)" ] || fail "state_hash $(field "$1" state_hash) != reference $(field ref.json state_hash)"
+  [ "$(field "$1" parity_mismatches)" = 0 ] || [ "$(field "$1" ft)" != ec ] || fail "parity mismatches"
+  ls /dev/shm | grep -q "resil-ec-$job-" && fail "segments left behind"
+  echo "ok: $1 $(field "$1" state_hash), relaunches $(field "$1" relaunches)"
+}
+# kill -9 one rank (found by PMI_RANK in its environment) after DELAY seconds; NODE=1 removes its segment first.
+killer() {
+  local delay=$1 rank=$2 node=$3 t=0
+  # The delay counts from the moment every rank has its segment (the run is under way): counted from
+  # the launch, a loaded machine could let the kill land before any step committed, where a
+  # relaunch rightly starts afresh and the test could not tell that the kill happened.
+  until [ "$(ls /dev/shm | grep -c "^resil-ec-$job-[0-9]*\$")" -ge 4 ]; do
+    sleep 0.02; t=$((t + 1)); [ $t -lt 1500 ] || return
+  done
+  sleep "$delay"
+  for p in $(pgrep -x ec-train); do
+    grep -qz "^PMI_RANK=$rank\$" "/proc/$p/environ" 2>/dev/null || continue
+    tr '\0' ' ' <"/proc/$p/cmdline" | grep -q -- "--job-id $job " || continue
+    [ "$node" = 1 ] && rm -f "/dev/shm/resil-ec-$job-$rank"
+    kill -9 "$p" && echo "killed rank $rank (pid $p) after ${delay}s node=$node" >&2
+  done
+}
+case $case in
+  external-*)
+    seed=${case##*-}; node=0; [[ $case == external-node-* ]] && node=1
+    RANDOM=$seed; rank=$((RANDOM % 4)); delay=0.$((2 + RANDOM % 8))
+    S=("${S[@]/#40/160}")  # long enough (~2 s) for the kill to land mid-run
+    ref 4 2 1
+    killer "$delay" "$rank" "$node" &
+    "$run" -n 4 --ec-train "$bin" --max-restarts 3 -- "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --report r.json >r.out 2>&1 || fail "launcher exit $?"
+    wait
+    [ "$(field r.json relaunches)" -ge 1 ] || fail "the kill did not land during the run"
+    check r.json ;;
+  two-node-m2)
+    ref 4 2 2
+    "$run" -n 4 --ec-train "$bin" --max-restarts 2 -- "${S[@]}" --k 2 --m 2 --ft ec --job-id "$job" --kill 1@12:node,2@12:node --report r.json >r.out 2>&1 || fail "launcher"
+    [ "$(field r.json relaunches)" = 1 ] || fail "expected one relaunch"
+    check r.json ;;
+  second-during-rebuild)
+    ref 4 2 2
+    "$run" -n 4 --ec-train "$bin" --max-restarts 3 -- "${S[@]}" --k 2 --m 2 --ft ec --job-id "$job" --kill 1@10:node,3@13:node --report r.json >r.out 2>&1 || fail "launcher"
+    # The second death must fall inside the first replacement's rebuild (before it was redundant again).
+    /usr/bin/python3 -c 'import json,sys; f=json.load(open("r.json"))["failures"]; sys.exit(0 if len(f)==2 and f[1]["step"]<f[0]["redundant_after_step"] else 1)' \
+      || fail "the second death did not fall inside the first rebuild: $(cat r.json)"
+    [ "$(field r.json relaunches)" = 2 ] || fail "expected two relaunches"
+    check r.json ;;
+  over-m-exit8)
+    "$run" -n 4 --ec-train "$bin" --max-restarts 2 -- "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --kill 1@10:node,2@10:node --report r.json >r.out 2>r.err
+    rc=$?
+    [ $rc = 8 ] || fail "exit $rc, expected 8"
+    grep -q "ec-train: error: step [0-9]*: stripe .* but m = 1 tolerates 1; no --fallback-ckpt" r.err || fail "no data-loss line: $(cat r.err)"
+    [ "$(field r.json completed)" = False ] || fail "report must say completed false"
+    ls /dev/shm | grep -q "resil-ec-$job-" && fail "segments left behind"
+    echo "ok: exit 8" ;;
+  over-m-fallback)
+    ref 4 2 1
+    "$run" -n 4 --ec-train "$bin" --max-restarts 2 -- "${S[@]}" --k 2 --m 1 --ft ec --fallback-ckpt --ckpt-interval 5 --ckpt-dir ck --job-id "$job" --kill 1@13:node,2@13:node --report r.json >r.out 2>&1 || fail "launcher"
+    /usr/bin/python3 -c 'import json,sys; f=json.load(open("r.json"))["failures"]; sys.exit(0 if f and all(x["outcome"]=="rolled-back" and x["rollback_to"]==10 for x in f) else 1)' || fail "expected a rollback to step 10"
+    check r.json ;;
+  ckpt-kill)
+    ref 4 2 1
+    "$run" -n 4 --ec-train "$bin" --max-restarts 3 -- "${S[@]}" --k 2 --m 1 --ft ckpt --ckpt-interval 5 --ckpt-dir ck --job-id "$job" --kill 3@13,0@22:node --report r.json >r.out 2>&1 || fail "launcher"
+    /usr/bin/python3 -c 'import json,sys; f=json.load(open("r.json"))["failures"]; sys.exit(0 if [x["rollback_to"] for x in f]==[10,20] else 1)' || fail "expected rollbacks to 10 and 20"
+    check r.json ;;
+  stale-segment)
+    "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --kill 2@5 >a.out 2>&1
+    [ -e "/dev/shm/resil-ec-$job-0" ] || fail "the killed run left no segment"
+    "$mpiexec" -n 4 "$bin" "${S[@]}" --lr 0.1 --k 2 --m 1 --ft ec --job-id "$job" >b.out 2>b.err
+    rc=$?
+    [ $rc = 7 ] || fail "exit $rc, expected 7 (mismatch)"
+    [ "$(grep -c . b.err)" = 1 ] || fail "expected one line: $(cat b.err)"
+    grep -q "^ec-train: error: .*/dev/shm/resil-ec-$job-[0-9]*: segment of another job configuration" b.err || fail "$(cat b.err)"
+    [ -e "/dev/shm/resil-ec-$job-0" ] || fail "the foreign segment was changed or removed"
+    "$bin" --cleanup --job-id "$job" | grep -q "removed 4 state segment" || fail "cleanup"
+    echo "ok: refused" ;;
+  *) fail "unknown case $case" ;;
+esac

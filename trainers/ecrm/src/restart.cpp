@@ -1,0 +1,314 @@
+// The state that outlives a process and start-up as recovery (docs/ec-train.md, "Real failures").
+//
+// Every rank keeps its store in its segment (segment.hpp) and commits once per step: ec at the
+// moment the step's parity deltas are applied everywhere (when the next step's first exchange
+// returns, or after a flush), none/ckpt at the end of the step. A rank reaches the commit of
+// step S + 1 only after every rank committed S (the exchange in between needs them all), so after
+// a death the committed steps differ by at most one. A relaunched job agrees on G, the lowest
+// committed step, rolls the ranks at G + 1 back one step through their undo records, and goes on
+// from G: ranks whose segment is gone (node loss) are replacements, handled as an emulated failure
+// at step G + 1 (degraded reads, rebuild), or by a checkpoint restart / exit 8 beyond m.
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "engine_impl.hpp"
+#include "resil/ckpt/hash.hpp"
+#include "resil/train/agree.hpp"
+
+namespace resil::ecrm {
+
+namespace {
+std::uint64_t wall_now_ns() {
+  using namespace std::chrono;
+  return static_cast<std::uint64_t>(duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count());
+}
+
+void put_string(Writer& w, const std::string& s) {
+  w.put(static_cast<std::uint64_t>(s.size()));
+  w.put_bytes(reinterpret_cast<const std::byte*>(s.data()), s.size());
+}
+std::string get_string(Reader& r) {
+  const auto n = static_cast<std::size_t>(r.get<std::uint64_t>());
+  const auto* p = r.take(n);
+  return {reinterpret_cast<const char*>(p), n};
+}
+
+void put_fail(Writer& w, const FailRecord& f) {
+  w.put(f.rank), w.put(f.step), w.put(f.t_fail), w.put(f.detect_s), w.put(f.mlp_restore_s), w.put(f.degraded_steps);
+  w.put(f.redundant_after_step), w.put(f.rebuild_s), w.put(f.time_to_redundancy_s), w.put(f.degraded_rows), w.put(f.superseded);
+  w.put(f.rollback_to), w.put(f.redo_steps), w.put(f.load_s), w.put(f.redo_s), w.put(f.relaunch), w.put(f.node_loss), w.put(f.restart_s);
+  w.put(f.attach_s), w.put(f.rollback_steps);
+  put_string(w, f.outcome);
+}
+FailRecord get_fail(Reader& r) {
+  FailRecord f;
+  f.rank = r.get<int>(), f.step = r.get<std::int64_t>(), f.t_fail = r.get<double>(), f.detect_s = r.get<double>();
+  f.mlp_restore_s = r.get<double>(), f.degraded_steps = r.get<std::int64_t>(), f.redundant_after_step = r.get<std::int64_t>();
+  f.rebuild_s = r.get<double>(), f.time_to_redundancy_s = r.get<double>(), f.degraded_rows = r.get<std::uint64_t>();
+  f.superseded = r.get<bool>(), f.rollback_to = r.get<std::int64_t>(), f.redo_steps = r.get<std::int64_t>(), f.load_s = r.get<double>();
+  f.redo_s = r.get<double>(), f.relaunch = r.get<bool>(), f.node_loss = r.get<bool>(), f.restart_s = r.get<double>();
+  f.attach_s = r.get<double>(), f.rollback_steps = r.get<std::int64_t>();
+  f.outcome = get_string(r);
+  return f;
+}
+
+const char* phase_names[] = {"normal", "degraded", "redo"};
+}  // namespace
+
+void Engine::open_segment() {
+  if (cfg_.job_id.empty()) {
+    heap_.assign(store_.memory_bytes(), std::byte{0});
+    store_.use_memory(heap_);
+    return;
+  }
+  const int me = net_.rank(), N = net_.size();
+  const std::string key = cfg_.computation_json(N) + std::string(ft_name(cfg_.ft));
+  const SegmentIdentity id{ckpt::xxh64(std::as_bytes(std::span(key.data(), key.size()))), cfg_.seed, me, N};
+  SegmentLayout lay;
+  lay.store_bytes = store_.memory_bytes();
+  // One commit interval overwrites at most the rows of one batch (data) and one batch's deltas (parity).
+  const auto rows_per_step = static_cast<std::size_t>(cfg_.batch) * static_cast<std::size_t>(cfg_.tables);
+  lay.undo_bytes = 2 * rows_per_step * (16 + store_.row_bytes()) + 4096;
+  std::size_t ledgers = 0;
+  for (int t = 0; t < cfg_.tables; ++t) ledgers += store_.ledger(t).sources() * sizeof(std::uint64_t);
+  lay.slot_bytes = mlp_state().size() + ledgers + static_cast<std::size_t>(N) * (16 + store_.layout().stripes()) + (256u << 10);
+  lay.log_entries = static_cast<std::size_t>(std::min<std::int64_t>(4 * cfg_.steps + 1024, std::int64_t{1} << 20));
+  seg_ = Segment::attach(cfg_.job_id, id, lay);
+  if (!seg_ || !seg_->committed()) seg_ = Segment::create(cfg_.job_id, id, lay);
+  store_.use_memory(seg_->store());
+  store_.set_undo(&*seg_);
+}
+
+ByteVec Engine::small_state(bool global_only) {
+  ByteVec g;
+  Writer w(g);
+  const auto mlp = mlp_state();
+  w.put(static_cast<std::uint64_t>(mlp.size()));
+  w.put_bytes(mlp.data(), mlp.size());
+  recovery_.save(w);
+  w.put(static_cast<std::uint64_t>(fails_.size()));
+  for (const auto& f : fails_) put_fail(w, f);
+  for (int a : active_) w.put(a);
+  w.put(static_cast<std::uint64_t>(redo_records_.size()));
+  for (auto i : redo_records_) w.put(static_cast<std::uint64_t>(i));
+  w.put(redo_until_), w.put(last_ckpt_), w.put(ckpt_writes_), w.put(ckpt_write_s_), w.put(wall_start_ns_), w.put(resumed_from_);
+  w.put(restarts_), w.put(kills_fired_), w.put(t_redo_start_ - t_start_), w.put(static_cast<std::uint64_t>(log_.size()));
+  if (global_only) return g;
+  ByteVec all;
+  Writer a(all);
+  a.put(static_cast<std::uint64_t>(g.size()));
+  a.put_bytes(g.data(), g.size());
+  for (int t = 0; t < cfg_.tables; ++t) {
+    auto& led = store_.ledger(t);
+    for (std::uint64_t s = 0; s < led.sources(); ++s) {
+      const auto l = led.last_step(s);
+      a.put(l ? *l + 1 : std::uint64_t{0});
+    }
+  }
+  return all;
+}
+
+void Engine::set_small_state(ByteView bytes, bool global_only) {
+  Reader outer(bytes, "segment small state");
+  ByteView g = bytes;
+  if (!global_only) {
+    const auto n = static_cast<std::size_t>(outer.get<std::uint64_t>());
+    g = {outer.take(n), n};
+  }
+  Reader r(g, "segment small state");
+  const auto n = static_cast<std::size_t>(r.get<std::uint64_t>());
+  const auto* mlp = r.take(n);
+  set_mlp_state(ByteVec(mlp, mlp + n));
+  recovery_.load(r);
+  fails_.resize(static_cast<std::size_t>(r.get<std::uint64_t>()));
+  for (auto& f : fails_) f = get_fail(r);
+  for (int& a : active_) a = r.get<int>();
+  redo_records_.resize(static_cast<std::size_t>(r.get<std::uint64_t>()));
+  for (auto& i : redo_records_) i = static_cast<std::size_t>(r.get<std::uint64_t>());
+  redo_until_ = r.get<std::int64_t>(), last_ckpt_ = r.get<std::int64_t>(), ckpt_writes_ = r.get<std::int64_t>();
+  ckpt_write_s_ = r.get<double>(), wall_start_ns_ = r.get<std::uint64_t>(), resumed_from_ = r.get<std::int64_t>();
+  restarts_ = r.get<std::int64_t>(), kills_fired_ = r.get<std::uint64_t>();
+  const double redo_rel = r.get<double>();
+  log_.resize(static_cast<std::size_t>(r.get<std::uint64_t>()));
+  // Times are kept relative to the first launch's start (CLOCK_REALTIME), across relaunches.
+  t_start_ = now_seconds() - static_cast<double>(wall_now_ns() - wall_start_ns_) * 1e-9;
+  t_redo_start_ = t_start_ + redo_rel;
+  if (global_only) return;
+  for (int t = 0; t < cfg_.tables; ++t) {
+    auto& led = store_.ledger(t);
+    led.clear();
+    for (std::uint64_t s = 0; s < led.sources(); ++s)
+      if (const auto v = outer.get<std::uint64_t>()) led.mark(s, v - 1);
+  }
+}
+
+void Engine::commit(std::int64_t step) {
+  if (seg_) seg_->commit(step, small_state(false));
+}
+
+void Engine::flush() {
+  const auto s = deltas_.pending_step();
+  deltas_.flush();
+  if (s >= 0) commit(s);
+}
+
+void Engine::invalidate_segment() noexcept {
+  if (seg_) seg_->invalidate();
+}
+
+void Engine::remove_segment() noexcept {
+  if (seg_) Segment::remove(cfg_.job_id, net_.rank());
+}
+
+void Engine::log_step(const StepLog& s) {
+  log_.push_back(s);
+  if (!seg_) return;
+  const auto ph = static_cast<std::uint32_t>(std::find(std::begin(phase_names), std::end(phase_names), s.phase) - std::begin(phase_names));
+  seg_->log_put(log_.size() - 1, LogEntry{s.step, s.t_end, s.dt, s.loss, ph, 0});
+}
+
+void Engine::kill_if_scheduled(std::int64_t step) {
+  std::uint64_t now = 0;
+  bool dies = false, node = false;
+  for (std::size_t i = 0; i < cfg_.kill.size(); ++i) {
+    const auto& k = cfg_.kill[i];
+    if (k.step != step || (kills_fired_ >> i & 1u)) continue;
+    now |= std::uint64_t{1} << i;
+    if (k.rank == net_.rank()) dies = true, node = node || k.node;
+  }
+  if (!now) return;
+  // Every rank records the kill in its segment before anyone dies, so that the relaunch does not
+  // repeat it (the slots are not committed again before the job ends).
+  kills_fired_ |= now;
+  if (seg_) seg_->set_kills_fired(kills_fired_);
+  if (dies && node) remove_segment();
+  net_.barrier();
+  if (!dies) return;
+  std::fflush(stdout);
+  std::cout.flush();
+  std::raise(SIGKILL);
+}
+
+std::optional<std::int64_t> Engine::restart_from_segments() {
+  const int me = net_.rank(), N = net_.size();
+  const auto com = seg_ ? seg_->committed() : std::nullopt;
+  std::vector<double> c(static_cast<std::size_t>(N), 0.0), wall(static_cast<std::size_t>(N), 0.0);
+  c[static_cast<std::size_t>(me)] = com ? static_cast<double>(com->step + 1) : 0.0;
+  wall[static_cast<std::size_t>(me)] = com ? static_cast<double>(com->wall_ns) * 1e-9 : 0.0;
+  net_.allreduce_sum_ordered(c);
+  net_.allreduce_sum_ordered(wall);
+  double lo = 0, hi = 0;
+  for (double v : c)
+    if (v > 0) lo = lo == 0 ? v : std::min(lo, v), hi = std::max(hi, v);
+  if (hi == 0) return std::nullopt;  // nothing committed anywhere: a fresh run
+  const auto G = static_cast<std::int64_t>(lo) - 1, top = static_cast<std::int64_t>(hi) - 1;
+  if (top > G + 1)
+    throw DataLossError("the state segments of job " + cfg_.job_id + " hold steps " + std::to_string(G) + " to " + std::to_string(top) +
+                        ", more than one step apart: not one run's (ec-train --cleanup --job-id " + cfg_.job_id + ")");
+  const double t0 = now_seconds();
+  int intact = 0;
+  train::agree(net_, [&] {
+    if (com && seg_->can_roll_back_to(G)) {
+      seg_->rollback_to(G);
+      intact = 1;
+    }
+  });
+  std::vector<int> ok(static_cast<std::size_t>(N), 0);
+  ok[static_cast<std::size_t>(me)] = intact;
+  net_.allreduce_max(ok);
+  const int root = static_cast<int>(std::find(ok.begin(), ok.end(), 1) - ok.begin());
+  // The global part of the small state (identical on every intact rank) and the timeline, from
+  // the lowest intact rank to the replacements.
+  ByteVec g, lg;
+  if (intact) {
+    set_small_state(seg_->small_state(), false);
+    if (me == root) {
+      g = small_state(true);
+      for (std::size_t i = 0; i < log_.size(); ++i) {
+        const auto e = seg_->log_get(i);
+        Writer(lg).put(e);
+      }
+    }
+  }
+  std::uint64_t gn = g.size(), ln = lg.size();
+  net_.bcast(gn, root);
+  net_.bcast(ln, root);
+  g.resize(gn);
+  lg.resize(ln);
+  net_.bcast(g, root);
+  net_.bcast(lg, root);
+  if (!intact) set_small_state(g, true);
+  Reader lr(lg, "segment timeline");
+  for (auto& s : log_) {
+    const auto e = lr.get<LogEntry>();
+    s = {e.step, e.t_end, e.dt, e.loss, phase_names[std::min<std::uint32_t>(e.phase, 2)]};
+  }
+  if (!intact)
+    for (std::size_t i = 0; i < log_.size(); ++i) {
+      const auto& s = log_[i];
+      seg_->log_put(i, LogEntry{s.step, s.t_end, s.dt, s.loss, 0, 0});
+    }
+  // The --kill specs that fired (recorded in every surviving header) and which of them are new.
+  std::vector<int> bits(cfg_.kill.size(), 0);
+  for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = intact && (seg_->kills_fired() >> i & 1u) ? 1 : 0;
+  if (!bits.empty()) net_.allreduce_max(bits);
+  std::uint64_t mask = 0;
+  for (std::size_t i = 0; i < bits.size(); ++i) mask |= static_cast<std::uint64_t>(bits[i]) << i;
+  const std::uint64_t fresh = mask & ~kills_fired_;
+  kills_fired_ = mask;
+  seg_->set_kills_fired(mask);
+  ++restarts_;
+  for (std::size_t i = 0; i < cfg_.fail.size(); ++i) fired_[i] = cfg_.fail[i].step <= G;
+
+  // How long the restart took: from the last commit anywhere (the job stopped training after it)
+  // to every rank attached and agreed; the slowest rank's attach.
+  std::vector<double> t{static_cast<double>(wall_now_ns()) * 1e-9 - *std::max_element(wall.begin(), wall.end()), now_seconds() - t0 + attach_s_};
+  net_.allreduce_sum_ordered(t);  // summed, then taken as the mean of the ranks' views
+  const double restart_s = t[0] / N, attach_s = t[1] / N;
+  std::vector<int> missing;
+  for (int r = 0; r < N; ++r)
+    if (!ok[static_cast<std::size_t>(r)]) missing.push_back(r);
+  if (me == 0)
+    std::cout << "ec-train: relaunch " << restarts_ << " of job " << cfg_.job_id << ": continuing after step " << G
+              << (top > G ? " (rolled back one step)" : "") << (missing.empty() ? std::string(", every rank's state intact")
+                                                                                   : ", " + std::to_string(missing.size()) + " rank(s) lost their state")
+              << "\n"
+              << std::flush;
+  const std::size_t first = fails_.size();
+  std::optional<std::int64_t> next;
+  if (missing.empty()) {
+    FailRecord f;
+    f.rank = -1;
+    for (std::size_t i = 0; i < cfg_.kill.size(); ++i)
+      if (fresh >> i & 1u) f.rank = cfg_.kill[i].rank;
+    f.step = G + 1;
+    f.t_fail = now_seconds() - t_start_ - restart_s;
+    f.outcome = "restarted";
+    f.time_to_redundancy_s = restart_s;
+    f.redundant_after_step = G;
+    fails_.push_back(f);
+    if (cfg_.ft == Ft::ckpt) next = rollback(G + 1, first);
+  } else {
+    try {
+      next = inject(missing, G + 1);
+    } catch (const DataLossError&) {
+      for (auto i = first; i < fails_.size(); ++i) fails_[i].relaunch = fails_[i].node_loss = true;
+      throw;
+    }
+  }
+  for (auto i = first; i < fails_.size(); ++i) {
+    auto& f = fails_[i];
+    f.relaunch = true;
+    f.node_loss = std::find(missing.begin(), missing.end(), f.rank) != missing.end();
+    f.restart_s = restart_s;
+    f.attach_s = attach_s;
+    f.rollback_steps = top - G;
+  }
+  return next ? *next - 1 : G;
+}
+
+}  // namespace resil::ecrm
