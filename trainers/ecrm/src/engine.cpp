@@ -293,7 +293,7 @@ int Engine::run(const Progress& progress) {
     write_report("", static_cast<int>(ExitCode::data_loss), -1);
     remove_segment();
     throw;
-  } catch (const train::PeerError&) {
+  } catch (const Error&) {
     if (seg_ && !seg_->committed()) remove_segment();  // made by this launch, holding nothing yet
     throw;
   }
