@@ -155,11 +155,16 @@ def save_to(torch, state, path):
         torch.save(state, f)
 
 
-def load_checkpoint(torch, path):
+def check_readable(path):
+    """Before torch is imported (a second or more): a missing input fails at once."""
     if not os.path.exists(path):
         raise Failure(EXIT_IO, f"{path}: no such file")
     if not os.path.isfile(path):
         raise Failure(EXIT_IO, f"{path}: not a regular file")
+
+
+def load_checkpoint(torch, path):
+    check_readable(path)
     try:
         # weights_only would be the safe loader, but torch 1.13 has none: the file is the user's own.
         ck = torch.load(path, map_location="cpu")
@@ -390,6 +395,8 @@ def main(argv):
                "last_checkpoint": None, "exit_code": EXIT_OK, "error": None}
     code = EXIT_OK
     try:
+        if a.from_ckpt:
+            check_readable(a.from_ckpt)
         import torch
         summary["torch_version"] = torch.__version__
         torch.set_num_threads(1)
