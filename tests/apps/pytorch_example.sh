@@ -34,7 +34,7 @@ import sys, torch
 t = sys.argv[1]
 ck = torch.load(f"{t}/a/golden.pt")
 torch.save(ck["model"], f"{t}/bare.pt")
-ck["model"]["0.weight"].view(-1)[5] = float("nan")
+ck["model"]["conv1.weight"].view(-1)[5] = float("nan")
 torch.save(ck, f"{t}/nan.pt")
 data = open(f"{t}/a/golden.pt", "rb").read()
 open(f"{t}/trunc.pt", "wb").write(data[: len(data) // 2])
@@ -42,7 +42,7 @@ PYEOF
 mkdir -p "$T/bad"
 for f in nan trunc bare; do sha256sum "$T/$f.pt" > "$T/$f.sha"; done
 expect_err 6 "loss is nan at step 4" "${TRAIN[@]}" train --from "$T/nan.pt" --epochs 2 "${SMALL[@]}" --save "$T/bad/nan-final.pt" --out "$T/bad/nan.json"
-expect_err 6 "model/0.weight" "${TRAIN[@]}" eval --from "$T/nan.pt" "${SMALL[@]}" --out "$T/bad/nan-eval.json"
+expect_err 6 "model/conv1.weight" "${TRAIN[@]}" eval --from "$T/nan.pt" "${SMALL[@]}" --out "$T/bad/nan-eval.json"
 expect_err 4 "torch.load cannot read" "${TRAIN[@]}" train --from "$T/trunc.pt" --epochs 2 "${SMALL[@]}" --save "$T/bad/trunc-final.pt" --out "$T/bad/trunc.json"
 expect_err 7 "not a checkpoint of this script" "${TRAIN[@]}" eval --from "$T/bare.pt" --out "$T/bad/bare.json"
 expect_err 3 "no such file" "${TRAIN[@]}" eval --from "$T/missing.pt" --out "$T/bad/missing.json"
