@@ -1,20 +1,16 @@
 #!/usr/bin/env bash
 # Install everything resil needs from Debian 12's packages (root, idempotent).
 # Every package is justified in docs/dependencies.md.
-#   RESIL_SETUP_BENCH=1  also installs what the perf benchmarks compare against (PyTorch CPU).
 set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config ninja-build
   libhdf5-dev hdf5-tools libisal-dev libmpich-dev mpich libcli11-dev catch2
   libopenblas-dev nlohmann-json3-dev zlib1g-dev libxxhash-dev libssl-dev libdeflate-dev
-  python3-h5py python3-numpy python3-matplotlib dataset-fashion-mnist
+  python3-h5py python3-numpy python3-matplotlib dataset-fashion-mnist python3-torch
   clang libclang-rt-14-dev
   slurm-wlm munge
 )
-if [[ "${RESIL_SETUP_BENCH:-0}" == 1 ]]; then
-  packages+=(python3-torch)
-fi
 
 missing=()
 for p in "${packages[@]}"; do

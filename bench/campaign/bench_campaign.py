@@ -55,7 +55,7 @@ def main():
         have_torch = True
     except ImportError:
         have_torch = False
-        print("bench_campaign: PyTorch not installed (RESIL_SETUP_BENCH=1 scripts/setup.sh): baseline (d) skipped")
+        print("bench_campaign: PyTorch not installed (python3-torch, scripts/setup.sh): baseline (d) skipped")
     cores = os.cpu_count() or 1
     d = a.out or tempfile.mkdtemp(prefix="bench-campaign-")
     shutil.rmtree(d, ignore_errors=True)
