@@ -75,8 +75,10 @@ bin=$(realpath "$build/bin")
 mkdir -p "$out" "$results"
 out=$(realpath "$out")
 t0=$(date +%s)
-campaigns=$out/campaigns.tsv  # name model mode role point flips strata dir: what the report reads
-: > "$campaigns"
+# name model mode role point flips strata dir, one line per campaign ever run in $out (sessions that run
+# other MODELS/MODES add theirs): what the report reads.
+campaigns=$out/campaigns.tsv
+touch "$campaigns"
 
 # The checkpoint of POINT in a golden run directory: after epoch 1 (early) or after epoch EPOCHS-1 (late).
 checkpoint_at() {
@@ -107,12 +109,18 @@ campaign() {
   echo "== campaign $name: $n trials, $flips flip(s) per trial, strata $strata, $point checkpoint $(basename "$ckpt")"
   "$bin/ckpt-flip" campaign "$out/$name.json" --out "$out/$name" --jobs "$jobs" --quiet | grep '^shard' || true
   "$bin/ckpt-flip" report "$out/$name" --json "$out/$name/report.json" --no-plots > /dev/null
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$model" "$mode" "$role" "$point" "$flips" "$strata" "$out/$name" >> "$campaigns"
+  cut -f1 "$campaigns" | grep -qxF "$name" ||
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$model" "$mode" "$role" "$point" "$flips" "$strata" "$out/$name" >> "$campaigns"
 }
 
 for model in $models; do
   for mode in $modes; do
     run=$out/$model-$mode
+    params="ranks=$ranks epochs=$epochs seed=$seed test_limit=$test_limit ${recipe[$model]}"
+    if [[ -f $run/golden-train.json && $(cat "$run/golden-params" 2> /dev/null) != "$params" ]]; then
+      echo "study_dp_vs_mp.sh: error: $run was trained with '$(cat "$run/golden-params" 2> /dev/null)', not '$params': use another OUT" >&2
+      exit 2
+    fi
     # shellcheck disable=SC2086  # the recipe is a list of options
     if [[ ! -f $run/golden-train.json ]]; then
       echo "== golden run: $model, $mode, $ranks ranks, $epochs epochs, ${recipe[$model]}, test limit $test_limit"
@@ -123,6 +131,8 @@ for model in $models; do
         ${recipe[$model]} --test-limit "$test_limit" --ckpt-dir "$run/ckpt" --metrics "$run/golden-metrics.jsonl" \
         --summary "$run/train.json" > "$run/train.log"
       echo "$(($(date +%s) - s))" > "$run/train-seconds"
+      echo "${recipe[$model]}" > "$run/recipe"
+      echo "$params" > "$run/golden-params"
       # The accuracy bar is read on the whole test set (10,000 images), one process.
       "$bin/ckpt-train" eval --from "$("$bin/ckpt-train" latest --ckpt-dir "$run/ckpt")" --test-limit 10000 \
         --summary "$run/golden-eval-full.json" > /dev/null
@@ -150,6 +160,6 @@ secs=$(($(date +%s) - t0))
 echo "$secs" >> "$out/wall-seconds"  # one line per invocation: the report states the sum
 
 echo "== $results/dp-vs-mp.md, plots and results"
-RECIPE_MLP=${recipe[mlp]} RECIPE_CNN=${recipe[cnn]} "$py" scripts/study_dp_vs_mp_report.py "$out" "$results" \
+"$py" scripts/study_dp_vs_mp_report.py "$out" "$results" \
   "ranks=$ranks" "epochs=$epochs" "test_limit=$test_limit" "seed=$seed" "jobs=$jobs" "full=$full"
 echo "== done in $secs s: $results/dp-vs-mp.md (campaign data in $out)"

@@ -154,7 +154,7 @@ def main(argv):
             accs = [json.loads(ln)["test_accuracy"] for ln in open(os.path.join(d, "golden-metrics.jsonl")) if ln.strip()]
             full = json.load(open(os.path.join(d, "golden-eval-full.json")))["test_accuracy"]
             tsec = open(os.path.join(d, "train-seconds")).read().strip()
-            rec = os.environ.get(f"RECIPE_{m.upper()}", "")
+            rec = open(os.path.join(d, "recipe")).read().strip()
             L.append(f"| {m} | {mode} | `{rec}` | {' '.join(f'{100 * a:.2f}' for a in accs)} | {100 * full:.2f}% | {tsec} s |")
     L += [""]
 
