@@ -16,6 +16,8 @@
 # kill it at any point (or run MODELS=mlp, then MODELS=cnn, in separate sessions) and start it again.
 #
 # Usage: scripts/study_dp_vs_mp.sh [--full]
+# --full is 26 campaigns, 8,480 trials: about 24 h on the 2-core development machine, 1.5-2.5 h on 16
+# cores with JOBS=4; docs/campaigns.md ("The dp-vs-mp study") splits it into pieces of 2-9 h.
 # Parameters (environment): small default (about a minute on 2 cores) / --full (issue 21's sizes)
 #   MODELS            mlp / "mlp cnn"         MODES       "dp mp"       RANKS  4
 #   EPOCHS            3 / 3 (golden epochs; trials resume to EPOCHS)
@@ -40,7 +42,7 @@ for a in "$@"; do
   esac
 done
 if ((full)); then
-  : "${MODELS:=mlp cnn}" "${TEST_LIMIT:=2000}" "${TRIALS:=300}" "${MULTI_FLIPS:=10 100}" "${BIT_TRIALS:=640}"
+  : "${MODELS:=mlp cnn}" "${TEST_LIMIT:=2000}" "${TRIALS:=300}" "${MULTI_FLIPS=10 100}" "${BIT_TRIALS:=640}"
   : "${TIMEOUT:=900}" "${OUT:=out/study-full}"
   : "${MLP_TRAIN:=--limit 40000 --batch 256 --lr 3e-3 --lr-decay 0.5}" "${CNN_TRAIN:=--limit 40000 --batch 64 --lr 3e-3 --lr-decay 0.6}"
 fi

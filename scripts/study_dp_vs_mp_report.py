@@ -20,6 +20,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 HARMFUL = ("critical_sdc", "load_failure", "hang", "crash", "nan_at_load", "nan_later")  # critical SDC or DUE
 DUE = ("load_failure", "hang", "crash", "nan_at_load", "nan_later")
+FULL_FIELD_TRIALS, FULL_BIT_TRIALS = 300, 640  # issue 21: 100 per field; 20 per bit position
 MIN_N, MIN_BIT_N = 100, 20  # fewer trials than this on a side of a comparison: no verdict (the intervals say nothing)
 EXP_MSB = 30  # f32: bit 31 sign, 30..23 exponent (30 its most significant bit), 22..0 mantissa
 
@@ -134,9 +135,16 @@ def main(argv):
           f"seed {params['seed']}; `ckpt-flip campaign --jobs {params['jobs']}`. "
           f"Wall time of the run(s) that wrote this file: {secs} s ({secs / 3600:.2f} h, summed over {len(open(os.path.join(out, 'wall-seconds')).read().split())} "
           f"invocation(s)) on {os.cpu_count()} cores ({cpu}), shared with other jobs.", ""]
-    if params.get("full") != "1":
-        L += ["**Small default run:** a handful of trials per campaign demonstrate the method end to end; the intervals are "
-              "far too wide to answer anything. The full-size run is `scripts/study_dp_vs_mp.sh --full` (docs/campaigns.md).", ""]
+    # Below issue 21's sizes: say so first, from the records themselves.
+    short = [f"{c['name']} ({len(c['recs'])})" for c in camps
+             if len(c["recs"]) < (FULL_FIELD_TRIALS if c["strata"] == "field" else FULL_BIT_TRIALS)]
+    missing = [f"{m} {mode}" for m in ("mlp", "cnn") for mode in ("dp", "mp") if not any(c["model"] == m and c["mode"] == mode for c in camps)]
+    if short or missing:
+        L += [f"**Partial run, not the study's sizes:** {len(short)} of {len(camps)} campaigns have fewer than "
+              f"{FULL_FIELD_TRIALS} trials (field) or {FULL_BIT_TRIALS} (bit)" + (f": {', '.join(short[:6])}{' ...' if len(short) > 6 else ''}" if short else "") +
+              (f"; not run yet: {', '.join(missing)}" if missing else "") +
+              ". Intervals and verdicts below are only what these trials support. The full study is "
+              "`scripts/study_dp_vs_mp.sh --full` (docs/campaigns.md, \"The dp-vs-mp study\").", ""]
     L += ["Outcomes are classified against the golden resume of the same checkpoint: **critical SDC** = test accuracy more than 1 "
           "point below golden, **SDC** = any change of the test accuracy (critical or not), **DUE** = load failure, crash, hang or "
           "NaN/Inf. Intervals: 95% Clopper-Pearson. Field campaigns allocate trials equally to sign / exponent / mantissa (each "
@@ -194,6 +202,8 @@ def main(argv):
     # Plots.
     L += ["", "## Plots", ""]
     plots = os.path.join(HERE, "report_plots.py")
+    for old in glob.glob(os.path.join(results, "dp-vs-mp-*.png")):
+        os.remove(old)  # plots of an earlier run's campaigns that this one may not have
     for m in models:
         fc = [c for c in camps if c["model"] == m and c["strata"] == "field" and c["flips"] == 1]
         for group in ("sdc", "due"):
