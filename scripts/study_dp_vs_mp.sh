@@ -77,6 +77,10 @@ bin=$(realpath "$build/bin")
 mkdir -p "$out" "$results"
 out=$(realpath "$out")
 t0=$(date +%s)
+# One line per invocation in $out/wall-seconds (the report states the sum), also when one is interrupted.
+wall_recorded=0
+record_wall() { ((wall_recorded)) || echo "$(($(date +%s) - t0))" >> "$out/wall-seconds"; wall_recorded=1; }
+trap record_wall EXIT
 # name model mode role point flips strata dir, one line per campaign ever run in $out (sessions that run
 # other MODELS/MODES add theirs): what the report reads.
 campaigns=$out/campaigns.tsv
@@ -159,7 +163,7 @@ for model in $models; do
   done
 done
 secs=$(($(date +%s) - t0))
-echo "$secs" >> "$out/wall-seconds"  # one line per invocation: the report states the sum
+record_wall
 
 echo "== $results/dp-vs-mp.md, plots and results"
 "$py" scripts/study_dp_vs_mp_report.py "$out" "$results" \
