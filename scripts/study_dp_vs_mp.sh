@@ -16,7 +16,7 @@
 # kill it at any point (or run MODELS=mlp, then MODELS=cnn, in separate sessions) and start it again.
 #
 # Usage: scripts/study_dp_vs_mp.sh [--full]
-# --full is 26 campaigns, 8,480 trials: about 24 h on the 2-core development machine, 1.5-2.5 h on 16
+# --full is 26 campaigns, 8,480 trials: about 24 h on the 2-core development machine, 1.5-3 h on 16
 # cores with JOBS=4; docs/campaigns.md ("The dp-vs-mp study") splits it into pieces of 2-9 h.
 # Parameters (environment): small default (about a minute on 2 cores) / --full (issue 21's sizes)
 #   MODELS            mlp / "mlp cnn"         MODES       "dp mp"       RANKS  4
