@@ -4,8 +4,9 @@
   report_plots.py REPORT.json OUTDIR
       per-class rates, per-bit sensitivity, model vs optimizer, per field (PNG, with Clopper-Pearson
       error bars); prints the file names written (ckpt-flip report --markdown embeds them).
-  report_plots.py --compare OUT.png LABEL=REPORT.json [LABEL=REPORT.json ...] [--by role|field] [--group sdc|due]
-      one panel per stratum value, a bar per report (e.g. dp vs mp), with intervals.
+  report_plots.py --compare OUT.png LABEL=REPORT.json [LABEL=REPORT.json ...] [--by role|field|bit] [--group sdc|due]
+      one panel per stratum value, a bar per report (e.g. dp vs mp), with intervals; --by bit: points
+      per bit position, one series per report.
 """
 import json
 import os
@@ -78,8 +79,36 @@ def single(report_path, outdir):
         print(w)
 
 
+def compare_bits(out_png, reps, group):
+    """Per-bit rates of several reports (e.g. dp vs mp) as points with intervals, bit 0..31 left to right."""
+    fig, ax = plt.subplots(figsize=(10, 3.6))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (label, rep) in enumerate(reps):
+        bits = {int(k): v for k, v in rep["by"].get("bit", {}).items() if v["n"] > 0}
+        xs = sorted(bits)
+        rs = [bits[b]["groups"][group] for b in xs]
+        off = (i - (len(reps) - 1) / 2) * 0.25
+        ax.errorbar([x + off for x in xs], [r["p"] for r in rs],
+                    yerr=[[r["p"] - r["clopper_pearson"][0] for r in rs], [r["clopper_pearson"][1] - r["p"] for r in rs]],
+                    fmt="o", ms=3, capsize=2, color=colours[i % len(colours)], label=f"{label} (n/bit {min((bits[b]['n'] for b in xs), default=0)})")
+    ax.set_xlabel("bit position (0 = mantissa LSB, 23-30 exponent, 31 sign)")
+    ax.set_ylabel(f"P({group.upper()} | bit)")
+    ax.set_ylim(0, 1)
+    ax.set_xticks(range(32))
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_xlim(-0.7, 31.7)
+    ax.legend(fontsize=7)
+    ax.set_title(f"{group.upper()} per bit position (95% Clopper-Pearson)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=90)
+    plt.close(fig)
+    print(os.path.basename(out_png))
+
+
 def compare(out_png, pairs, by, group):
     reps = [(label, json.load(open(path))) for label, path in pairs]
+    if by == "bit":
+        return compare_bits(out_png, reps, group)
     keys = []
     for _, rep in reps:
         for k, v in rep["by"].get(by, {}).items():

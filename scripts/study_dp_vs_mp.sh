@@ -1,115 +1,171 @@
 #!/usr/bin/env bash
-# The data-parallel vs model-parallel sensitivity study (docs/campaigns.md): Fashion-MNIST MLP and CNN
-# trained with dp (RANKS ranks) and mp (RANKS pipeline stages); per (model, mode, role) a resume
-# campaign stratified by bit field (sign / exponent / mantissa) injects single-bit flips into the
-# checkpoint's model or optimizer state, resumes one epoch under mpiexec and classifies the outcome.
-# Writes $RESULTS/dp-vs-mp.md with tables and plots (PNG), and keeps all campaign data under $OUT.
+# The data-parallel vs model-parallel sensitivity study (docs/campaigns.md "The dp-vs-mp study").
+# Fashion-MNIST MLP and CNN, trained with dp (RANKS ranks) and with mp (RANKS pipeline stages). Per
+# (model, mode) one golden run of EPOCHS epochs with a checkpoint after every epoch; then resume
+# campaigns: each trial flips bits in one checkpoint, resumes it under mpiexec to the END of the golden
+# schedule (epoch EPOCHS) and is classified against the golden resume of the same checkpoint.
+#   injection points: early = the checkpoint after epoch 1, late = the one after epoch EPOCHS-1
+#   field campaigns (strata "field", TRIALS/3 trials per sign / exponent / mantissa):
+#     state ROLES (model, optimizer) x POINTS x flip counts FLIPS per trial, and the extra flip
+#     counts MULTI_FLIPS for the state MULTI_ROLES at MULTI_POINTS
+#   bit campaigns (strata "bit", BIT_TRIALS/32 trials per bit position): model state of BIT_MODELS at
+#     BIT_POINT, 1 flip per trial
+# Writes $RESULTS/dp-vs-mp.md (tables, plots, Findings; scripts/study_dp_vs_mp_report.py), its PNGs and
+# $RESULTS/dp-vs-mp-results.jsonl.gz (every trial, slimmed); campaign data stays under $OUT.
+# Resumable: re-running with the same parameters reuses the golden runs and skips finished trials, so
+# kill it at any point (or run MODELS=mlp, then MODELS=cnn, in separate sessions) and start it again.
 #
-# Parameters (environment), small defaults that finish in minutes on 2 cores:
-#   BUILD_DIR=build  OUT=out/study  RESULTS=docs/results  MODELS="mlp cnn"  RANKS=4
-#   LIMIT=1024 (training samples)  TEST_LIMIT=500  EPOCHS=1 (golden epochs; trials resume to EPOCHS+1)
-#   TRIALS=9 (per campaign: 3 fields x 3)  SEED=1  TIMEOUT=300 (s per trial)  BATCH=64
-# Full-size run (per campaign ~1100 trials: 3% margin at 95% confidence, `ckpt-flip plan`):
-#   LIMIT=60000 TEST_LIMIT=10000 EPOCHS=5 TRIALS=1100 scripts/study_dp_vs_mp.sh
-#   or submit each generated $OUT/<model>-<mode>-<role>.json with scripts/slurm/submit-campaign.sh (docs/hpc.md).
-# Re-running continues: trained checkpoints are reused and campaigns skip finished trials.
+# Usage: scripts/study_dp_vs_mp.sh [--full]
+# --full is 26 campaigns, 8,480 trials: about 24 h on the 2-core development machine, 1.5-3 h on 16
+# cores with JOBS=4; docs/campaigns.md ("The dp-vs-mp study") splits it into pieces of 2-9 h.
+# Parameters (environment): small default (about a minute on 2 cores) / --full (issue 21's sizes)
+#   MODELS            mlp / "mlp cnn"         MODES       "dp mp"       RANKS  4
+#   EPOCHS            3 / 3 (golden epochs; trials resume to EPOCHS)
+#   MLP_TRAIN         "--limit 512 --batch 64" / "--limit 40000 --batch 256 --lr 3e-3 --lr-decay 0.5"
+#   CNN_TRAIN         "--limit 512 --batch 64" / "--limit 40000 --batch 64 --lr 3e-3 --lr-decay 0.6"  (extra `ckpt-train train` options)
+#   TEST_LIMIT        200 / 2000 (test samples every run and trial evaluates; the golden final
+#                     checkpoint is also evaluated on all 10,000 for the accuracy bar)
+#   ROLES "model optimizer"  POINTS "early late"  FLIPS 1 / 1
+#   MULTI_FLIPS 10 / "10 100"  MULTI_ROLES model  MULTI_POINTS late
+#   TRIALS            3 / 300 (per field campaign)
+#   BIT_MODELS mlp  BIT_POINT late  BIT_TRIALS 4 / 640
+#   JOBS              2 (ckpt-flip campaign --jobs)   TIMEOUT 300 / 900 (s per trial)   SEED 1
+#   BUILD_DIR build  OUT out/study / out/study-full  RESULTS docs/results  PYTHON /usr/bin/python3  MPIEXEC mpiexec
 set -euo pipefail
 cd "$(dirname "$0")/.."
+full=0
+for a in "$@"; do
+  case $a in
+    --full) full=1 ;;
+    -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    *) echo "study_dp_vs_mp.sh: error: unknown argument '$a' (usage: study_dp_vs_mp.sh [--full])" >&2; exit 2 ;;
+  esac
+done
+if ((full)); then
+  : "${MODELS:=mlp cnn}" "${TEST_LIMIT:=2000}" "${TRIALS:=300}" "${MULTI_FLIPS=10 100}" "${BIT_TRIALS:=640}"
+  : "${TIMEOUT:=900}" "${OUT:=out/study-full}"
+  : "${MLP_TRAIN:=--limit 40000 --batch 256 --lr 3e-3 --lr-decay 0.5}" "${CNN_TRAIN:=--limit 40000 --batch 64 --lr 3e-3 --lr-decay 0.6}"
+fi
 build=${BUILD_DIR:-build}
 out=${OUT:-out/study}
 results=${RESULTS:-docs/results}
-models=${MODELS:-mlp cnn}
+models=${MODELS:-mlp}
+modes=${MODES:-dp mp}
 ranks=${RANKS:-4}
-limit=${LIMIT:-1024}
-test_limit=${TEST_LIMIT:-500}
-epochs=${EPOCHS:-1}
-trials=${TRIALS:-9}
-seed=${SEED:-1}
+epochs=${EPOCHS:-3}
+test_limit=${TEST_LIMIT:-200}
+roles=${ROLES:-model optimizer}
+points=${POINTS:-early late}
+flips_all=${FLIPS:-1}
+multi_flips=${MULTI_FLIPS-10}
+multi_roles=${MULTI_ROLES:-model}
+multi_points=${MULTI_POINTS:-late}
+trials=${TRIALS:-3}
+bit_models=${BIT_MODELS:-mlp}
+bit_point=${BIT_POINT:-late}
+bit_trials=${BIT_TRIALS:-4}
+jobs=${JOBS:-2}
 timeout=${TIMEOUT:-300}
-batch=${BATCH:-64}
+seed=${SEED:-1}
 py=${PYTHON:-/usr/bin/python3}
 mpiexec=${MPIEXEC:-mpiexec}
+declare -A recipe=([mlp]=${MLP_TRAIN:---limit 512 --batch 64} [cnn]=${CNN_TRAIN:---limit 512 --batch 64})
 bin=$(realpath "$build/bin")
-[[ -x $bin/ckpt-train && -x $bin/ckpt-flip ]] || { echo "build ckpt-train and ckpt-flip first ($build/bin)" >&2; exit 2; }
+[[ -x $bin/ckpt-train && -x $bin/ckpt-flip ]] || { echo "study_dp_vs_mp.sh: error: build ckpt-train and ckpt-flip first ($build/bin)" >&2; exit 2; }
+((epochs >= 3)) || [[ $points != *early* || $points != *late* ]] || {
+  echo "study_dp_vs_mp.sh: error: EPOCHS=$epochs: early (after epoch 1) and late (after epoch EPOCHS-1) need EPOCHS >= 3" >&2; exit 2; }
 mkdir -p "$out" "$results"
 out=$(realpath "$out")
 t0=$(date +%s)
-reports=()
+# One line per invocation in $out/wall-seconds (the report states the sum), also when one is interrupted.
+wall_recorded=0
+record_wall() { ((wall_recorded)) || echo "$(($(date +%s) - t0))" >> "$out/wall-seconds"; wall_recorded=1; }
+trap record_wall EXIT
+# name model mode role point flips strata dir, one line per campaign ever run in $out (sessions that run
+# other MODELS/MODES add theirs): what the report reads.
+campaigns=$out/campaigns.tsv
+touch "$campaigns"
+
+# The checkpoint of POINT in a golden run directory: after epoch 1 (early) or after epoch EPOCHS-1 (late).
+checkpoint_at() {
+  local dir=$1 point=$2 pattern=ckpt-step*.h5
+  [[ $3 == mp ]] && pattern=ckpt-step*.manifest.json
+  local -a all
+  mapfile -t all < <(cd "$dir" && ls -1 $pattern | sort)
+  ((${#all[@]} == epochs)) || { echo "study_dp_vs_mp.sh: error: $dir holds ${#all[@]} checkpoints, not $epochs (one per epoch)" >&2; exit 3; }
+  case $point in
+    early) echo "$dir/${all[0]}" ;;
+    late) echo "$dir/${all[epochs - 2]}" ;;
+    *) echo "study_dp_vs_mp.sh: error: unknown injection point '$point' (early or late)" >&2; exit 2 ;;
+  esac
+}
+
+# campaign NAME MODEL MODE ROLE POINT FLIPS STRATA TRIALS: write its config, run (or continue) it, report.
+campaign() {
+  local name=$1 model=$2 mode=$3 role=$4 point=$5 flips=$6 strata=$7 n=$8
+  local ckpt
+  ckpt=$(checkpoint_at "$out/$model-$mode/ckpt" "$point" "$mode")
+  printf '%s\n' \
+    "{\"name\": \"$name\", \"checkpoint\": \"$ckpt\"," \
+    " \"command\": [\"$mpiexec\", \"-n\", \"$ranks\", \"$bin/ckpt-train\", \"resume\", \"--from\", \"{ckpt}\", \"--epochs\", \"$epochs\"," \
+    "             \"--ckpt-dir\", \"{dir}\", \"--summary\", \"{out}\"]," \
+    " \"trials\": $n, \"seed\": $seed, \"timeout_s\": $timeout," \
+    " \"inject\": {\"flips\": $flips, \"model\": \"flip\", \"role\": \"$role\", \"strata\": \"$strata\"}," \
+    " \"metric\": \"test_accuracy\", \"tolerance\": 0.01}" > "$out/$name.json"
+  echo "== campaign $name: $n trials, $flips flip(s) per trial, strata $strata, $point checkpoint $(basename "$ckpt")"
+  "$bin/ckpt-flip" campaign "$out/$name.json" --out "$out/$name" --jobs "$jobs" --quiet | grep '^shard' || true
+  "$bin/ckpt-flip" report "$out/$name" --json "$out/$name/report.json" --no-plots > /dev/null
+  cut -f1 "$campaigns" | grep -qxF "$name" ||
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$model" "$mode" "$role" "$point" "$flips" "$strata" "$out/$name" >> "$campaigns"
+}
+
 for model in $models; do
-  for mode in dp mp; do
+  for mode in $modes; do
     run=$out/$model-$mode
+    params="ranks=$ranks epochs=$epochs seed=$seed test_limit=$test_limit ${recipe[$model]}"
+    if [[ -f $run/golden-train.json && $(cat "$run/golden-params" 2> /dev/null) != "$params" ]]; then
+      echo "study_dp_vs_mp.sh: error: $run was trained with '$(cat "$run/golden-params" 2> /dev/null)', not '$params': use another OUT" >&2
+      exit 2
+    fi
+    # shellcheck disable=SC2086  # the recipe is a list of options
     if [[ ! -f $run/golden-train.json ]]; then
-      echo "== train $model, $mode, $ranks ranks ($limit samples, $epochs epoch(s))"
-      rm -rf "$run/ckpt"
+      echo "== golden run: $model, $mode, $ranks ranks, $epochs epochs, ${recipe[$model]}, test limit $test_limit"
+      rm -rf "$run"
       mkdir -p "$run"
+      s=$(date +%s)
       "$mpiexec" -n "$ranks" "$bin/ckpt-train" train --model "$model" --parallel "$mode" --epochs "$epochs" --seed "$seed" \
-        --limit "$limit" --test-limit "$test_limit" --batch "$batch" --ckpt-dir "$run/ckpt" --summary "$run/train.json" >/dev/null
+        ${recipe[$model]} --test-limit "$test_limit" --ckpt-dir "$run/ckpt" --metrics "$run/golden-metrics.jsonl" \
+        --summary "$run/train.json" > "$run/train.log"
+      echo "$(($(date +%s) - s))" > "$run/train-seconds"
+      echo "${recipe[$model]}" > "$run/recipe"
+      echo "$params" > "$run/golden-params"
+      # The accuracy bar is read on the whole test set (10,000 images), one process.
+      "$bin/ckpt-train" eval --from "$("$bin/ckpt-train" latest --ckpt-dir "$run/ckpt")" --test-limit 10000 \
+        --summary "$run/golden-eval-full.json" > /dev/null
       mv "$run/train.json" "$run/golden-train.json"
     fi
-    ckpt=$("$bin/ckpt-train" latest --ckpt-dir "$run/ckpt")
-    for role in model optimizer; do
-      name=$model-$mode-$role
-      printf '%s\n' \
-        "{\"name\": \"$name\", \"checkpoint\": \"$ckpt\"," \
-        " \"command\": [\"$mpiexec\", \"-n\", \"$ranks\", \"$bin/ckpt-train\", \"resume\", \"--from\", \"{ckpt}\", \"--epochs\", \"$((epochs + 1))\"," \
-        "             \"--ckpt-dir\", \"{dir}\", \"--summary\", \"{out}\"]," \
-        " \"trials\": $trials, \"seed\": $seed, \"timeout_s\": $timeout," \
-        " \"inject\": {\"flips\": 1, \"model\": \"flip\", \"role\": \"$role\", \"strata\": \"field\"}," \
-        " \"metric\": \"test_accuracy\", \"tolerance\": 0.01}" > "$out/$name.json"
-      echo "== campaign $name: $trials trials"
-      "$bin/ckpt-flip" campaign "$out/$name.json" --out "$out/$name" --quiet | grep '^shard'
-      "$bin/ckpt-flip" report "$out/$name" --json "$out/$name/report.json" --no-plots >/dev/null
-      reports+=("$name=$out/$name/report.json")
+    for role in $roles; do
+      for point in $points; do
+        for f in $flips_all; do campaign "$model-$mode-$role-$point-f$f" "$model" "$mode" "$role" "$point" "$f" field "$trials"; done
+      done
     done
+    for role in $multi_roles; do
+      for point in $multi_points; do
+        for f in $multi_flips; do
+          [[ " $flips_all " == *" $f "* && " $roles " == *" $role "* && " $points " == *" $point "* ]] && continue  # already run above
+          campaign "$model-$mode-$role-$point-f$f" "$model" "$mode" "$role" "$point" "$f" field "$trials"
+        done
+      done
+    done
+    if [[ " $bit_models " == *" $model "* ]] && ((bit_trials > 0)); then
+      campaign "$model-$mode-model-$bit_point-bits" "$model" "$mode" model "$bit_point" 1 bit "$bit_trials"
+    fi
   done
 done
+secs=$(($(date +%s) - t0))
+record_wall
 
-echo "== plots and $results/dp-vs-mp.md"
-for model in $models; do
-  for group in sdc due; do
-    # shellcheck disable=SC2046
-    "$py" scripts/report_plots.py --compare "$results/dp-vs-mp-$model-$group.png" --by field --group "$group" \
-      $(printf '%s\n' "${reports[@]}" | grep "^$model-") >/dev/null
-  done
-done
-"$py" - "$results/dp-vs-mp.md" "$models" "$ranks" "$limit" "$test_limit" "$epochs" "$trials" "$seed" "$(( $(date +%s) - t0 ))" "${reports[@]}" <<'PYEOF'
-import json, sys
-md, models, ranks, limit, test_limit, epochs, trials, seed, secs = sys.argv[1:10]
-reps = [(a.split("=", 1)[0], json.load(open(a.split("=", 1)[1]))) for a in sys.argv[10:]]
-pct = lambda p: f"{100 * p:.1f}%"
-ci = lambda r: f"[{100 * r['clopper_pearson'][0]:.1f}, {100 * r['clopper_pearson'][1]:.1f}]"
-L = ["# dp vs mp: checkpoint bit-flip sensitivity (Fashion-MNIST)", "",
-     f"Generated by `scripts/study_dp_vs_mp.sh`. Parameters: models {models}, {ranks} ranks (dp) / stages (mp), "
-     f"{limit} training samples, test limit {test_limit}, golden trained {epochs} epoch(s), each trial resumes to epoch {int(epochs) + 1} "
-     f"under mpiexec; {trials} single-bit-flip trials per campaign, allocated equally to sign / exponent / mantissa; seed {seed}; "
-     f"wall time of the run that wrote this file: {secs} s on the 2-core development machine (shared with other jobs; "
-     "trained checkpoints and finished trials of an earlier run are reused).", "",
-     "Outcomes are classified against the golden resume of the same checkpoint (critical SDC: test accuracy more than 1 point "
-     "below golden). Intervals: 95% Clopper-Pearson. *Reweighted* rates weight each field by its share of the stored bits "
-     "(f32: sign 1/32, exponent 8/32, mantissa 23/32), i.e. they estimate the rate for a flip anywhere in the selected state.", "",
-     "**Read with care:** with the small defaults each field has only a few trials, so the intervals are wide; the tables "
-     "demonstrate the method end to end, they do not settle dp vs mp. Full-size parameters are in the script's header.", "",
-     "| campaign | trials | golden acc | SDC (reweighted) | SDC CP | DUE (reweighted) | DUE CP | critical SDC | masked (any) |",
-     "|---|---:|---:|---:|---|---:|---|---:|---:|"]
-for name, r in reps:
-    rw = r["reweighted"]["field"]["groups"]
-    cls = r["overall"]["classes"]
-    g = r["golden"]["metric"] if r.get("golden") else float("nan")
-    L.append(f"| {name} | {r['trials']['done']} | {g:.4f} | {pct(rw['sdc']['p'])} | {ci(rw['sdc'])} | {pct(rw['due']['p'])} | {ci(rw['due'])} | "
-             f"{cls['critical_sdc']['x']} | {cls['masked']['x'] + cls['bit_masked']['x']} |")
-L += ["", "## Per field (per stratum, unweighted)", "", "| campaign | field | n | SDC | SDC CP | DUE | DUE CP | classes |",
-      "|---|---|---:|---:|---|---:|---|---|"]
-for name, r in reps:
-    for f, v in r["by"]["field"].items():
-        if v["n"] == 0:
-            continue
-        cl = ", ".join(f"{k} {c}" for k, c in sorted(v["classes"].items()) if c)
-        L.append(f"| {name} | {f} | {v['n']} | {pct(v['groups']['sdc']['p'])} | {ci(v['groups']['sdc'])} | "
-                 f"{pct(v['groups']['due']['p'])} | {ci(v['groups']['due'])} | {cl} |")
-L += ["", "## Plots", "", "Per field, one bar per campaign (model/optimizer state, dp/mp), 95% Clopper-Pearson error bars.", ""]
-for m in models.split():
-    for grp in ("sdc", "due"):
-        L += [f"![{m} {grp.upper()} by field](dp-vs-mp-{m}-{grp}.png)", ""]
-open(md, "w").write("\n".join(L) + "\n")
-PYEOF
-echo "== done in $(( $(date +%s) - t0 )) s: $results/dp-vs-mp.md (campaign data in $out)"
+echo "== $results/dp-vs-mp.md, plots and results"
+"$py" scripts/study_dp_vs_mp_report.py "$out" "$results" \
+  "ranks=$ranks" "epochs=$epochs" "test_limit=$test_limit" "seed=$seed" "jobs=$jobs" "full=$full"
+echo "== done in $secs s: $results/dp-vs-mp.md (campaign data in $out)"

@@ -14,6 +14,7 @@
 
 #include <cstring>
 #include <iostream>
+#include <optional>
 
 #include "commands.hpp"
 #include "resil/app/main.hpp"
@@ -84,6 +85,58 @@ int run_trial(std::vector<std::string> args) {
   ::_exit(run_trial(std::move(args)));
 }
 
+/// The dataset the trials share, decoded in the worker on the first request that needs each split:
+/// the test split for eval, both splits for resume. An eval-only campaign never decodes the
+/// training split (47 MB of images it would not read). Best effort: a split that cannot be kept is
+/// read by each trial itself (slower, same results), after one warning.
+class Preload {
+ public:
+  explicit Preload(const ServeOptions& o) {
+    if (o.preload.empty() && o.data.empty()) return;
+    try {
+      std::string dir = o.data;
+      auto model = resil::train::ModelKind::mlp;
+      if (!o.preload.empty()) {
+        std::filesystem::path meta_file = o.preload;
+        if (o.preload.ends_with(".manifest.json")) meta_file = meta_file.parent_path() / ckpt::read_manifest(o.preload).shards.at(0);
+        const auto cfg = resil::train::TrainConfig::from_json(ckpt::read_meta(meta_file).config, meta_file.string());
+        model = cfg.model;
+        if (dir.empty()) dir = cfg.data;
+      }
+      // A DLRM's synthetic data is generated per trial; its Criteo files are not kept.
+      if (model != resil::train::ModelKind::dlrm) dir_ = dir.empty() ? resil::data::default_fashion_mnist_dir : dir;
+    } catch (const std::exception& e) {
+      warn(e);
+    }
+  }
+
+  /// Keep what a trial of `subcommand` (eval, resume) reads, unless already kept.
+  void keep_for(const std::string& subcommand) {
+    keep(resil::data::Split::test, test_);
+    if (subcommand != "eval") keep(resil::data::Split::train, train_);
+  }
+
+ private:
+  void keep(resil::data::Split split, bool& done) {
+    if (done || !dir_) return;
+    done = true;
+    try {
+      resil::data::keep_mnist_decoded(*dir_, split);
+      // One line per split in the worker's log (OUT/work/.../worker.log): what this worker holds.
+      std::cerr << "ckpt-train serve: kept the " << (split == resil::data::Split::train ? "training" : "test") << " split of " << dir_->string()
+                << " decoded" << std::endl;
+    } catch (const std::exception& e) {
+      warn(e);
+    }
+  }
+  static void warn(const std::exception& e) {
+    std::cerr << "ckpt-train serve: warning: nothing kept decoded: " << one_line(e.what()) << std::endl;
+  }
+
+  std::optional<std::filesystem::path> dir_;
+  bool test_ = false, train_ = false;
+};
+
 }  // namespace
 
 int run_serve(const ServeOptions& o) {
@@ -100,23 +153,7 @@ int run_serve(const ServeOptions& o) {
     ::close(devnull);
   }
   ::dup2(STDERR_FILENO, STDOUT_FILENO);
-  if (!o.preload.empty() || !o.data.empty()) {
-    // Best effort: a dataset not kept is read by each trial itself (slower, same results).
-    try {
-      std::string dir = o.data;
-      auto model = resil::train::ModelKind::mlp;
-      if (!o.preload.empty()) {
-        std::filesystem::path meta_file = o.preload;
-        if (o.preload.ends_with(".manifest.json")) meta_file = meta_file.parent_path() / ckpt::read_manifest(o.preload).shards.at(0);
-        const auto cfg = resil::train::TrainConfig::from_json(ckpt::read_meta(meta_file).config, meta_file.string());
-        model = cfg.model;
-        if (dir.empty()) dir = cfg.data;
-      }
-      if (model != resil::train::ModelKind::dlrm) resil::data::keep_mnist_decoded(dir.empty() ? resil::data::default_fashion_mnist_dir : dir);
-    } catch (const std::exception& e) {
-      std::cerr << "ckpt-train serve: warning: nothing kept decoded: " << one_line(e.what()) << std::endl;
-    }
-  }
+  Preload preload(o);
   if (!frames::write_frame(sock, "ready")) return 0;
   const pid_t self = ::getpid();
   for (;;) {
@@ -126,6 +163,7 @@ int run_serve(const ServeOptions& o) {
     if (!fields || fields->size() < 2) throw UsageError("serve: a malformed trial request");
     const std::string log = fields->front();
     fields->erase(fields->begin());
+    preload.keep_for(fields->size() > 1 ? (*fields)[1] : std::string());  // before the fork: this and every later child inherit it
     std::cout.flush();
     std::fflush(nullptr);
     const pid_t pid = ::fork();

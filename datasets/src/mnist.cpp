@@ -90,14 +90,19 @@ ImageSet load_mnist(const std::filesystem::path& dir, Split split, std::size_t l
   return s;
 }
 
+void keep_mnist_decoded(const std::filesystem::path& dir, Split split) {
+  const char* prefix = split == Split::train ? "train" : "t10k";
+  for (const char* kind : {"-images-idx3-ubyte", "-labels-idx1-ubyte"}) {
+    const auto p = find_file(dir, std::string(prefix) + kind);
+    const auto st = stamp_of(p);
+    if (!st) throw IoError(p.string() + ": cannot stat");
+    kept()[p] = Kept{*st, read_idx(p)};
+  }
+}
+
 void keep_mnist_decoded(const std::filesystem::path& dir) {
-  for (const char* prefix : {"train", "t10k"})
-    for (const char* kind : {"-images-idx3-ubyte", "-labels-idx1-ubyte"}) {
-      const auto p = find_file(dir, std::string(prefix) + kind);
-      const auto st = stamp_of(p);
-      if (!st) throw IoError(p.string() + ": cannot stat");
-      kept()[p] = Kept{*st, read_idx(p)};
-    }
+  keep_mnist_decoded(dir, Split::train);
+  keep_mnist_decoded(dir, Split::test);
 }
 
 }  // namespace resil::data

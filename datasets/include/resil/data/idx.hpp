@@ -55,5 +55,8 @@ ImageSet load_mnist(const std::filesystem::path& dir, Split split, std::size_t l
 /// the same files (same path, inode, size and modification time) copy from memory instead of
 /// reading the files. For `ckpt-train serve`, whose forked trials inherit the decoded data.
 void keep_mnist_decoded(const std::filesystem::path& dir);
+/// The same for one split only (images and labels): a worker whose trials only evaluate keeps the
+/// test split and never decodes the 60,000 training images.
+void keep_mnist_decoded(const std::filesystem::path& dir, Split split);
 
 }  // namespace resil::data
