@@ -12,6 +12,7 @@
 #include "resil/inject/apply.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/raw.hpp"
+#include "resil/inject/transaction.hpp"
 #include "resil/inject/words.hpp"
 
 namespace resil::app::ckpt_flip {
@@ -147,23 +148,16 @@ int run_inject(const InjectOptions& o) {
   if (!o.no_hash) h.input_sha256 = ckpt::sha256_file(o.input);
 
   inject::ApplyStats st;
-  std::string out_sha;
   if (o.in_place) {
-    // Crash safety: every record is durable before the first byte of the file changes.
-    inject::LogWriter log(o.log);
-    log.line(inject::header_line(h));
-    log.records(records);
-    log.sync();
-    st = wf ? inject::apply(*wf, records, inject::Direction::forward)
-            : inject::apply(o.input, records, inject::Direction::forward, false, true, !o.no_sync);
-    if (!o.no_hash) out_sha = ckpt::sha256_file(o.input);
-    log.line(inject::footer_line(st.changed, out_sha));
-    log.close();
+    // The log is durable before the first byte of IN changes (inject::apply_logged).
+    const inject::TransactionOptions topt{.sync = !o.no_sync, .hash_output = !o.no_hash};
+    st = (wf ? inject::apply_logged(o.log, h, records, *wf, topt) : inject::apply_logged(o.log, h, records, o.input, topt)).stats;
   } else {
     // The log too is written to a temporary sibling and renamed into place after the output: an
     // error leaves neither, and never removes a log that was there before.
     const auto log_tmp = ckpt::fs::temp_sibling(o.log);
     ckpt::fs::RemoveOnError log_guard(log_tmp);
+    std::string out_sha;
     try {
       with_output_copy(o.input, o.output, [&](const std::string& tmp) {
         st = inject::apply(tmp, records, inject::Direction::forward, false, false);

@@ -23,6 +23,7 @@
 #include "resil/inject/campaign.hpp"
 #include "resil/inject/apply.hpp"
 #include "resil/inject/plan.hpp"
+#include "resil/inject/transaction.hpp"
 #include "campaign_worker.hpp"
 
 namespace resil::inject {
@@ -473,7 +474,7 @@ struct TrialContext {
     stdfs::remove_all(wdir / "copy");
     trial_files = copy_checkpoint(golden_files, wdir / "copy");
   }
-  // The log of every file is durable before the file changes (revert works after a kill).
+  // Per file, the injection transaction: its log is durable before the file changes (revert works after a kill).
   json flips = json::array();
   bool nonfinite = false;
   std::set<std::pair<std::size_t, std::string>> touched;
@@ -487,12 +488,6 @@ struct TrialContext {
     h.input = h.output = trial_files.files[f].string();
     h.in_place = true;
     h.planned = rv.size();
-    const stdfs::path pending = wdir / ("pending-" + std::to_string(f) + ".jsonl");
-    stdfs::remove_all(pending);  // never write through whatever an earlier command left there
-    LogWriter lw(pending);
-    lw.line(header_line(h));
-    lw.records(rv);
-    lw.close();
     for (const auto& r : rv) {
       flips.push_back(flip_json(r, golden_files.files.size() > 1 ? golden_files.rel[f] : ""));
       touched.insert({f, r.dataset});
@@ -503,7 +498,9 @@ struct TrialContext {
                   {"tensor", display_name(r.dataset) + (golden_files.files.size() > 1 ? "@" + golden_files.rel[f] : "")}};
       }
     }
-    apply(trial_files.files[f].string(), rv, Direction::forward);
+    const stdfs::path pending = wdir / ("pending-" + std::to_string(f) + ".jsonl");
+    stdfs::remove_all(pending);  // never write through whatever an earlier command left there
+    apply_logged(pending, h, rv, trial_files.files[f].string(), {.sync = true, .hash_output = false});
   }
   stdfs::remove_all(scratch);
   stdfs::create_directories(scratch);
