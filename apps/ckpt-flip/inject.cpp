@@ -47,7 +47,7 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
   c->add_option("--bits", o.bits, "bits that may be hit: field names and bit numbers/ranges");
   c->add_option("--model", o.model, "fault model");
   app::add_choice(*c, "--stratify", o.stratify, inject::stratify_names, "stratified sampling: none, bits or dataset");
-  c->add_option("--as", o.as, "treat unsigned 16-bit datasets as this dtype (bf16)")->check(CLI::IsMember({"bf16", "f16"}));
+  app::add_choice(*c, "--as", o.as, inject::as_names, "treat unsigned 16-bit datasets as this dtype (bf16)");
   c->add_flag("--raw", o.raw, "flip bits anywhere in the file's bytes (HDF5 metadata included)");
   c->add_flag("--no-hash", o.no_hash, "skip the SHA-256 of input and output (logged as empty)");
   c->add_flag("--no-sync", o.no_sync,
@@ -107,7 +107,7 @@ int run_inject(const InjectOptions& o) {
     sel.exclude = o.exclude;
     sel.role = o.role;
     sel.bits = inject::BitSpec::parse(o.bits.empty() ? "all" : o.bits);
-    if (!o.as.empty()) sel.as = ckpt::dtype_from_name(o.as);
+    sel.as = o.as;
     std::vector<ckpt::DatasetInfo> infos;
     if (wf) {
       infos = ckpt::list_datasets(wf->h5());

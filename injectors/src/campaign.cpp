@@ -126,12 +126,9 @@ Selection select_all(const CampaignConfig& c, const CkptFiles& files) {
   SelectOptions so;
   so.include = c.include;
   so.exclude = c.exclude;
-  so.role = c.role == "model" ? Role::model : c.role == "optimizer" ? Role::optimizer : Role::all;
+  so.role = c.role;
   so.bits = BitSpec::parse(c.bits.empty() ? "all" : c.bits);
-  if (!c.as.empty()) {
-    so.as = ckpt::dtype_from_name(c.as);
-    if (!so.as) throw UsageError("inject.as: unknown dtype " + c.as);
-  }
+  so.as = c.as;
   Selection s;
   for (std::size_t f = 0; f < files.files.size(); ++f) {
     std::vector<ckpt::DatasetInfo> infos;
@@ -190,18 +187,18 @@ std::vector<Stratum> make_strata(const CampaignConfig& c, const Selection& base,
     if (!st.sel.targets.empty()) out.push_back(std::move(st));
   };
   const std::uint64_t all = ~std::uint64_t{0};
-  if (c.strata == "none") {
+  if (c.strata == Strata::none) {
     out.push_back({"all", base});
-  } else if (c.strata == "field") {
+  } else if (c.strata == Strata::field) {
     for (const std::string f : {"sign", "exponent", "mantissa", "integer"})
       add_filtered(f, [&](std::size_t i) { return field_mask(base.targets[i].dtype, f); });
-  } else if (c.strata == "bit") {
+  } else if (c.strata == Strata::bit) {
     for (unsigned b = 0; b < 64; ++b) add_filtered(std::to_string(b), [&](std::size_t) { return std::uint64_t{1} << b; });
   } else {
     std::vector<std::string> labels;
     auto label_of = [&](std::size_t i) -> std::string {
-      if (c.strata == "role") return role_of(base.targets[i].info.path);
-      if (c.strata == "dtype") return std::string(ckpt::dtype_name(base.targets[i].dtype));
+      if (c.strata == Strata::role) return role_of(base.targets[i].info.path);
+      if (c.strata == Strata::dtype) return std::string(ckpt::dtype_name(base.targets[i].dtype));
       return tensor_key(base, files, i);
     };
     for (std::size_t i = 0; i < base.targets.size(); ++i)
@@ -431,7 +428,7 @@ struct TrialContext {
 
   void prepare() {
     for (const auto& f : work.files) work_ids.push_back(file_id(f));
-    if (c.mode == "worker")
+    if (c.mode == TrialMode::worker)
       worker = std::make_unique<detail::TrialWorker>(c.command[0], golden_files.entry.string(), wdir / "worker.log", std::max(c.timeout_s, 60.0));
   }
 
@@ -543,7 +540,7 @@ struct TrialContext {
           if (const auto it = recs.find(f); it != recs.end()) apply(work.files[f].string(), it->second, Direction::revert, true);
           auto h = ckpt::h5::open_file(work.files[f].string(), ckpt::h5::Mode::read);
           for (const auto& [key, sum] : gsum) {
-            if (key.first != f || (c.verify == "touched" && !touched.count(key))) continue;
+            if (key.first != f || (c.verify == Verify::touched && !touched.count(key))) continue;
             if (ckpt::dataset_checksum(h, key.second) != sum) ok = false;
           }
         } catch (const Error&) {

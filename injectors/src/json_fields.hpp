@@ -112,6 +112,35 @@ public:
       out = std::move(codes);
     }
   }
+  /// One of the names of `table` (pairs of name and value, e.g. inject::role_names), read as its
+  /// value; the error names every accepted name.
+  template <class Table, class T>
+  void choice(const char* key, T& out, const Table& table) const {
+    const json* v = find(key);
+    if (!v) return;
+    if (v->is_string())
+      for (const auto& [name, value] : table)
+        if (name == v->template get_ref<const std::string&>()) {
+          out = value;
+          return;
+        }
+    std::string names;
+    for (const auto& [name, value] : table) names += (names.empty() ? "\"" : ", \"") + std::string(name) + "\"";
+    bad(key, "one of " + names, *v);
+  }
+  /// The same for an optional value: "" reads as none (what name_of writes for it).
+  template <class Table, class E>
+  void choice(const char* key, std::optional<E>& out, const Table& table) const {
+    const json* v = find(key);
+    if (!v) return;
+    if (v->is_string() && v->template get_ref<const std::string&>().empty()) {
+      out.reset();
+      return;
+    }
+    E e{};
+    choice(key, e, table);
+    out = e;
+  }
   /// A nested object (`inject`, `golden`); absent reads as empty.
   JsonFields object(const char* key) const {
     static const json empty = json::object();
@@ -132,5 +161,17 @@ private:
   std::string prefix_;
   const std::string& source_;
 };
+
+/// The name of `value` in `table` (a table of choice()); "" when it has none.
+template <class Table, class T>
+std::string name_of(const Table& table, const T& value) {
+  for (const auto& [name, v] : table)
+    if (v == value) return std::string(name);
+  return {};
+}
+template <class Table, class E>
+std::string name_of(const Table& table, const std::optional<E>& value) {
+  return value ? name_of(table, *value) : std::string();
+}
 
 }  // namespace resil::inject::detail
