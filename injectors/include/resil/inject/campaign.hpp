@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "resil/ckpt/dtype.hpp"
+#include "resil/inject/campaign_results.hpp"  // read_results: the records of OUT/results/
 #include "resil/inject/select.hpp"
 
 namespace resil::inject {
@@ -196,12 +197,6 @@ struct RunSummary {
 /// Run (or continue) this shard of the campaign. Writes OUT/campaign.json, OUT/golden.json,
 /// OUT/results/shard-<i>-of-<n>.jsonl; works in OUT/work/shard-<i>-of-<n>/ (removed at the end).
 RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const TrialCallback& on_trial = {});
-
-/// Every record of OUT/results/*.jsonl, by trial id (a truncated last line is ignored; duplicates
-/// keep the first). A record whose trial id is not an integer below the campaign's `trials`
-/// (OUT/campaign.json), or whose class is not an outcome name, makes the statistics untrustworthy:
-/// CorruptInputError naming the file and line. A results entry that is not a regular file: IoError.
-std::map<std::uint64_t, nlohmann::json> read_results(const std::filesystem::path& out);
 
 /// Fault space of the configuration's selection over the golden checkpoint (all shard files of a manifest).
 FaultSpace fault_space(const CampaignConfig& c);
