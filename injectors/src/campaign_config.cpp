@@ -68,13 +68,7 @@ using Fields = detail::JsonFields;
 
 CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& source) {
   CampaignConfig c;
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const std::exception& e) {
-    throw UsageError(source + ": not valid JSON: " + e.what());
-  }
-  if (!j.is_object()) throw UsageError(source + ": a campaign configuration is a JSON object");
+  const json j = detail::parse_object(text, source, "a campaign configuration");
   const Fields f(j, "", source);
   f.only({"name", "checkpoint", "golden", "command", "timeout_s", "trials", "seed", "inject", "metric", "higher_is_better", "tolerance",
           "load_failure_codes", "nan_codes", "restore", "verify", "confidence", "mode", "comment"});

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -161,6 +162,19 @@ private:
   std::string prefix_;
   const std::string& source_;
 };
+
+/// `text` parsed as JSON, which must be an object: UsageError "<source>: not valid JSON: ..." or
+/// "<source>: <what> is a JSON object" (`what`: "a fault model").
+inline nlohmann::json parse_object(std::string_view text, const std::string& source, const std::string& what) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw UsageError(source + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw UsageError(source + ": " + what + " is a JSON object");
+  return j;
+}
 
 /// The name of `value` in `table` (a table of choice()); "" when it has none.
 template <class Table, class T>
