@@ -42,7 +42,7 @@ int run_campaign(const CampaignOptions& o) {
   ro.jobs = o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   std::cout << "campaign " << cfg.name << ": " << cfg.trials << " trials (shard " << o.shard << "), seed " << cfg.seed << ", model "
             << cfg.model << " x" << cfg.flips << ", timeout " << cfg.timeout_s << " s, " << ro.jobs
-            << (ro.jobs == 1 ? " job" : " jobs") << (cfg.mode == "worker" ? " (trial workers)" : "") << " -> " << o.out << std::endl;
+            << (ro.jobs == 1 ? " job" : " jobs") << (cfg.mode == inject::TrialMode::worker ? " (trial workers)" : "") << " -> " << o.out << std::endl;
   const std::uint64_t planned = ro.shard.trials_of(cfg.trials);
   auto bar = std::make_unique<app::Progress>("trials", planned);
   auto counts_text = [](const std::map<std::string, std::uint64_t>& counts) {

@@ -36,7 +36,8 @@ struct InjectOptions {
   std::vector<std::string> include, exclude;
   inject::Role role = inject::Role::all;
   inject::Stratify stratify = inject::Stratify::none;
-  std::string bits, model = "flip", as;
+  std::string bits, model = "flip";
+  std::optional<ckpt::DType> as;
   std::vector<std::string> argv;  // the command line, for the log header
   inject::Format format = inject::Format::automatic;  // --format
 };
@@ -88,7 +89,9 @@ struct PlanOptions {
   std::string input;
   double margin = 0.01, confidence = 0.95, p = 0.5;
   std::vector<std::string> include, exclude;
-  std::string role = "all", bits, model = "flip", as;
+  inject::Role role = inject::Role::all;
+  std::string bits, model = "flip";
+  std::optional<ckpt::DType> as;
   bool json = false;
 };
 CLI::App* setup_plan(CLI::App& app, PlanOptions& o);

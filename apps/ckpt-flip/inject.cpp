@@ -13,6 +13,7 @@
 #include "resil/inject/plan.hpp"
 #include "resil/inject/raw.hpp"
 #include "resil/inject/storage.hpp"
+#include "resil/inject/transaction.hpp"
 
 namespace resil::app::ckpt_flip {
 
@@ -46,7 +47,7 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
   c->add_option("--bits", o.bits, "bits that may be hit: field names and bit numbers/ranges");
   c->add_option("--model", o.model, "fault model");
   app::add_choice(*c, "--stratify", o.stratify, inject::stratify_names, "stratified sampling: none, bits or dataset");
-  c->add_option("--as", o.as, "treat unsigned 16-bit datasets as this dtype (bf16)")->check(CLI::IsMember({"bf16", "f16"}));
+  app::add_choice(*c, "--as", o.as, inject::as_names, "treat unsigned 16-bit datasets as this dtype (bf16)");
   add_format_option(*c, o.format);
   c->add_flag("--raw", o.raw, "flip bits anywhere in the file's bytes (HDF5 metadata included)");
   c->add_flag("--no-hash", o.no_hash, "skip the SHA-256 of input and output (logged as empty)");
@@ -108,7 +109,7 @@ int run_inject(const InjectOptions& o) {
     sel.exclude = o.exclude;
     sel.role = o.role;
     sel.bits = inject::BitSpec::parse(o.bits.empty() ? "all" : o.bits);
-    if (!o.as.empty()) sel.as = ckpt::dtype_from_name(o.as);
+    sel.as = o.as;
     const auto targets = inject::select(wf ? wf->tensors() : inject::open_storage(o.input, inject::Access::read, o.format)->tensors(), sel);
     const auto sites = inject::sample_sites(targets, popt);
     if (sites.empty()) std::cout << "no site drawn (--ber over the selected bits gave 0 faults)\n";
@@ -142,23 +143,16 @@ int run_inject(const InjectOptions& o) {
   if (!o.no_hash) h.input_sha256 = ckpt::sha256_file(o.input);
 
   inject::ApplyStats st;
-  std::string out_sha;
   if (o.in_place) {
-    // Crash safety: every record is durable before the first byte of the file changes.
-    inject::LogWriter log(o.log);
-    log.line(inject::header_line(h));
-    log.records(records);
-    log.sync();
-    st = wf ? inject::apply(*wf, records, inject::Direction::forward)
-            : inject::apply(o.input, records, inject::Direction::forward, false, true, !o.no_sync, o.format);
-    if (!o.no_hash) out_sha = ckpt::sha256_file(o.input);
-    log.line(inject::footer_line(st.changed, out_sha));
-    log.close();
+    // The log is durable before the first byte of IN changes (inject::apply_logged).
+    const inject::TransactionOptions topt{.sync = !o.no_sync, .hash_output = !o.no_hash, .format = o.format};
+    st = (wf ? inject::apply_logged(o.log, h, records, *wf, topt) : inject::apply_logged(o.log, h, records, o.input, topt)).stats;
   } else {
     // The log too is written to a temporary sibling and renamed into place after the output: an
     // error leaves neither, and never removes a log that was there before.
     const auto log_tmp = ckpt::fs::temp_sibling(o.log);
     ckpt::fs::RemoveOnError log_guard(log_tmp);
+    std::string out_sha;
     try {
       with_output_copy(o.input, o.output, [&](const std::string& tmp) {
         st = inject::apply(tmp, records, inject::Direction::forward, false, false, true, o.format);

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "resil/app/choice.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/ckpt/io.hpp"
 #include "resil/inject/campaign.hpp"
@@ -27,10 +28,10 @@ CLI::App* setup_plan(CLI::App& app, PlanOptions& o) {
   c->add_option("--p", o.p, "expected proportion (0.5: worst case)")->check(CLI::Range(1e-6, 1 - 1e-6));
   c->add_option("--include", o.include, "glob on dataset paths to include (repeatable)");
   c->add_option("--exclude", o.exclude, "glob on dataset paths to exclude (repeatable)");
-  c->add_option("--role", o.role, "model, optimizer or all")->check(CLI::IsMember({"model", "optimizer", "all"}));
+  app::add_choice(*c, "--role", o.role, inject::role_names, "model, optimizer or all");
   c->add_option("--bits", o.bits, "bits that may be hit");
   c->add_option("--model", o.model, "fault model (for the number of patterns per site)");
-  c->add_option("--as", o.as, "treat unsigned 16-bit datasets as this dtype")->check(CLI::IsMember({"bf16", "f16"}));
+  app::add_choice(*c, "--as", o.as, inject::as_names, "treat unsigned 16-bit datasets as this dtype");
   c->add_flag("--json", o.json, "JSON output");
   return c;
 }

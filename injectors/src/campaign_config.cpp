@@ -68,13 +68,7 @@ using Fields = detail::JsonFields;
 
 CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& source) {
   CampaignConfig c;
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const std::exception& e) {
-    throw UsageError(source + ": not valid JSON: " + e.what());
-  }
-  if (!j.is_object()) throw UsageError(source + ": a campaign configuration is a JSON object");
+  const json j = detail::parse_object(text, source, "a campaign configuration");
   const Fields f(j, "", source);
   f.only({"name", "checkpoint", "golden", "command", "timeout_s", "trials", "seed", "inject", "metric", "higher_is_better", "tolerance",
           "load_failure_codes", "nan_codes", "restore", "verify", "confidence", "mode", "comment"});
@@ -95,24 +89,21 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   in.only({"flips", "model", "role", "bits", "include", "exclude", "as", "strata"});
   in.integer("flips", c.flips, 1, max_flips);
   in.string("model", c.model);
-  in.string("role", c.role);
+  in.choice("role", c.role, role_names);
   in.string("bits", c.bits);
   in.strings("include", c.include);
   in.strings("exclude", c.exclude);
-  in.string("as", c.as);
-  in.string("strata", c.strata);
+  in.choice("as", c.as, as_names);
+  in.choice("strata", c.strata, strata_names);
   f.string("metric", c.metric);
   f.boolean("higher_is_better", c.higher_is_better);
   f.number("tolerance", c.tolerance, [](double x) { return x >= 0; }, "a number >= 0");
   f.exit_codes("load_failure_codes", c.load_failure_codes);
   f.exit_codes("nan_codes", c.nan_codes);
-  std::string restore = "revert";
-  f.string("restore", restore);
-  if (restore != "revert" && restore != "copy") throw UsageError(source + ": restore must be \"revert\" or \"copy\", not \"" + restore + "\"");
-  c.copies = restore == "copy";
-  f.string("verify", c.verify);
+  f.choice("restore", c.copies, restore_names);
+  f.choice("verify", c.verify, verify_names);
   f.number("confidence", c.confidence, [](double x) { return x > 0 && x < 1; }, "a number in (0, 1)");
-  f.string("mode", c.mode);
+  f.choice("mode", c.mode, trial_mode_names);
   c.validate(source);
   const stdfs::path base = stdfs::path(source).parent_path();
   c.checkpoint = resolve(c.checkpoint, base);
@@ -128,19 +119,13 @@ void CampaignConfig::validate(const std::string& source) const {
   if (!(timeout_s > 0) || !std::isfinite(timeout_s)) fail("timeout_s must be a number of seconds > 0");
   if (trials == 0) fail("trials must be >= 1");
   if (flips == 0 || flips > max_flips) fail("inject.flips must be in [1, " + std::to_string(max_flips) + "]");
-  if (role != "all" && role != "model" && role != "optimizer") fail("inject.role must be all, model or optimizer");
-  if (strata != "none" && std::find_if(std::begin(stratum_dims), std::end(stratum_dims), [&](const char* d) { return strata == d; }) == std::end(stratum_dims))
-    fail("inject.strata must be none, field, bit, role, dtype or tensor");
-  if (!as.empty() && as != "bf16" && as != "f16") fail("inject.as must be \"bf16\" or \"f16\", not \"" + as + "\"");
-  if (verify != "touched" && verify != "all") fail("verify must be \"touched\" or \"all\"");
   if (!(tolerance >= 0) || !std::isfinite(tolerance)) fail("tolerance must be a number >= 0");
   if (!(confidence > 0 && confidence < 1)) fail("confidence must be in (0, 1)");
   for (const auto* codes : {&load_failure_codes, &nan_codes})
     for (int x : *codes)
       if (x < 1 || x > 255) fail("exit codes in load_failure_codes and nan_codes must be in 1..255, not " + std::to_string(x));
   if (!golden_final_checkpoint.empty() && golden_summary.empty()) fail("golden.final_checkpoint needs golden.summary");
-  if (mode != "command" && mode != "worker") fail("mode must be \"command\" or \"worker\", not \"" + mode + "\"");
-  if (mode == "worker" && (command.size() < 2 || (command[1] != "eval" && command[1] != "resume")))
+  if (mode == TrialMode::worker && (command.size() < 2 || (command[1] != "eval" && command[1] != "resume")))
     fail("mode \"worker\" needs a command that runs ckpt-train eval or resume as an argv array ([\"ckpt-train\", \"eval\", ...]); "
          "use \"mode\": \"command\" for anything else");
 }
@@ -158,11 +143,11 @@ CampaignConfig CampaignConfig::load(const stdfs::path& p) {
 json CampaignConfig::to_json() const {
   json j = {{"name", name}, {"checkpoint", checkpoint}, {"command", command}, {"timeout_s", timeout_s}, {"trials", trials},
             {"seed", seed},
-            {"inject", {{"flips", flips}, {"model", model}, {"role", role}, {"bits", bits}, {"include", include},
-                        {"exclude", exclude}, {"as", as}, {"strata", strata}}},
+            {"inject", {{"flips", flips}, {"model", model}, {"role", detail::name_of(role_names, role)}, {"bits", bits}, {"include", include},
+                        {"exclude", exclude}, {"as", detail::name_of(as_names, as)}, {"strata", detail::name_of(strata_names, strata)}}},
             {"metric", metric}, {"higher_is_better", higher_is_better}, {"tolerance", tolerance},
-            {"load_failure_codes", load_failure_codes}, {"nan_codes", nan_codes}, {"restore", copies ? "copy" : "revert"},
-            {"verify", verify}, {"confidence", confidence}, {"mode", mode}};
+            {"load_failure_codes", load_failure_codes}, {"nan_codes", nan_codes}, {"restore", detail::name_of(restore_names, copies)},
+            {"verify", detail::name_of(verify_names, verify)}, {"confidence", confidence}, {"mode", detail::name_of(trial_mode_names, mode)}};
   if (!golden_summary.empty()) j["golden"] = {{"summary", golden_summary}, {"final_checkpoint", golden_final_checkpoint}};
   return j;
 }

@@ -17,13 +17,7 @@ using detail::JsonFields;
 
 FitModel FitModel::parse(std::string_view text, const std::string& source) {
   FitModel m;
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const std::exception& e) {
-    throw UsageError(source + ": not valid JSON: " + e.what());
-  }
-  if (!j.is_object()) throw UsageError(source + ": a fault model is a JSON object");
+  const json j = detail::parse_object(text, source, "a fault model");
   // Bounds far beyond any real memory keep every product (rate x Mbit x ...) finite.
   constexpr double max_rate = 1e12, max_count = 1e15;
   const JsonFields f{j, "", source};

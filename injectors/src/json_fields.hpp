@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -112,6 +113,35 @@ public:
       out = std::move(codes);
     }
   }
+  /// One of the names of `table` (pairs of name and value, e.g. inject::role_names), read as its
+  /// value; the error names every accepted name.
+  template <class Table, class T>
+  void choice(const char* key, T& out, const Table& table) const {
+    const json* v = find(key);
+    if (!v) return;
+    if (v->is_string())
+      for (const auto& [name, value] : table)
+        if (name == v->template get_ref<const std::string&>()) {
+          out = value;
+          return;
+        }
+    std::string names;
+    for (const auto& [name, value] : table) names += (names.empty() ? "\"" : ", \"") + std::string(name) + "\"";
+    bad(key, "one of " + names, *v);
+  }
+  /// The same for an optional value: "" reads as none (what name_of writes for it).
+  template <class Table, class E>
+  void choice(const char* key, std::optional<E>& out, const Table& table) const {
+    const json* v = find(key);
+    if (!v) return;
+    if (v->is_string() && v->template get_ref<const std::string&>().empty()) {
+      out.reset();
+      return;
+    }
+    E e{};
+    choice(key, e, table);
+    out = e;
+  }
   /// A nested object (`inject`, `golden`); absent reads as empty.
   JsonFields object(const char* key) const {
     static const json empty = json::object();
@@ -132,5 +162,30 @@ private:
   std::string prefix_;
   const std::string& source_;
 };
+
+/// `text` parsed as JSON, which must be an object: UsageError "<source>: not valid JSON: ..." or
+/// "<source>: <what> is a JSON object" (`what`: "a fault model").
+inline nlohmann::json parse_object(std::string_view text, const std::string& source, const std::string& what) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw UsageError(source + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw UsageError(source + ": " + what + " is a JSON object");
+  return j;
+}
+
+/// The name of `value` in `table` (a table of choice()); "" when it has none.
+template <class Table, class T>
+std::string name_of(const Table& table, const T& value) {
+  for (const auto& [name, v] : table)
+    if (v == value) return std::string(name);
+  return {};
+}
+template <class Table, class E>
+std::string name_of(const Table& table, const std::optional<E>& value) {
+  return value ? name_of(table, *value) : std::string();
+}
 
 }  // namespace resil::inject::detail

@@ -154,7 +154,7 @@ TEST_CASE("every outcome class from deterministic commands; revert restores afte
     write_ckpt(g2, 2e38f);
     auto c2 = base_config(g2, 4);
     c2.bits = "23";
-    c2.role = "model";
+    c2.role = Role::model;
     c2.command = {"t={trial}; if [ $t = golden ]; then echo '{\"test_accuracy\": 0.5}' > {out}; exit 0; fi; exit 6"};
     RunOptions o2;
     o2.out = dir / "out2";
@@ -202,7 +202,7 @@ TEST_CASE("resume of an interrupted campaign and shard merge equal the single ru
   const auto golden = dir / "golden.h5";
   write_ckpt(golden, 0.75f);
   auto c = base_config(golden, 24);
-  c.strata = "field";
+  c.strata = Strata::field;
   // Avoid the 0.5 s hangs here: trials 1 mod 8 exit 0 with the golden metric instead.
   c.command = {std::string(c.command[0]).replace(c.command[0].find("sleep 100"), 9, "echo '{\"test_accuracy\": 0.5}' > {out}")};
 

@@ -160,7 +160,7 @@ TEST_CASE("campaign configuration parsing", "[campaign][unit]") {
   CHECK(c.trials == 12);
   CHECK(c.flips == 2);
   CHECK(c.copies);
-  CHECK(c.strata == "field");
+  CHECK(c.strata == Strata::field);
   CHECK(CampaignConfig::parse(c.to_json().dump(), "/cfg/c.json").to_json() == c.to_json());
   CHECK_THROWS_AS(CampaignConfig::parse(R"({"command": "x"})", "c.json"), resil::UsageError);
   CHECK_THROWS_AS(CampaignConfig::parse(R"({"checkpoint": "a.h5"})", "c.json"), resil::UsageError);

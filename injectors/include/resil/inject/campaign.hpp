@@ -12,9 +12,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "resil/ckpt/dtype.hpp"
+#include "resil/inject/campaign_results.hpp"  // read_results: the records of OUT/results/
+#include "resil/inject/select.hpp"
 
 namespace resil::inject {
 
@@ -49,6 +54,22 @@ bool in_outcome_group(std::string_view group, Outcome o) noexcept;
 /// Stratification dimensions of the fault space (each trial records its value for all of them).
 inline constexpr const char* stratum_dims[] = {"field", "bit", "role", "dtype", "tensor"};
 
+// The enumerated keys of a configuration, each with its one (name, value) table (inject.role:
+// role_names, inject.as: as_names, select.hpp): read into the enum when the configuration is parsed
+// (an unknown name is a UsageError naming the key and the names), written back by name.
+/// `inject.strata`: the dimension the sampling is stratified along (trial t in stratum t mod S).
+enum class Strata : std::uint8_t { none, field, bit, role, dtype, tensor };
+inline constexpr std::pair<std::string_view, Strata> strata_names[] = {{"none", Strata::none}, {"field", Strata::field}, {"bit", Strata::bit},
+                                                                       {"role", Strata::role}, {"dtype", Strata::dtype}, {"tensor", Strata::tensor}};
+/// `restore`: revert in place from the flip log (false), or a fresh copy per trial (true).
+inline constexpr std::pair<std::string_view, bool> restore_names[] = {{"revert", false}, {"copy", true}};
+/// `verify`: after a revert, checksum the datasets the trial touched, or all of them.
+enum class Verify : std::uint8_t { touched, all };
+inline constexpr std::pair<std::string_view, Verify> verify_names[] = {{"touched", Verify::touched}, {"all", Verify::all}};
+/// `mode`: how trials run (see CampaignConfig::mode).
+enum class TrialMode : std::uint8_t { command, worker };
+inline constexpr std::pair<std::string_view, TrialMode> trial_mode_names[] = {{"command", TrialMode::command}, {"worker", TrialMode::worker}};
+
 /// A campaign configuration (JSON, docs/campaigns.md). Relative paths resolve against the config's
 /// directory.
 struct CampaignConfig {
@@ -63,11 +84,11 @@ struct CampaignConfig {
   // what to inject (as ckpt-flip inject)
   std::uint64_t flips = 1;
   std::string model = "flip";
-  std::string role = "all";            // all | model | optimizer
+  Role role = Role::all;               // role_names
   std::string bits;                    // "" = every stored bit
   std::vector<std::string> include, exclude;
-  std::string as;                      // "" | bf16 | f16
-  std::string strata = "none";         // none | field | bit | role | dtype | tensor: trial t in stratum t mod S
+  std::optional<ckpt::DType> as;       // as_names; none ("" in JSON): the stored dtypes
+  Strata strata = Strata::none;
   // classification
   std::string metric = "test_accuracy";
   bool higher_is_better = true;
@@ -75,12 +96,12 @@ struct CampaignConfig {
   std::vector<int> load_failure_codes = {4, 7};
   std::vector<int> nan_codes = {6};
   // restore
-  bool copies = false;                 // true: a fresh copy per trial instead of inject in place + revert
-  std::string verify = "touched";      // after revert, checksum the touched datasets or "all"
+  bool copies = false;                 // restore_names: true, a fresh copy per trial instead of inject in place + revert
+  Verify verify = Verify::touched;
   double confidence = 0.95;
   // how trials run: "command" starts the command per trial; "worker" sends each trial's argv to a
   // resident `ckpt-train serve` (command[0]) per job, which forks the trial (same results, less overhead)
-  std::string mode = "command";
+  TrialMode mode = TrialMode::command;
 
   /// Every value is type- and range-checked (UsageError naming the key): no wrap-around of
   /// negative counts, no truncated fractions, no silently ignored wrong types.
@@ -176,12 +197,6 @@ struct RunSummary {
 /// Run (or continue) this shard of the campaign. Writes OUT/campaign.json, OUT/golden.json,
 /// OUT/results/shard-<i>-of-<n>.jsonl; works in OUT/work/shard-<i>-of-<n>/ (removed at the end).
 RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const TrialCallback& on_trial = {});
-
-/// Every record of OUT/results/*.jsonl, by trial id (a truncated last line is ignored; duplicates
-/// keep the first). A record whose trial id is not an integer below the campaign's `trials`
-/// (OUT/campaign.json), or whose class is not an outcome name, makes the statistics untrustworthy:
-/// CorruptInputError naming the file and line. A results entry that is not a regular file: IoError.
-std::map<std::uint64_t, nlohmann::json> read_results(const std::filesystem::path& out);
 
 /// Fault space of the configuration's selection over the golden checkpoint (all shard files of a manifest).
 FaultSpace fault_space(const CampaignConfig& c);

@@ -21,6 +21,9 @@ enum class Role { all, model, optimizer };
 /// The names of Role on the command line and in campaign configurations.
 inline constexpr std::pair<std::string_view, Role> role_names[] = {{"all", Role::all}, {"model", Role::model}, {"optimizer", Role::optimizer}};
 
+/// The names of SelectOptions::as on the command line and in campaign configurations.
+inline constexpr std::pair<std::string_view, ckpt::DType> as_names[] = {{"bf16", ckpt::DType::bf16}, {"f16", ckpt::DType::f16}};
+
 struct SelectOptions {
   std::vector<std::string> include, exclude;  // globs on dataset paths
   Role role = Role::all;                      // our schema: /model/..., /optimizer/...

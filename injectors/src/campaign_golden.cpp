@@ -1,0 +1,83 @@
+// The golden reference and the golden checksums (campaign_golden.hpp).
+#include "campaign_golden.hpp"
+
+#include "resil/ckpt/checkpoint.hpp"
+#include "resil/ckpt/fs.hpp"
+#include "resil/core/error.hpp"
+
+namespace resil::inject::detail {
+
+using nlohmann::json;
+namespace stdfs = std::filesystem;
+
+GoldenSums golden_checksums(const CkptFiles& f) {
+  GoldenSums m;
+  for (std::size_t i = 0; i < f.files.size(); ++i) {
+    auto h = ckpt::h5::open_file(f.files[i].string(), ckpt::h5::Mode::read);
+    for (const auto& d : ckpt::list_datasets(h))
+      if (d.dtype) m[{i, d.path}] = ckpt::dataset_checksum(h, d.path);
+  }
+  return m;
+}
+
+std::optional<std::string> final_weights_of(const json& summary) {
+  if (!summary.is_object() || !summary.contains("last_checkpoint") || !summary.at("last_checkpoint").is_string()) return std::nullopt;
+  const std::string last = summary.at("last_checkpoint").get<std::string>();
+  std::error_code ec;
+  if (last.empty() || !stdfs::is_regular_file(last, ec)) return std::nullopt;
+  try {
+    return model_weights_hash(last);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const CkptFiles& work, const stdfs::path& wdir, bool& ran) {
+  ran = false;
+  const stdfs::path gpath = o.out / "golden.json";
+  require_regular_or_absent(gpath);
+  if (auto j = read_json_file(gpath)) {
+    try {
+      return Golden::from_json(*j);
+    } catch (const json::exception& e) {
+      throw CorruptInputError(gpath.string() + ": not a golden record: " + e.what());
+    }
+  }
+  Golden g;
+  if (!c.golden_summary.empty()) {
+    require_regular_or_absent(c.golden_summary);
+    auto s = read_json_file(c.golden_summary);
+    if (!s || !s->is_object()) throw IoError(c.golden_summary + ": cannot read the golden summary JSON");
+    if (!s->contains(c.metric) || !s->at(c.metric).is_number())
+      throw UsageError(c.golden_summary + ": golden summary has no numeric \"" + c.metric + "\"");
+    g.summary = *s;
+    g.metric = s->at(c.metric).get<double>();
+    if (!c.golden_final_checkpoint.empty()) g.final_weights = model_weights_hash(c.golden_final_checkpoint);
+  } else {
+    // The golden run: the trial command on the unaltered private copy.
+    const stdfs::path scratch = wdir / "scratch", out = wdir / "summary.json";
+    stdfs::remove_all(scratch);
+    stdfs::create_directories(scratch);
+    stdfs::remove(out);
+    const auto argv = substitute(c.command, {{"ckpt", work.entry.string()}, {"out", out.string()}, {"dir", scratch.string()},
+                                             {"trial", "golden"}, {"seed", std::to_string(c.seed)}});
+    const auto r = run_command(argv, c.timeout_s, o.out / "golden.log");
+    ran = true;
+    if (r.timed_out || r.signal || r.exit_code != 0)
+      throw UsageError("campaign " + c.name + ": the golden run failed (" +
+                       (r.timed_out ? std::string("timeout") : r.signal ? "signal " + std::to_string(r.signal) : "exit " + std::to_string(r.exit_code)) +
+                       "); see " + (o.out / "golden.log").string());
+    const auto s = read_json_file(out);
+    if (!s || !s->is_object() || !s->contains(c.metric) || !s->at(c.metric).is_number())
+      throw UsageError("campaign " + c.name + ": the golden run wrote no summary with a numeric \"" + c.metric + "\" to {out}");
+    g.summary = *s;
+    g.metric = s->at(c.metric).get<double>();
+    g.wall_seconds = r.wall_seconds;
+    g.final_weights = final_weights_of(*s);
+    stdfs::remove_all(scratch);
+  }
+  ckpt::fs::write_file_atomic(gpath, g.to_json().dump(2) + "\n");
+  return g;
+}
+
+}  // namespace resil::inject::detail

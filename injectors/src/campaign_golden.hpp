@@ -1,0 +1,33 @@
+// Internal to the campaign engine: the golden reference every trial is compared with (its metric
+// and final weights) and the checksums a reverted work copy must match.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "resil/inject/campaign.hpp"
+#include "campaign_files.hpp"
+
+namespace resil::inject::detail {
+
+/// (file index, dataset path) -> XXH64 of the stored bytes.
+using GoldenSums = std::map<std::pair<std::size_t, std::string>, std::uint64_t>;
+/// Checksums of every dataset of the golden files.
+GoldenSums golden_checksums(const CkptFiles& f);
+
+/// The final weights named by a summary's "last_checkpoint", when it is a readable checkpoint (a
+/// trial may name a file it never finished or damaged: then the weights are unknown, not an error).
+std::optional<std::string> final_weights_of(const nlohmann::json& summary);
+
+/// The golden reference (OUT/golden.json, else the given summary, else a golden run of the command
+/// on `work`; `ran` tells the caller the command has had the work copy). Written to OUT/golden.json.
+Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const CkptFiles& work, const std::filesystem::path& wdir, bool& ran);
+
+}  // namespace resil::inject::detail
