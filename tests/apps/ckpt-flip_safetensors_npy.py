@@ -4,28 +4,13 @@ writer here (8-byte length, JSON header, data), NumPy's from np.save/np.savez/np
 After inject --flips N exactly N bits differ (arrays compared as integer words), the header bytes
 are unchanged, zip members stay valid, and revert restores the file byte for byte.
 argv: ckpt-flip binary, scratch dir."""
-import hashlib, json, os, shutil, struct, subprocess, sys, zipfile
+import json, os, shutil, struct, subprocess, sys, zipfile
 
 import numpy as np
 
-FLIP, T = sys.argv[1], sys.argv[2]
+from ckpt_flip_pytest import FLIP, T, fail, flip, sha
+
 rng = np.random.default_rng(19)
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def flip(*args, rc=0):
-    p = subprocess.run([FLIP, *args], capture_output=True, text=True)
-    if p.returncode != rc:
-        fail(f"ckpt-flip {' '.join(args)}: exit {p.returncode} (want {rc})\n{p.stdout}{p.stderr}")
-    return p
-
-
-def sha(path):
-    return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
 def bits(a, b):

@@ -4,28 +4,12 @@ bf16 tensors and its Adam state, saved with torch.save. After inject --flips N (
 -o) torch.load reads the file, exactly N bits differ over all storages (each compared once, as
 integer words), counters are untouched, zipfile's testzip() is clean (or names the touched member
 with --keep-crc) and revert restores the file byte for byte. argv: ckpt-flip binary, scratch dir."""
-import hashlib, json, os, shutil, subprocess, sys, zipfile
+import json, os, shutil, subprocess, sys, zipfile
 
 import numpy as np
 import torch
 
-FLIP, T = sys.argv[1], sys.argv[2]
-
-
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def flip(*args, rc=0):
-    p = subprocess.run([FLIP, *args], capture_output=True, text=True)
-    if p.returncode != rc:
-        fail(f"ckpt-flip {' '.join(args)}: exit {p.returncode} (want {rc})\n{p.stdout}{p.stderr}")
-    return p
-
-
-def sha(path):
-    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+from ckpt_flip_pytest import FLIP, T, fail, flip, sha
 
 
 class Net(torch.nn.Module):
