@@ -28,7 +28,7 @@ int run_inspect(const InspectOptions& o);
 
 struct InjectOptions {
   std::string input, output, log;
-  bool in_place = false, dry_run = false, raw = false, no_hash = false, no_sync = false;
+  bool in_place = false, dry_run = false, raw = false, no_hash = false, no_sync = false, keep_crc = false;
   std::optional<std::uint64_t> seed;
   std::uint64_t trial = 0;
   std::optional<std::uint64_t> flips;
@@ -46,7 +46,7 @@ int run_inject(const InjectOptions& o);
 
 struct RevertOptions {
   std::string file, log;
-  bool force = false;
+  bool force = false, keep_crc = false;
   inject::Format format = inject::Format::automatic;  // --format
 };
 CLI::App* setup_revert(CLI::App& app, RevertOptions& o);
@@ -54,7 +54,7 @@ int run_revert(const RevertOptions& o);
 
 struct ReplayOptions {
   std::string file, log, output;
-  bool force = false;
+  bool force = false, keep_crc = false;
   inject::Format format = inject::Format::automatic;  // --format
 };
 CLI::App* setup_replay(CLI::App& app, ReplayOptions& o);
@@ -116,6 +116,8 @@ int run_fit(const FitOptions& o);
 
 /// --format hdf5|torch|safetensors|npy|npz|auto on a subcommand that reads checkpoints.
 void add_format_option(CLI::App& c, inject::Format& format);
+/// --keep-crc on inject, revert and replay (zip CRC-32s of edited members left as they were).
+void add_keep_crc_option(CLI::App& c, bool& keep_crc);
 /// "1.5e+03 -> inf  [Inf]" style annotations shared by dry-run and reports.
 std::string describe_change(const inject::FlipRecord& r);
 /// Copy `from` to a temporary sibling of `to`, run `fn(tmp)`, then durably rename onto `to`;

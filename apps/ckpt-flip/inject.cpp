@@ -49,6 +49,7 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
   app::add_choice(*c, "--stratify", o.stratify, inject::stratify_names, "stratified sampling: none, bits or dataset");
   app::add_choice(*c, "--as", o.as, inject::as_names, "treat unsigned 16-bit datasets as this dtype (bf16)");
   add_format_option(*c, o.format);
+  add_keep_crc_option(*c, o.keep_crc);
   c->add_flag("--raw", o.raw, "flip bits anywhere in the file's bytes (HDF5 metadata included)");
   c->add_flag("--no-hash", o.no_hash, "skip the SHA-256 of input and output (logged as empty)");
   c->add_flag("--no-sync", o.no_sync,
@@ -88,6 +89,7 @@ int run_inject(const InjectOptions& o) {
     if (!o.output.empty()) ckpt::fs::require_output_file(o.output);
     ckpt::fs::require_output_file(o.log);
   }
+  inject::set_keep_crc(o.keep_crc);
   const std::uint64_t seed = o.seed ? *o.seed : draw_seed();
   if (!o.seed) std::cout << "seed: " << seed << " (drawn; pass --seed " << seed << " to repeat)\n";
   const auto popt = plan_options(o, seed);
@@ -138,6 +140,8 @@ int run_inject(const InjectOptions& o) {
   h.input = o.input;
   h.in_place = o.in_place;
   h.raw = o.raw;
+  h.keep_crc = o.keep_crc && !o.raw;
+  if (!o.raw) h.file_format = std::string(inject::format_name(wf ? wf->format() : inject::resolve_format(o.input, o.format)));
   h.planned = records.size();
   h.output = o.in_place ? o.input : o.output;
   if (!o.no_hash) h.input_sha256 = ckpt::sha256_file(o.input);

@@ -13,6 +13,12 @@ void add_format_option(CLI::App& c, inject::Format& format) {
              "the file format (default auto: detected from the content, never from the name; docs/ckpt-flip.md)");
 }
 
+void add_keep_crc_option(CLI::App& c, bool& keep_crc) {
+  c.add_flag("--keep-crc", keep_crc,
+             "torch.save and .npz: leave the zip CRC-32 of edited members as it was (storage corruption the container can "
+             "notice); revert and replay also do this when the log says the injection did");
+}
+
 std::string describe_change(const inject::FlipRecord& r) {
   char buf[160];
   if (r.raw) {

@@ -17,6 +17,7 @@ CLI::App* setup_replay(CLI::App& app, ReplayOptions& o) {
   c->add_option("--log", o.log, "flip log")->required();
   c->add_option("-o,--output", o.output, "write to OUT (a copy of FILE) instead of modifying FILE");
   add_format_option(*c, o.format);
+  add_keep_crc_option(*c, o.keep_crc);
   c->add_flag("--force", o.force, "write the logged new bits even where the file holds unexpected bits");
   return c;
 }
@@ -26,6 +27,7 @@ int run_replay(const ReplayOptions& o) {
   ckpt::fs::require_input_file(o.file);
   if (!o.output.empty()) ckpt::fs::require_output_file(o.output);
   const auto log = inject::read_log(o.log);
+  inject::set_keep_crc(o.keep_crc || log.header.keep_crc);  // the logged injection's CRCs, exactly
   inject::ApplyStats st;
   if (o.output.empty()) st = inject::apply(o.file, log.records, inject::Direction::forward, o.force, true, true, o.format);
   else with_output_copy(o.file, o.output, [&](const std::string& tmp) { st = inject::apply(tmp, log.records, inject::Direction::forward, o.force, false, true, o.format); });

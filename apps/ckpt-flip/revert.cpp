@@ -16,6 +16,7 @@ CLI::App* setup_revert(CLI::App& app, RevertOptions& o) {
   c->add_option("FILE", o.file, "file the flips were applied to")->required();
   c->add_option("--log", o.log, "flip log")->required();
   add_format_option(*c, o.format);
+  add_keep_crc_option(*c, o.keep_crc);
   c->add_flag("--force", o.force, "restore the logged old bits even where the file holds unexpected bits");
   return c;
 }
@@ -31,6 +32,8 @@ int run_revert(const RevertOptions& o) {
               << "before any byte of " << o.file << " changed\n";
     return 0;
   }
+  // A log made with --keep-crc left the old CRCs: restoring the words must leave them too.
+  inject::set_keep_crc(o.keep_crc || log.header.keep_crc);
   const auto st = inject::apply(o.file, log.records, inject::Direction::revert, o.force, true, true, o.format);
   std::cout << "reverted " << log.records.size() << " record(s): " << st.changed << " word(s) restored, " << st.unchanged
             << " already original" << (log.complete ? "" : " (the log has no footer: the injection was interrupted)") << "\n";

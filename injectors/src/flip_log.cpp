@@ -48,6 +48,9 @@ std::string header_line(const LogHeader& h) {
             {"seed", h.seed}, {"trial", h.trial}, {"model", h.model}, {"args", h.args},
             {"input_sha256", h.input_sha256}, {"output_sha256", h.output_sha256}, {"in_place", h.in_place},
             {"raw", h.raw}, {"planned", h.planned}};
+  // Optional fields (older logs lack them): the input's format, and --keep-crc.
+  if (!h.file_format.empty()) j["file_format"] = h.file_format;
+  if (h.keep_crc) j["keep_crc"] = true;
   // Paths and arguments are bytes: those that are not UTF-8 are escaped and flagged (names.hpp).
   put_name(j, "input", h.input);
   put_name(j, "output", h.output);
@@ -308,6 +311,8 @@ FlipLog parse_log(std::string_view text, const std::string& source, Tail tail) {
         h.output_sha256 = j.value("output_sha256", "");
         h.in_place = j.value("in_place", false);
         h.raw = j.value("raw", false);
+        h.file_format = j.value("file_format", "");
+        h.keep_crc = j.value("keep_crc", false);
         h.planned = j.contains("planned") ? as_uint(j.at("planned"), where, "planned") : 0;
         have_header = true;
       } else if (type == "flip" || type == "raw") {

@@ -57,7 +57,7 @@ std::vector<Target> select(const std::vector<Tensor>& tensors, const SelectOptio
     bool included = false;
     for (const auto& g : inc) included = included || matches_any_path(g, d);
     if (!inc.empty() && !included) continue;
-    if (!included && is_counter(d)) continue;  // counters only when an --include names them
+    if (!included && (is_counter(d) || tensor.counter)) continue;  // counters only when an --include names them
     bool excluded = false;
     for (const auto& g : exc) excluded = excluded || matches_any_path(g, d);
     if (excluded) continue;

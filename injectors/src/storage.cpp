@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
 #include "resil/ckpt/fs.hpp"
 #include "resil/core/fd.hpp"
+#include "format_storages.hpp"
 #include "resil/inject/hdf5_storage.hpp"
 
 namespace resil::inject {
@@ -101,10 +103,21 @@ std::unique_ptr<Storage> open_storage(const std::string& path, Access access, Fo
   const Format f = resolve_format(path, format);
   switch (f) {
     case Format::hdf5: return std::make_unique<WordFile>(path, access);
-    default:
-      throw CorruptInputError(path + ": " + std::string(format_name(f)) + " files are not supported yet (ckpt-flip edits HDF5 files only)");
+    case Format::torch: return open_torch(path, access);
+    case Format::safetensors: return open_safetensors(path, access);
+    case Format::npy: return open_npy(path, access);
+    case Format::npz: return open_npz(path, access);
+    case Format::automatic: break;
   }
+  throw UsageError(path + ": no format resolved");
 }
+
+namespace {
+std::atomic<bool> g_keep_crc{false};
+}  // namespace
+
+bool keep_crc() noexcept { return g_keep_crc.load(); }
+void set_keep_crc(bool keep) noexcept { g_keep_crc.store(keep); }
 
 std::vector<ckpt::DatasetInfo> infos_of(const std::vector<Tensor>& tensors) {
   std::vector<ckpt::DatasetInfo> out;

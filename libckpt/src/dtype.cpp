@@ -18,7 +18,10 @@ std::optional<DType> dtype_from_name(std::string_view n) noexcept {
       {"i64", DType::i64},  {"int64", DType::i64},   {"i32", DType::i32}, {"int32", DType::i32},
       {"i16", DType::i16},  {"int16", DType::i16},   {"i8", DType::i8},   {"int8", DType::i8},
       {"u64", DType::u64},  {"uint64", DType::u64},  {"u32", DType::u32}, {"uint32", DType::u32},
-      {"u16", DType::u16},  {"uint16", DType::u16},  {"u8", DType::u8},   {"uint8", DType::u8}};
+      {"u16", DType::u16},  {"uint16", DType::u16},  {"u8", DType::u8},   {"uint8", DType::u8},
+      {"f8_e4m3", DType::f8_e4m3}, {"float8_e4m3fn", DType::f8_e4m3},
+      {"f8_e5m2", DType::f8_e5m2}, {"float8_e5m2", DType::f8_e5m2},
+      {"bool", DType::boolean}};
   for (const auto& a : aliases)
     if (a.name == n) return a.t;
   return std::nullopt;
@@ -64,6 +67,39 @@ std::uint16_t float_to_bf16(float f) {
   return static_cast<std::uint16_t>((u + rounding) >> 16);
 }
 
+// OCP fp8 E4M3FN (bias 7, no infinity; S.1111.111 is NaN, the largest finite is 448) and E5M2
+// (bias 15, IEEE-like: the top byte of an f16).
+double f8_to_double(std::uint8_t b, bool e4m3) {
+  const unsigned mbits = e4m3 ? 3 : 2, ebits = e4m3 ? 4 : 5;
+  const int bias = e4m3 ? 7 : 15;
+  const int sign = b >> 7;
+  const int exp = (b >> mbits) & ((1 << ebits) - 1);
+  const int man = b & ((1 << mbits) - 1);
+  double v;
+  if (e4m3 && exp == 15 && man == 7) return std::numeric_limits<double>::quiet_NaN();
+  if (!e4m3 && exp == 31) v = man ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  else if (exp == 0) v = std::ldexp(static_cast<double>(man), 1 - bias - static_cast<int>(mbits));
+  else v = std::ldexp(static_cast<double>(man | (1 << mbits)), exp - bias - static_cast<int>(mbits));
+  return sign ? -v : v;
+}
+
+// Nearest fp8 by search over the 128 magnitudes (ties to the even code); NaN stays NaN; beyond
+// the largest finite: infinity in E5M2, NaN in E4M3FN (it has no infinity).
+std::uint8_t double_to_f8(double d, bool e4m3) {
+  const std::uint8_t sign = std::signbit(d) ? 0x80 : 0;
+  if (std::isnan(d)) return sign | (e4m3 ? 0x7f : 0x7e);
+  const double a = std::fabs(d);
+  const std::uint8_t top = e4m3 ? 0x7e : 0x7b;  // largest finite code
+  const double max = f8_to_double(top, e4m3), ulp = max - f8_to_double(top - 1, e4m3);
+  if (a >= max + ulp / 2) return sign | (e4m3 ? 0x7f : 0x7c);
+  std::uint8_t best = 0;
+  for (std::uint8_t c = 1; c <= top; ++c) {
+    const double e = std::fabs(f8_to_double(c, e4m3) - a), eb = std::fabs(f8_to_double(best, e4m3) - a);
+    if (e < eb || (e == eb && (c & 1) == 0)) best = c;
+  }
+  return sign | best;
+}
+
 template <class I> std::uint64_t saturate(double v) {
   if (std::isnan(v)) return 0;
   const double lo = static_cast<double>(std::numeric_limits<I>::min());
@@ -89,6 +125,9 @@ double word_to_double(DType t, std::uint64_t w) noexcept {
     case DType::u32: return static_cast<std::uint32_t>(w);
     case DType::u16: return static_cast<std::uint16_t>(w);
     case DType::u8: return static_cast<std::uint8_t>(w);
+    case DType::f8_e4m3: return f8_to_double(static_cast<std::uint8_t>(w), true);
+    case DType::f8_e5m2: return f8_to_double(static_cast<std::uint8_t>(w), false);
+    case DType::boolean: return static_cast<std::uint8_t>(w);  // the stored byte: 0, 1, or a flipped bit's value
   }
   return 0;
 }
@@ -107,6 +146,9 @@ std::uint64_t double_to_word(DType t, double v) noexcept {
     case DType::u32: return saturate<std::uint32_t>(v);
     case DType::u16: return saturate<std::uint16_t>(v);
     case DType::u8: return saturate<std::uint8_t>(v);
+    case DType::f8_e4m3: return double_to_f8(v, true);
+    case DType::f8_e5m2: return double_to_f8(v, false);
+    case DType::boolean: return saturate<std::uint8_t>(v);
   }
   return 0;
 }

@@ -1,9 +1,12 @@
-// The storage layer (issue #19): formats from magic bytes only, adapters refused until they exist,
+// The storage layer (issue #19): formats from magic bytes only, the byte-extent adapters (word I/O,
+// bulk reads, parser errors naming the file), fp8/bool bit fields,
 // shared storage counted once in the fault space, and the HDF5 adapter's extents equal the bytes
 // HDF5 reads.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
+#include <iterator>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -72,16 +75,63 @@ TEST_CASE("storage: formats are detected from magic bytes, never names", "[injec
   CHECK_FALSE(detect({}));
 }
 
-TEST_CASE("storage: formats without an adapter are refused, naming the file", "[inject][unit]") {
+// A .npy of `n` little-endian f4 values 1, 2, 3...: header padded to npy_data (128) bytes.
+constexpr std::size_t npy_data = 128;
+std::string npy_bytes(unsigned n) {
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(n) + ",), }";
+  dict += std::string(npy_data - 10 - dict.size() - 1, ' ') + "\n";
+  std::string out = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(dict.size()) + '\0' + dict;
+  for (unsigned i = 0; i < n; ++i) {
+    const float v = static_cast<float>(i + 1);
+    out.append(reinterpret_cast<const char*>(&v), 4);
+  }
+  return out;
+}
+
+TEST_CASE("storage: the byte-extent adapters open by content; parser errors name the file", "[inject][unit]") {
   TempDir dir("resil-storage");
   const auto npy = (dir / "w.h5").string();  // the name says HDF5, the content says npy
-  std::ofstream(npy, std::ios::binary) << std::string("\x93NUMPY\x01\x00", 8) << "v\x00{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }\n0000";
+  std::ofstream(npy, std::ios::binary) << npy_bytes(6);
   CHECK(detect_format(npy) == Format::npy);
+  {
+    const auto st = open_storage(npy, Access::in_place);
+    CHECK(st->format() == Format::npy);
+    const auto ts = st->tensors();
+    REQUIRE(ts.size() == 1);
+    CHECK(ts[0].info.path == "/array");
+    CHECK(ts[0].info.dtype == ckpt::DType::f32);
+    REQUIRE(st->extents("/array").size() == 1);
+    CHECK(st->extents("/array")[0].offset == npy_data);
+    CHECK(st->extents("/array")[0].length == 24);
+    // Word I/O: element 2 (3.0f) gets its sign bit; only that word changes.
+    st->edit("/array", {2}, [](std::span<const std::uint64_t>, std::span<std::uint64_t> w) { w[0] ^= 0x80000000u; });
+    std::vector<std::byte> box;
+    st->read_box("/array", {1}, {3}, box);
+    REQUIRE(box.size() == 12);
+    float v[3];
+    std::memcpy(v, box.data(), 12);
+    CHECK(v[0] == 2.0f);
+    CHECK(v[1] == -3.0f);
+    CHECK(v[2] == 4.0f);
+    st->finish();
+    st->close();
+  }
+  std::string after;
+  {
+    std::ifstream in(npy, std::ios::binary);
+    after.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::string want = npy_bytes(6);
+  want[npy_data + 2 * 4 + 3] = static_cast<char>(want[npy_data + 2 * 4 + 3] ^ 0x80);
+  CHECK(after == want);
+  // A header claiming more data than the file holds: the parser's message, after the file's name.
+  const auto cut = (dir / "cut.npy").string();
+  std::ofstream(cut, std::ios::binary) << npy_bytes(6).substr(0, npy_data + 5);
   try {
-    open_storage(npy, Access::read);
+    open_storage(cut, Access::read);
     FAIL("opened");
   } catch (const CorruptInputError& e) {
-    CHECK(std::string(e.what()).find(npy + ": npy files are not supported yet") != std::string::npos);
+    CHECK(std::string(e.what()).rfind(cut + ": npy: ", 0) == 0);
   }
   const auto junk = (dir / "junk.pt").string();
   std::ofstream(junk) << "plain text\n";
@@ -95,6 +145,23 @@ TEST_CASE("storage: formats without an adapter are refused, naming the file", "[
   }
   CHECK_THROWS_AS(open_storage(h5, Access::read, Format::torch), CorruptInputError);
   CHECK(open_storage(h5, Access::read, Format::hdf5)->format() == Format::hdf5);
+}
+
+TEST_CASE("storage: fp8 and bool dtypes have their bit fields", "[inject][unit]") {
+  CHECK(BitSpec::parse("exponent").mask_for(ckpt::DType::f8_e4m3) == 0x78);
+  CHECK(BitSpec::parse("mantissa").mask_for(ckpt::DType::f8_e4m3) == 0x07);
+  CHECK(BitSpec::parse("exponent").mask_for(ckpt::DType::f8_e5m2) == 0x7c);
+  CHECK(BitSpec::parse("sign").mask_for(ckpt::DType::f8_e5m2) == 0x80);
+  CHECK(BitSpec::parse("exponent").mask_for(ckpt::DType::boolean) == 0);
+  CHECK(ckpt::word_to_double(ckpt::DType::f8_e4m3, 0x7e) == 448.0);
+  CHECK(std::isnan(ckpt::word_to_double(ckpt::DType::f8_e4m3, 0x7f)));
+  CHECK(ckpt::word_to_double(ckpt::DType::f8_e5m2, 0x7b) == 57344.0);
+  CHECK(std::isinf(ckpt::word_to_double(ckpt::DType::f8_e5m2, 0x7c)));
+  CHECK(ckpt::word_to_double(ckpt::DType::f8_e4m3, 0x38) == 1.0);
+  CHECK(ckpt::double_to_word(ckpt::DType::f8_e4m3, 1.0) == 0x38);
+  CHECK(ckpt::double_to_word(ckpt::DType::f8_e5m2, -2.0) == 0xc0);
+  CHECK(ckpt::dtype_from_name("f8_e4m3") == ckpt::DType::f8_e4m3);
+  CHECK(ckpt::dtype_from_name("bool") == ckpt::DType::boolean);
 }
 
 TEST_CASE("storage: bytes shared by several tensors count once; roles from the adapter", "[inject][unit]") {

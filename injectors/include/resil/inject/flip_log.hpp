@@ -46,6 +46,8 @@ struct LogHeader {
   bool in_place = false;
   bool raw = false;
   std::uint64_t planned = 0;       // number of records that follow
+  std::string file_format;         // the input's format (format_names: "hdf5", "torch"...); "" in older logs
+  bool keep_crc = false;           // --keep-crc: container checksums (zip CRC-32) were left as they were
 };
 
 struct FlipLog {

@@ -72,6 +72,9 @@ struct Tensor {
   /// Bytes behind filters (gzip chunks, a deflated npz member): changing them rewrites and
   /// re-encodes the touched chunk or member, which only Access::rewrite (a staged copy) may do.
   bool staged = false;
+  /// A counter by the format's own layout (torch: num_batches_tracked, an optimizer step, a 0-d
+  /// integer tensor), skipped by select() unless an --include names it, as is_counter() skips HDF5's.
+  bool counter = false;
 };
 
 /// A file opened through its format's adapter. Move-free, one per open file.
@@ -137,9 +140,16 @@ protected:
   bool sync_ = true;
 };
 
+/// Whether Storage::finish() leaves a container's own checksums as they were (`--keep-crc`: the
+/// zip CRC-32 of an edited torch.save or .npz member then no longer matches its bytes, as after
+/// corruption of the storage medium that the container can notice). Process-wide, like word_io():
+/// a staged edit opens its copy anew. Default: false (the archive stays valid).
+bool keep_crc() noexcept;
+void set_keep_crc(bool keep) noexcept;
+
 /// Open `path` through its format's adapter (`format` automatic: detected from the content).
-/// Throws CorruptInputError naming the file for content of no known format and for formats whose
-/// adapter is not there yet ("not supported yet"), IoError when it cannot be read.
+/// Throws CorruptInputError naming the file for content of no known format or that its format's
+/// parser refuses (one line: "FILE: <format>: <what> at offset N"), IoError when it cannot be read.
 std::unique_ptr<Storage> open_storage(const std::string& path, Access access, Format format = Format::automatic);
 
 /// The tensors' descriptions alone (the listing select() and inspect take).

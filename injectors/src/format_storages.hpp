@@ -1,0 +1,18 @@
+// The adapters built on ExtentStorage, opened by open_storage (storage.cpp): one file each
+// (safetensors_storage.cpp, numpy_storage.cpp, torch_storage.cpp). docs/ckpt-flip.md, "Storage
+// layer: formats", gives each one's fault space and limits.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "resil/inject/storage.hpp"
+
+namespace resil::inject {
+
+std::unique_ptr<Storage> open_safetensors(const std::string& path, Access access);
+std::unique_ptr<Storage> open_npy(const std::string& path, Access access);
+std::unique_ptr<Storage> open_npz(const std::string& path, Access access);
+std::unique_ptr<Storage> open_torch(const std::string& path, Access access);
+
+}  // namespace resil::inject

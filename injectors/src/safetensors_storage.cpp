@@ -1,0 +1,33 @@
+// safetensors: every tensor is one extent of the data section; the JSON header is never written.
+// Tensors are model weights (the format holds nothing else in practice): role model.
+#include "extent_storage.hpp"
+#include "format_storages.hpp"
+#include "resil/inject/formats/safetensors.hpp"
+
+namespace resil::inject {
+
+namespace {
+
+class SafetensorsStorage final : public ExtentStorage {
+public:
+  SafetensorsStorage(const std::string& path, Access access) : ExtentStorage(path, access) {
+    const Mapping m = map_for_parsing(path);
+    const auto st = parse_named(path, [&] { return formats::parse_safetensors(formats::bytes_of(m.data(), m.size())); });
+    for (const auto& t : st.tensors) {
+      Item it;
+      it.tensor = make_tensor(t.name, TensorRole::model, t.dtype, t.shape, false);
+      it.extent = {t.offset, t.size};
+      it.size = static_cast<unsigned>(formats::dtype_size(t.dtype));
+      add(std::move(it));
+    }
+  }
+  Format format() const noexcept override { return Format::safetensors; }
+};
+
+}  // namespace
+
+std::unique_ptr<Storage> open_safetensors(const std::string& path, Access access) {
+  return std::make_unique<SafetensorsStorage>(path, access);
+}
+
+}  // namespace resil::inject

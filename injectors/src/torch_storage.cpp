@@ -1,0 +1,79 @@
+// torch.save zip archives. The fault space is storage bytes: each storage (zip member
+// `<archive>/data/<key>`) is one tensor, whole, however many tensors view it and however much of
+// it they view (docs/ckpt-flip.md, "torch.save: storages"). It is named after the first tensor that
+// views it in pickle (dict) order, the other viewers' names are its aliases; its shape is that
+// tensor's when it views all of the storage contiguously from offset 0, else the storage's element
+// count (flat indices are always element offsets in the storage). Role: the first viewer's.
+// A storage all of whose viewers are counters (num_batches_tracked, an optimizer step, a 0-d
+// integer tensor) is a counter, excluded by default like HDF5 counters.
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "format_storages.hpp"
+#include "resil/inject/formats/torch.hpp"
+#include "zip_storage.hpp"
+
+namespace resil::inject {
+
+namespace {
+
+TensorRole role_of(formats::Role r) {
+  return r == formats::Role::model ? TensorRole::model : r == formats::Role::optimizer ? TensorRole::optimizer : TensorRole::other;
+}
+
+// Whether `t` views all `elements` of its storage, in C order from its start.
+bool whole_view(const formats::TorchTensor& t, std::uint64_t elements) {
+  if (t.storage_offset != 0) return false;
+  std::uint64_t n = 1;
+  std::int64_t expect = 1;
+  for (std::size_t d = t.shape.size(); d-- > 0;) {
+    if (t.shape[d] != 1 && t.stride[d] != expect) return false;
+    expect *= t.shape[d];
+    n *= static_cast<std::uint64_t>(t.shape[d]);
+  }
+  return n == elements;
+}
+
+class TorchStorage final : public ZipStorage {
+public:
+  TorchStorage(const std::string& path, Access access) : ZipStorage(path, access) {
+    const Mapping m = map_for_parsing(path);
+    auto a = parse_named(path, [&] { return formats::parse_torch(formats::bytes_of(m.data(), m.size())); });
+    zip_ = std::move(a.zip);
+    std::map<std::string, std::vector<const formats::TorchTensor*>> viewers;  // storage key -> tensors in pickle order
+    for (const auto& t : a.state.tensors) viewers[t.storage_key].push_back(&t);
+    for (std::size_t s = 0; s < a.state.storages.size(); ++s) {
+      const auto& st = a.state.storages[s];
+      const auto& views = viewers[st.key];
+      if (views.empty()) continue;  // a storage no tensor views is not in the state
+      const auto& first = *views.front();
+      const auto& e = zip_.entries[a.storage_entries[s]];
+      const auto size = formats::dtype_size(first.dtype);
+      const std::uint64_t elements = e.uncompressed_size / size;
+      const bool whole = whole_view(first, elements);
+      std::vector<std::uint64_t> shape;
+      if (whole) for (const auto d : first.shape) shape.push_back(static_cast<std::uint64_t>(d));
+      else shape = {elements};
+      Item it;
+      it.tensor = make_tensor(first.name, role_of(first.role), first.dtype, shape, false);
+      it.tensor.counter = std::all_of(views.begin(), views.end(), [](const auto* v) { return v->counter; });
+      for (const auto* v : views)
+        if ("/" + v->name != it.tensor.info.path &&
+            std::find(it.tensor.info.aliases.begin(), it.tensor.info.aliases.end(), "/" + v->name) == it.tensor.info.aliases.end())
+          it.tensor.info.aliases.push_back("/" + v->name);
+      it.tensor.storage = e.name;
+      it.extent = {e.data_offset, elements * size};
+      it.size = static_cast<unsigned>(size);
+      it.part = a.storage_entries[s];
+      add(std::move(it));
+    }
+  }
+  Format format() const noexcept override { return Format::torch; }
+};
+
+}  // namespace
+
+std::unique_ptr<Storage> open_torch(const std::string& path, Access access) { return std::make_unique<TorchStorage>(path, access); }
+
+}  // namespace resil::inject
