@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <utility>
 
 #include "resil/core/error.hpp"
 #include "resil/train/backend.hpp"
@@ -13,6 +14,16 @@
 namespace resil::train {
 
 namespace {
+
+/// The output columns x in [first, end) whose input column x * stride - pad + kj lies in [0, w).
+std::pair<int, int> valid_x(const ConvGeom& g, int kj, int ow) {
+  const int off = kj - g.pad;  // ix = x * stride + off
+  int x0 = off >= 0 ? 0 : (-off + g.stride - 1) / g.stride;
+  int x1 = off >= g.w ? 0 : (g.w - 1 - off) / g.stride + 1;
+  x0 = std::min(x0, ow);
+  x1 = std::clamp(x1, x0, ow);
+  return {x0, x1};
+}
 
 class CpuBackend final : public Backend {
 public:
@@ -88,18 +99,33 @@ public:
     return bad == 0;
   }
 
+  // im2col and col2im walk the same (c, ki, kj, y) rows as the obvious per-element loops, but
+  // compute each row's in-bounds x range once instead of testing every element: pure data
+  // movement (im2col) and one addition per image element per (c, ki, kj) in the same order
+  // (col2im), so the results are bit-identical to the per-element loops (tests/train/test_cpu_kernels.cpp).
   void im2col(const float* img, const ConvGeom& g, float* col) override {
     const int oh = g.oh(), ow = g.ow();
     for (int c = 0; c < g.c; ++c)
       for (int ki = 0; ki < g.kh; ++ki)
         for (int kj = 0; kj < g.kw; ++kj) {
           float* row = col + (static_cast<std::size_t>(c * g.kh + ki) * g.kw + kj) * oh * ow;
+          const auto [x0, x1] = valid_x(g, kj, ow);
           for (int y = 0; y < oh; ++y) {
+            float* out = row + static_cast<std::size_t>(y) * ow;
             const int iy = y * g.stride - g.pad + ki;
-            for (int x = 0; x < ow; ++x) {
-              const int ix = x * g.stride - g.pad + kj;
-              row[y * ow + x] = (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) ? img[(static_cast<std::size_t>(c) * g.h + iy) * g.w + ix] : 0.0f;
+            if (iy < 0 || iy >= g.h || x0 >= x1) {
+              std::fill(out, out + ow, 0.0f);
+              continue;
             }
+            const float* in = img + (static_cast<std::size_t>(c) * g.h + iy) * g.w;
+            const int off = kj - g.pad;  // in[x * stride + off] >= in[0] for x >= x0
+            std::fill(out, out + x0, 0.0f);
+            if (g.stride == 1) {
+              std::copy(in + (x0 + off), in + (x1 + off), out + x0);
+            } else {
+              for (int x = x0; x < x1; ++x) out[x] = in[x * g.stride + off];
+            }
+            std::fill(out + x1, out + ow, 0.0f);
           }
         }
   }
@@ -109,31 +135,39 @@ public:
       for (int ki = 0; ki < g.kh; ++ki)
         for (int kj = 0; kj < g.kw; ++kj) {
           const float* row = col + (static_cast<std::size_t>(c * g.kh + ki) * g.kw + kj) * oh * ow;
+          const auto [x0, x1] = valid_x(g, kj, ow);
           for (int y = 0; y < oh; ++y) {
             const int iy = y * g.stride - g.pad + ki;
             if (iy < 0 || iy >= g.h) continue;
-            for (int x = 0; x < ow; ++x) {
-              const int ix = x * g.stride - g.pad + kj;
-              if (ix >= 0 && ix < g.w) img[(static_cast<std::size_t>(c) * g.h + iy) * g.w + ix] += row[y * ow + x];
-            }
+            const float* in = row + static_cast<std::size_t>(y) * ow;
+            float* out = img + (static_cast<std::size_t>(c) * g.h + iy) * g.w;
+            const int off = kj - g.pad;
+            for (int x = x0; x < x1; ++x) out[x * g.stride + off] += in[x];
           }
         }
   }
   void maxpool_forward(const float* x, float* y, std::int32_t* argmax, int n, int c, int h, int w, int k) override {
+    // Each window is scanned row by row with a strict '>': the first maximum (and NaN never) wins.
     const int oh = h / k, ow = w / k;
     for (int p = 0; p < n * c; ++p) {
       const std::size_t base = static_cast<std::size_t>(p) * h * w;
+      const float* xp = x + base;
+      float* yp = y + static_cast<std::size_t>(p) * oh * ow;
+      std::int32_t* ap = argmax + static_cast<std::size_t>(p) * oh * ow;
       for (int i = 0; i < oh; ++i)
         for (int j = 0; j < ow; ++j) {
-          std::size_t best = base + static_cast<std::size_t>(i * k) * w + j * k;
-          for (int a = 0; a < k; ++a)
+          int best = i * k * w + j * k;
+          float v = xp[best];
+          for (int a = 0; a < k; ++a) {
+            const int r = (i * k + a) * w + j * k;
             for (int b = 0; b < k; ++b) {
-              const std::size_t off = base + static_cast<std::size_t>(i * k + a) * w + (j * k + b);
-              if (x[off] > x[best]) best = off;
+              const bool gt = xp[r + b] > v;  // branch-free: the select compiles to a blend
+              v = gt ? xp[r + b] : v;
+              best = gt ? r + b : best;
             }
-          const std::size_t o = (static_cast<std::size_t>(p) * oh + i) * ow + j;
-          y[o] = x[best];
-          argmax[o] = static_cast<std::int32_t>(best);
+          }
+          yp[i * ow + j] = v;
+          ap[i * ow + j] = static_cast<std::int32_t>(base + static_cast<std::size_t>(best));
         }
     }
   }

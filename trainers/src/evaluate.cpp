@@ -36,9 +36,19 @@ Run::Eval Run::evaluate(Data& d, Staging& st) {
   const std::size_t n = d.test_n(), chunk = 1000;
   std::vector<std::uint32_t> idx(n);
   for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<std::uint32_t>(i);
-  StepStats tot;
+  const std::size_t chunks = (n + chunk - 1) / chunk;
+  // dp: every rank holds the same weights, so chunk c is evaluated on rank c % world only (the
+  // same batch gives the same results on any rank) and its (loss sum, correct, samples) reach
+  // every rank through one sum in which each entry has a single non-zero term: exact (counts are
+  // integers below 2^53 as doubles). The totals are then accumulated chunk by chunk in the order
+  // one process uses, so the reported numbers are bit-identical to every rank evaluating
+  // everything. dlrm keeps the old way (its AUC needs every score on every rank).
+  const bool split = mode == ckpt::ParallelMode::dp && comm.size() > 1 && !d.clicks;
+  std::vector<double> per_chunk(3 * chunks, 0.0);  // loss sum, correct, samples
   std::vector<float> scores;
-  for (std::size_t b = 0; b < n; b += chunk) {
+  for (std::size_t c = 0; c < chunks; ++c) {
+    if (split && static_cast<int>(c % static_cast<std::size_t>(comm.size())) != comm.rank()) continue;
+    const std::size_t b = c * chunk;
     const Batch batch = st.gather(d, true, std::span<const std::uint32_t>(idx).subspan(b, std::min(chunk, n - b)));
     StepStats s;
     if (mode == ckpt::ParallelMode::mp) {
@@ -46,9 +56,16 @@ Run::Eval Run::evaluate(Data& d, Staging& st) {
     } else {
       s = model->evaluate(batch, d.clicks ? &scores : nullptr);
     }
-    tot.loss_sum += s.loss_sum;
-    tot.correct += s.correct;
-    tot.samples += s.samples;
+    per_chunk[3 * c] = s.loss_sum;
+    per_chunk[3 * c + 1] = static_cast<double>(s.correct);
+    per_chunk[3 * c + 2] = static_cast<double>(s.samples);
+  }
+  if (split) comm.allreduce_sum(per_chunk);
+  StepStats tot;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    tot.loss_sum += per_chunk[3 * c];
+    tot.correct += static_cast<std::int64_t>(per_chunk[3 * c + 1]);
+    tot.samples += static_cast<std::int64_t>(per_chunk[3 * c + 2]);
   }
   Eval e;
   e.loss = tot.samples ? tot.loss_sum / static_cast<double>(tot.samples) : 0.0;
