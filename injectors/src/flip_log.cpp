@@ -48,6 +48,10 @@ std::string header_line(const LogHeader& h) {
             {"seed", h.seed}, {"trial", h.trial}, {"model", h.model}, {"args", h.args},
             {"input_sha256", h.input_sha256}, {"output_sha256", h.output_sha256}, {"in_place", h.in_place},
             {"raw", h.raw}, {"planned", h.planned}};
+  if (h.finite) {  // only then: logs without --finite read as they always did
+    j["finite"] = true;
+    j["rejected"] = h.rejected;
+  }
   // Paths and arguments are bytes: those that are not UTF-8 are escaped and flagged (names.hpp).
   put_name(j, "input", h.input);
   put_name(j, "output", h.output);
@@ -309,6 +313,8 @@ FlipLog parse_log(std::string_view text, const std::string& source, Tail tail) {
         h.in_place = j.value("in_place", false);
         h.raw = j.value("raw", false);
         h.planned = j.contains("planned") ? as_uint(j.at("planned"), where, "planned") : 0;
+        h.finite = j.value("finite", false);
+        h.rejected = j.contains("rejected") ? as_uint(j.at("rejected"), where, "rejected") : 0;
         have_header = true;
       } else if (type == "flip" || type == "raw") {
         if (log.complete) throw CorruptInputError(where + ": record after the footer");

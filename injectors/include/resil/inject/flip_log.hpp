@@ -46,6 +46,8 @@ struct LogHeader {
   bool in_place = false;
   bool raw = false;
   std::uint64_t planned = 0;       // number of records that follow
+  bool finite = false;             // --finite: sites whose fault left a NaN or Inf were redrawn
+  std::uint64_t rejected = 0;      // with finite: how many drawn sites were rejected
 };
 
 struct FlipLog {
