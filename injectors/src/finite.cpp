@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -48,6 +49,7 @@ public:
 
   /// Reads the words of `sites` not read yet, one read per target (integers need none).
   void load(std::span<const Site> sites) {
+    original_.reserve(original_.size() + sites.size());
     std::map<std::uint32_t, std::vector<std::uint64_t>> todo;
     for (const auto& s : sites)
       if (ckpt::float_layout(targets_[s.target].dtype) && !original_.count({s.target, s.index})) todo[s.target].push_back(s.index);
@@ -63,18 +65,26 @@ public:
   /// Keeps `c` when its word's chain with it stays finite at every record (non-float: always).
   bool try_keep(const Site& c) {
     const Target& t = targets_[c.target];
-    auto& kept = kept_[{c.target, c.index}];
-    std::vector<Site> chain = kept;
-    chain.insert(std::upper_bound(chain.begin(), chain.end(), c), c);
-    if (ckpt::float_layout(t.dtype)) {
-      const unsigned width = ckpt::dtype_bits(t.dtype);
-      std::uint64_t w = original_.at({c.target, c.index});
+    const WordKey k{c.target, c.index};
+    const auto it = kept_.find(k);
+    if (!ckpt::float_layout(t.dtype)) {
+      add(it, k, c);
+      return true;
+    }
+    const unsigned width = ckpt::dtype_bits(t.dtype);
+    const std::uint64_t old = original_.at(k);
+    if (it == kept_.end()) {  // the common case: the first site of its word
+      if (!finite_word(t.dtype, site_fault(opt_.model, key_, c, old, width, t.allowed))) return false;
+    } else {
+      std::vector<Site> chain = it->second;
+      chain.insert(std::upper_bound(chain.begin(), chain.end(), c), c);
+      std::uint64_t w = old;
       for (const auto& s : chain) {
         w = site_fault(opt_.model, key_, s, w, width, t.allowed);
         if (!finite_word(t.dtype, w)) return false;
       }
     }
-    kept = std::move(chain);
+    add(it, k, c);
     return true;
   }
 
@@ -85,12 +95,21 @@ public:
   }
 
 private:
+  using Kept = std::map<WordKey, std::vector<Site>>;
+  void add(Kept::iterator it, const WordKey& k, const Site& c) {
+    if (it == kept_.end()) it = kept_.emplace(k, std::vector<Site>{}).first;
+    it->second.insert(std::upper_bound(it->second.begin(), it->second.end(), c), c);
+  }
+
   std::span<const Target> targets_;
   const PlanOptions& opt_;
   const WordReader& read_;
   std::uint64_t key_;
-  std::map<WordKey, std::uint64_t> original_;
-  std::map<WordKey, std::vector<Site>> kept_;
+  struct KeyHash {
+    std::size_t operator()(const WordKey& k) const noexcept { return std::hash<std::uint64_t>{}(k.second * 0x9E3779B97F4A7C15ull ^ k.first); }
+  };
+  std::unordered_map<WordKey, std::uint64_t, KeyHash> original_;
+  Kept kept_;
 };
 
 std::string stratum_name(const PlanOptions& opt, std::span<const Target> targets, const Site& s) {
