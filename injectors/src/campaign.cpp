@@ -448,7 +448,16 @@ struct TrialContext {
   popt.trial = t;
   popt.flips = c.flips;
   popt.model = fmodel;
-  const auto sites = sample_sites(st.sel.targets, popt);
+  popt.finite = c.finite;
+  // --finite reads the candidates' words from this job's copy (still the golden bytes here).
+  std::map<std::size_t, std::unique_ptr<Storage>> readers;
+  const auto sampled = sample_sites(st.sel.targets, popt, [&](std::uint32_t tg, std::vector<std::uint64_t> idx, const Storage::BlockFn& fn) {
+    auto& r = readers[st.sel.file[tg]];
+    if (!r) r = open_storage(work.files[st.sel.file[tg]].string(), Access::read);
+    r->edit(st.sel.targets[tg].info.path, std::move(idx), fn);
+  });
+  readers.clear();
+  const auto& sites = sampled.sites;
   // Plan per file: the sites of each file against that file's targets.
   std::map<std::size_t, std::vector<FlipRecord>> recs;
   {
@@ -484,6 +493,8 @@ struct TrialContext {
     h.input = h.output = trial_files.files[f].string();
     h.in_place = true;
     h.planned = rv.size();
+    h.finite = c.finite;
+    h.rejected = sampled.rejected;  // the trial's, in each of its files' logs
     const stdfs::path pending = wdir / ("pending-" + std::to_string(f) + ".jsonl");
     stdfs::remove_all(pending);  // never write through whatever an earlier command left there
     LogWriter lw(pending);

@@ -92,5 +92,24 @@ for mode in "-o $T/none.h5" "--in-place"; do
   [ ! -e "$T/none.h5" ] && [ ! -e "$T/none.jsonl" ] || fail "a refused --finite run left an output or a log ($mode)"
   ls -a "$T" | grep -q '\.tmp\.' && fail "a refused --finite run left a temporary ($mode)"
 done
+# Campaigns: "inject": {"finite": true} gives trials whose faults are all finite, where the same
+# campaign without it injects NaN/Inf; a non-boolean value is exit 2 naming the key.
+campaign() {
+  $PY - "$T/in.h5" "$1" > "$T/camp.json" <<'PYEOF'
+import json, sys
+inject = dict({"flips": 40, "bits": "exponent"}, **json.loads(sys.argv[2]))
+print(json.dumps({"name": "f", "checkpoint": sys.argv[1], "command": "echo '{\"acc\": 1}' > {out}", "metric": "acc",
+                  "trials": 6, "seed": 2, "inject": inject}))
+PYEOF
+  rm -rf "$T/camp"
+  run "$FLIP" campaign "$T/camp.json" --out "$T/camp"
+  cat "$T"/camp/results/*.jsonl | $PY -c 'import sys, json; print(sum(json.loads(l)["injected_nonfinite"] for l in sys.stdin))'
+}
+[ "$(campaign '{}')" -gt 0 ] || fail "the campaign without finite injected no NaN/Inf: the test does not exercise it"
+[ "$(campaign '{"finite": true}')" = 0 ] || fail "a campaign with \"finite\": true injected NaN/Inf"
+$PY -c 'import json, sys; assert json.load(open(sys.argv[1]))["config"]["inject"]["finite"] is True' "$T/camp/campaign.json" || fail "campaign.json does not record inject.finite"
+$PY -c 'import json, sys; c = json.load(open(sys.argv[1])); c["inject"]["finite"] = "yes"; json.dump(c, open(sys.argv[1], "w"))' "$T/camp.json"
+expect_err 2 "finite" "$FLIP" campaign "$T/camp.json" --out "$T/camp2"
+
 expect_err 2 "--finite" "$FLIP" inject "$T/in.h5" -o "$T/raw.h5" --raw --finite --seed 1 --flips 3 --log "$T/raw.jsonl"
 echo "PASS"

@@ -62,6 +62,7 @@ struct CampaignConfig {
   std::uint64_t seed = 1;
   // what to inject (as ckpt-flip inject)
   std::uint64_t flips = 1;
+  bool finite = false;                 // inject --finite: redraw sites whose fault leaves a NaN or Inf
   std::string model = "flip";
   std::string role = "all";            // all | model | optimizer
   std::string bits;                    // "" = every stored bit
