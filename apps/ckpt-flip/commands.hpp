@@ -40,6 +40,7 @@ struct InjectOptions {
   std::optional<ckpt::DType> as;
   std::vector<std::string> argv;  // the command line, for the log header
   inject::Format format = inject::Format::automatic;  // --format
+  bool finite = false;            // --finite: redraw sites whose fault leaves a NaN or Inf
 };
 CLI::App* setup_inject(CLI::App& app, InjectOptions& o);
 int run_inject(const InjectOptions& o);

@@ -27,6 +27,7 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
       "  ckpt-flip inject ckpt.h5 -o bad.h5 --seed 1 --flips 64 --stratify bits --model adjacent:2 --log f.jsonl\n"
       "  ckpt-flip inject ckpt.h5 --dry-run --seed 5 --flips 3 --bits exponent-msb\n"
       "  ckpt-flip inject ckpt.h5 -o broken.h5 --raw --seed 9 --flips 20 --log raw.jsonl\n"
+      "  ckpt-flip inject ckpt.h5 -o bad.h5 --seed 4 --flips 100 --bits exponent --finite --log f.jsonl\n"
       "Bits: names sign, exponent, exponent-msb, mantissa, mantissa-high, msb, lsb, all; numbers and ranges (0-7).\n"
       "Models: flip, adjacent:K, random-bits:K, burst[:K], stuck-at-0, stuck-at-1, random-value, zero, pattern:FILE.json");
   c->add_option("IN", o.input, "input checkpoint file")->required();
@@ -50,6 +51,9 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
   app::add_choice(*c, "--as", o.as, inject::as_names, "treat unsigned 16-bit datasets as this dtype (bf16)");
   add_format_option(*c, o.format);
   add_keep_crc_option(*c, o.keep_crc);
+  c->add_flag("--finite", o.finite,
+              "redraw a site whose fault would leave a float NaN or Inf (the log's header counts the rejected draws; "
+              "rates are then conditional on a finite outcome: docs/ckpt-flip.md)");
   c->add_flag("--raw", o.raw, "flip bits anywhere in the file's bytes (HDF5 metadata included)");
   c->add_flag("--no-hash", o.no_hash, "skip the SHA-256 of input and output (logged as empty)");
   c->add_flag("--no-sync", o.no_sync,
@@ -68,6 +72,7 @@ inject::PlanOptions plan_options(const InjectOptions& o, std::uint64_t seed) {
   p.ber = o.ber;
   p.stratify = o.stratify;
   p.model = inject::FaultModel::parse(o.model);
+  p.finite = o.finite;
   return p;
 }
 
@@ -77,8 +82,8 @@ int run_inject(const InjectOptions& o) {
   if (!o.dry_run && o.output.empty() && !o.in_place) throw UsageError("inject: give -o OUT, --in-place or --dry-run");
   if (!o.dry_run && o.log.empty()) throw UsageError("inject: --log LOG.jsonl is required");
   if (!o.flips && !o.ber) throw UsageError("inject: give --flips N or --ber RATE");
-  if (o.raw && (!o.include.empty() || !o.exclude.empty() || !o.bits.empty() || o.role != inject::Role::all || o.stratify != inject::Stratify::none))
-    throw UsageError("inject --raw takes no --include/--exclude/--bits/--role/--stratify (it flips file bytes)");
+  if (o.raw && (!o.include.empty() || !o.exclude.empty() || !o.bits.empty() || o.role != inject::Role::all || o.stratify != inject::Stratify::none || o.finite))
+    throw UsageError("inject --raw takes no --include/--exclude/--bits/--role/--stratify/--finite (it flips file bytes)");
   // Before anything is opened for writing: no path may name another's file (--log IN would replace
   // the data by the log, -o LOG the only undo record), inputs are regular readable files, outputs
   // regular files or new ones in an existing directory.
@@ -103,6 +108,7 @@ int run_inject(const InjectOptions& o) {
     wf->set_sync(!o.no_sync);
   }
   std::vector<inject::FlipRecord> records;
+  std::uint64_t rejected = 0;  // --finite
   if (o.raw) {
     records = inject::plan_raw(o.input, popt);
   } else {
@@ -112,14 +118,27 @@ int run_inject(const InjectOptions& o) {
     sel.role = o.role;
     sel.bits = inject::BitSpec::parse(o.bits.empty() ? "all" : o.bits);
     sel.as = o.as;
-    const auto targets = inject::select(wf ? wf->tensors() : inject::open_storage(o.input, inject::Access::read, o.format)->tensors(), sel);
-    const auto sites = inject::sample_sites(targets, popt);
+    // Without --in-place one read-only Storage serves listing, the --finite draw and planning.
+    const auto rf = wf ? nullptr : inject::open_storage(o.input, inject::Access::read, o.format);
+    inject::Storage& file = wf ? *wf : *rf;
+    const auto targets = inject::select(file.tensors(), sel);
+    inject::Sampled sampled;
+    try {
+      sampled = inject::sample_sites(targets, popt, inject::words_of(file, targets));
+    } catch (const NothingSelectedError& e) {
+      e.rethrow_with(o.input + ": " + e.what());  // --finite found too few sites that stay finite
+    }
+    const auto& sites = sampled.sites;
+    rejected = sampled.rejected;
     if (sites.empty()) std::cout << "no site drawn (--ber over the selected bits gave 0 faults)\n";
-    records = wf ? inject::plan(*wf, targets, sites, popt) : inject::plan(o.input, targets, sites, popt, o.format);
+    records = inject::plan(file, targets, sites, popt);
+    if (rf) rf->close();
   }
 
   if (o.dry_run) {
-    std::cout << "planned " << records.size() << " fault(s), model " << popt.model.name() << ", seed " << seed << ", trial " << o.trial << "\n";
+    std::cout << "planned " << records.size() << " fault(s), model " << popt.model.name() << ", seed " << seed << ", trial " << o.trial;
+    if (o.finite) std::cout << ", " << rejected << " draw(s) rejected (--finite)";
+    std::cout << "\n";
     for (const auto& r : records) {
       std::string where = r.raw ? std::string("(file)") : r.dataset + ckpt::shape_string(r.nd);
       std::string bits;
@@ -143,6 +162,8 @@ int run_inject(const InjectOptions& o) {
   h.keep_crc = o.keep_crc && !o.raw;
   if (!o.raw) h.file_format = std::string(inject::format_name(wf ? wf->format() : inject::resolve_format(o.input, o.format)));
   h.planned = records.size();
+  h.finite = o.finite;
+  h.rejected = rejected;
   h.output = o.in_place ? o.input : o.output;
   if (!o.no_hash) h.input_sha256 = ckpt::sha256_file(o.input);
 
@@ -178,7 +199,9 @@ int run_inject(const InjectOptions& o) {
   for (const auto& r : records) touched.insert(r.dataset);
   std::cout << "injected " << records.size() << " fault(s) (" << st.changed << " word(s) changed) in "
             << (o.raw ? std::string("the file's bytes") : std::to_string(touched.size()) + " dataset(s)") << " -> "
-            << (o.in_place ? o.input : o.output) << "; log " << o.log << "; seed " << seed << "\n";
+            << (o.in_place ? o.input : o.output) << "; log " << o.log << "; seed " << seed;
+  if (o.finite) std::cout << "; " << rejected << " draw(s) rejected (--finite)";
+  std::cout << "\n";
   return 0;
 }
 

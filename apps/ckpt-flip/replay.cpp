@@ -4,6 +4,7 @@
 #include "resil/ckpt/fs.hpp"
 #include "resil/inject/apply.hpp"
 #include "resil/inject/plan.hpp"
+#include "resil/inject/storage.hpp"
 
 namespace resil::app::ckpt_flip {
 
@@ -30,7 +31,12 @@ int run_replay(const ReplayOptions& o) {
   inject::set_keep_crc(o.keep_crc || log.header.keep_crc);  // the logged injection's CRCs, exactly
   inject::ApplyStats st;
   if (o.output.empty()) st = inject::apply(o.file, log.records, inject::Direction::forward, o.force, true, true, o.format);
-  else with_output_copy(o.file, o.output, [&](const std::string& tmp) { st = inject::apply(tmp, log.records, inject::Direction::forward, o.force, false, true, o.format); });
+  else {
+    // FILE's content is checked before it is copied: a file of no supported format is an error
+    // naming FILE, not the -o copy it was found in.
+    inject::open_storage(o.file, inject::Access::read, o.format)->close();
+    with_output_copy(o.file, o.output, [&](const std::string& tmp) { st = inject::apply(tmp, log.records, inject::Direction::forward, o.force, false, true, o.format); });
+  }
   std::cout << "replayed " << log.records.size() << " record(s): " << st.changed << " word(s) changed, " << st.unchanged
             << " already in the logged state -> " << (o.output.empty() ? o.file : o.output) << "\n";
   return 0;

@@ -86,8 +86,9 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   f.integer("trials", c.trials, 1, std::numeric_limits<std::uint64_t>::max());
   f.integer("seed", c.seed, 0, std::numeric_limits<std::uint64_t>::max());
   const Fields in = f.object("inject");
-  in.only({"flips", "model", "role", "bits", "include", "exclude", "as", "strata"});
+  in.only({"flips", "model", "role", "bits", "include", "exclude", "as", "strata", "finite"});
   in.integer("flips", c.flips, 1, max_flips);
+  in.boolean("finite", c.finite);
   in.string("model", c.model);
   in.choice("role", c.role, role_names);
   in.string("bits", c.bits);
@@ -149,6 +150,7 @@ json CampaignConfig::to_json() const {
             {"load_failure_codes", load_failure_codes}, {"nan_codes", nan_codes}, {"restore", detail::name_of(restore_names, copies)},
             {"verify", detail::name_of(verify_names, verify)}, {"confidence", confidence}, {"mode", detail::name_of(trial_mode_names, mode)}};
   if (!golden_summary.empty()) j["golden"] = {{"summary", golden_summary}, {"final_checkpoint", golden_final_checkpoint}};
+  if (finite) j["inject"]["finite"] = true;  // absent when false: campaign.json of older runs compares equal
   return j;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -14,6 +15,7 @@
 #include "resil/inject/apply.hpp"
 #include "resil/inject/names.hpp"
 #include "resil/inject/plan.hpp"
+#include "resil/inject/storage.hpp"
 #include "resil/inject/transaction.hpp"
 
 namespace resil::inject::detail {
@@ -58,7 +60,16 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
   popt.trial = t;
   popt.flips = c.flips;
   popt.model = fmodel;
-  const auto sites = sample_sites(st.sel.targets, popt);
+  popt.finite = c.finite;
+  // --finite reads the candidates' words from this job's copy (still the golden bytes here).
+  std::map<std::size_t, std::unique_ptr<Storage>> readers;
+  const auto sampled = sample_sites(st.sel.targets, popt, [&](std::uint32_t tg, std::vector<std::uint64_t> idx, const Storage::BlockFn& fn) {
+    auto& r = readers[st.sel.file[tg]];
+    if (!r) r = open_storage(work.files[st.sel.file[tg]].string(), Access::read);
+    r->edit(st.sel.targets[tg].info.path, std::move(idx), fn);
+  });
+  readers.clear();
+  const auto& sites = sampled.sites;
   // Plan per file: the sites of each file against that file's targets.
   std::map<std::size_t, std::vector<FlipRecord>> recs;
   {
@@ -94,6 +105,8 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
     h.input = h.output = trial_files.files[f].string();
     h.in_place = true;
     h.planned = rv.size();
+    h.finite = c.finite;
+    h.rejected = sampled.rejected;  // the trial's, in each of its files' logs
     for (const auto& r : rv) {
       flips.push_back(flip_json(r, golden_files.files.size() > 1 ? golden_files.rel[f] : ""));
       touched.insert({f, r.dataset});

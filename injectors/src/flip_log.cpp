@@ -51,6 +51,10 @@ std::string header_line(const LogHeader& h) {
   // Optional fields (older logs lack them): the input's format, and --keep-crc.
   if (!h.file_format.empty()) j["file_format"] = h.file_format;
   if (h.keep_crc) j["keep_crc"] = true;
+  if (h.finite) {  // only then: logs without --finite read as they always did
+    j["finite"] = true;
+    j["rejected"] = h.rejected;
+  }
   // Paths and arguments are bytes: those that are not UTF-8 are escaped and flagged (names.hpp).
   put_name(j, "input", h.input);
   put_name(j, "output", h.output);
@@ -314,6 +318,8 @@ FlipLog parse_log(std::string_view text, const std::string& source, Tail tail) {
         h.file_format = j.value("file_format", "");
         h.keep_crc = j.value("keep_crc", false);
         h.planned = j.contains("planned") ? as_uint(j.at("planned"), where, "planned") : 0;
+        h.finite = j.value("finite", false);
+        h.rejected = j.contains("rejected") ? as_uint(j.at("rejected"), where, "rejected") : 0;
         have_header = true;
       } else if (type == "flip" || type == "raw") {
         if (log.complete) throw CorruptInputError(where + ": record after the footer");

@@ -4,6 +4,7 @@
 
 #include <unordered_map>
 
+#include "resil/inject/finite.hpp"
 #include "resil/inject/storage.hpp"
 
 namespace resil::inject {
@@ -35,7 +36,10 @@ std::vector<FlipRecord> plan(Storage& wf, std::span<const Target> targets, std::
       });
     }
   }
-  Rng rng(derive_seed(opt.seed, opt.trial), stream_model);
+  // The model's draws: one stream in site order, or under --finite each site's own stream (the
+  // draw tested each candidate's outcome on its own: finite.hpp).
+  const std::uint64_t key = derive_seed(opt.seed, opt.trial);
+  Rng rng(key, stream_model);
   std::vector<FlipRecord> out;
   out.reserve(sites.size());
   for (const auto& s : sites) {
@@ -49,7 +53,7 @@ std::vector<FlipRecord> plan(Storage& wf, std::span<const Target> targets, std::
     r.anchor = s.bit;
     auto& w = current[s.target].at(s.index);
     r.old_bits = w;
-    r.new_bits = opt.model.apply(w, r.width, s.bit, t.allowed, rng);
+    r.new_bits = opt.finite ? site_fault(opt.model, key, s, w, r.width, t.allowed) : opt.model.apply(w, r.width, s.bit, t.allowed, rng);
     w = r.new_bits;
     out.push_back(std::move(r));
   }

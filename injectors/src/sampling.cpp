@@ -1,8 +1,10 @@
 // Site sampling: uniform over the selected stored bits, exact counts without replacement (Floyd),
-// or an independent Bernoulli trial per stored bit (geometric gaps, cost proportional to hits).
+// or an independent Bernoulli trial per stored bit (geometric gaps, cost proportional to hits);
+// SiteDraw keeps a draw open for --finite redraws.
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <stdexcept>
 #include <unordered_set>
 
 #include "resil/inject/counts.hpp"
@@ -93,13 +95,6 @@ std::vector<unsigned> bit_list(std::uint64_t m) {
   return b;
 }
 
-// Cannot overflow: at most 2^32 segments of at most (2^63 - 1) x 64 bits each.
-uint128_t space_weight(const std::vector<Segment>& s) {
-  uint128_t w = 0;
-  for (const auto& g : s) w += g.weight();
-  return w;
-}
-
 void map_sites(const std::vector<Segment>& space, const std::vector<uint128_t>& draws, std::vector<Site>& out) {
   std::size_t seg = 0;
   uint128_t base = 0;
@@ -114,54 +109,181 @@ void map_sites(const std::vector<Segment>& space, const std::vector<uint128_t>& 
   }
 }
 
+
+// A stratum: its segments (prefix sums for single lookups), its stream, and for redraws the set
+// of positions drawn so far.
+struct Stratum {
+  std::vector<Segment> segs;
+  std::vector<uint128_t> ends;  // ends[i]: sum of the weights of segs[0..i]
+  uint128_t weight = 0;
+  Rng rng;
+  std::vector<uint128_t> first;  // the first draw's positions (sorted)
+  // Redraws: drawn positions in a hash set while they are at most half the stratum (a uniform
+  // pick is then under 2 tries on average); beyond, the undrawn positions listed in a pool.
+  bool tracking = false, pooled = false;
+  std::unordered_set<uint128_t, Hash128> drawn;
+  std::vector<uint128_t> pool;
+  std::vector<uint128_t> last;  // the latest more()'s positions, in draw order
+
+  // The weight cannot overflow: at most 2^32 segments of at most (2^63 - 1) x 64 bits each.
+  Stratum(std::vector<Segment> s, Rng r) : segs(std::move(s)), rng(r) {
+    for (const auto& g : segs) ends.push_back(weight += g.weight());
+  }
+  Site site_at(uint128_t x) const {
+    const auto seg = static_cast<std::size_t>(std::upper_bound(ends.begin(), ends.end(), x) - ends.begin());
+    const uint128_t local = x - (ends[seg] - segs[seg].weight());
+    const auto nb = segs[seg].bits.size();
+    return {segs[seg].target, static_cast<std::uint64_t>(local / nb), segs[seg].bits[static_cast<std::size_t>(local % nb)]};
+  }
+  uint128_t undrawn() const { return pooled ? pool.size() : weight - (tracking ? drawn.size() : first.size()); }
+  uint128_t pick() {
+    if (!tracking) {
+      drawn.insert(first.begin(), first.end());
+      tracking = true;
+    }
+    if (!pooled && drawn.size() * 2 >= weight) {
+      // At most about 2 x max draws of a --finite plan: the stratum is small, list what is left.
+      for (uint128_t x = 0; x < weight; ++x)
+        if (!drawn.count(x)) pool.push_back(x);
+      pooled = true;
+      drawn.clear();
+    }
+    if (pooled) {
+      const auto i = static_cast<std::size_t>(below(rng, pool.size()));
+      const uint128_t x = pool[i];
+      pool[i] = pool.back();
+      pool.pop_back();
+      return x;
+    }
+    for (;;) {
+      const uint128_t x = below(rng, weight);
+      if (drawn.insert(x).second) return x;
+    }
+  }
+};
+
 }  // namespace
 
-std::vector<Site> sample_sites(std::span<const Target> targets, const PlanOptions& opt) {
+struct SiteDraw::Impl {
+  Stratify stratify;
+  std::vector<Stratum> strata;
+  std::vector<std::size_t> of_bit;  // Stratify::bits: stratum of each bit position
+  std::optional<std::uint64_t> flips;
+  std::optional<double> ber;
+  std::uint64_t key;
+};
+
+SiteDraw::SiteDraw(std::span<const Target> targets, const PlanOptions& opt) : impl_(std::make_unique<Impl>()) {
   if (opt.flips.has_value() == opt.ber.has_value()) throw UsageError("give exactly one of --flips N and --ber RATE");
-  const std::uint64_t key = derive_seed(opt.seed, opt.trial);
-  Rng rng(key, stream_sites);
-  std::vector<std::vector<Segment>> strata;
+  if (opt.ber && opt.stratify != Stratify::none) throw UsageError("--stratify applies to --flips, not --ber");
+  auto& m = *impl_;
+  m.stratify = opt.stratify;
+  m.flips = opt.flips;
+  m.ber = opt.ber;
+  m.key = derive_seed(opt.seed, opt.trial);
+  std::vector<std::vector<Segment>> segs;
   switch (opt.stratify) {
     case Stratify::none: {
       std::vector<Segment> all;
       for (std::uint32_t t = 0; t < targets.size(); ++t) all.push_back({t, bit_list(targets[t].allowed), targets[t].info.numel()});
-      strata.push_back(std::move(all));
+      segs.push_back(std::move(all));
       break;
     }
     case Stratify::dataset:
       for (std::uint32_t t = 0; t < targets.size(); ++t)
-        strata.push_back({{t, bit_list(targets[t].allowed), targets[t].info.numel()}});
+        segs.push_back({{t, bit_list(targets[t].allowed), targets[t].info.numel()}});
       break;
     case Stratify::bits:
+      m.of_bit.assign(64, 0);
       for (unsigned b = 0; b < 64; ++b) {
         std::vector<Segment> s;
         for (std::uint32_t t = 0; t < targets.size(); ++t)
           if ((targets[t].allowed >> b) & 1) s.push_back({t, {b}, targets[t].info.numel()});
-        if (!s.empty()) strata.push_back(std::move(s));
+        if (!s.empty()) {
+          m.of_bit[b] = segs.size();
+          segs.push_back(std::move(s));
+        }
       }
       break;
   }
+  // One stratum draws from stream_sites itself, several each from their own stream.
+  for (std::size_t i = 0; i < segs.size(); ++i)
+    m.strata.emplace_back(std::move(segs[i]), Rng(m.key, segs.size() == 1 ? stream_sites : stream_sites + 16 + i));
+}
+
+SiteDraw::~SiteDraw() = default;
+
+std::vector<Site> SiteDraw::first() {
+  auto& m = *impl_;
   std::vector<Site> sites;
-  if (opt.ber) {
-    if (opt.stratify != Stratify::none) throw UsageError("--stratify applies to --flips, not --ber");
-    map_sites(strata[0], draw_bernoulli(space_weight(strata[0]), *opt.ber, rng), sites);
+  if (m.ber) {
+    auto& s = m.strata[0];
+    s.first = draw_bernoulli(s.weight, *m.ber, s.rng);
+    map_sites(s.segs, s.first, sites);
   } else {
     // Equal shares per stratum; the remainder goes to strata picked at random.
-    const std::uint64_t n = *opt.flips, s = strata.size();
-    Rng pick(key, stream_strata);
-    const auto extra = draw_without_replacement(s, n % s, pick);
-    for (std::uint64_t i = 0; i < s; ++i) {
-      const std::uint64_t share = n / s + (std::binary_search(extra.begin(), extra.end(), i) ? 1 : 0);
-      const uint128_t w = space_weight(strata[i]);
-      if (share > w)
-        throw UsageError("--flips " + std::to_string(n) + ": a stratum has only " + count_string(w) +
+    const std::uint64_t n = *m.flips, ns = m.strata.size();
+    Rng pick(m.key, stream_strata);
+    const auto extra = draw_without_replacement(ns, n % ns, pick);
+    for (std::uint64_t i = 0; i < ns; ++i) {
+      auto& s = m.strata[i];
+      const std::uint64_t share = n / ns + (std::binary_search(extra.begin(), extra.end(), i) ? 1 : 0);
+      if (share > s.weight)
+        throw UsageError("--flips " + std::to_string(n) + ": a stratum has only " + count_string(s.weight) +
                          " selected stored bits (asked for " + std::to_string(share) + ")");
-      Rng r(key, stream_sites + 16 + i);
-      map_sites(strata[i], draw_without_replacement(w, share, s == 1 ? rng : r), sites);
+      s.first = draw_without_replacement(s.weight, share, s.rng);
+      map_sites(s.segs, s.first, sites);
     }
   }
   std::sort(sites.begin(), sites.end());
   return sites;
+}
+
+std::size_t SiteDraw::strata() const noexcept { return impl_->strata.size(); }
+
+std::size_t SiteDraw::stratum_of(const Site& s) const {
+  switch (impl_->stratify) {
+    case Stratify::none: return 0;
+    case Stratify::dataset: return s.target;
+    case Stratify::bits: return impl_->of_bit.at(s.bit);
+  }
+  return 0;
+}
+
+uint128_t SiteDraw::undrawn(std::size_t s) const { return impl_->strata.at(s).undrawn(); }
+
+std::vector<Site> SiteDraw::more(std::size_t s, std::uint64_t k) {
+  auto& st = impl_->strata.at(s);
+  if (k > st.undrawn()) throw std::logic_error("SiteDraw::more: more sites than are left");
+  st.last.clear();
+  std::vector<Site> out;
+  out.reserve(k);
+  for (std::uint64_t i = 0; i < k; ++i) {
+    st.last.push_back(st.pick());
+    out.push_back(st.site_at(st.last.back()));
+  }
+  return out;
+}
+
+void SiteDraw::put_back(std::size_t s, std::uint64_t count) {
+  auto& st = impl_->strata.at(s);
+  if (count > st.last.size()) throw std::logic_error("SiteDraw::put_back: more sites than the last draw");
+  for (; count > 0; --count) {
+    if (st.pooled) st.pool.push_back(st.last.back());
+    else st.drawn.erase(st.last.back());
+    st.last.pop_back();
+  }
+}
+
+std::vector<Site> sample_sites(std::span<const Target> targets, const PlanOptions& opt) {
+  if (opt.finite) throw UsageError("--finite needs the values of the file (sample_sites with a WordReader)");
+  return SiteDraw(targets, opt).first();
+}
+
+WordReader words_of(Storage& file, std::span<const Target> targets) {
+  return [&file, targets](std::uint32_t t, std::vector<std::uint64_t> indices, const Storage::BlockFn& fn) {
+    file.edit(targets[t].info.path, std::move(indices), fn);
+  };
 }
 
 }  // namespace resil::inject

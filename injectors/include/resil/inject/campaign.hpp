@@ -83,6 +83,7 @@ struct CampaignConfig {
   std::uint64_t seed = 1;
   // what to inject (as ckpt-flip inject)
   std::uint64_t flips = 1;
+  bool finite = false;                 // inject --finite: redraw sites whose fault leaves a NaN or Inf
   std::string model = "flip";
   Role role = Role::all;               // role_names
   std::string bits;                    // "" = every stored bit

@@ -48,6 +48,8 @@ struct LogHeader {
   std::uint64_t planned = 0;       // number of records that follow
   std::string file_format;         // the input's format (format_names: "hdf5", "torch"...); "" in older logs
   bool keep_crc = false;           // --keep-crc: container checksums (zip CRC-32) were left as they were
+  bool finite = false;             // --finite: sites whose fault left a NaN or Inf were redrawn
+  std::uint64_t rejected = 0;      // with finite: how many drawn sites were rejected
 };
 
 struct FlipLog {
