@@ -269,6 +269,8 @@ std::optional<std::int64_t> Engine::restart_from_segments() {
   std::vector<double> t{static_cast<double>(wall_now_ns()) * 1e-9 - *std::max_element(wall.begin(), wall.end()), now_seconds() - t0 + attach_s_};
   net_.allreduce_sum_ordered(t);  // summed, then taken as the mean of the ranks' views
   const double restart_s = t[0] / N, attach_s = t[1] / N;
+  // The death, as the report's times count from it: the last commit any rank made.
+  const double t_death = now_seconds() - t_start_ - restart_s;
   std::vector<int> missing;
   for (int r = 0; r < N; ++r)
     if (!ok[static_cast<std::size_t>(r)]) missing.push_back(r);
@@ -286,7 +288,7 @@ std::optional<std::int64_t> Engine::restart_from_segments() {
     for (std::size_t i = 0; i < cfg_.kill.size(); ++i)
       if (fresh >> i & 1u) f.rank = cfg_.kill[i].rank;
     f.step = G + 1;
-    f.t_fail = now_seconds() - t_start_ - restart_s;
+    f.t_fail = t_death;
     f.outcome = "restarted";
     f.time_to_redundancy_s = restart_s;
     f.redundant_after_step = G;
@@ -303,6 +305,7 @@ std::optional<std::int64_t> Engine::restart_from_segments() {
   for (auto i = first; i < fails_.size(); ++i) {
     auto& f = fails_[i];
     f.relaunch = true;
+    f.t_fail = t_death;  // not the moment of the replacements' announcement: the restart counts too
     f.node_loss = std::find(missing.begin(), missing.end(), f.rank) != missing.end();
     f.restart_s = restart_s;
     f.attach_s = attach_s;
