@@ -21,6 +21,7 @@ asserted. Results: a table on stdout, OUT/bench_ec_kill.json and OUT/bench_ec_ki
 usage: bench_ec_kill.py EC_TRAIN [--sizes 64M,1G,4G] [--ranks 4] [--k 3] [--m 1] [--steady 150]
        [--mpiexec mpiexec] [--launcher scripts/hpc/ec-train-run.sh] [--out DIR] [--ckpt-dir DIR]
        [--rebuild-bytes 256K] [--max-ckpt-kill 1500] [--reps 3]
+       bench_ec_kill.py EC_TRAIN --replot A.json[,B.json...] [--out DIR]   (table and plot only)
 """
 import json
 import math
@@ -172,7 +173,7 @@ def bench_size(state):
         order = [("none", []), ("ec", [])] if i % 2 == 0 else [("ec", []), ("none", [])]
         t = {}
         for ft, extra in order:
-            rep, w_s = run(f"ss_{ft}_{tag}_{i}", sizes + ["--ft", ft, "--steps", str(WARM + STEADY)])
+            rep, w_s = run(f"ss_{ft}_{tag}_{i}", sizes + ["--ft", ft, "--steps", str(WARM + STEADY), "--ckpt-dir", os.path.join(CKPT_ROOT, "none")])
             t[ft] = steady_dt(rep, WARM + STEADY)[0]
             hashes.add(rep["state_hash"])
             wall["pairs"] += w_s
@@ -285,6 +286,11 @@ def plot(results, path):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
+    if "--replot" in sys.argv:  # the table and plot of earlier results (comma-separated JSON files)
+        results = [r for f in arg("--replot", "").split(",") for r in json.load(open(f))]
+        table(results)
+        plot(results, os.path.join(OUT, "bench_ec_kill.png"))
+        return 0
     print(f"bench_ec_kill: {RANKS} ranks, k={K} m={M}, {TABLES} tables x dim {DIM}, batch {BATCH}, {FRAG_ROWS} rows per fragment,"
           f" kill -9 of rank {VICTIM} with node loss; machine: {os.cpu_count()} cores, {human(meminfo('MemTotal'))}; load {load()}")
     results = []

@@ -5,7 +5,8 @@
 # CASEs: external-SEED (kill -9 of a random rank at a random moment), external-node-SEED (the
 # same, its segment removed first: a node loss), two-node-m2, second-during-rebuild,
 # over-m-exit8, over-m-fallback, ckpt-kill, stale-segment, ckpt-in-write and ec-in-write (kill -9
-# inside a checkpoint write), rebuild-external-SEED (an external kill -9 during a rebuild).
+# inside a checkpoint write), rebuild-external-SEED (an external kill -9 during a rebuild),
+# before-first-commit (a death before anything was committed: a fresh start, recorded).
 set -u
 case=$1 bin=$2 mpiexec=$3 dir=$4/$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -44,9 +45,10 @@ killer() {
 # checkpoint): a shard rank-R.h5 that exists without its commit marker rank-R.h5.done is being
 # written by rank R; the kill landed inside the write when the marker is still missing afterwards
 # (a dead process writes nothing more). Retries at later checkpoints when the write finished first;
-# prints the step of the checkpoint it hit. NODE=1 removes the rank's segment first (a node loss).
+# prints the step of the checkpoint it hit and the rank. NODE=1 removes the rank's segment first (a node loss);
+# WHICH=start aims at the start checkpoint instead (before the first commit: a fresh start).
 kill_in_write() {
-  local node=$1 t=0 f p r rank step
+  local node=$1 which=${2:-later} t=0 f p r rank step
   local -A pid=()
   while [ $t -lt 4000 ]; do
     # The job's ranks, looked up once per launch: the kill must follow the check at once.
@@ -61,7 +63,8 @@ kill_in_write() {
     for f in ck/ckpt-step*/rank-*.h5; do
       [ -e "$f" ] && [ ! -e "$f.done" ] || continue
       step=${f#ck/ckpt-step}; step=${step%%/*}; step=$((10#$step))
-      [ "$step" -gt 0 ] || continue  # the start checkpoint, before anything is committed
+      # Step 0 is the start checkpoint, written before the launch's first commit.
+      if [ "$which" = start ]; then [ "$step" = 0 ] || continue; else [ "$step" -gt 0 ] || continue; fi
       rank=${f##*/rank-}; rank=${rank%.h5}
       [ -n "${pid[$rank]:-}" ] || continue
       [ "$node" = 1 ] && rm -f "/dev/shm/resil-ec-$job-$rank"
@@ -69,7 +72,7 @@ kill_in_write() {
       sleep 0.1
       if [ ! -e "$f.done" ]; then
         echo "killed rank $rank (pid ${pid[$rank]}) inside the write of $f" >&2
-        echo "$step"
+        echo "$step $rank"
         return
       fi
       echo "the write of $f ended before the kill: trying again" >&2
@@ -87,14 +90,29 @@ case $case in
     kill_in_write "$node" >hit.txt &
     "$run" -n 4 --ec-train "$bin" --max-restarts 3 -- "${S[@]}" --k 2 --m 1 "${ft[@]}" --ckpt-interval 5 --ckpt-dir ck --job-id "$job" --report r.json >r.out 2>&1 || fail "launcher exit $?"
     wait
-    hit=$(cat hit.txt)
-    [ -n "$hit" ] || fail "no kill landed inside a checkpoint write"
+    read -r hit _ <hit.txt
+    [ -n "${hit:-}" ] || fail "no kill landed inside a checkpoint write"
     [ "$(field r.json relaunches)" -ge 1 ] || fail "no relaunch after the kill"
     # The checkpoint being written never counted: ckpt rolled back to an earlier one, ec went on from
     # its segments (the write comes after the commit of its step) without any checkpoint.
-    /usr/bin/python3 -c 'import json,sys; f=json.load(open("r.json"))["failures"][0]; hit=int(sys.argv[1])
+    /usr/bin/python3 -c 'import json,sys; f=json.load(open("r.json"))["failures"][-1]; hit=int(sys.argv[1])
 ok = f["rollback_to"] < hit if f["outcome"] == "rolled-back" else f["step"] == hit + 1
 sys.exit(0 if ok and f["relaunch"] else 1)' "$hit" || fail "unexpected recovery after a kill in the write of step $hit: $(cat r.json)"
+    check r.json ;;
+  before-first-commit)
+    # A death before the launch's first commit (inside the start checkpoint, with node loss): the
+    # relaunch starts afresh and the report records it (outcome restarted-fresh, the rank known).
+    # 128 MiB of state: the start checkpoint, written once per launch, takes long enough to hit.
+    S=("${W[@]/#32768/131072}")
+    ref 4 2 1
+    kill_in_write 1 start >hit.txt &
+    "$run" -n 4 --ec-train "$bin" --max-restarts 3 -- "${S[@]}" --k 2 --m 1 --ft ckpt --ckpt-interval 50 --ckpt-dir ck --job-id "$job" --report r.json >r.out 2>&1 || fail "launcher exit $?"
+    wait
+    read -r hit hrank <hit.txt
+    [ "${hit:-}" = 0 ] || fail "the kill did not land inside the start checkpoint"
+    /usr/bin/python3 -c 'import json,sys; r=json.load(open("r.json")); f=r["failures"]
+sys.exit(0 if r["relaunches"]==1 and len(f)==1 and f[0]["outcome"]=="restarted-fresh" and f[0]["relaunch"] and f[0]["node_loss"] and f[0]["rank"]==int(sys.argv[1]) else 1)' "$hrank" \
+      || fail "the death before the first commit is not in the report: $(cat r.json)"
     check r.json ;;
   rebuild-external-*)
     # A first death with node loss (--kill), then an external kill -9 of a random rank at a random
