@@ -43,14 +43,14 @@ killer() {
 }
 # kill -9 a rank inside a checkpoint write (after the run's first commit, so not the start
 # checkpoint): a shard rank-R.h5 that exists without its commit marker rank-R.h5.done is being
-# written by rank R; the kill landed inside the write when the marker is still missing afterwards
-# (a dead process writes nothing more). Retries at later checkpoints when the write finished first;
+# written by rank R; the kill landed inside the checkpoint's write when its manifest (written once
+# every shard is committed) is still missing afterwards (a dead job writes nothing more). Retries at later checkpoints when the write finished first;
 # prints the step of the checkpoint it hit and the rank. NODE=1 removes the rank's segment first (a node loss);
 # WHICH=start aims at the start checkpoint instead (before the first commit: a fresh start).
 kill_in_write() {
   local node=$1 which=${2:-later} t=0 f p r rank step
   local -A pid=()
-  while [ $t -lt 4000 ]; do
+  while [ $t -lt 4000 ] && [ ! -e stop ]; do
     # The job's ranks, looked up once per launch: the kill must follow the check at once.
     if [ ${#pid[@]} -lt 4 ] || ! kill -0 "${pid[0]}" 2>/dev/null; then
       pid=()
@@ -70,18 +70,18 @@ kill_in_write() {
       [ "$node" = 1 ] && rm -f "/dev/shm/resil-ec-$job-$rank"
       kill -9 "${pid[$rank]}" 2>/dev/null || continue
       sleep 0.1
-      if [ ! -e "$f.done" ]; then
+      if [ ! -e "ck/ckpt-step$(printf %08d "$step").manifest.json" ]; then
         echo "killed rank $rank (pid ${pid[$rank]}) inside the write of $f" >&2
         echo "$step $rank"
         return
       fi
-      echo "the write of $f ended before the kill: trying again" >&2
+      echo "the checkpoint of $f was complete before the kill: trying again" >&2
     done
     sleep 0.005; t=$((t + 1))
   done
 }
-# The state is large enough (8 x 32768 rows x dim 16 = 32 MiB) for a shard write to take a while.
-W=(--tables 8 --rows 32768 --dim 16 --batch 48 --rows-per-fragment 4 --rebuild-stripes 64 --seed 11 --steps 40 --poll-us 200)
+# The state is large enough (8 x 65536 rows x dim 16 = 64 MiB) for a shard write to take a while.
+W=(--tables 8 --rows 65536 --dim 16 --batch 48 --rows-per-fragment 4 --rebuild-stripes 64 --seed 11 --steps 40 --poll-us 200)
 case $case in
   ckpt-in-write|ec-in-write)
     S=("${W[@]}")
@@ -89,7 +89,7 @@ case $case in
     if [ "$case" = ckpt-in-write ]; then node=0; ft=(--ft ckpt); else node=1; ft=(--ft ec --fallback-ckpt); fi
     kill_in_write "$node" >hit.txt &
     "$run" -n 4 --ec-train "$bin" --max-restarts 3 -- "${S[@]}" --k 2 --m 1 "${ft[@]}" --ckpt-interval 5 --ckpt-dir ck --job-id "$job" --report r.json >r.out 2>&1 || fail "launcher exit $?"
-    wait
+    touch stop; wait
     read -r hit _ <hit.txt
     [ -n "${hit:-}" ] || fail "no kill landed inside a checkpoint write"
     [ "$(field r.json relaunches)" -ge 1 ] || fail "no relaunch after the kill"
@@ -103,11 +103,11 @@ sys.exit(0 if ok and f["relaunch"] else 1)' "$hit" || fail "unexpected recovery 
     # A death before the launch's first commit (inside the start checkpoint, with node loss): the
     # relaunch starts afresh and the report records it (outcome restarted-fresh, the rank known).
     # 128 MiB of state: the start checkpoint, written once per launch, takes long enough to hit.
-    S=("${W[@]/#32768/131072}")
+    S=("${W[@]/#65536/131072}")
     ref 4 2 1
     kill_in_write 1 start >hit.txt &
     "$run" -n 4 --ec-train "$bin" --max-restarts 3 -- "${S[@]}" --k 2 --m 1 --ft ckpt --ckpt-interval 50 --ckpt-dir ck --job-id "$job" --report r.json >r.out 2>&1 || fail "launcher exit $?"
-    wait
+    touch stop; wait
     read -r hit hrank <hit.txt
     [ "${hit:-}" = 0 ] || fail "the kill did not land inside the start checkpoint"
     /usr/bin/python3 -c 'import json,sys; r=json.load(open("r.json")); f=r["failures"]
