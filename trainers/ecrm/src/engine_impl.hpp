@@ -62,8 +62,9 @@ private:
   void train_step(std::int64_t step);
   void reduce_dense(double loss_sum);
   void update_rows(const std::vector<float>& gsum);
-  /// Failures at `step`; returns the step to continue from when the job rolled back.
-  std::optional<std::int64_t> inject(const std::vector<int>& ranks, std::int64_t step);
+  /// Failures at `step`; returns the step to continue from when the job rolled back. `fresh`:
+  /// this rank's store is a new segment (zeros), not wiped again (a relaunch's replacement).
+  std::optional<std::int64_t> inject(const std::vector<int>& ranks, std::int64_t step, bool fresh = false);
   std::int64_t rollback(std::int64_t failed_step, std::size_t first_record);
   ByteVec mlp_state();
   void set_mlp_state(const ByteVec& b);

@@ -328,7 +328,7 @@ std::optional<std::int64_t> Engine::restart_from_segments() {
     if (cfg_.ft == Ft::ckpt) next = rollback(G + 1, first);
   } else {
     try {
-      next = inject(missing, G + 1);
+      next = inject(missing, G + 1, found_segment_ < 2);
     } catch (const DataLossError&) {
       for (auto i = first; i < fails_.size(); ++i) fails_[i].relaunch = fails_[i].node_loss = true;
       throw;

@@ -86,9 +86,11 @@ void ShardStore::init_rows(std::uint64_t seed) {
   }
 }
 
-void ShardStore::wipe() {
-  for (auto& d : data_) std::fill(d.begin(), d.end(), wiped);
-  for (auto& p : parity_) std::fill(p.begin(), p.end(), wiped);
+void ShardStore::wipe(bool bytes) {
+  if (bytes) {
+    for (auto& d : data_) std::fill(d.begin(), d.end(), wiped);
+    for (auto& p : parity_) std::fill(p.begin(), p.end(), wiped);
+  }
   for (auto& led : ledgers_) led.clear();
 }
 
