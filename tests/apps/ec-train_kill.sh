@@ -148,6 +148,12 @@ sys.exit(0 if r["relaunches"]==1 and len(f)==1 and f[0]["outcome"]=="restarted-f
     ref 4 2 2
     "$run" -n 4 --ec-train "$bin" --max-restarts 2 -- "${S[@]}" --k 2 --m 2 --ft ec --job-id "$job" --kill 1@12:node,2@12:node --report r.json >r.out 2>&1 || fail "launcher"
     [ "$(field r.json relaunches)" = 1 ] || fail "expected one relaunch"
+    # Times count from the death (the last commit), not from the replacements' announcement after
+    # the restart: the first step of the relaunch starts at least restart_s after t_fail.
+    /usr/bin/python3 -c 'import json,sys; r=json.load(open("r.json")); f=r["failures"][0]; tl=r["timeline"]
+first = min(t - d for t, d in zip(tl["t"], tl["dt"]) if t - d > f["t_fail"])
+sys.exit(0 if first - f["t_fail"] >= f["restart_s"] - 1e-3 and f["time_to_redundancy_s"] >= f["restart_s"] else 1)' \
+      || fail "t_fail is not the death: $(cat r.json)"
     check r.json ;;
   second-during-rebuild)
     ref 4 2 2
