@@ -4,7 +4,9 @@
 #   ec-train_kill.sh CASE EC_TRAIN MPIEXEC WORKDIR
 # CASEs: external-SEED (kill -9 of a random rank at a random moment), external-node-SEED (the
 # same, its segment removed first: a node loss), two-node-m2, second-during-rebuild,
-# over-m-exit8, over-m-fallback, ckpt-kill, stale-segment.
+# over-m-exit8, over-m-fallback, ckpt-kill, stale-segment, ckpt-in-write and ec-in-write (kill -9
+# inside a checkpoint write), rebuild-external-SEED (an external kill -9 during a rebuild),
+# before-first-commit (a death before anything was committed: a fresh start, recorded).
 set -u
 case=$1 bin=$2 mpiexec=$3 dir=$4/$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -39,7 +41,99 @@ killer() {
     kill -9 "$p" && echo "killed rank $rank (pid $p) after ${delay}s node=$node" >&2
   done
 }
+# kill -9 a rank inside a checkpoint write (after the run's first commit, so not the start
+# checkpoint): a shard rank-R.h5 that exists without its commit marker rank-R.h5.done is being
+# written by rank R; the kill landed inside the checkpoint's write when its manifest (written once
+# every shard is committed) is still missing afterwards (a dead job writes nothing more). Retries at later checkpoints when the write finished first;
+# prints the step of the checkpoint it hit and the rank. NODE=1 removes the rank's segment first (a node loss);
+# WHICH=start aims at the start checkpoint instead (before the first commit: a fresh start).
+kill_in_write() {
+  local node=$1 which=${2:-later} t=0 f p r rank step
+  local -A pid=()
+  while [ $t -lt 4000 ] && [ ! -e stop ]; do
+    # The job's ranks, looked up once per launch: the kill must follow the check at once.
+    if [ ${#pid[@]} -lt 4 ] || ! kill -0 "${pid[0]}" 2>/dev/null; then
+      pid=()
+      for p in $(pgrep -x ec-train); do
+        tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "--job-id $job " || continue
+        r=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^PMI_RANK=//p')
+        [ -n "$r" ] && pid[$r]=$p
+      done
+    fi
+    for f in ck/ckpt-step*/rank-*.h5; do
+      [ -e "$f" ] && [ ! -e "$f.done" ] || continue
+      step=${f#ck/ckpt-step}; step=${step%%/*}; step=$((10#$step))
+      # Step 0 is the start checkpoint, written before the launch's first commit.
+      if [ "$which" = start ]; then [ "$step" = 0 ] || continue; else [ "$step" -gt 0 ] || continue; fi
+      rank=${f##*/rank-}; rank=${rank%.h5}
+      [ -n "${pid[$rank]:-}" ] || continue
+      [ "$node" = 1 ] && rm -f "/dev/shm/resil-ec-$job-$rank"
+      kill -9 "${pid[$rank]}" 2>/dev/null || continue
+      sleep 0.1
+      if [ ! -e "ck/ckpt-step$(printf %08d "$step").manifest.json" ]; then
+        echo "killed rank $rank (pid ${pid[$rank]}) inside the write of $f" >&2
+        echo "$step $rank"
+        return
+      fi
+      echo "the checkpoint of $f was complete before the kill: trying again" >&2
+    done
+    sleep 0.005; t=$((t + 1))
+  done
+}
+# The state is large enough (8 x 65536 rows x dim 16 = 64 MiB) for a shard write to take a while.
+W=(--tables 8 --rows 65536 --dim 16 --batch 48 --rows-per-fragment 4 --rebuild-stripes 64 --seed 11 --steps 40 --poll-us 200)
 case $case in
+  ckpt-in-write|ec-in-write)
+    S=("${W[@]}")
+    ref 4 2 1
+    if [ "$case" = ckpt-in-write ]; then node=0; ft=(--ft ckpt); else node=1; ft=(--ft ec --fallback-ckpt); fi
+    kill_in_write "$node" >hit.txt &
+    "$run" -n 4 --ec-train "$bin" --max-restarts 3 -- "${S[@]}" --k 2 --m 1 "${ft[@]}" --ckpt-interval 5 --ckpt-dir ck --job-id "$job" --report r.json >r.out 2>&1 || fail "launcher exit $?"
+    touch stop; wait
+    read -r hit _ <hit.txt
+    [ -n "${hit:-}" ] || fail "no kill landed inside a checkpoint write"
+    [ "$(field r.json relaunches)" -ge 1 ] || fail "no relaunch after the kill"
+    # The checkpoint being written never counted: ckpt rolled back to an earlier one, ec went on from
+    # its segments (the write comes after the commit of its step) without any checkpoint.
+    /usr/bin/python3 -c 'import json,sys; f=json.load(open("r.json"))["failures"][-1]; hit=int(sys.argv[1])
+ok = f["rollback_to"] < hit if f["outcome"] == "rolled-back" else f["step"] == hit + 1
+sys.exit(0 if ok and f["relaunch"] else 1)' "$hit" || fail "unexpected recovery after a kill in the write of step $hit: $(cat r.json)"
+    check r.json ;;
+  before-first-commit)
+    # A death before the launch's first commit (inside the start checkpoint, with node loss): the
+    # relaunch starts afresh and the report records it (outcome restarted-fresh, the rank known).
+    # 128 MiB of state: the start checkpoint, written once per launch, takes long enough to hit.
+    S=("${W[@]/#65536/131072}")
+    ref 4 2 1
+    kill_in_write 1 start >hit.txt &
+    "$run" -n 4 --ec-train "$bin" --max-restarts 3 -- "${S[@]}" --k 2 --m 1 --ft ckpt --ckpt-interval 50 --ckpt-dir ck --job-id "$job" --report r.json >r.out 2>&1 || fail "launcher exit $?"
+    touch stop; wait
+    read -r hit hrank <hit.txt
+    [ "${hit:-}" = 0 ] || fail "the kill did not land inside the start checkpoint"
+    /usr/bin/python3 -c 'import json,sys; r=json.load(open("r.json")); f=r["failures"]
+sys.exit(0 if r["relaunches"]==1 and len(f)==1 and f[0]["outcome"]=="restarted-fresh" and f[0]["relaunch"] and f[0]["node_loss"] and f[0]["rank"]==int(sys.argv[1]) else 1)' "$hrank" \
+      || fail "the death before the first commit is not in the report: $(cat r.json)"
+    check r.json ;;
+  rebuild-external-*)
+    # A first death with node loss (--kill), then an external kill -9 of a random rank at a random
+    # moment of the replacement's rebuild (2 stripes per step: ~110 steps), with or without node
+    # loss (m = 2: a second node loss in a stripe is still decodable).
+    seed=${case##*-}; RANDOM=$seed; rank=$((RANDOM % 4)); node=$((RANDOM % 2)); delay=0.$((1 + RANDOM % 4))
+    S=(--tables 4 --rows 600 --dim 8 --batch 48 --rows-per-fragment 4 --rebuild-stripes 2 --seed 11 --steps 200 --poll-us 200)
+    ref 4 2 2
+    (
+      t=0
+      until [ -e "/dev/shm/resil-ec-$job-1" ]; do sleep 0.01; t=$((t + 1)); [ $t -lt 3000 ] || exit 0; done
+      while [ -e "/dev/shm/resil-ec-$job-1" ]; do sleep 0.01; t=$((t + 1)); [ $t -lt 6000 ] || exit 0; done  # the first death
+      until [ -e "/dev/shm/resil-ec-$job-1" ]; do sleep 0.01; t=$((t + 1)); [ $t -lt 9000 ] || exit 0; done  # the relaunch
+      killer "$delay" "$rank" "$node"
+    ) &
+    "$run" -n 4 --ec-train "$bin" --max-restarts 3 -- "${S[@]}" --k 2 --m 2 --ft ec --job-id "$job" --kill 1@10:node --report r.json >r.out 2>&1 || fail "launcher exit $?"
+    wait
+    [ "$(field r.json relaunches)" = 2 ] || fail "expected two relaunches (the external kill did not land?): $(field r.json relaunches)"
+    /usr/bin/python3 -c 'import json,sys; f=json.load(open("r.json"))["failures"]; sys.exit(0 if len(f)==2 and f[1]["step"]<f[0]["redundant_after_step"] else 1)' \
+      || fail "the external kill did not fall inside the rebuild: $(cat r.json)"
+    check r.json ;;
   external-*)
     seed=${case##*-}; node=0; [[ $case == external-node-* ]] && node=1
     RANDOM=$seed; rank=$((RANDOM % 4)); delay=0.$((2 + RANDOM % 8))
@@ -54,6 +148,12 @@ case $case in
     ref 4 2 2
     "$run" -n 4 --ec-train "$bin" --max-restarts 2 -- "${S[@]}" --k 2 --m 2 --ft ec --job-id "$job" --kill 1@12:node,2@12:node --report r.json >r.out 2>&1 || fail "launcher"
     [ "$(field r.json relaunches)" = 1 ] || fail "expected one relaunch"
+    # Times count from the death (the last commit), not from the replacements' announcement after
+    # the restart: the first step of the relaunch starts at least restart_s after t_fail.
+    /usr/bin/python3 -c 'import json,sys; r=json.load(open("r.json")); f=r["failures"][0]; tl=r["timeline"]
+first = min(t - d for t, d in zip(tl["t"], tl["dt"]) if t - d > f["t_fail"])
+sys.exit(0 if first - f["t_fail"] >= f["restart_s"] - 1e-3 and f["time_to_redundancy_s"] >= f["restart_s"] else 1)' \
+      || fail "t_fail is not the death: $(cat r.json)"
     check r.json ;;
   second-during-rebuild)
     ref 4 2 2

@@ -163,7 +163,7 @@ void Engine::set_mlp_state(const ByteVec& b) {
   opt_.set_step(rd.get<std::int64_t>());
 }
 
-std::optional<std::int64_t> Engine::inject(const std::vector<int>& ranks, std::int64_t step) {
+std::optional<std::int64_t> Engine::inject(const std::vector<int>& ranks, std::int64_t step, bool fresh) {
   const int me = net_.rank(), N = net_.size();
   // Failures strike at a commit boundary: the last step's deltas are applied first (see
   // docs/ec-train.md, "Commit protocol").
@@ -195,7 +195,10 @@ std::optional<std::int64_t> Engine::inject(const std::vector<int>& ranks, std::i
     }
     fails_.push_back(f);
     if (r == me) invalidate_segment();  // the wipe below has no undo: this rank's state counts as lost
-    recovery_.fail(r);  // on rank r: store wiped, ledgers cleared; everywhere: its members lost
+    // On rank r: store wiped (a new segment after a relaunch is all zeros already: writing it would
+    // cost a page fault per 4 KiB of it before the first step), ledgers cleared; everywhere: its
+    // members lost.
+    recovery_.fail(r, !fresh);
   }
   if (cfg_.ft == Ft::none) {
     for (auto i = first; i < fails_.size(); ++i) fails_[i].outcome = "data-loss";

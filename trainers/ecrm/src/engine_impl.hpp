@@ -44,7 +44,7 @@ struct FailRecord {
   // ckpt / fallback
   std::int64_t rollback_to = -1, redo_steps = 0;
   double load_s = -1, redo_s = -1;
-  std::string outcome;  // rebuilt | rolled-back | data-loss | failed-again | restarted
+  std::string outcome;  // rebuilt | rolled-back | data-loss | failed-again | restarted | restarted-fresh
   // a real death (the job relaunched, restart.cpp): rank -1 when nobody knows which rank died
   bool relaunch = false, node_loss = false;
   double restart_s = -1, attach_s = -1;
@@ -62,8 +62,9 @@ private:
   void train_step(std::int64_t step);
   void reduce_dense(double loss_sum);
   void update_rows(const std::vector<float>& gsum);
-  /// Failures at `step`; returns the step to continue from when the job rolled back.
-  std::optional<std::int64_t> inject(const std::vector<int>& ranks, std::int64_t step);
+  /// Failures at `step`; returns the step to continue from when the job rolled back. `fresh`:
+  /// this rank's store is a new segment (zeros), not wiped again (a relaunch's replacement).
+  std::optional<std::int64_t> inject(const std::vector<int>& ranks, std::int64_t step, bool fresh = false);
   std::int64_t rollback(std::int64_t failed_step, std::size_t first_record);
   ByteVec mlp_state();
   void set_mlp_state(const ByteVec& b);
@@ -74,6 +75,8 @@ private:
   /// Start-up from the segments of an earlier launch: the step to continue after, or nullopt when
   /// no rank has a committed state (a fresh run).
   std::optional<std::int64_t> restart_from_segments();
+  /// A fresh start after a launch that died before its first commit: one failure record.
+  void record_early_death();
   /// Everything but the store as bytes (the segment's slot): `global` is identical on every rank.
   ByteVec small_state(bool global_only);
   void set_small_state(ByteView bytes, bool global_only);
@@ -121,6 +124,7 @@ private:
   std::uint64_t wall_start_ns_ = 0;         // CLOCK_REALTIME when the run (first launch) started
   std::int64_t restarts_ = 0;
   double attach_s_ = 0;                     // this launch: attaching (or creating) the segment
+  int found_segment_ = 0;                   // this launch found 1: an uncommitted segment, 2: a committed one
   std::uint64_t kills_fired_ = 0;
   bool preempted_ = false;
 };

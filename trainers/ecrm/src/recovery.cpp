@@ -16,7 +16,7 @@ Recovery::Recovery(const Transport& net, ShardStore& store, int m) : net_(net), 
   plan_cache_.assign(stripes, nullptr);
 }
 
-void Recovery::fail(int rank) {
+void Recovery::fail(int rank, bool wipe) {
   const auto& lay = store_.layout();
   std::fill(plan_cache_.begin(), plan_cache_.end(), nullptr);
   auto& l = lost_[static_cast<std::size_t>(rank)];
@@ -27,7 +27,7 @@ void Recovery::fail(int rank) {
   }
   pending_[static_cast<std::size_t>(rank)] = count;
   cursor_[static_cast<std::size_t>(rank)] = 0;
-  if (rank == net_.rank()) store_.wipe();
+  if (rank == net_.rank()) store_.wipe(wipe);
 }
 
 void Recovery::clear_lost() {

@@ -78,7 +78,8 @@ void Engine::open_segment() {
   lay.slot_bytes = mlp_state().size() + ledgers + static_cast<std::size_t>(N) * (16 + store_.layout().stripes()) + (256u << 10);
   lay.log_entries = static_cast<std::size_t>(std::min<std::int64_t>(4 * cfg_.steps + 1024, std::int64_t{1} << 20));
   seg_ = Segment::attach(cfg_.job_id, id, lay);
-  if (!seg_ || !seg_->committed()) seg_ = Segment::create(cfg_.job_id, id, lay);
+  found_segment_ = !seg_ ? 0 : seg_->committed() ? 2 : 1;
+  if (found_segment_ < 2) seg_ = Segment::create(cfg_.job_id, id, lay);
   store_.use_memory(seg_->store());
   store_.set_undo(&*seg_);
 }
@@ -193,6 +194,34 @@ void Engine::kill_if_scheduled(std::int64_t step) {
   std::raise(SIGKILL);
 }
 
+// A launch that died before its first commit (during the start-up: initialization, the initial
+// encode, the start checkpoint) left segments that hold nothing: the relaunch starts afresh, and
+// says so in the report. The ranks without any segment lost theirs (a node loss); when it is one
+// rank, that is the rank that died. When the death was, nobody knows (nothing was committed).
+void Engine::record_early_death() {
+  const int me = net_.rank(), N = net_.size();
+  std::vector<int> found(static_cast<std::size_t>(N), 0);
+  found[static_cast<std::size_t>(me)] = found_segment_;
+  net_.allreduce_max(found);
+  if (std::find(found.begin(), found.end(), 1) == found.end()) return;  // the first launch
+  std::vector<int> missing;
+  for (int r = 0; r < N; ++r)
+    if (found[static_cast<std::size_t>(r)] == 0) missing.push_back(r);
+  std::vector<double> a{attach_s_};
+  net_.allreduce_sum_ordered(a);
+  FailRecord f;
+  f.rank = missing.size() == 1 ? missing[0] : -1;
+  f.step = start_step_ + 1;
+  f.outcome = "restarted-fresh";
+  f.relaunch = true;
+  f.node_loss = !missing.empty();
+  f.attach_s = a[0] / N;
+  fails_.push_back(f);
+  ++restarts_;
+  if (me == 0)
+    std::cout << "ec-train: relaunch of job " << cfg_.job_id << ": the last launch died before its first commit; starting afresh\n" << std::flush;
+}
+
 std::optional<std::int64_t> Engine::restart_from_segments() {
   const int me = net_.rank(), N = net_.size();
   const auto com = seg_ ? seg_->committed() : std::nullopt;
@@ -204,7 +233,10 @@ std::optional<std::int64_t> Engine::restart_from_segments() {
   double lo = 0, hi = 0;
   for (double v : c)
     if (v > 0) lo = lo == 0 ? v : std::min(lo, v), hi = std::max(hi, v);
-  if (hi == 0) return std::nullopt;  // nothing committed anywhere: a fresh run
+  if (hi == 0) {  // nothing committed anywhere: a fresh run
+    record_early_death();
+    return std::nullopt;
+  }
   const auto G = static_cast<std::int64_t>(lo) - 1, top = static_cast<std::int64_t>(hi) - 1;
   if (top > G + 1)
     throw DataLossError("the state segments of job " + cfg_.job_id + " hold steps " + std::to_string(G) + " to " + std::to_string(top) +
@@ -269,6 +301,8 @@ std::optional<std::int64_t> Engine::restart_from_segments() {
   std::vector<double> t{static_cast<double>(wall_now_ns()) * 1e-9 - *std::max_element(wall.begin(), wall.end()), now_seconds() - t0 + attach_s_};
   net_.allreduce_sum_ordered(t);  // summed, then taken as the mean of the ranks' views
   const double restart_s = t[0] / N, attach_s = t[1] / N;
+  // The death, as the report's times count from it: the last commit any rank made.
+  const double t_death = now_seconds() - t_start_ - restart_s;
   std::vector<int> missing;
   for (int r = 0; r < N; ++r)
     if (!ok[static_cast<std::size_t>(r)]) missing.push_back(r);
@@ -286,7 +320,7 @@ std::optional<std::int64_t> Engine::restart_from_segments() {
     for (std::size_t i = 0; i < cfg_.kill.size(); ++i)
       if (fresh >> i & 1u) f.rank = cfg_.kill[i].rank;
     f.step = G + 1;
-    f.t_fail = now_seconds() - t_start_ - restart_s;
+    f.t_fail = t_death;
     f.outcome = "restarted";
     f.time_to_redundancy_s = restart_s;
     f.redundant_after_step = G;
@@ -294,7 +328,7 @@ std::optional<std::int64_t> Engine::restart_from_segments() {
     if (cfg_.ft == Ft::ckpt) next = rollback(G + 1, first);
   } else {
     try {
-      next = inject(missing, G + 1);
+      next = inject(missing, G + 1, found_segment_ < 2);
     } catch (const DataLossError&) {
       for (auto i = first; i < fails_.size(); ++i) fails_[i].relaunch = fails_[i].node_loss = true;
       throw;
@@ -303,6 +337,7 @@ std::optional<std::int64_t> Engine::restart_from_segments() {
   for (auto i = first; i < fails_.size(); ++i) {
     auto& f = fails_[i];
     f.relaunch = true;
+    f.t_fail = t_death;  // not the moment of the replacements' announcement: the restart counts too
     f.node_loss = std::find(missing.begin(), missing.end(), f.rank) != missing.end();
     f.restart_s = restart_s;
     f.attach_s = attach_s;

@@ -86,9 +86,11 @@ void ShardStore::init_rows(std::uint64_t seed) {
   }
 }
 
-void ShardStore::wipe() {
-  for (auto& d : data_) std::fill(d.begin(), d.end(), wiped);
-  for (auto& p : parity_) std::fill(p.begin(), p.end(), wiped);
+void ShardStore::wipe(bool bytes) {
+  if (bytes) {
+    for (auto& d : data_) std::fill(d.begin(), d.end(), wiped);
+    for (auto& p : parity_) std::fill(p.begin(), p.end(), wiped);
+  }
   for (auto& led : ledgers_) led.clear();
 }
 
@@ -167,25 +169,18 @@ std::uint64_t ShardStore::verify_parity() {
 }
 
 void ShardStore::hash_into(ckpt::Xxh64& h) {
-  ByteVec mine;
-  for (const auto& d : data_) mine.insert(mine.end(), d.begin(), d.end());
-  const auto all = net_.gather(mine, 0);
-  if (net_.rank() != 0) return;
-  const auto T = static_cast<std::size_t>(lay_.tables());
-  std::vector<std::size_t> base(static_cast<std::size_t>(net_.size()) * T);
-  for (int r = 0; r < net_.size(); ++r) {
-    std::size_t off = 0;
-    for (int t = 0; t < lay_.tables(); ++t) {
-      base[static_cast<std::size_t>(r) * T + static_cast<std::size_t>(t)] = off;
-      off += lay_.data_slots(r, t) * lay_.fragment_bytes(t);
-    }
-  }
-  for (int t = 0; t < lay_.tables(); ++t)
+  // One table at a time: a gather carries at most INT_MAX bytes in all (a 4 GiB state is 512 MiB
+  // a table with 8 tables), and rank 0 holds one table, not the whole state.
+  for (int t = 0; t < lay_.tables(); ++t) {
+    const auto& d = data_[static_cast<std::size_t>(t)];
+    const auto all = net_.gather(ByteVec(d.begin(), d.end()), 0);
+    if (net_.rank() != 0) continue;
     for (std::uint64_t row = 0; row < lay_.table(t).rows; ++row) {
       const auto p = lay_.locate(t, row);
-      const std::size_t at = base[static_cast<std::size_t>(p.rank) * T + static_cast<std::size_t>(t)] + p.slot * lay_.fragment_bytes(t) + p.offset;
+      const std::size_t at = p.slot * lay_.fragment_bytes(t) + p.offset;
       h.update(std::span<const std::byte>(all[static_cast<std::size_t>(p.rank)].data() + at, row_bytes_));
     }
+  }
 }
 
 }  // namespace resil::ecrm

@@ -21,8 +21,9 @@ public:
   Recovery(const Transport& net, ShardStore& store, int m);
 
   // ---- the lost-member table (identical on every rank) ----
-  /// `rank` lost its memory: every member it holds is lost; on that rank the store is wiped.
-  void fail(int rank);
+  /// `rank` lost its memory: every member it holds is lost; on that rank the store is wiped
+  /// (its bytes only when `wipe`: a relaunched replacement's new segment is zeros already).
+  void fail(int rank, bool wipe = true);
   /// Nothing lost anywhere (after a restart from a checkpoint).
   void clear_lost();
   bool any_lost() const noexcept;

@@ -66,8 +66,9 @@ public:
   /// Initial values: weights uniform in +-sqrt(1/rows) keyed by (seed, table, row), accumulators 0.
   void init_rows(std::uint64_t seed);
   /// This rank lost its memory: the stores hold garbage (so any use of lost bytes shows up in the
-  /// state hash) and the ledgers forget everything.
-  void wipe();
+  /// state hash) and the ledgers forget everything. `bytes` false: the ledgers only (a relaunched
+  /// replacement's new segment is zeros, as lost; filling it would fault in every page of it).
+  void wipe(bool bytes = true);
 
   // ---- collectives ----
   /// Byte ranges of members from the ranks holding them: reqs[r] go to rank r; returns, per rank,
