@@ -17,7 +17,8 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
       "  ckpt-flip campaign study.json --out res --max-trials 10      # a slice now; a re-run skips finished trials\n"
       "  ckpt-flip campaign study.json --out res --jobs 1             # one trial at a time (default: one per core)\n"
       "  ckpt-flip report res --json res/report.json --markdown res/report.md\n"
-      "Config (JSON, docs/campaigns.md): checkpoint, command with {ckpt} {out} {dir} {trial} {seed}, trials, seed,\n"
+      "Config (JSON, docs/campaigns.md): checkpoint (HDF5, torch.save, safetensors, .npy/.npz, mp manifest), format, keep_crc,\n"
+      "command with {ckpt} {out} {dir} {trial} {seed}, trials, seed,\n"
       "timeout_s, inject{flips, model, role, bits, include, exclude, strata}, metric, tolerance, restore revert|copy,\n"
       "mode command|worker (worker: a resident `ckpt-train serve` per job forks each trial; same results, less overhead).\n"
       "Classes: load_failure hang crash nan_at_load nan_later critical_sdc tolerable_sdc masked bit_masked.");
@@ -27,6 +28,7 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
   c->add_option("--max-trials", o.max_trials, "run at most this many new trials now")->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
   c->add_option("--jobs", o.jobs, "trials at once, each on its own checkpoint copy (default: the number of cores); records as a serial run's")
       ->check(CLI::Range(1u, inject::max_jobs));
+  add_format_option(*c, o.format);  // other than auto: replaces the config's "format" (recorded in campaign.json)
   c->add_flag("--keep-work", o.keep_work, "keep OUT/work/ (the private checkpoint copy and the last trial's log)");
   c->add_flag("-q,--quiet", o.quiet, "no per-trial lines");
   return c;
@@ -35,7 +37,8 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
 int run_campaign(const CampaignOptions& o) {
   inject::RunOptions ro;
   ro.shard = inject::ShardSpec::parse(o.shard);  // a usage error before any file is read
-  const auto cfg = inject::CampaignConfig::load(o.config);
+  auto cfg = inject::CampaignConfig::load(o.config);
+  if (o.format != inject::Format::automatic) cfg.format = o.format;
   ro.out = o.out;
   ro.max_trials = o.max_trials;
   ro.keep_work = o.keep_work;

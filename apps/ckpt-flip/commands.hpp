@@ -82,6 +82,7 @@ struct CampaignOptions {
   std::optional<std::uint64_t> max_trials;
   bool keep_work = false, quiet = false;
   unsigned jobs = 0;  // 0: the number of cores
+  inject::Format format = inject::Format::automatic;  // --format: other than auto, replaces the config's "format"
 };
 CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o);
 int run_campaign(const CampaignOptions& o);
@@ -94,6 +95,7 @@ struct PlanOptions {
   std::string bits, model = "flip";
   std::optional<ckpt::DType> as;
   bool json = false;
+  inject::Format format = inject::Format::automatic;  // --format: the checkpoint's; other than auto, replaces a config's "format"
 };
 CLI::App* setup_plan(CLI::App& app, PlanOptions& o);
 int run_plan(const PlanOptions& o);

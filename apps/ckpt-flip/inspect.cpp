@@ -11,7 +11,7 @@
 namespace resil::app::ckpt_flip {
 
 CLI::App* setup_inspect(CLI::App& app, InspectOptions& o) {
-  auto* c = app.add_subcommand("inspect", "Show groups/datasets: dtype, shape, layout, filters, bytes, checksum, fault space.");
+  auto* c = app.add_subcommand("inspect", "Show the file's format and its groups/datasets: dtype, shape, layout, filters, bytes, checksum, fault space.");
   c->footer(
       "Examples:\n"
       "  ckpt-flip inspect ckpt.h5\n"
@@ -42,7 +42,9 @@ int run_inspect(const InspectOptions& o) {
   nlohmann::json js = nlohmann::json::array();
   uint128_t total_bits = 0;  // beyond 64 bits on large enough files (counts.hpp)
   std::string last_group;
-  if (!o.json) std::cout << o.file << "\n";
+  // The format as detected from the content (or forced): a .pt that is really HDF5 says so.
+  const std::string format(inject::format_name(f->format()));
+  if (!o.json) std::cout << o.file << "\nformat: " << format << "\n";
   for (const auto& d : infos) {
     const bool readable = d.dtype && d.layout != ckpt::Layout::virtual_;
     const bool flippable = readable && d.external.empty();  // external raw files are never edited
@@ -87,7 +89,7 @@ int run_inspect(const InspectOptions& o) {
     std::cout << "\n";
   }
   if (o.json) {
-    nlohmann::json top = {{"datasets", js}, {"total_bits", inject::count_json(total_bits)}};
+    nlohmann::json top = {{"format", format}, {"datasets", js}, {"total_bits", inject::count_json(total_bits)}};
     inject::put_name(top, "file", o.file);
     std::cout << top.dump(2) << "\n";
   } else {

@@ -20,9 +20,11 @@ CLI::App* setup_plan(CLI::App& app, PlanOptions& o) {
       "  ckpt-flip plan ckpt.h5                                   # 1% margin, 95% confidence, p = 0.5\n"
       "  ckpt-flip plan ckpt.h5 --margin 0.05 --confidence 0.99 --role model --bits exponent\n"
       "  ckpt-flip plan study.json --margin 0.02                  # the selection of a campaign config\n"
+      "  ckpt-flip plan model.pt --role model                     # a torch.save file (any format ckpt-flip reads)\n"
       "n = N / (1 + e^2 (N - 1) / (t^2 p (1 - p))); N = selected stored bits x distinct fault patterns per site\n"
       "(1 for flip/adjacent/stuck-at/zero, the table size for pattern:FILE; random models count sites).");
-  c->add_option("FILE", o.input, "checkpoint (HDF5 or mp manifest) or campaign configuration (.json)")->required();
+  c->add_option("FILE", o.input, "checkpoint (HDF5, torch.save, safetensors, .npy/.npz, or an mp manifest) or campaign configuration (.json)")
+      ->required();
   c->add_option("--margin", o.margin, "error margin e (absolute)")->check(CLI::Range(1e-6, 0.5));
   c->add_option("--confidence", o.confidence, "confidence level")->check(CLI::Range(0.5, 0.999999));
   c->add_option("--p", o.p, "expected proportion (0.5: worst case)")->check(CLI::Range(1e-6, 1 - 1e-6));
@@ -32,6 +34,7 @@ CLI::App* setup_plan(CLI::App& app, PlanOptions& o) {
   c->add_option("--bits", o.bits, "bits that may be hit");
   c->add_option("--model", o.model, "fault model (for the number of patterns per site)");
   app::add_choice(*c, "--as", o.as, inject::as_names, "treat unsigned 16-bit datasets as this dtype");
+  add_format_option(*c, o.format);
   c->add_flag("--json", o.json, "JSON output");
   return c;
 }
@@ -64,6 +67,7 @@ int run_plan(const PlanOptions& o) {
     cfg.model = o.model;
     cfg.as = o.as;
   }
+  if (o.format != inject::Format::automatic) cfg.format = o.format;
   const auto fm = inject::FaultModel::parse(cfg.model);
   double patterns = 1;
   if (fm.kind() == inject::FaultModel::Kind::pattern) {

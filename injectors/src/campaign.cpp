@@ -85,6 +85,15 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
     if (!stdfs::is_regular_file(f, ec)) throw IoError(f.string() + ": the golden checkpoint is not a regular file");
   }
   refuse_inputs_inside_outputs(c, golden_files, o.out);
+  // keep_crc is process-wide (storage.hpp: a staged edit opens its copy anew); the job processes
+  // fork from here and inherit it. Restored on return: run_campaign is a library call.
+  struct KeepCrc {
+    bool before = keep_crc();
+    explicit KeepCrc(bool keep) { set_keep_crc(keep); }
+    ~KeepCrc() { set_keep_crc(before); }
+    KeepCrc(const KeepCrc&) = delete;
+    KeepCrc& operator=(const KeepCrc&) = delete;
+  } keep_crc_scope(c.keep_crc);
   const FaultModel fmodel = FaultModel::parse(c.model);
   const Selection base = select_all(c, golden_files);
   const auto strata = make_strata(c, base, golden_files);
@@ -147,7 +156,7 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
     cleanup();
     return rs;
   }
-  const auto gsum = golden_checksums(golden_files);
+  const auto gsum = golden_checksums(golden_files, c.format);
   auto make_context = [&](const stdfs::path& dir) {
     return std::make_unique<detail::TrialContext>(detail::TrialContext{c, golden, fmodel, strata, golden_files, gsum, o.shard, dir, {}, {}, {}});
   };

@@ -70,10 +70,12 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   CampaignConfig c;
   const json j = detail::parse_object(text, source, "a campaign configuration");
   const Fields f(j, "", source);
-  f.only({"name", "checkpoint", "golden", "command", "timeout_s", "trials", "seed", "inject", "metric", "higher_is_better", "tolerance",
+  f.only({"name", "checkpoint", "format", "keep_crc", "golden", "command", "timeout_s", "trials", "seed", "inject", "metric", "higher_is_better", "tolerance",
           "load_failure_codes", "nan_codes", "restore", "verify", "confidence", "mode", "comment"});
   f.string("name", c.name);
   f.string("checkpoint", c.checkpoint);
+  f.choice("format", c.format, format_names);
+  f.boolean("keep_crc", c.keep_crc);
   const Fields g = f.object("golden");
   g.only({"summary", "final_checkpoint"});
   g.string("summary", c.golden_summary);
@@ -149,6 +151,10 @@ json CampaignConfig::to_json() const {
             {"metric", metric}, {"higher_is_better", higher_is_better}, {"tolerance", tolerance},
             {"load_failure_codes", load_failure_codes}, {"nan_codes", nan_codes}, {"restore", detail::name_of(restore_names, copies)},
             {"verify", detail::name_of(verify_names, verify)}, {"confidence", confidence}, {"mode", detail::name_of(trial_mode_names, mode)}};
+  // Written only when set: the campaign.json of a configuration without them stays as it was (a
+  // campaign started before these keys existed continues).
+  if (format != Format::automatic) j["format"] = detail::name_of(format_names, format);
+  if (keep_crc) j["keep_crc"] = true;
   if (!golden_summary.empty()) j["golden"] = {{"summary", golden_summary}, {"final_checkpoint", golden_final_checkpoint}};
   if (finite) j["inject"]["finite"] = true;  // absent when false: campaign.json of older runs compares equal
   return j;
@@ -178,19 +184,23 @@ FaultSpace FaultSpace::from_json(const json& j) {
 }
 
 std::string field_of(std::string_view dtype, unsigned bit) {
-  unsigned width = 0, mant = 0;
-  if (dtype == "f64") width = 64, mant = 52;
-  else if (dtype == "f32") width = 32, mant = 23;
-  else if (dtype == "f16") width = 16, mant = 10;
-  else if (dtype == "bf16") width = 16, mant = 7;
-  if (width == 0) return "integer";
-  if (bit == width - 1) return "sign";
-  return bit >= mant ? "exponent" : "mantissa";
+  const auto t = ckpt::dtype_from_name(dtype);
+  const auto fl = t ? ckpt::float_layout(*t) : std::nullopt;  // fp8 too (safetensors F8_E4M3, F8_E5M2)
+  if (!fl) return "integer";
+  if (bit == ckpt::dtype_bits(*t) - 1) return "sign";
+  return bit >= fl->mantissa_bits ? "exponent" : "mantissa";
 }
 
 std::string role_of(std::string_view dataset) {
-  if (dataset.starts_with("/model/")) return "model";
-  if (dataset.starts_with("/optimizer/")) return "optimizer";
+  return role_of(dataset.starts_with("/model/") ? TensorRole::model : dataset.starts_with("/optimizer/") ? TensorRole::optimizer : TensorRole::other);
+}
+
+std::string role_of(TensorRole role) {
+  switch (role) {
+    case TensorRole::model: return "model";
+    case TensorRole::optimizer: return "optimizer";
+    case TensorRole::other: break;
+  }
   return "other";
 }
 

@@ -17,6 +17,7 @@
 #include "resil/core/error.hpp"
 #include "resil/core/fd.hpp"
 #include "resil/inject/campaign.hpp"
+#include "campaign_selection.hpp"
 #include "campaign_worker.hpp"
 
 namespace resil::inject {
@@ -170,15 +171,14 @@ std::string model_weights_hash(const stdfs::path& ckpt_path) {
     files.push_back(ckpt_path);
   }
   ckpt::Xxh64 h;
-  for (const auto& f : files) {
-    auto file = ckpt::h5::open_file(f.string(), ckpt::h5::Mode::read);
-    for (const auto& d : ckpt::list_datasets(file)) {
-      if (!d.path.starts_with("/model/") || !d.dtype) continue;
-      const std::uint64_t c = ckpt::dataset_checksum(file, d.path);
-      h.update(std::as_bytes(std::span(d.path.data(), d.path.size())));
+  // The file's format from its content: a trial may save its final weights in a format other than
+  // the golden checkpoint's (train.py --save final.pt). HDF5: the /model datasets, as ever.
+  for (const auto& f : files)
+    detail::for_each_checksum(f.string(), Format::automatic, [&](const Tensor& t, std::uint64_t c) {
+      if (t.role != TensorRole::model) return;
+      h.update(std::as_bytes(std::span(t.info.path.data(), t.info.path.size())));
       h.update(std::as_bytes(std::span(&c, 1)));
-    }
-  }
+    });
   return ckpt::hex_u64(h.digest());
 }
 

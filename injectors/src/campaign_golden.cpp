@@ -1,7 +1,8 @@
 // The golden reference and the golden checksums (campaign_golden.hpp).
 #include "campaign_golden.hpp"
 
-#include "resil/ckpt/checkpoint.hpp"
+#include "campaign_selection.hpp"
+
 #include "resil/ckpt/fs.hpp"
 #include "resil/core/error.hpp"
 
@@ -10,13 +11,10 @@ namespace resil::inject::detail {
 using nlohmann::json;
 namespace stdfs = std::filesystem;
 
-GoldenSums golden_checksums(const CkptFiles& f) {
+GoldenSums golden_checksums(const CkptFiles& f, Format format) {
   GoldenSums m;
-  for (std::size_t i = 0; i < f.files.size(); ++i) {
-    auto h = ckpt::h5::open_file(f.files[i].string(), ckpt::h5::Mode::read);
-    for (const auto& d : ckpt::list_datasets(h))
-      if (d.dtype) m[{i, d.path}] = ckpt::dataset_checksum(h, d.path);
-  }
+  for (std::size_t i = 0; i < f.files.size(); ++i)
+    for_each_checksum(f.files[i].string(), format, [&](const Tensor& t, std::uint64_t sum) { m[{i, t.info.path}] = sum; });
   return m;
 }
 

@@ -17,10 +17,10 @@
 
 namespace resil::inject::detail {
 
-/// (file index, dataset path) -> XXH64 of the stored bytes.
+/// (file index, tensor name) -> XXH64 of the stored bytes.
 using GoldenSums = std::map<std::pair<std::size_t, std::string>, std::uint64_t>;
-/// Checksums of every dataset of the golden files.
-GoldenSums golden_checksums(const CkptFiles& f);
+/// Checksums of every tensor of the golden files, each opened as `format` (the storage layer).
+GoldenSums golden_checksums(const CkptFiles& f, Format format);
 
 /// The final weights named by a summary's "last_checkpoint", when it is a readable checkpoint (a
 /// trial may name a file it never finished or damaged: then the weights are unknown, not an error).

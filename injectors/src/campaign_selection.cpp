@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <functional>
+#include <map>
 
 #include "resil/ckpt/checkpoint.hpp"
 #include "resil/core/error.hpp"
@@ -21,7 +22,7 @@ Selection select_all(const CampaignConfig& c, const CkptFiles& files) {
   so.as = c.as;
   Selection s;
   for (std::size_t f = 0; f < files.files.size(); ++f) {
-    const auto tensors = open_storage(files.files[f].string(), Access::read)->tensors();  // the storage layer: any format
+    const auto tensors = open_storage(files.files[f].string(), Access::read, c.format)->tensors();  // the storage layer: any format
     std::vector<Target> t;
     try {
       t = select(tensors, so);
@@ -29,7 +30,10 @@ Selection select_all(const CampaignConfig& c, const CkptFiles& files) {
       if (files.files.size() == 1) throw;
       continue;  // a shard may hold nothing selected (e.g. an mp stage without parameters)
     }
+    std::map<std::string, TensorRole> roles;
+    for (const auto& y : tensors) roles.emplace(y.info.path, y.role);
     for (auto& x : t) {
+      s.role.push_back(role_of(roles.at(x.info.path)));
       s.targets.push_back(std::move(x));
       s.file.push_back(f);
     }
@@ -67,6 +71,7 @@ std::vector<Stratum> make_strata(const CampaignConfig& c, const Selection& base,
       if (t.nbits == 0) continue;
       st.sel.targets.push_back(std::move(t));
       st.sel.file.push_back(base.file[i]);
+      st.sel.role.push_back(base.role[i]);
     }
     if (!st.sel.targets.empty()) out.push_back(std::move(st));
   };
@@ -81,7 +86,7 @@ std::vector<Stratum> make_strata(const CampaignConfig& c, const Selection& base,
   } else {
     std::vector<std::string> labels;
     auto label_of = [&](std::size_t i) -> std::string {
-      if (c.strata == Strata::role) return role_of(base.targets[i].info.path);
+      if (c.strata == Strata::role) return base.role[i];
       if (c.strata == Strata::dtype) return std::string(ckpt::dtype_name(base.targets[i].dtype));
       return tensor_key(base, files, i);
     };
@@ -104,11 +109,17 @@ FaultSpace space_of(const Selection& s, const CkptFiles& files) {
       sp.by["bit"][std::to_string(b)] += n;
       sp.by["field"][field_of(dt, b)] += n;
     }
-    sp.by["role"][role_of(t.info.path)] += w;
+    sp.by["role"][s.role[i]] += w;
     sp.by["dtype"][dt] += w;
     sp.by["tensor"][tensor_key(s, files, i)] += w;
   }
   return sp;
+}
+
+void for_each_checksum(const std::string& file, Format format, const std::function<void(const Tensor&, std::uint64_t)>& fn) {
+  const auto st = open_storage(file, Access::read, format);
+  for (const auto& t : st->tensors())
+    if (t.info.dtype) fn(t, st->checksum(t.info.path));
 }
 
 }  // namespace resil::inject::detail

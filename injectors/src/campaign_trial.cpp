@@ -65,7 +65,7 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
   std::map<std::size_t, std::unique_ptr<Storage>> readers;
   const auto sampled = sample_sites(st.sel.targets, popt, [&](std::uint32_t tg, std::vector<std::uint64_t> idx, const Storage::BlockFn& fn) {
     auto& r = readers[st.sel.file[tg]];
-    if (!r) r = open_storage(work.files[st.sel.file[tg]].string(), Access::read);
+    if (!r) r = open_storage(work.files[st.sel.file[tg]].string(), Access::read, c.format);
     r->edit(st.sel.targets[tg].info.path, std::move(idx), fn);
   });
   readers.clear();
@@ -84,7 +84,7 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
       }
       ss.push_back({remap[s.target], s.index, s.bit});
     }
-    for (auto& [f, ts] : per) recs[f] = plan(work.files[f].string(), ts.first, ts.second, popt);
+    for (auto& [f, ts] : per) recs[f] = plan(work.files[f].string(), ts.first, ts.second, popt, c.format);
   }
   CkptFiles trial_files = work;
   if (c.copies) {
@@ -96,6 +96,12 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
   bool nonfinite = false;
   std::set<std::pair<std::size_t, std::string>> touched;
   std::map<std::string, std::string> labels;
+  // The role label of a flipped tensor: its target's (the format adapter's role).
+  auto role_label = [&](std::size_t f, const std::string& dataset) {
+    for (std::size_t i = 0; i < st.sel.targets.size(); ++i)
+      if (st.sel.file[i] == f && st.sel.targets[i].info.path == dataset) return st.sel.role[i];
+    return role_of(dataset);
+  };
   for (const auto& [f, rv] : recs) {
     LogHeader h;
     h.tool_version = resil::version;
@@ -107,19 +113,21 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
     h.planned = rv.size();
     h.finite = c.finite;
     h.rejected = sampled.rejected;  // the trial's, in each of its files' logs
+    h.file_format = std::string(format_name(resolve_format(trial_files.files[f].string(), c.format)));
+    h.keep_crc = c.keep_crc;
     for (const auto& r : rv) {
       flips.push_back(flip_json(r, golden_files.files.size() > 1 ? golden_files.rel[f] : ""));
       touched.insert({f, r.dataset});
       if (ckpt::dtype_is_float(r.dtype) && !std::isfinite(ckpt::word_to_double(r.dtype, r.new_bits))) nonfinite = true;
       if (labels.empty()) {
         const std::string dt(ckpt::dtype_name(r.dtype));
-        labels = {{"field", field_of(dt, r.anchor)}, {"bit", std::to_string(r.anchor)}, {"role", role_of(r.dataset)}, {"dtype", dt},
+        labels = {{"field", field_of(dt, r.anchor)}, {"bit", std::to_string(r.anchor)}, {"role", role_label(f, r.dataset)}, {"dtype", dt},
                   {"tensor", display_name(r.dataset) + (golden_files.files.size() > 1 ? "@" + golden_files.rel[f] : "")}};
       }
     }
     const stdfs::path pending = wdir / ("pending-" + std::to_string(f) + ".jsonl");
     stdfs::remove_all(pending);  // never write through whatever an earlier command left there
-    apply_logged(pending, h, rv, trial_files.files[f].string(), {.sync = true, .hash_output = false});
+    apply_logged(pending, h, rv, trial_files.files[f].string(), {.sync = true, .hash_output = false, .format = c.format});
   }
   stdfs::remove_all(scratch);
   stdfs::create_directories(scratch);
@@ -159,11 +167,12 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
       bool ok = file_id(work.files[f]) == work_ids[f];
       if (ok) {
         try {
-          if (const auto it = recs.find(f); it != recs.end()) apply(work.files[f].string(), it->second, Direction::revert, true);
-          auto h = ckpt::h5::open_file(work.files[f].string(), ckpt::h5::Mode::read);
+          if (const auto it = recs.find(f); it != recs.end())
+            apply(work.files[f].string(), it->second, Direction::revert, true, true, true, c.format);
+          const auto stored = open_storage(work.files[f].string(), Access::read, c.format);
           for (const auto& [key, sum] : gsum) {
             if (key.first != f || (c.verify == Verify::touched && !touched.count(key))) continue;
-            if (ckpt::dataset_checksum(h, key.second) != sum) ok = false;
+            if (stored->checksum(key.second) != sum) ok = false;
           }
         } catch (const Error&) {
           ok = false;

@@ -49,6 +49,9 @@ ScanReport scan(const std::string& file, Format format) {
     const auto fl = ckpt::float_layout(dt);
     const unsigned size = f->width_of(info.path) / 8;
     std::vector<std::uint64_t> hist(fl ? (std::size_t{1} << fl->exponent_bits) : 0);
+    // Binades of the finite values: 1 .. end-1. The all-ones exponent holds NaN and Inf, except in
+    // fp8 E4M3 (OCP "fn"), where it holds finite values up to 448 and only S.1111.111 is NaN (no Inf).
+    const std::size_t finite_end = hist.size() - (dt == ckpt::DType::f8_e4m3 ? 0 : 1);
     ckpt::Xxh64 h;
     // One stored word at flat index `at`, standing for `count` equal words (unallocated chunks:
     // their fill value). Ties keep the smallest index, as a walk in flat order would.
@@ -60,12 +63,9 @@ ScanReport scan(const std::string& file, Format format) {
       }
       if (!fl) return;
       const std::uint64_t e = (w >> fl->mantissa_bits) & ((std::uint64_t{1} << fl->exponent_bits) - 1);
-      if (e == hist.size() - 1) {
-        if (std::isnan(v)) s.nan += count;
-        else s.inf += count;
-      } else {
-        hist[e] += count;
-      }
+      if (std::isnan(v)) s.nan += count;  // the value decides, by each format's own rules (word_to_double)
+      else if (std::isinf(v)) s.inf += count;
+      else hist[e] += count;
     };
     const std::string where = file + ": dataset " + display_name(info.path);
     try {
@@ -104,22 +104,22 @@ ScanReport scan(const std::string& file, Format format) {
     if (fl) {
       // Exponent distribution of the non-zero finite values (field 0 = zero/subnormal is left out).
       std::uint64_t total = 0;
-      for (std::size_t e = 1; e + 1 < hist.size(); ++e) total += hist[e];
+      for (std::size_t e = 1; e < finite_end; ++e) total += hist[e];
       const int bias = (1 << (fl->exponent_bits - 1)) - 1;
       if (total > 0) {
         auto quantile = [&](double q) {
           const auto target = static_cast<std::uint64_t>(q * static_cast<double>(total - 1));
           std::uint64_t acc = 0;
-          for (std::size_t e = 1; e + 1 < hist.size(); ++e) {
+          for (std::size_t e = 1; e < finite_end; ++e) {
             acc += hist[e];
             if (acc > target) return static_cast<int>(e);
           }
-          return static_cast<int>(hist.size() - 2);
+          return static_cast<int>(finite_end - 1);
         };
         const int med = quantile(0.5);
         int thr = med + outlier_binades;
         if (total >= 1000) thr = std::max(thr, quantile(0.999) + 8);
-        for (std::size_t e = static_cast<std::size_t>(std::max(thr + 1, 1)); e + 1 < hist.size(); ++e) s.outliers += hist[e];
+        for (std::size_t e = static_cast<std::size_t>(std::max(thr + 1, 1)); e < finite_end; ++e) s.outliers += hist[e];
         s.median_exponent = med - bias;
         s.threshold_exponent = thr - bias;
       }

@@ -1,6 +1,6 @@
 #!/bin/bash
-# The enumerated keys of a campaign configuration (inject.role, inject.strata, inject.as, restore,
-# verify, mode) are parsed when the configuration is read: an unknown value is exit 2 with one error
+# The enumerated keys of a campaign configuration (format, inject.role, inject.strata, inject.as,
+# restore, verify, mode; keep_crc a boolean) are parsed when the configuration is read: an unknown value is exit 2 with one error
 # line naming the key, the value and every accepted value, for `campaign` and `plan` alike, before
 # anything runs. The same for the enumerated options of `plan` and `inject` (--role, --as).
 . "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-choices
@@ -39,12 +39,20 @@ bad inject.as '"inject": {"as": "f64"}' f64 bf16 f16
 bad restore '"restore": "undo"' undo revert copy
 bad verify '"verify": "some"' some touched all
 bad mode '"mode": "fork"' fork command worker
+bad format '"format": "pickle"' pickle auto hdf5 torch safetensors npy npz
+config "$T/bad.json" '"keep_crc": "yes"'
+for cmd in "campaign $T/bad.json --out $T/out -q" "plan $T/bad.json"; do
+  # shellcheck disable=SC2086
+  expect_err 2 keep_crc "$FLIP" $cmd
+  grep -qF '"yes"' "$T/stderr" || fail "the error line does not name the value \"yes\": $(cat "$T/stderr")"
+done
 # Case matters, and a name is not a prefix.
 bad inject.role '"inject": {"role": "Model"}' Model all model optimizer
 bad verify '"verify": "touch"' touch touched all
 
 # Every accepted value is taken (and a campaign with a non-default one runs).
-for v in '"inject": {"role": "optimizer", "strata": "tensor", "as": "bf16"}' '"restore": "copy", "verify": "all"' '"inject": {"as": ""}'; do
+for v in '"inject": {"role": "optimizer", "strata": "tensor", "as": "bf16"}' '"restore": "copy", "verify": "all"' '"inject": {"as": ""}' \
+         '"format": "hdf5", "keep_crc": true' '"format": "auto", "keep_crc": false'; do
   config "$T/ok.json" "$v"
   run "$FLIP" plan "$T/ok.json"
 done
@@ -58,4 +66,12 @@ expect_err 2 --as "$FLIP" plan "$T/g.h5" --as f64
 expect_err 2 --role "$FLIP" inject "$T/g.h5" --dry-run --seed 1 --flips 1 --role weights
 expect_err 2 --as "$FLIP" inject "$T/g.h5" --dry-run --seed 1 --flips 1 --as f64
 run "$FLIP" plan "$T/g.h5" --role optimizer --as bf16
+# --format: a forced adapter reads the file as that format (HDF5 is no torch.save zip: exit 4 naming
+# it), for plan on a checkpoint or a configuration and for campaign, before anything runs.
+expect_err 2 --format "$FLIP" plan "$T/g.h5" --format pickle
+run "$FLIP" plan "$T/g.h5" --format hdf5
+expect_err 4 g.h5 "$FLIP" plan "$T/g.h5" --format torch
+expect_err 4 g.h5 "$FLIP" plan "$T/ok.json" --format torch
+expect_err 4 g.h5 "$FLIP" campaign "$T/ok.json" --out "$T/forced" --format torch -q
+[ ! -e "$T/forced/results" ] || fail "a campaign whose checkpoint its --format cannot read left results"
 echo "all choice checks passed"

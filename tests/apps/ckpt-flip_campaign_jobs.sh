@@ -83,18 +83,7 @@ sleep 0.5
 # 3. kill -9 of a worker-mode campaign with --jobs 2 mid-run: no job, worker or trial survives it,
 #    and the re-run completes to the reference's records.
 config slow worker 16 '["'"$TRAIN"'", "eval", "--from", "{ckpt}", "--summary", "{out}"]'
-"$FLIP" campaign "$T/slow.json" --out "$T/k9" --jobs 2 > "$T/k9.log" 2>&1 &
-CAMPAIGN_PID=$!
-for _ in $(seq 200); do
-  [ "$(cat "$T"/k9/results/*.jsonl 2> /dev/null | wc -l)" -ge 3 ] && break
-  sleep 0.05
-done
-[ "$(cat "$T"/k9/results/*.jsonl 2> /dev/null | wc -l)" -ge 3 ] || { cat "$T/k9.log"; fail "no records before the kill"; }
-kill -9 "$CAMPAIGN_PID"
-wait "$CAMPAIGN_PID" 2> /dev/null
-CAMPAIGN_PID=
-sleep 0.5
-[ -z "$(pgrep -f -- "$T/k9/")" ] || fail "processes of the killed campaign still run: $(pgrep -a -f -- "$T/k9/")"
+kill9_campaign "$T/k9" 3 "$FLIP" campaign "$T/slow.json" --out "$T/k9" --jobs 2
 [ -z "$(pgrep -f -- "serve --preload $CK")" ] || fail "a trial worker outlived the campaign"
 run "$FLIP" campaign "$T/slow.json" --out "$T/k9" --jobs 2
 grep -q "already done" "$T/stdout" || fail "the re-run did not skip the recorded trials"

@@ -36,6 +36,7 @@ PYEOF
 for f in ckpt.pt ub.h5; do
   run "$FLIP" inspect "$T/$f"
   grep -q "w  f32\[32,16\]" "$T/stdout" || { cat "$T/stdout"; fail "inspect $f lists no /model/w"; }
+  grep -qx "format: hdf5" "$T/stdout" || { cat "$T/stdout"; fail "inspect $f does not say the detected format hdf5"; }
   before=$(sha "$T/$f")
   run "$FLIP" inject "$T/$f" --in-place --log "$T/$f.log" --flips 5 --seed 1
   run "$FLIP" revert "$T/$f" --log "$T/$f.log" --format hdf5
@@ -50,6 +51,12 @@ for pair in arrays.h5:npz one.h5:npy st.h5:safetensors; do
   before=$(sha "$T/$f")
   run "$FLIP" inspect "$T/$f"
   grep -q "f32\[32,16\]" "$T/stdout" || { cat "$T/stdout"; fail "inspect $f lists no f32[32,16] tensor"; }
+  # The format detected from the content (one line; --json carries it), whatever the name.
+  [ "$(grep -c "^format: " "$T/stdout")" = 1 ] && grep -qx "format: ${pair##*:}" "$T/stdout" ||
+    { cat "$T/stdout"; fail "inspect $f does not say the detected format ${pair##*:}"; }
+  run "$FLIP" inspect "$T/$f" --json
+  [ "$($PY -c 'import json, sys; print(json.load(sys.stdin)["format"])' < "$T/stdout")" = "${pair##*:}" ] ||
+    fail "inspect --json of $f does not carry the format ${pair##*:}"
   run "$FLIP" inject "$T/$f" --in-place --log "$T/$f.log" --flips 5 --seed 1
   [ "$(sha "$T/$f")" != "$before" ] || fail "inject $f changed nothing"
   run "$FLIP" revert "$T/$f" --log "$T/$f.log"
@@ -57,6 +64,7 @@ for pair in arrays.h5:npz one.h5:npy st.h5:safetensors; do
 done
 before=$(sha "$T/torch.h5")
 run "$FLIP" inspect "$T/torch.h5"
+grep -qx "format: torch" "$T/stdout" || { cat "$T/stdout"; fail "inspect torch.h5 does not say the detected format torch"; }
 expect_rc 5 "$FLIP" inject "$T/torch.h5" --in-place --log "$T/x.log" --flips 1 --seed 1
 [ "$(sha "$T/torch.h5")" = "$before" ] && [ ! -e "$T/x.log" ] || fail "torch.h5 changed, or a log was left"
 

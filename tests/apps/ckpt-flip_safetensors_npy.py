@@ -87,6 +87,23 @@ for name, field in (("w.f8", 0x78), ("w.f8b", 0x7C)):
     if len(recs) != 20 or any(int(r["mask"], 16) & ~field or r["old"].startswith("0x") and len(r["old"]) != 4 for r in recs):
         fail(f"{name}: exponent flips outside bits {field:#x} of 8-bit words: {recs[:2]}")
     os.remove(f"{T}/f8.safetensors")
+# scan on fp8: in E4M3 (OCP "fn") the all-ones exponent holds finite values, 0x78-0x7e (256 to 448)
+# and their negatives; only 0x7f/0xff are NaN and there is no Inf. E5M2 is IEEE-like: 0x7c/0xfc
+# are +-Inf, 0x7d-0x7f and 0xfd-0xff NaN.
+top = list(range(0x78, 0x7F)) + list(range(0xF8, 0xFF))
+e4 = f"{T}/e4m3.safetensors"
+write_safetensors(e4, {"w": ("F8_E4M3", (len(top) + 30,), bytes(top + [0x50, 0x58, 0xD0] * 10))})
+p = flip("scan", e4, "--json")  # exit 0: clean
+w = json.loads(p.stdout)["datasets"][0]
+if (w["nan"], w["inf"], w["suspect"], w["max_abs"]) != (0, 0, False, 448.0):
+    fail(f"scan of finite E4M3 values 0x78-0x7e: {w}")
+nans = f"{T}/f8-nan.safetensors"
+write_safetensors(nans, {"e4": ("F8_E4M3", (34,), bytes(top + [0x7F, 0xFF, 0x7F] + [0x50] * 17)),
+                         "e5": ("F8_E5M2", (8,), bytes([0x7C, 0xFC, 0x7D, 0x7E, 0x7F, 0xFF, 0x3C, 0x40]))})
+p = flip("scan", nans, "--json", rc=10)  # suspect
+got = {d["dataset"]: (d["nan"], d["inf"]) for d in json.loads(p.stdout)["datasets"]}
+if got != {"/e4": (3, 0), "/e5": (4, 2)}:
+    fail(f"scan NaN/Inf counts of fp8 (want E4M3 3 NaN 0 Inf, E5M2 4 NaN 2 Inf): {got}")
 # A header lying about offsets: one line naming the file, exit 4, untouched.
 bad = f"{T}/bad.safetensors"
 buf = bytearray(open(st, "rb").read())

@@ -176,6 +176,27 @@ TEST_CASE("campaign configuration parsing", "[campaign][unit]") {
   CHECK(field_of("f32", 22) == "mantissa");
   CHECK(field_of("bf16", 7) == "exponent");
   CHECK(field_of("i64", 63) == "integer");
+  CHECK(field_of("f8_e4m3", 7) == "sign");
+  CHECK(field_of("f8_e4m3", 3) == "exponent");
+  CHECK(field_of("f8_e5m2", 2) == "exponent");
+  CHECK(field_of("f8_e5m2", 1) == "mantissa");
+  CHECK(field_of("bool", 0) == "integer");
+}
+
+TEST_CASE("campaign configuration: format and keep_crc", "[campaign][unit]") {
+  const auto c = CampaignConfig::parse(R"({"checkpoint": "m.pt", "command": "x", "format": "torch", "keep_crc": true})", "/cfg/c.json");
+  CHECK(c.format == resil::inject::Format::torch);
+  CHECK(c.keep_crc);
+  CHECK(CampaignConfig::parse(c.to_json().dump(), "/cfg/c.json").to_json() == c.to_json());
+  // Defaults are not written: a campaign.json of an older configuration stays the same.
+  const auto d = CampaignConfig::parse(R"({"checkpoint": "m.h5", "command": "x"})", "/cfg/c.json");
+  CHECK(d.format == resil::inject::Format::automatic);
+  CHECK_FALSE(d.keep_crc);
+  CHECK_FALSE(d.to_json().contains("format"));
+  CHECK_FALSE(d.to_json().contains("keep_crc"));
+  CHECK_THROWS_WITH(CampaignConfig::parse(R"({"checkpoint": "a", "command": "x", "format": "pickle"})", "c.json"),
+                    Catch::Contains("format") && Catch::Contains("\"pickle\"") && Catch::Contains("\"safetensors\""));
+  CHECK_THROWS_WITH(CampaignConfig::parse(R"({"checkpoint": "a", "command": "x", "keep_crc": 1})", "c.json"), Catch::Contains("keep_crc"));
 }
 
 TEST_CASE("two-level FIT", "[fit][unit]") {

@@ -7,6 +7,10 @@
 #   expect_rc CODE CMD...   run CMD likewise; fail unless it exits CODE, and unless an error exit (any code
 #                           but 0 and 10, scan's verdict) printed exactly one line on stderr
 #   expect_err CODE WORD CMD...  expect_rc, and the one error line names WORD
+#   kill9_campaign DIR N CMD...  run CMD (a campaign writing to DIR) in the background, output to DIR.log,
+#                           as $CAMPAIGN_PID; once DIR holds N records kill -9 it and reap it, then fail
+#                           if any process naming DIR/ survives (trials die with their campaign); fail,
+#                           printing DIR.log, when it ends first or N records do not come within 120 s
 # Set EXPECT_TIMEOUT=S to kill a command of expect_rc after S seconds (a FIFO input must not block a
 # test forever); define on_exit() for cleanup of the test's own (it runs before $T is removed).
 set -uo pipefail
@@ -29,4 +33,20 @@ expect_err() {
   local want=$1 word=$2; shift 2
   expect_rc "$want" "$@"
   grep -q -- "$word" "$T/stderr" || { cat "$T/stderr"; fail "the error line does not name $word: $*"; }
+}
+kill9_campaign() {
+  local dir=$1 n=$2; shift 2
+  "$@" > "$dir.log" 2>&1 &
+  CAMPAIGN_PID=$!  # an on_exit of the test may kill it when a check fails before the kill below
+  for _ in $(seq 2400); do
+    [ "$(cat "$dir"/results/*.jsonl 2> /dev/null | wc -l)" -ge "$n" ] && break
+    kill -0 "$CAMPAIGN_PID" 2> /dev/null || break
+    sleep 0.05
+  done
+  [ "$(cat "$dir"/results/*.jsonl 2> /dev/null | wc -l)" -ge "$n" ] || { cat "$dir.log"; fail "fewer than $n records in $dir before the kill"; }
+  kill -9 "$CAMPAIGN_PID"
+  wait "$CAMPAIGN_PID" 2> /dev/null
+  CAMPAIGN_PID=
+  sleep 0.5
+  [ -z "$(pgrep -f -- "$dir/")" ] || fail "processes of the killed campaign still run: $(pgrep -a -f -- "$dir/")"
 }

@@ -74,7 +74,9 @@ inline constexpr std::pair<std::string_view, TrialMode> trial_mode_names[] = {{"
 /// directory.
 struct CampaignConfig {
   std::string name = "campaign";
-  std::string checkpoint;              // golden checkpoint: HDF5 file or mp manifest (*.manifest.json)
+  std::string checkpoint;              // golden checkpoint: a file of any format (storage.hpp) or an mp manifest (*.manifest.json)
+  Format format = Format::automatic;   // format_names: the checkpoint's format (auto: detected from its content)
+  bool keep_crc = false;               // as `ckpt-flip inject --keep-crc`: a zip's CRC-32s are left as they were
   std::string golden_summary;          // optional: golden metrics instead of a golden run
   std::string golden_final_checkpoint; // optional, with golden_summary: final weights for bit-masked
   std::vector<std::string> command;    // argv (placeholders {ckpt} {out} {dir} {trial} {seed}); one element: sh -c
@@ -133,7 +135,8 @@ struct FaultSpace {
 
 /// Labels of a site for each stratification dimension.
 std::string field_of(std::string_view dtype, unsigned bit);
-std::string role_of(std::string_view dataset);
+std::string role_of(std::string_view dataset);  // by the resil schema's paths (/model/, /optimizer/)
+std::string role_of(TensorRole role);            // as a format adapter gives it (what campaigns label)
 
 /// What the classifier sees of one finished command.
 struct CommandResult {
@@ -163,7 +166,9 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
 /// Replace {ckpt} {out} {dir} {trial} {seed} in each argument.
 std::vector<std::string> substitute(const std::vector<std::string>& argv, const std::map<std::string, std::string>& values);
 
-/// XXH64 over (path, dataset checksum) of the /model datasets of a checkpoint file or mp manifest.
+/// XXH64 over (name, stored-bytes checksum) of the model tensors (TensorRole::model: HDF5's /model
+/// datasets, a torch.save file's model/ state_dict) of a checkpoint file of any format, or of an mp
+/// manifest's shards.
 std::string model_weights_hash(const std::filesystem::path& ckpt);
 
 struct ShardSpec {
