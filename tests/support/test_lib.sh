@@ -20,7 +20,11 @@ T=$(mktemp -d "/tmp/${1:-resil-test}-XXXXXX")
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-0}
 trap 'declare -F on_exit > /dev/null && on_exit; rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-run() { "$@" > "$T/stdout" 2> "$T/stderr" || { cat "$T/stdout" "$T/stderr"; fail "exit $?: $*"; }; }
+run() {
+  local rc=0
+  "$@" > "$T/stdout" 2> "$T/stderr" || rc=$?
+  [ "$rc" = 0 ] || { cat "$T/stdout" "$T/stderr"; fail "exit $rc: $*"; }
+}
 expect_rc() {
   local want=$1; shift
   timeout "$EXPECT_TIMEOUT" "$@" > "$T/stdout" 2> "$T/stderr"; local rc=$?
