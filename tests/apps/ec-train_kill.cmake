@@ -8,6 +8,7 @@ if(TARGET ec-train AND RESIL_HAVE_MPI)
     resil_add_test(NAME ec-train_kill_${c} LABELS mpi integration TIMEOUT 120
       COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ec-train_kill.sh ${c} $<TARGET_FILE:ec-train> ${MPIEXEC_EXECUTABLE}
               ${CMAKE_CURRENT_BINARY_DIR}/ec-train_kill
-      PROPERTIES PROCESSORS 4)
+      # 77: the case could not set up its death (a kill inside the start checkpoint's short write).
+      PROPERTIES PROCESSORS 4 SKIP_RETURN_CODE 77)
   endforeach()
 endif()

@@ -63,6 +63,8 @@ kill_in_write() {
     for f in ck/ckpt-step*/rank-*.h5; do
       [ -e "$f" ] && [ ! -e "$f.done" ] || continue
       step=${f#ck/ckpt-step}; step=${step%%/*}; step=$((10#$step))
+      # A committed checkpoint (its manifest written) may drop its shards' markers: not a write.
+      [ ! -e "${f%/*}.manifest.json" ] || continue
       # Step 0 is the start checkpoint, written before the launch's first commit.
       if [ "$which" = start ]; then [ "$step" = 0 ] || continue; else [ "$step" -gt 0 ] || continue; fi
       rank=${f##*/rank-}; rank=${rank%.h5}
@@ -88,7 +90,9 @@ case $case in
     ref 4 2 1
     if [ "$case" = ckpt-in-write ]; then node=0; ft=(--ft ckpt); else node=1; ft=(--ft ec --fallback-ckpt); fi
     kill_in_write "$node" >hit.txt &
-    "$run" -n 4 --ec-train "$bin" --max-restarts 3 -- "${S[@]}" --k 2 --m 1 "${ft[@]}" --ckpt-interval 5 --ckpt-dir ck --job-id "$job" --report r.json >r.out 2>&1 || fail "launcher exit $?"
+    # Every try kills a rank, also one whose write finished just before the kill (a loaded machine):
+    # enough relaunches for a try at each of the run's checkpoints.
+    "$run" -n 4 --ec-train "$bin" --max-restarts 10 -- "${S[@]}" --k 2 --m 1 "${ft[@]}" --ckpt-interval 5 --ckpt-dir ck --job-id "$job" --report r.json >r.out 2>&1 || fail "launcher exit $?"
     touch stop; wait
     read -r hit _ <hit.txt
     [ -n "${hit:-}" ] || fail "no kill landed inside a checkpoint write"
@@ -105,11 +109,19 @@ sys.exit(0 if ok and f["relaunch"] else 1)' "$hit" || fail "unexpected recovery 
     # 128 MiB of state: the start checkpoint, written once per launch, takes long enough to hit.
     S=("${W[@]/#65536/131072}")
     ref 4 2 1
-    kill_in_write 1 start >hit.txt &
-    "$run" -n 4 --ec-train "$bin" --max-restarts 3 -- "${S[@]}" --k 2 --m 1 --ft ckpt --ckpt-interval 50 --ckpt-dir ck --job-id "$job" --report r.json >r.out 2>&1 || fail "launcher exit $?"
-    touch stop; wait
-    read -r hit hrank <hit.txt
-    [ "${hit:-}" = 0 ] || fail "the kill did not land inside the start checkpoint"
+    # The start checkpoint's write can be over before the killer sees it (page cache, a quiet
+    # machine): then the run completes without a death and is tried again, up to 5 times.
+    for try in 1 2 3 4 5; do
+      rm -rf ck stop r.json; : >hit.txt
+      kill_in_write 1 start >hit.txt &
+      "$run" -n 4 --ec-train "$bin" --max-restarts 3 -- "${S[@]}" --k 2 --m 1 --ft ckpt --ckpt-interval 50 --ckpt-dir ck --job-id "$job" --report r.json >r.out 2>&1 || fail "launcher exit $?"
+      touch stop; wait
+      read -r hit hrank <hit.txt
+      [ "${hit:-}" = 0 ] && break
+      echo "try $try: the kill did not land inside the start checkpoint" >&2
+    done
+    # Not a failure of ec-train: the death this case is about could not be made to happen (CTest SKIP).
+    [ "${hit:-}" = 0 ] || { echo "SKIP: the kill did not land inside the start checkpoint in 5 tries" >&2; "$bin" --cleanup --job-id "$job" >/dev/null 2>&1; exit 77; }
     /usr/bin/python3 -c 'import json,sys; r=json.load(open("r.json")); f=r["failures"]
 sys.exit(0 if r["relaunches"]==1 and len(f)==1 and f[0]["outcome"]=="restarted-fresh" and f[0]["relaunch"] and f[0]["node_loss"] and f[0]["rank"]==int(sys.argv[1]) else 1)' "$hrank" \
       || fail "the death before the first commit is not in the report: $(cat r.json)"
