@@ -42,11 +42,27 @@ void ordered_sum(std::vector<T>& buf, MPI_Datatype type, int rank, int size, int
 #endif
 }  // namespace
 
+#if RESIL_HAVE_MPI
+namespace {
+// A process that no MPI launcher started is a world of one whether or not it calls MPI_Init, and
+// MPICH's singleton init costs ~0.1 s and ~200 MB (UCX brings up its transports): one campaign
+// trial run as a command paid it every time. The launchers' environments: MPICH Hydra and Slurm's
+// PMI/PMI2 (PMI_*), PMIx (PMIX_RANK), Open MPI, Slurm's srun (SLURM_PROCID, also set in a batch
+// script, where the init is merely unneeded), Cray PALS; RESIL_MPI=1 forces the init for others.
+bool launched_by_mpi() {
+  for (const char* v : {"PMI_RANK", "PMI_SIZE", "PMI_FD", "PMI_PORT", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "PALS_RANKID"})
+    if (std::getenv(v)) return true;
+  const char* force = std::getenv("RESIL_MPI");
+  return force && std::string(force) == "1";
+}
+}  // namespace
+#endif
+
 MpiSession::MpiSession(int* argc, char*** argv) {
 #if RESIL_HAVE_MPI
   int init = 0;
   MPI_Initialized(&init);
-  if (!init) {
+  if (!init && launched_by_mpi()) {
     RESIL_MPI_CHECK(MPI_Init(argc, argv));
     g_owner = true;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -17,7 +17,8 @@ namespace resil::train {
 
 class Backend;
 
-/// Owns MPI_Init / MPI_Finalize (no-op without MPI, or when MPI was initialised by someone else).
+/// Owns MPI_Init / MPI_Finalize (no-op without MPI, when MPI was initialised by someone else, or
+/// when no MPI launcher started the process: see comm.cpp; RESIL_MPI=1 forces the init).
 class MpiSession {
 public:
   MpiSession(int* argc, char*** argv);
