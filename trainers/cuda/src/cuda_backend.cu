@@ -289,7 +289,7 @@ public:
   void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb, float beta,
             float* c, int ldc) override {
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
-    RESIL_CUBLAS_CHECK(cublasSgemm(blas_->get(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
+    RESIL_CUBLAS_CHECK(cuda::cublas().sgemm(blas_->get(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
                                    b, ldb, a, lda, &beta, c, ldc));
   }
   void add_bias(float* y, const float* bias, int rows, int cols) override {

@@ -3,13 +3,13 @@
 // instead, for destructors.
 #pragma once
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
 #include <string>
 #include <utility>
 
+#include "cublas_api.hpp"
 #include "resil/core/error.hpp"
 
 namespace resil::train::cuda {
@@ -35,7 +35,7 @@ inline std::string where(const char* file, int line) { return std::string(file) 
   do {                                                                                                           \
     const cublasStatus_t resil_cublas_rc_ = (expr);                                                              \
     if (resil_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                               \
-      throw ::resil::CudaError(std::string(#expr) + " failed: " + cublasGetStatusString(resil_cublas_rc_) + " at " + \
+      throw ::resil::CudaError(std::string(#expr) + " failed: " + ::resil::train::cuda::cublas().status_string(resil_cublas_rc_) + " at " + \
                                ::resil::train::cuda::where(__FILE__, __LINE__));                                 \
   } while (0)
 
@@ -94,13 +94,14 @@ private:
 class CublasHandle {
 public:
   explicit CublasHandle(cudaStream_t s) {
-    RESIL_CUBLAS_CHECK(cublasCreate(&h_));
-    RESIL_CUBLAS_CHECK(cublasSetStream(h_, s));
+    const CublasApi& api = cublas();  // loads cuBLAS on the first handle (cublas_api.hpp)
+    RESIL_CUBLAS_CHECK(api.create(&h_));
+    RESIL_CUBLAS_CHECK(api.set_stream(h_, s));
     // Plain FP32 (no TF32 tensor-core rounding): results stay comparable with the CPU backend.
-    RESIL_CUBLAS_CHECK(cublasSetMathMode(h_, CUBLAS_PEDANTIC_MATH));
+    RESIL_CUBLAS_CHECK(api.set_math_mode(h_, CUBLAS_PEDANTIC_MATH));
   }
   ~CublasHandle() {
-    if (h_) cublasDestroy(h_);
+    if (h_) cublas().destroy(h_);
   }
   CublasHandle(const CublasHandle&) = delete;
   CublasHandle& operator=(const CublasHandle&) = delete;
