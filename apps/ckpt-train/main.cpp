@@ -7,6 +7,7 @@
 #include "serve.hpp"
 #include "resil/app/main.hpp"
 #include "resil/config.hpp"
+#include "resil/train/backend.hpp"
 #include "resil/train/device.hpp"
 #include "resil/train/preempt.hpp"
 #if RESIL_HAVE_CUDA
@@ -16,6 +17,7 @@
 using namespace resil::app::ckpt_train;
 
 int main(int argc, char** argv) {
+  resil::train::stop_idle_blas_threads();  // until a backend asks for more than one BLAS thread
   // serve forks a child per trial: no MPI in that process (a world of one, as for a plain eval).
   std::optional<resil::train::MpiSession> mpi;
   if (argc < 2 || std::string_view(argv[1]) != "serve") mpi.emplace(&argc, &argv);

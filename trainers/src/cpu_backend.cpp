@@ -1,5 +1,6 @@
 // The CPU backend: OpenBLAS for gemm, plain loops (fixed order) for everything else.
 #include <cblas.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,13 @@
 #include "resil/train/backend.hpp"
 
 namespace resil::train {
+
+void stop_idle_blas_threads() noexcept {
+  // The function OpenBLAS's own fork handler calls; looked up rather than linked, so that another
+  // BLAS (or an OpenBLAS without a pool) is simply left alone.
+  using Shutdown = int (*)();
+  if (const auto fn = reinterpret_cast<Shutdown>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"))) fn();
+}
 
 namespace {
 
@@ -27,7 +35,10 @@ std::pair<int, int> valid_x(const ConvGeom& g, int kj, int ow) {
 
 class CpuBackend final : public Backend {
 public:
-  explicit CpuBackend(int threads) : threads_(std::max(1, threads)) { openblas_set_num_threads(threads_); }
+  explicit CpuBackend(int threads) : threads_(std::max(1, threads)) {
+    openblas_set_num_threads(threads_);
+    if (threads_ == 1) stop_idle_blas_threads();
+  }
   std::string name() const override { return "cpu"; }
   int threads() const override { return threads_; }
 

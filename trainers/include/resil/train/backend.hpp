@@ -102,4 +102,11 @@ public:
 /// since sgemm's result may depend on the thread count), plain loops for everything else.
 std::unique_ptr<Backend> make_cpu_backend(int threads = 1);
 
+/// Stops OpenBLAS's idle thread pool, if it runs. OpenBLAS (pthreads build) starts nproc - 1
+/// threads when it loads, and they poll for work with sched_yield for ~0.1 s before sleeping: a
+/// 40 ms `ckpt-train eval` spent ~60 ms more CPU in them, taken from the other trials of a
+/// `--jobs` campaign or the other ranks of a job. Programs call it first thing; a CPU backend with
+/// one thread calls it too; a backend with more threads makes OpenBLAS start the pool again.
+void stop_idle_blas_threads() noexcept;
+
 }  // namespace resil::train
