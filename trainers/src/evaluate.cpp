@@ -100,7 +100,7 @@ Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data
   cfg.parallel = ckpt::ParallelMode::none;
   cfg.reduce = ReduceKind::automatic;  // one process: nothing to reduce
   cfg.limit = 1;  // evaluation needs the test split only
-  Run run(cfg, solo);
+  Run run(cfg, solo, false);  // every parameter comes from the checkpoint
   run.load_state(all, from.string());
   Data d = load_data(cfg);
   Staging st;

@@ -43,7 +43,9 @@ struct Run {
   std::uint64_t cursor = 0;      // samples of epoch `epoch` consumed when the state was saved/loaded
   bool stop = false;             // every rank agreed on a preemption request at the last step
 
-  Run(TrainConfig c, const Comm& cm);
+  /// random_init false: the caller loads every parameter this rank holds from a checkpoint next
+  /// (load_state refuses one that is missing), so drawing the initial weights is skipped.
+  Run(TrainConfig c, const Comm& cm, bool random_init = true);
   std::string layout_json() const;
   bool weights_finite();
 

@@ -11,7 +11,7 @@ namespace resil::train {
 namespace stdfs = std::filesystem;
 using nlohmann::json;
 
-Run::Run(TrainConfig c, const Comm& cm) : cfg(std::move(c)), comm(cm), mode(cfg.parallel) {
+Run::Run(TrainConfig c, const Comm& cm, bool random_init) : cfg(std::move(c)), comm(cm), mode(cfg.parallel) {
   if (cfg.epochs < 1) throw UsageError("--epochs must be at least 1");
   if (cfg.batch < 1) throw UsageError("--batch must be at least 1");
   if (mode == ckpt::ParallelMode::none && comm.size() > 1)
@@ -29,7 +29,7 @@ Run::Run(TrainConfig c, const Comm& cm) : cfg(std::move(c)), comm(cm), mode(cfg.
     device += ", " + dcomm->name();
   }
   model = make_model(*be, name(cfg.model));
-  model->init(cfg.seed);
+  if (random_init) model->init(cfg.seed);  // ~10 % of an eval trial when drawn only to be overwritten
   opt = std::make_unique<Optimizer>(*be, cfg.optimizer);
   if (mode == ckpt::ParallelMode::mp) {
     auto* cls = dynamic_cast<Classifier*>(model.get());
@@ -68,7 +68,9 @@ Start start(const TrainConfig& cfg, const Comm& comm, const std::optional<stdfs:
     } catch (const json::exception&) {
       throw UsageError("--data " + cfg.data + ": the path is not valid UTF-8 (it is stored in the checkpoint's JSON config)");
     }
-    s.run = std::make_unique<Run>(cfg, comm);
+    // A resumed run loads every parameter; an mp stage only its own, so the other layers keep
+    // their drawn values there (unused on this rank, but not left as zeros).
+    s.run = std::make_unique<Run>(cfg, comm, !resume_from || cfg.parallel == ckpt::ParallelMode::mp);
     s.data = load_data(cfg);
     s.steps = data::steps_per_epoch(s.data.train_n(), batch);
     if (s.steps == 0)
