@@ -125,6 +125,8 @@ sys.exit(0 if ok and f["relaunch"] else 1)' "$hit" || fail "unexpected recovery 
     /usr/bin/python3 -c 'import json,sys; r=json.load(open("r.json")); f=r["failures"]
 sys.exit(0 if r["relaunches"]==1 and len(f)==1 and f[0]["outcome"]=="restarted-fresh" and f[0]["relaunch"] and f[0]["node_loss"] and f[0]["rank"]==int(sys.argv[1]) else 1)' "$hrank" \
       || fail "the death before the first commit is not in the report: $(cat r.json)"
+    # The summary says the time of that death is unknown (it printed "relaunched in -1.000 s").
+    grep -q "relaunched (it died before its first commit: when is unknown)" r.out || fail "summary of the fresh restart: $(grep death r.out)"
     check r.json ;;
   rebuild-external-*)
     # A first death with node loss (--kill), then an external kill -9 of a random rank at a random

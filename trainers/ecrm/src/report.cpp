@@ -118,10 +118,17 @@ void Engine::print_summary(const std::string& state_hash) const {
   std::printf("ec-train: %zu steps run in %.2f s (mean %.2f ms/step), final loss %.4f\n", log_.size(), total,
               log_.empty() ? 0.0 : 1e3 * total / static_cast<double>(log_.size()), log_.empty() ? 0.0 : log_.back().loss);
   for (const auto& f : fails_) {
-    if (f.relaunch)
-      std::printf("  death of %s before step %lld: relaunched in %.3f s (attach %.4f s), rolled back %lld step(s), %s%s\n",
-                  f.rank >= 0 ? ("rank " + std::to_string(f.rank)).c_str() : "a rank", static_cast<long long>(f.step), f.restart_s, f.attach_s,
+    if (f.relaunch) {
+      // restart_s < 0: the launch died before its first commit, so nothing says when it died.
+      char took[80];
+      if (f.restart_s >= 0)
+        std::snprintf(took, sizeof took, "relaunched in %.3f s", f.restart_s);
+      else
+        std::snprintf(took, sizeof took, "relaunched (it died before its first commit: when is unknown)");
+      std::printf("  death of %s before step %lld: %s (attach %.4f s), rolled back %lld step(s), %s%s\n",
+                  f.rank >= 0 ? ("rank " + std::to_string(f.rank)).c_str() : "a rank", static_cast<long long>(f.step), took, f.attach_s,
                   static_cast<long long>(f.rollback_steps), f.node_loss ? "its state lost: " : "state intact: ", f.outcome.c_str());
+    }
     if (f.rollback_to >= 0)
       std::printf("  failure of rank %d at step %lld: rolled back to step %lld, load %.3f s, redo %lld steps %.3f s\n", f.rank,
                   static_cast<long long>(f.step), static_cast<long long>(f.rollback_to), f.load_s, static_cast<long long>(f.redo_steps), f.redo_s);
