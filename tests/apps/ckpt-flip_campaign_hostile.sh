@@ -17,7 +17,7 @@ with h5py.File(sys.argv[1], "w") as f:
     f["model/w"] = np.ones(64, np.float32)
     f["optimizer/w/m"] = np.full(32, 0.125, np.float32)
 PYEOF
-GOLDEN_SHA=$(sha256sum "$T/g.h5" | cut -d' ' -f1)
+GOLDEN_SHA=$(sha "$T/g.h5")
 OK='echo "{\"test_accuracy\": 0.5}" > {out}'
 config() {  # config FILE EXTRA_JSON_MEMBERS [COMMAND]
   local cmd=${3:-$OK}
@@ -90,7 +90,7 @@ assert sorted(r["trial"] for r in recs) == list(range(10)), [r["trial"] for r in
 for r in recs:
     assert r["restore"] == "recopied" and "{ckpt}" in r["note"] and r["class"] == "masked", r
 PYEOF
-[ "$(sha256sum "$T/g.h5" | cut -d' ' -f1)" = "$GOLDEN_SHA" ] || fail "the golden checkpoint changed"
+[ "$(sha "$T/g.h5")" = "$GOLDEN_SHA" ] || fail "the golden checkpoint changed"
 
 # 5. kill -9 of the campaign while a trial (sh with a background child) runs: the trial's whole
 #    process group dies with it; nothing writes its marker after the kill.
@@ -131,10 +131,10 @@ import json, sys
 json.dump({"checkpoint": sys.argv[2], "command": "true", "trials": 2}, open(sys.argv[1], "w"))
 PYEOF
 expect_err 2 "use another --out" "$FLIP" campaign "$T/inside.json" --out "$T/inside" -q
-[ "$(sha256sum "$T/inside/work/shard-0-of-1/g.h5" | cut -d' ' -f1)" = "$GOLDEN_SHA" ] || fail "a golden checkpoint inside OUT/work was deleted or changed"
+[ "$(sha "$T/inside/work/shard-0-of-1/g.h5")" = "$GOLDEN_SHA" ] || fail "a golden checkpoint inside OUT/work was deleted or changed"
 cp "$T/g.h5" "$T/golden-copy.h5"
 expect_err 2 "not a directory" "$FLIP" campaign "$T/ok.json" --out "$T/golden-copy.h5" -q
-[ "$(sha256sum "$T/golden-copy.h5" | cut -d' ' -f1)" = "$GOLDEN_SHA" ] || fail "--out naming a file changed it"
+[ "$(sha "$T/golden-copy.h5")" = "$GOLDEN_SHA" ] || fail "--out naming a file changed it"
 
 # 8. Results files that are a directory or a FIFO: refused (exit 3), never a hang.
 mkdir -p "$T/dir-out/results/shard-0-of-1.jsonl"
@@ -202,5 +202,5 @@ for m in nan -3 inf; do
   expect_err 2 "--mbit" "$FLIP" fit --fault-model "$T/fm-ok.json" --results "$T/rec" --mbit "$m" --draws 100
 done
 
-[ "$(sha256sum "$T/g.h5" | cut -d' ' -f1)" = "$GOLDEN_SHA" ] || fail "the golden checkpoint changed"
+[ "$(sha "$T/g.h5")" = "$GOLDEN_SHA" ] || fail "the golden checkpoint changed"
 echo "all hostile campaign checks passed"

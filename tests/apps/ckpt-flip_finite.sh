@@ -7,7 +7,6 @@
 # line naming the file, nothing written.
 . "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-finite
 FLIP=$1
-sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 $PY - "$T" <<'PYEOF'
 import sys, h5py, numpy as np

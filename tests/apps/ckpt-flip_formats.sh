@@ -5,7 +5,6 @@
 # --format value is exit 2 (issue #19).
 . "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-formats
 FLIP=$1
-sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 $PY - "$T" <<'PYEOF'
 import sys, os, json, struct, zipfile, io, h5py, numpy as np

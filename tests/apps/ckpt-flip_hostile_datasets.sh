@@ -10,7 +10,6 @@ json() {  # json FILE PYTHON-EXPRESSION-OF-j : prints the value
   $PY -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"
 }
 build() { $PY "$HOSTILE" "$@" || fail "hostile_files.py $*"; }
-sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 # --- Null dataspace (h5py.Empty), scalar, zero-sized dims: no element is no stored bit.
 build empty "$T/empty.h5"

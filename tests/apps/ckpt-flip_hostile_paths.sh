@@ -17,7 +17,6 @@ expect_rc() {
   if grep -q '\.tmp\.[0-9]' "$T/stderr"; then cat "$T/stderr"; fail "the message names a temporary file: $*"; fi
 }
 expect_msg() { grep -q -- "$1" "$T/stderr" || { cat "$T/stderr"; fail "stderr lacks '$1'"; }; }
-sha() { sha256sum "$1" | cut -d' ' -f1; }
 same() { [ "$(sha "$1")" = "$2" ] || fail "$1 changed ($3)"; }
 
 $PY - "$T" <<'PYEOF'

@@ -7,6 +7,7 @@
 #   expect_rc CODE CMD...   run CMD likewise; fail unless it exits CODE, and unless an error exit (any code
 #                           but 0 and 10, scan's verdict) printed exactly one line on stderr
 #   expect_err CODE WORD CMD...  expect_rc, and the one error line names WORD
+#   sha FILE                the SHA-256 of FILE (hex): "input untouched" checks compare it
 #   kill9_campaign DIR N CMD...  run CMD (a campaign writing to DIR) in the background, output to DIR.log,
 #                           as $CAMPAIGN_PID; once DIR holds N records kill -9 it and reap it, then fail
 #                           if any process naming DIR/ survives (trials die with their campaign); fail,
@@ -20,6 +21,7 @@ T=$(mktemp -d "/tmp/${1:-resil-test}-XXXXXX")
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-0}
 trap 'declare -F on_exit > /dev/null && on_exit; rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+sha() { sha256sum "$1" | cut -d' ' -f1; }
 run() {
   local rc=0
   "$@" > "$T/stdout" 2> "$T/stderr" || rc=$?
