@@ -81,6 +81,9 @@ t0=$(date +%s)
 wall_recorded=0
 record_wall() { ((wall_recorded)) || echo "$(($(date +%s) - t0))" >> "$out/wall-seconds"; wall_recorded=1; }
 trap record_wall EXIT
+# The 1-minute load average as this invocation starts (before its own processes): other work on the
+# machine, which the report states (a loaded machine slows trials; hangs are judged by the timeout).
+awk '{print $1}' /proc/loadavg >> "$out/start-load"
 # name model mode role point flips strata dir, one line per campaign ever run in $out (sessions that run
 # other MODELS/MODES add theirs): what the report reads.
 campaigns=$out/campaigns.tsv

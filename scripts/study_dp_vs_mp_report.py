@@ -115,6 +115,67 @@ def cmp_line(label_a, xa, na, label_b, xb, nb):
             f"Fisher p = {p:.3g}{' (significant at 5%)' if sig else ''}, intervals {'overlap' if overlap else 'do not overlap'}"), p, xa / na if na else 0, xb / nb if nb else 0
 
 
+def sites(r):
+    return [(f["dataset"], f["index"], f["bit"]) for f in r.get("flips", [])]
+
+
+def paired(recs_a, recs_b):
+    """The trials of two campaigns matched by trial id, when every matched trial flipped the same
+    (tensor, index, bit) sites in both (the sampling depends on the seed, the trial and the fault
+    space's shape only); None when they did not."""
+    a, b = {r["trial"]: r for r in recs_a}, {r["trial"]: r for r in recs_b}
+    common = sorted(set(a) & set(b))
+    if not common or any(sites(a[t]) != sites(b[t]) for t in common):
+        return None
+    return [(a[t], b[t]) for t in common]
+
+
+def mcnemar(b, c):
+    """Exact two-sided McNemar test on the discordant pairs: b (only the first), c (only the second)."""
+    return 1.0 if b + c == 0 else min(1.0, 2 * _cdf(min(b, c), b + c, 0.5))
+
+
+def compare(label_a, recs_a, label_b, recs_b, classes):
+    """One comparison line: paired (exact McNemar) when both campaigns flipped the same sites, else Fisher."""
+    pairs = paired(recs_a, recs_b)
+    if pairs is None:
+        xa, na = count(recs_a, classes)
+        xb, nb = count(recs_b, classes)
+        line, p, _, _ = cmp_line(label_a, xa, na, label_b, xb, nb)
+        return line + " (independent samples)", p
+    n = len(pairs)
+    xa = sum(ra["class"] in classes for ra, _ in pairs)
+    xb = sum(rb["class"] in classes for _, rb in pairs)
+    only_a = sum(ra["class"] in classes and rb["class"] not in classes for ra, rb in pairs)
+    only_b = sum(rb["class"] in classes and ra["class"] not in classes for ra, rb in pairs)
+    p = mcnemar(only_a, only_b)
+    ia, ib = clopper_pearson(xa, n), clopper_pearson(xb, n)
+    return (f"{label_a} {xa}/{n} = {pct(xa / n)} {ci(ia)} vs {label_b} {xb}/{n} = {pct(xb / n)} {ci(ib)}, paired on the same "
+            f"{n} sites: {only_a} only {label_a}, {only_b} only {label_b}; exact McNemar p = {p:.3g}"
+            f"{' (significant at 5%)' if p < 0.05 else ''}"), p
+
+
+def full_grid():
+    """The campaign names of `study_dp_vs_mp.sh --full` (its defaults): what a complete study holds."""
+    names = []
+    for m in ("mlp", "cnn"):
+        for mode in ("dp", "mp"):
+            names += [f"{m}-{mode}-{role}-{point}-f1" for role in ("model", "optimizer") for point in ("early", "late")]
+            names += [f"{m}-{mode}-model-late-f{n}" for n in (10, 100)]
+            if m == "mlp":
+                names.append(f"{m}-{mode}-model-late-bits")
+    return names
+
+
+def machine_load(out):
+    """What else ran on the machine: the load average as each invocation started (recorded by the script)."""
+    path = os.path.join(out, "start-load")
+    if not os.path.exists(path):
+        return ""
+    loads = open(path).read().split()
+    return f"; 1-minute load average as each invocation started, before its own processes: {', '.join(loads)}"
+
+
 def main(argv):
     out, results = argv[0], argv[1]
     params = dict(a.split("=", 1) for a in argv[2:])
@@ -134,15 +195,21 @@ def main(argv):
           f"each trial resumes to epoch {params['epochs']} under `mpiexec -n {params['ranks']}`; test limit {params['test_limit']}; "
           f"seed {params['seed']}; `ckpt-flip campaign --jobs {params['jobs']}`. "
           f"Wall time of the run(s) that wrote this file: {secs} s ({secs / 3600:.2f} h, summed over {len(open(os.path.join(out, 'wall-seconds')).read().split())} "
-          f"invocation(s)) on {os.cpu_count()} cores ({cpu}), shared with other jobs.", ""]
+          f"invocation(s)) on {os.cpu_count()} cores ({cpu}){machine_load(out)}.", ""]
     # Below issue 21's sizes: say so first, from the records themselves.
     short = [f"{c['name']} ({len(c['recs'])})" for c in camps
              if len(c["recs"]) < (FULL_FIELD_TRIALS if c["strata"] == "field" else FULL_BIT_TRIALS)]
-    missing = [f"{m} {mode}" for m in ("mlp", "cnn") for mode in ("dp", "mp") if not any(c["model"] == m and c["mode"] == mode for c in camps)]
+    have = {c["name"] for c in camps}
+    missing = [n for n in full_grid() if n not in have]
     if short or missing:
-        L += [f"**Partial run, not the study's sizes:** {len(short)} of {len(camps)} campaigns have fewer than "
-              f"{FULL_FIELD_TRIALS} trials (field) or {FULL_BIT_TRIALS} (bit)" + (f": {', '.join(short[:6])}{' ...' if len(short) > 6 else ''}" if short else "") +
-              (f"; not run yet: {', '.join(missing)}" if missing else "") +
+        parts = []
+        if short:
+            parts.append(f"{len(short)} of the {len(camps)} campaigns run have fewer than {FULL_FIELD_TRIALS} trials (field) or "
+                         f"{FULL_BIT_TRIALS} (bit): {', '.join(short[:6])}{f' and {len(short) - 6} more' if len(short) > 6 else ''}")
+        if missing:
+            parts.append(f"{len(missing)} of the {len(full_grid())} campaigns of `--full` have not run yet: "
+                         f"{', '.join(missing[:8])}{f' and {len(missing) - 8} more' if len(missing) > 8 else ''}")
+        L += ["**Partial run, not the study's full grid:** " + "; ".join(parts) +
               ". Intervals and verdicts below are only what these trials support. The full study is "
               "`scripts/study_dp_vs_mp.sh --full` (docs/campaigns.md, \"The dp-vs-mp study\").", ""]
     L += ["Outcomes are classified against the golden resume of the same checkpoint: **critical SDC** = test accuracy more than 1 "
@@ -308,8 +375,13 @@ def main(argv):
     # 3. dp vs mp.
     L += ["### 3. Data-parallel vs model-parallel training", "",
           "The seed studies compare dp with mp training; resil runs the same campaign (fields, role, point, flip count, seed) on "
-          "the dp and the mp checkpoint of the same model and recipe. The sites differ (the dp checkpoint is one file, the mp one "
-          "four stage files, so trial t samples another tensor and index), the campaigns are independent samples:", ""]
+          "the dp and the mp checkpoint of the same model and recipe. Trial t draws its sites from the seed, the trial and the "
+          "fault space's shape only, and the dp checkpoint (one file) and the mp one (four stage files) hold the same tensors: so "
+          "trial t flips the same tensor, index and bit in both (checked from the records for every pair below). The comparison "
+          "is therefore paired: the same fault, under the other kind of parallelism (the flipped values differ only in their last "
+          "bits, where the dp and mp trajectories round differently), tested with the exact McNemar test on the trials whose "
+          "outcome differs; a pair of campaigns that did not hit the same sites would be compared as independent samples (Fisher) "
+          "and marked so:", ""]
     nsig, ntot = 0, 0
     for c in camps:
         if c["mode"] != "dp":
@@ -319,9 +391,7 @@ def main(argv):
         if not m:
             continue
         for grp, classes in (("SDC", ("critical_sdc", "tolerable_sdc")), ("DUE", DUE), ("critical SDC", ("critical_sdc",))):
-            xa, na = count(c["recs"], classes)
-            xb, nb = count(m["recs"], classes)
-            line, p, _, _ = cmp_line("dp", xa, na, "mp", xb, nb)
+            line, p = compare("dp", c["recs"], "mp", m["recs"], classes)
             ntot += 1
             nsig += p < 0.05
             L.append(f"- {c['model']} {c['role']} {c['point']}, {c['flips']} flip(s){' per bit campaign' if c['strata'] == 'bit' else ''}, {grp}: {line}.")
@@ -329,16 +399,18 @@ def main(argv):
           f"(about {0.05 * ntot:.1f} would by chance alone if dp and mp were equally sensitive).", ""]
 
     # 4. Injection time.
-    L += ["### 4. Early vs late injection", ""]
+    L += ["### 4. Early vs late injection", "",
+          "The early and the late checkpoint of a run have the same tensors, so the same trial flips the same sites in both "
+          "(paired, as above):", ""]
     for c in camps:
         if c["point"] != "early" or c["strata"] != "field":
             continue
         lt = next((d for d in camps if d["point"] == "late" and d["strata"] == "field" and
                    all(d[k] == c[k] for k in ("model", "mode", "role", "flips"))), None)
         if lt:
-            xa, na = count(c["recs"], ("critical_sdc", "tolerable_sdc"))
-            xb, nb = count(lt["recs"], ("critical_sdc", "tolerable_sdc"))
-            L.append(f"- {c['model']} {c['mode']} {c['role']}, {c['flips']} flip(s), SDC: {cmp_line('early', xa, na, 'late', xb, nb)[0]}.")
+            for grp, classes in (("SDC", ("critical_sdc", "tolerable_sdc")), ("harmful", HARMFUL)):
+                line, _ = compare("early", c["recs"], "late", lt["recs"], classes)
+                L.append(f"- {c['model']} {c['mode']} {c['role']}, {c['flips']} flip(s), {grp}: {line}.")
     L += ["", "### What differs from the seed studies' setup", "",
           "- Framework: resil's own C++ trainer (OpenBLAS, deterministic rank-ordered reductions, bit-exact resume) instead of a "
           "Python framework; flips are applied to the HDF5 checkpoint between two epochs, not in memory during a step.",
