@@ -15,7 +15,7 @@ int main() {
       return 1;
     }
     // The one call that needs no device: the library's own message for a status code.
-    std::printf("cuBLAS loaded from %s; CUBLAS_STATUS_NOT_INITIALIZED reads \"%s\"\n", api.path,
+    std::printf("cuBLAS loaded from %s; CUBLAS_STATUS_NOT_INITIALIZED reads \"%s\"\n", api.path.c_str(),
                 api.status_string(CUBLAS_STATUS_NOT_INITIALIZED));
     return 0;
   } catch (const resil::Error& e) {

@@ -27,10 +27,8 @@ CublasApi load() {
     lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   }
   if (!lib) throw CudaError("cannot load cuBLAS (" + soname + "): " + why + "; " + dlerror());
-  static std::string loaded;
-  loaded = path;
   CublasApi api;
-  api.path = loaded.c_str();
+  api.path = path;
   resolve(lib, "cublasCreate_v2", api.create, path);
   resolve(lib, "cublasDestroy_v2", api.destroy, path);
   resolve(lib, "cublasSetStream_v2", api.set_stream, path);

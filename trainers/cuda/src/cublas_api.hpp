@@ -7,6 +7,8 @@
 
 #include <cublas_v2.h>
 
+#include <string>
+
 namespace resil::train::cuda {
 
 struct CublasApi {
@@ -16,7 +18,7 @@ struct CublasApi {
   decltype(&cublasSetMathMode) set_math_mode = nullptr;
   decltype(&cublasGetStatusString) status_string = nullptr;
   decltype(&cublasSgemm_v2) sgemm = nullptr;
-  const char* path = "";  ///< the library that was loaded
+  std::string path;  ///< the library that was loaded
 };
 
 /// The loaded entry points (dlopen of libcublas.so.<major>, then the CUDA toolkit's library
