@@ -141,8 +141,8 @@ def compare(label_a, recs_a, label_b, recs_b, classes):
     if pairs is None:
         xa, na = count(recs_a, classes)
         xb, nb = count(recs_b, classes)
-        line, p, _, _ = cmp_line(label_a, xa, na, label_b, xb, nb)
-        return line + " (independent samples)", p
+        line, p, ra, rb = cmp_line(label_a, xa, na, label_b, xb, nb)
+        return line + " (independent samples)", p, ra - rb
     n = len(pairs)
     xa = sum(ra["class"] in classes for ra, _ in pairs)
     xb = sum(rb["class"] in classes for _, rb in pairs)
@@ -152,7 +152,7 @@ def compare(label_a, recs_a, label_b, recs_b, classes):
     ia, ib = clopper_pearson(xa, n), clopper_pearson(xb, n)
     return (f"{label_a} {xa}/{n} = {pct(xa / n)} {ci(ia)} vs {label_b} {xb}/{n} = {pct(xb / n)} {ci(ib)}, paired on the same "
             f"{n} sites: {only_a} only {label_a}, {only_b} only {label_b}; exact McNemar p = {p:.3g}"
-            f"{' (significant at 5%)' if p < 0.05 else ''}"), p
+            f"{' (significant at 5%)' if p < 0.05 else ''}"), p, xa - xb
 
 
 def full_grid():
@@ -383,6 +383,7 @@ def main(argv):
           "outcome differs; a pair of campaigns that did not hit the same sites would be compared as independent samples (Fisher) "
           "and marked so:", ""]
     nsig, ntot = 0, 0
+    tally = {}  # outcome group -> [pairs, significant with dp higher, significant with mp higher]
     for c in camps:
         if c["mode"] != "dp":
             continue
@@ -390,13 +391,29 @@ def main(argv):
                   all(d[k] == c[k] for k in ("model", "role", "point", "flips"))), None)
         if not m:
             continue
-        for grp, classes in (("SDC", ("critical_sdc", "tolerable_sdc")), ("DUE", DUE), ("critical SDC", ("critical_sdc",))):
-            line, p = compare("dp", c["recs"], "mp", m["recs"], classes)
-            ntot += 1
-            nsig += p < 0.05
+        for grp, classes in (("SDC", ("critical_sdc", "tolerable_sdc")), ("DUE", DUE), ("critical SDC", ("critical_sdc",)),
+                             ("harmful", HARMFUL)):
+            line, p, diff = compare("dp", c["recs"], "mp", m["recs"], classes)
+            ntot += grp != "harmful"
+            nsig += grp != "harmful" and p < 0.05
+            t = tally.setdefault(grp, [0, 0, 0])
+            t[0] += 1
+            t[1] += p < 0.05 and diff > 0
+            t[2] += p < 0.05 and diff < 0
             L.append(f"- {c['model']} {c['role']} {c['point']}, {c['flips']} flip(s){' per bit campaign' if c['strata'] == 'bit' else ''}, {grp}: {line}.")
-    L += ["", f"{nsig} of {ntot} dp-vs-mp comparisons differ significantly at 5% "
+    L += ["", f"{nsig} of {ntot} dp-vs-mp comparisons (SDC, DUE, critical SDC) differ significantly at 5% "
           f"(about {0.05 * ntot:.1f} would by chance alone if dp and mp were equally sensitive).", ""]
+    if tally:
+        def said(grp):
+            n, dp_hi, mp_hi = tally[grp]
+            if not dp_hi and not mp_hi:
+                return f"in none of {n} pair(s)"
+            return (f"in {dp_hi + mp_hi} of {n} pair(s)" + (f", dp more often in {dp_hi}" if dp_hi else "") +
+                    (f", mp more often in {mp_hi}" if mp_hi else ""))
+        L += ["Rule: dp and mp *differ* in an outcome when the paired test is significant at 5% in a pair of campaigns; "
+              "the verdict is computed from the comparisons above, for harmful outcomes (critical SDC or DUE, what a user "
+              "loses) and for any SDC (any change of the final accuracy, mostly tolerable).", "",
+              f"Verdict: harmful outcomes differ between dp and mp {said('harmful')}; any SDC differs {said('SDC')}.", ""]
 
     # 4. Injection time.
     L += ["### 4. Early vs late injection", "",
@@ -409,7 +426,7 @@ def main(argv):
                    all(d[k] == c[k] for k in ("model", "mode", "role", "flips"))), None)
         if lt:
             for grp, classes in (("SDC", ("critical_sdc", "tolerable_sdc")), ("harmful", HARMFUL)):
-                line, _ = compare("early", c["recs"], "late", lt["recs"], classes)
+                line, _, _ = compare("early", c["recs"], "late", lt["recs"], classes)
                 L.append(f"- {c['model']} {c['mode']} {c['role']}, {c['flips']} flip(s), {grp}: {line}.")
     L += ["", "### What differs from the seed studies' setup", "",
           "- Framework: resil's own C++ trainer (OpenBLAS, deterministic rank-ordered reductions, bit-exact resume) instead of a "
