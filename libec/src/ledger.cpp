@@ -8,7 +8,12 @@
 
 namespace resil::ec {
 
-DeltaLedger::DeltaLedger(std::uint64_t sources) : last_plus_one_(sources, 0) {}
+DeltaLedger::DeltaLedger(std::uint64_t sources) : own_(sources, 0), last_plus_one_(own_) {}
+
+std::span<const std::byte> DeltaLedger::entry(std::uint64_t source) const {
+  check(source);
+  return std::as_bytes(last_plus_one_.subspan(source, 1));
+}
 
 void DeltaLedger::check(std::uint64_t source) const {
   if (source >= last_plus_one_.size()) {

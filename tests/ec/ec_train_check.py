@@ -13,6 +13,10 @@
       ends with REF's state_hash.
   plot RUN PNG
       scripts/plot_ec_timeline.py renders RUN into a PNG.
+  commit-cost SMALL LARGE
+      two runs that differ only in --rows (LARGE 64x the state of SMALL or more): a commit writes
+      the same small state and about as many undo bytes per step in both (the per-step commit
+      cost does not grow with the state: the parity ledgers live in the store, not in the slot).
   make-tsv PATH LINES
       writes a small Criteo-format TSV (label, 13 integers, 26 hex categoricals; some empty).
 """
@@ -121,6 +125,21 @@ def plot(args):
     print(f"ok: {png} ({os.path.getsize(png)} bytes)")
 
 
+def commit_cost(args):
+    small, large = load(args[0]), load(args[1])
+    if large["rows"] < 64 * small["rows"]:
+        fail(f"LARGE has {large['rows']} rows, not 64x SMALL's {small['rows']}")
+    a, b = small["commit"], large["commit"]
+    if not a or not b:
+        fail("a report has no commit figures (run with a segment: --job-id)")
+    if a["small_state_bytes"] != b["small_state_bytes"]:
+        fail(f"small state {a['small_state_bytes']} bytes at {small['rows']} rows, {b['small_state_bytes']} at {large['rows']}")
+    # The same batch size: about as many rows per step at both sizes (which rows repeat differs).
+    if not 0.5 * a["undo_bytes_max"] <= b["undo_bytes_max"] <= 2 * a["undo_bytes_max"]:
+        fail(f"undo bytes per step {a['undo_bytes_max']} at {small['rows']} rows, {b['undo_bytes_max']} at {large['rows']}")
+    print(f"ok: small state {a['small_state_bytes']} bytes at both sizes; undo per step {a['undo_bytes_max']} / {b['undo_bytes_max']} bytes")
+
+
 def make_tsv(args):
     path, lines = args[0], int(args[1])
     x = 12345
@@ -143,7 +162,7 @@ def make_tsv(args):
 
 
 if __name__ == "__main__":
-    cmds = {"compare": compare, "expect-exit": expect_exit, "preempt": preempt, "plot": plot, "make-tsv": make_tsv}
+    cmds = {"compare": compare, "expect-exit": expect_exit, "preempt": preempt, "plot": plot, "make-tsv": make_tsv, "commit-cost": commit_cost}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         fail(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])

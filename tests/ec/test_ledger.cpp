@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "ec_test_util.hpp"
@@ -36,6 +39,39 @@ TEST_CASE("the ledger admits each (step, source) once", "[ec][unit]") {
     ledger.clear();
     CHECK_FALSE(ledger.last_step(0).has_value());
     CHECK(ledger.admit({0, 0}));
+  }
+}
+
+TEST_CASE("a ledger over the caller's memory keeps its records in those words", "[ec][unit]") {
+  std::vector<std::uint64_t> words(4, 0);
+  DeltaLedger ledger{std::span(words)};
+  CHECK(ledger.sources() == 4);
+  CHECK(ledger.admit({7, 2}));
+  CHECK(words == std::vector<std::uint64_t>{0, 0, 8, 0});  // last step + 1; 0 = nothing applied
+  // entry() is the word itself: restoring its old bytes (an undo log) undoes the admission.
+  const auto e = ledger.entry(2);
+  CHECK(e.data() == reinterpret_cast<const std::byte*>(&words[2]));
+  CHECK(e.size() == sizeof(std::uint64_t));
+  CHECK_THROWS_AS(ledger.entry(4), UsageError);
+  words[2] = 0;
+  CHECK(ledger.admit({7, 2}));
+  // Words written by an earlier process (a shared-memory segment attached again) are the ledger.
+  words[0] = 4;
+  CHECK_FALSE(ledger.admit({3, 0}));
+  CHECK(ledger.last_step(0) == 3u);
+
+  SECTION("a copy of a view is a view of the same words; a copy of an owning ledger is its own") {
+    DeltaLedger view = ledger;
+    CHECK(view.admit({9, 1}));
+    CHECK(words[1] == 10);
+    DeltaLedger owning(2), copy = owning;
+    CHECK(copy.admit({1, 0}));
+    CHECK_FALSE(owning.last_step(0).has_value());
+    DeltaLedger moved = std::move(copy);
+    CHECK(moved.last_step(0) == 1u);
+    owning = moved;
+    CHECK(owning.admit({2, 0}));
+    CHECK(moved.last_step(0) == 1u);
   }
 }
 

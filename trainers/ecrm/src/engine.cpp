@@ -119,6 +119,7 @@ void Engine::update_rows(const std::vector<float>& gsum) {
   const auto& owned = rows_.owned();
   const auto old = rows_.old_bytes();
   for (std::size_t i = 0; i < owned.size(); ++i) {
+    if (i + prefetch_ahead < owned.size()) prefetch_row(store_.row(owned[i + prefetch_ahead]));
     float v[512];
     std::memcpy(v, old.data() + i * rb, rb);
     const float* g = gsum.data() + i * sd;

@@ -77,9 +77,10 @@ private:
   std::optional<std::int64_t> restart_from_segments();
   /// A fresh start after a launch that died before its first commit: one failure record.
   void record_early_death();
-  /// Everything but the store as bytes (the segment's slot): `global` is identical on every rank.
-  ByteVec small_state(bool global_only);
-  void set_small_state(ByteView bytes, bool global_only);
+  /// Everything but the store (and the ledgers inside it) as bytes, the segment's slot: identical
+  /// on every rank, so a replacement takes it from a survivor.
+  ByteVec small_state();
+  void set_small_state(ByteView bytes);
   /// The store holds step `step` complete (ec: its parity deltas applied everywhere): commit it.
   void commit(std::int64_t step);
   /// Send the pending parity deltas in a round of their own and commit their step.
@@ -127,6 +128,7 @@ private:
   int found_segment_ = 0;                   // this launch found 1: an uncommitted segment, 2: a committed one
   std::uint64_t kills_fired_ = 0;
   bool preempted_ = false;
+  std::size_t commit_small_bytes_ = 0, commit_undo_peak_ = 0;  // this launch's commits, for the report
 };
 
 }  // namespace resil::ecrm

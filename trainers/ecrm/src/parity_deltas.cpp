@@ -72,15 +72,24 @@ void ParityDeltas::apply(std::uint64_t step, std::span<const ByteView> in) {
       const bool drop = recovery_.lost(me, stripe);
       const ec::DeltaTag tag{step, lay.place(stripe, j).slot * static_cast<std::uint64_t>(k) + fragment};
       // One tag per (step, fragment): a duplicate here would be a protocol bug, so it throws.
-      if (!drop) store_.ledger(t).require(tag);
-      const auto par = drop ? std::span<std::byte>{} : store_.member(stripe, j);
-      for (std::uint32_t q = 0; q < nrows; ++q) {
-        const auto off = rd.get<std::uint32_t>();
-        const std::byte* d = rd.take(rb);
-        if (drop) continue;
+      if (!drop) store_.require_delta(t, tag);
+      // nrows x [u32 offset][row delta]
+      const std::size_t per_row = sizeof(std::uint32_t) + rb;
+      const std::byte* rows = rd.take(std::size_t{nrows} * per_row);
+      if (drop) continue;
+      const auto par = store_.member(stripe, j);
+      const auto offset = [&](std::size_t q) {
+        std::uint32_t off;
+        std::memcpy(&off, rows + q * per_row, sizeof off);
+        return std::size_t{off};
+      };
+      for (std::size_t q = 0; q < nrows; ++q) {
+        if (q + prefetch_ahead < nrows)
+          if (const auto ahead = offset(q + prefetch_ahead); ahead + rb <= par.size()) prefetch_row(par.subspan(ahead, rb));
+        const auto off = offset(q);
         if (off + rb > par.size()) throw EcError("parity delta for stripe " + std::to_string(stripe) + " at offset " + std::to_string(off));
         store_.before_write(par.subspan(off, rb));  // the one-step undo record (segment.hpp)
-        store_.codec().update_row(j - k, static_cast<int>(fragment), off, ec::ConstBytes(d, rb), par);
+        store_.codec().update_row(j - k, static_cast<int>(fragment), off, ec::ConstBytes(rows + q * per_row + sizeof(std::uint32_t), rb), par);
       }
     }
   }

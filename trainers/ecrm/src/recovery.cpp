@@ -145,6 +145,9 @@ void Recovery::finish_rebuild(const std::vector<RebuildJob>& jobs, std::vector<R
     decode_member(job.stripe, store_.codec().plan(job.erased), mine, from, lay.fragment_bytes(t), store_.member(job.stripe, mine));
     if (mine >= k) {
       // Decoded from data as of `committed_step`: every delta up to it is inside; later ones must still come.
+      // Neither the bytes nor these marks go through the undo record: a rollback past this point
+      // makes the member lost again (the lost table is in the committed small state), and a lost
+      // member's ledger words are never read (its deltas are dropped) until a rebuild marks them anew.
       const auto slot = lay.place(job.stripe, mine).slot;
       for (int i = 0; i < k; ++i)
         store_.ledger(t).mark(slot * static_cast<std::uint64_t>(k) + static_cast<std::uint64_t>(i), committed_step);

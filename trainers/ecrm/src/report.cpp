@@ -71,6 +71,8 @@ void Engine::write_report(const std::string& state_hash, int exit_code, std::int
   j["mean_step_s"] = log_.empty() ? 0.0 : total / static_cast<double>(log_.size());
   j["final_loss"] = log_.empty() ? 0.0 : log_.back().loss;
   j["checkpoints"] = {{"writes", ckpt_writes_}, {"write_s", ckpt_write_s_}, {"dir", cfg_.ckpt_dir.string()}};
+  // What a commit writes besides the 40-byte record (rank 0, this launch): neither grows with the state.
+  j["commit"] = seg_ ? nlohmann::json{{"small_state_bytes", commit_small_bytes_}, {"undo_bytes_max", commit_undo_peak_}} : nlohmann::json(nullptr);
   auto& tl = j["timeline"];
   tl["step"] = nlohmann::json::array();
   for (const auto& s : log_) {

@@ -72,10 +72,10 @@ void Engine::open_segment() {
   lay.store_bytes = store_.memory_bytes();
   // One commit interval overwrites at most the rows of one batch (data) and one batch's deltas (parity).
   const auto rows_per_step = static_cast<std::size_t>(cfg_.batch) * static_cast<std::size_t>(cfg_.tables);
-  lay.undo_bytes = 2 * rows_per_step * (16 + store_.row_bytes()) + 4096;
-  std::size_t ledgers = 0;
-  for (int t = 0; t < cfg_.tables; ++t) ledgers += store_.ledger(t).sources() * sizeof(std::uint64_t);
-  lay.slot_bytes = mlp_state().size() + ledgers + static_cast<std::size_t>(N) * (16 + store_.layout().stripes()) + (256u << 10);
+  // Each row's parity delta also changes one ledger word (a 24-byte entry); the ledgers are part
+  // of the store, so the small state written at every commit does not grow with the state.
+  lay.undo_bytes = 2 * rows_per_step * (16 + store_.row_bytes()) + rows_per_step * 24 + 4096;
+  lay.slot_bytes = mlp_state().size() + static_cast<std::size_t>(N) * (16 + store_.layout().stripes()) + (256u << 10);
   lay.log_entries = static_cast<std::size_t>(std::min<std::int64_t>(4 * cfg_.steps + 1024, std::int64_t{1} << 20));
   seg_ = Segment::attach(cfg_.job_id, id, lay);
   found_segment_ = !seg_ ? 0 : seg_->committed() ? 2 : 1;
@@ -84,7 +84,7 @@ void Engine::open_segment() {
   store_.set_undo(&*seg_);
 }
 
-ByteVec Engine::small_state(bool global_only) {
+ByteVec Engine::small_state() {
   ByteVec g;
   Writer w(g);
   const auto mlp = mlp_state();
@@ -98,29 +98,11 @@ ByteVec Engine::small_state(bool global_only) {
   for (auto i : redo_records_) w.put(static_cast<std::uint64_t>(i));
   w.put(redo_until_), w.put(last_ckpt_), w.put(ckpt_writes_), w.put(ckpt_write_s_), w.put(wall_start_ns_), w.put(resumed_from_);
   w.put(restarts_), w.put(kills_fired_), w.put(t_redo_start_ - t_start_), w.put(static_cast<std::uint64_t>(log_.size()));
-  if (global_only) return g;
-  ByteVec all;
-  Writer a(all);
-  a.put(static_cast<std::uint64_t>(g.size()));
-  a.put_bytes(g.data(), g.size());
-  for (int t = 0; t < cfg_.tables; ++t) {
-    auto& led = store_.ledger(t);
-    for (std::uint64_t s = 0; s < led.sources(); ++s) {
-      const auto l = led.last_step(s);
-      a.put(l ? *l + 1 : std::uint64_t{0});
-    }
-  }
-  return all;
+  return g;
 }
 
-void Engine::set_small_state(ByteView bytes, bool global_only) {
-  Reader outer(bytes, "segment small state");
-  ByteView g = bytes;
-  if (!global_only) {
-    const auto n = static_cast<std::size_t>(outer.get<std::uint64_t>());
-    g = {outer.take(n), n};
-  }
-  Reader r(g, "segment small state");
+void Engine::set_small_state(ByteView bytes) {
+  Reader r(bytes, "segment small state");
   const auto n = static_cast<std::size_t>(r.get<std::uint64_t>());
   const auto* mlp = r.take(n);
   set_mlp_state(ByteVec(mlp, mlp + n));
@@ -138,17 +120,14 @@ void Engine::set_small_state(ByteView bytes, bool global_only) {
   // Times are kept relative to the first launch's start (CLOCK_REALTIME), across relaunches.
   t_start_ = now_seconds() - static_cast<double>(wall_now_ns() - wall_start_ns_) * 1e-9;
   t_redo_start_ = t_start_ + redo_rel;
-  if (global_only) return;
-  for (int t = 0; t < cfg_.tables; ++t) {
-    auto& led = store_.ledger(t);
-    led.clear();
-    for (std::uint64_t s = 0; s < led.sources(); ++s)
-      if (const auto v = outer.get<std::uint64_t>()) led.mark(s, v - 1);
-  }
 }
 
 void Engine::commit(std::int64_t step) {
-  if (seg_) seg_->commit(step, small_state(false));
+  if (!seg_) return;
+  const auto small = small_state();
+  commit_small_bytes_ = small.size();
+  commit_undo_peak_ = std::max(commit_undo_peak_, seg_->undo_used());  // what the step overwrote
+  seg_->commit(step, small);
 }
 
 void Engine::flush() {
@@ -257,9 +236,9 @@ std::optional<std::int64_t> Engine::restart_from_segments() {
   // the lowest intact rank to the replacements.
   ByteVec g, lg;
   if (intact) {
-    set_small_state(seg_->small_state(), false);
+    set_small_state(seg_->small_state());
     if (me == root) {
-      g = small_state(true);
+      g = small_state();
       for (std::size_t i = 0; i < log_.size(); ++i) {
         const auto e = seg_->log_get(i);
         Writer(lg).put(e);
@@ -273,7 +252,7 @@ std::optional<std::int64_t> Engine::restart_from_segments() {
   lg.resize(ln);
   net_.bcast(g, root);
   net_.bcast(lg, root);
-  if (!intact) set_small_state(g, true);
+  if (!intact) set_small_state(g);
   Reader lr(lg, "segment timeline");
   for (auto& s : log_) {
     const auto e = lr.get<LogEntry>();

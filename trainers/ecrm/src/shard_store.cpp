@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -24,10 +25,8 @@ ShardStore::ShardStore(const Transport& net, int k, int m, int tables, std::uint
     : net_(net), k_(k), dim_(dim), row_bytes_(static_cast<std::size_t>(dim) * 2 * sizeof(float)),
       lay_(k, m, net.size(), shapes(tables, rows, row_bytes_), rows_per_fragment), codec_(k, m) {
   const int me = net_.rank();
-  for (int t = 0; t < tables; ++t) {
-    bytes_ += (lay_.data_slots(me, t) + lay_.parity_slots(me, t)) * lay_.fragment_bytes(t);
-    ledgers_.emplace_back(lay_.parity_slots(me, t) * static_cast<std::uint64_t>(k));
-  }
+  for (int t = 0; t < tables; ++t)
+    bytes_ += (lay_.data_slots(me, t) + lay_.parity_slots(me, t)) * lay_.fragment_bytes(t) + sources(t) * sizeof(std::uint64_t);
   if (own_memory) {
     own_.assign(bytes_, std::byte{0});
     use_memory(own_);
@@ -37,20 +36,35 @@ ShardStore::ShardStore(const Transport& net, int k, int m, int tables, std::uint
 void ShardStore::use_memory(std::span<std::byte> mem) {
   if (mem.size() != bytes_) throw EcError("shard store of rank " + std::to_string(net_.rank()) + " needs " + std::to_string(bytes_) + " bytes, got " + std::to_string(mem.size()));
   const int me = net_.rank();
+  if (reinterpret_cast<std::uintptr_t>(mem.data()) % alignof(std::uint64_t) != 0) throw EcError("shard store memory is not 8-byte aligned");
   data_.clear();
   parity_.clear();
+  ledgers_.clear();
+  // Per table: [data fragments | parity fragments | ledger words]; fragments are multiples of 8 bytes.
   std::size_t at = 0;
   for (int t = 0; t < lay_.tables(); ++t) {
     const auto d = lay_.data_slots(me, t) * lay_.fragment_bytes(t), p = lay_.parity_slots(me, t) * lay_.fragment_bytes(t);
     data_.push_back(mem.subspan(at, d));
     parity_.push_back(mem.subspan(at + d, p));
     at += d + p;
+    ledgers_.emplace_back(std::span(reinterpret_cast<std::uint64_t*>(mem.data() + at), sources(t)));
+    at += sources(t) * sizeof(std::uint64_t);
   }
   if (mem.data() != own_.data()) std::vector<std::byte>().swap(own_);
 }
 
 void ShardStore::before_write(std::span<const std::byte> range) {
   if (undo_) undo_->save(range);
+}
+
+std::uint64_t ShardStore::sources(int t) const noexcept {
+  return lay_.parity_slots(net_.rank(), t) * static_cast<std::uint64_t>(k_);
+}
+
+void ShardStore::require_delta(int t, ec::DeltaTag tag) {
+  auto& led = ledgers_[static_cast<std::size_t>(t)];
+  before_write(led.entry(tag.source));
+  led.require(tag);
 }
 
 std::span<std::byte> ShardStore::row(RowId r) {

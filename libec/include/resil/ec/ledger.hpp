@@ -13,9 +13,11 @@
 // Not thread-safe: one ledger per thread that applies deltas, or an outside lock.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "resil/ec/codec.hpp"
@@ -31,8 +33,22 @@ class DeltaLedger {
 public:
   /// Sources are numbered 0 .. sources-1.
   explicit DeltaLedger(std::uint64_t sources);
+  /// A ledger kept in memory the caller owns (one word per source, zero = nothing applied), such
+  /// as a shared-memory segment that outlives the process: the words are the ledger, so nothing
+  /// needs saving, and an undo log can restore them (entry()).
+  explicit DeltaLedger(std::span<std::uint64_t> words) noexcept : last_plus_one_(words) {}
+  DeltaLedger(const DeltaLedger& o) : own_(o.own_), last_plus_one_(o.owns() ? std::span(own_) : o.last_plus_one_), admitted_(o.admitted_), refused_(o.refused_) {}
+  DeltaLedger(DeltaLedger&& o) noexcept = default;  // a moved vector keeps its buffer: the span stays valid
+  DeltaLedger& operator=(DeltaLedger o) noexcept {
+    std::swap(own_, o.own_);
+    std::swap(last_plus_one_, o.last_plus_one_);
+    admitted_ = o.admitted_, refused_ = o.refused_;
+    return *this;
+  }
 
   std::uint64_t sources() const noexcept { return last_plus_one_.size(); }
+  /// The bytes that hold `source`'s record (for an undo log written before admit() or mark()).
+  std::span<const std::byte> entry(std::uint64_t source) const;
 
   /// True: the tag is new, it is now recorded as applied and the caller must apply the delta.
   /// False: a duplicate or older step, refused and counted; the caller must drop the delta.
@@ -56,7 +72,9 @@ public:
 
 private:
   void check(std::uint64_t source) const;
-  std::vector<std::uint64_t> last_plus_one_;  // 0: nothing applied yet
+  bool owns() const noexcept { return last_plus_one_.data() == own_.data(); }
+  std::vector<std::uint64_t> own_;            // the words, unless the caller keeps them
+  std::span<std::uint64_t> last_plus_one_;    // 0: nothing applied yet
   std::uint64_t admitted_ = 0, refused_ = 0;
 };
 

@@ -5,10 +5,11 @@
 // Layout (each region 4 KiB aligned):
 //   header   magic, version, identity (config hash, seed, rank, world), region sizes, two commit
 //            records (A/B, each with its own checksum), two undo heads, the fired `--kill`s
-//   store    the shard store's data and parity fragments (ShardStore works in place: no copy)
+//   store    the shard store's data and parity fragments and its parity ledgers (ShardStore works
+//            in place: no copy; a commit costs what the step changed, not the size of the state)
 //   undo[2]  one-step undo records: before a step overwrites bytes of the store, their old
 //            values are appended here ([u64 offset][u64 length][bytes]) and only then overwritten
-//   slot[2]  the small state (MLP replica and Adam state, ledgers, lost members, report records),
+//   slot[2]  the small state (MLP replica and Adam state, lost members, report records),
 //            written whole at each commit into the slot the commit record does not name
 //   log      the report's per-step timeline, append-only (its length lives in the slot)
 //
@@ -59,7 +60,7 @@ struct LogEntry {
 
 class Segment final : public UndoSink {
 public:
-  static constexpr std::uint32_t version = 1;
+  static constexpr std::uint32_t version = 2;  // 2: the parity ledgers moved from the slot into the store
 
   /// `/dev/shm/resil-ec-<job>-<rank>`; `job` may hold [A-Za-z0-9._-] only (UsageError otherwise).
   static std::string path(const std::string& job, int rank);

@@ -34,6 +34,16 @@ struct FetchReq {
 
 class UndoSink;
 
+/// How many rows ahead a loop over scattered rows asks for the next ones (prefetch_row).
+inline constexpr std::size_t prefetch_ahead = 8;
+
+/// Start loading a row that a loop will write a few rows from now. The rows a step touches are
+/// scattered over the whole store: in a store of 1 GiB each costs a TLB and a cache miss (~300 ns
+/// here, measured in docs/performance.md), and loops that ask ahead overlap those misses.
+inline void prefetch_row(std::span<const std::byte> row) noexcept {
+  for (std::size_t i = 0; i < row.size(); i += 64) __builtin_prefetch(row.data() + i, 1);
+}
+
 class ShardStore {
 public:
   /// With `own_memory` false the store has no bytes until use_memory() (the engine places them in
@@ -41,7 +51,7 @@ public:
   ShardStore(const Transport& net, int k, int m, int tables, std::uint32_t rows, int dim, std::uint32_t rows_per_fragment,
              bool own_memory = true);
 
-  /// Bytes of all data and parity fragments of this rank.
+  /// Bytes of all data and parity fragments of this rank and the parity ledgers' words.
   std::size_t memory_bytes() const noexcept { return bytes_; }
   /// Work in `mem` (memory_bytes() long, kept by the caller) from now on; its bytes are the store's.
   void use_memory(std::span<std::byte> mem);
@@ -60,8 +70,12 @@ public:
   std::span<std::byte> row(RowId r);
   /// This rank's fragment j of `stripe`.
   std::span<std::byte> member(std::uint64_t stripe, int j);
-  /// Table t's ledger: source = parity slot * k + data fragment.
+  /// Table t's ledger: source = parity slot * k + data fragment. Its words are part of the store's
+  /// memory (after the table's fragments), so they live in the segment with the bytes they describe.
   ec::DeltaLedger& ledger(int t) { return ledgers_[static_cast<std::size_t>(t)]; }
+  /// Admit a parity delta into table t's ledger (EcError for a duplicate), recording the ledger
+  /// word's old value in the undo sink first: a rollback restores it with the parity bytes.
+  void require_delta(int t, ec::DeltaTag tag);
 
   /// Initial values: weights uniform in +-sqrt(1/rows) keyed by (seed, table, row), accumulators 0.
   void init_rows(std::uint64_t seed);
@@ -86,6 +100,8 @@ public:
   void hash_into(ckpt::Xxh64& h);
 
 private:
+  std::uint64_t sources(int t) const noexcept;
+
   const Transport& net_;
   int k_, dim_;
   std::size_t row_bytes_;
@@ -95,7 +111,7 @@ private:
   std::vector<std::byte> own_;                       // without a segment
   std::vector<std::span<std::byte>> data_, parity_;  // per table, inside own_ or the segment
   UndoSink* undo_ = nullptr;
-  std::vector<ec::DeltaLedger> ledgers_;
+  std::vector<ec::DeltaLedger> ledgers_;             // per table, over words inside own_ or the segment
 };
 
 }  // namespace resil::ecrm
