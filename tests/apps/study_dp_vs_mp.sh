@@ -8,7 +8,7 @@ BUILD=$1
 export BUILD_DIR=$BUILD OUT=$T/out RESULTS=$T/res TRIALS=1 BIT_TRIALS=2 MULTI_FLIPS=10 JOBS=2
 run "$SRC/scripts/study_dp_vs_mp.sh"
 MD=$T/res/dp-vs-mp.md
-for s in "Partial run, not the study's full grid" "paired on the same" "exact McNemar" "as each invocation started" "## Golden runs" "## Campaigns" "## Per field" "## Findings" "### 1. " "### 2. " "### 3. " "Verdict: not testable with this run's sizes" "Verdict: harmful outcomes differ between dp and mp in "; do
+for s in "Partial run, not the study's full grid" "paired on the same" "exact McNemar" "as each invocation started" "## Golden runs" "## Campaigns" "## Per field" "## Findings" "### 1. " "### 2. " "### 3. " "Verdict: not testable with this run's sizes" "Verdict: harmful outcomes differ between dp and mp in " "Where the optimizer state's harm comes from"; do
   grep -q -- "$s" "$MD" || fail "dp-vs-mp.md lacks '$s'"
 done
 for p in mlp-sdc mlp-due mlp-bits-sdc mlp-bits-due; do [ -s "$T/res/dp-vs-mp-$p.png" ] || fail "no plot $p"; done
