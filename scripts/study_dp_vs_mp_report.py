@@ -157,6 +157,13 @@ def compare(label_a, recs_a, label_b, recs_b, classes):
             f"{' (significant at 5%)' if p < 0.05 else ''}"), p, xa - xb
 
 
+def partner(camps, c, **want):
+    """The campaign that differs from c only in the fields of `want` (set to those values): c's
+    counterpart for a comparison (its optimizer, mp, late twin), or None."""
+    keys = ("model", "mode", "role", "point", "flips", "strata")
+    return next((d for d in camps if all(d[k] == want.get(k, c[k]) for k in keys)), None)
+
+
 def full_grid():
     """The campaign names of `study_dp_vs_mp.sh --full` (its defaults): what a complete study holds."""
     names = []
@@ -342,8 +349,7 @@ def main(argv):
     for c in camps:
         if c["strata"] != "field" or c["role"] != "model":
             continue
-        o = next((d for d in camps if d["strata"] == "field" and d["role"] == "optimizer" and
-                  all(d[k] == c[k] for k in ("model", "mode", "point", "flips"))), None)
+        o = partner(camps, c, role="optimizer")
         if not o:
             continue
         for grp, classes in (("SDC", ("critical_sdc", "tolerable_sdc")), ("harmful", HARMFUL)):
@@ -388,8 +394,7 @@ def main(argv):
             xn, _ = count(c["recs"], ("nan_later",), sq_sign)
             line = (f"- {c['name']}: harmful {xa}/{na} with such a flip ({xn} of them NaN later), "
                     f"{xb}/{nb} = {pct(xb / nb if nb else 0)} {ci(clopper_pearson(xb, nb))} without")
-            mo = next((d for d in camps if d["strata"] == "field" and d["role"] == "model" and
-                       all(d[k] == c[k] for k in ("model", "mode", "point", "flips"))), None)
+            mo = partner(camps, c, role="model")
             if mo and nb:
                 xm, nm = count(mo["recs"], HARMFUL)
                 p = fisher(xb, nb, xm, nm)
@@ -418,8 +423,7 @@ def main(argv):
     for c in camps:
         if c["mode"] != "dp":
             continue
-        m = next((d for d in camps if d["mode"] == "mp" and d["strata"] == c["strata"] and
-                  all(d[k] == c[k] for k in ("model", "role", "point", "flips"))), None)
+        m = partner(camps, c, mode="mp")
         if not m:
             continue
         for grp, classes in (("SDC", ("critical_sdc", "tolerable_sdc")), ("DUE", DUE), ("critical SDC", ("critical_sdc",)),
@@ -453,8 +457,7 @@ def main(argv):
     for c in camps:
         if c["point"] != "early" or c["strata"] != "field":
             continue
-        lt = next((d for d in camps if d["point"] == "late" and d["strata"] == "field" and
-                   all(d[k] == c[k] for k in ("model", "mode", "role", "flips"))), None)
+        lt = partner(camps, c, point="late")
         if lt:
             for grp, classes in (("SDC", ("critical_sdc", "tolerable_sdc")), ("harmful", HARMFUL)):
                 line, _, _ = compare("early", c["recs"], "late", lt["recs"], classes)

@@ -117,9 +117,10 @@ void Engine::update_rows(const std::vector<float>& gsum) {
   const auto sd = static_cast<std::size_t>(cfg_.dim);
   const auto rb = store_.row_bytes();
   const auto& owned = rows_.owned();
+  const auto& place = rows_.places();  // owned[i] is at place[i] (located by the exchange)
   const auto old = rows_.old_bytes();
   for (std::size_t i = 0; i < owned.size(); ++i) {
-    if (i + prefetch_ahead < owned.size()) prefetch_row(store_.row(owned[i + prefetch_ahead]));
+    if (i + prefetch_ahead < owned.size()) prefetch_row(store_.row(owned[i + prefetch_ahead], place[i + prefetch_ahead]));
     float v[512];
     std::memcpy(v, old.data() + i * rb, rb);
     const float* g = gsum.data() + i * sd;
@@ -127,7 +128,7 @@ void Engine::update_rows(const std::vector<float>& gsum) {
       v[sd + q] += g[q] * g[q];
       v[q] -= cfg_.lr * g[q] / (std::sqrt(v[sd + q]) + adagrad_eps);
     }
-    const auto dst = store_.row(owned[i]);
+    const auto dst = store_.row(owned[i], place[i]);
     store_.before_write(dst);  // the one-step undo record (segment.hpp)
     std::memcpy(dst.data(), v, rb);
   }

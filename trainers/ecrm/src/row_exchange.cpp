@@ -93,11 +93,11 @@ double RowExchange::serve(const std::vector<Recovery::RebuildJob>& jobs, const s
   place_.resize(owned_.size());
   for (std::size_t i = 0; i < owned_.size(); ++i) place_[i] = lay.locate(static_cast<int>(owned_[i].table), owned_[i].row);
   for (std::size_t i = 0; i < owned_.size(); ++i) {
-    if (i + prefetch_ahead < owned_.size()) prefetch_row(store_.row(owned_[i + prefetch_ahead]));
+    if (i + prefetch_ahead < owned_.size()) prefetch_row(store_.row(owned_[i + prefetch_ahead], place_[i + prefetch_ahead]));
     if (rec_.lost(me, place_[i].stripe)) {
       lost_pos_.push_back(i);
     } else {
-      const auto src = store_.row(owned_[i]);
+      const auto src = store_.row(owned_[i], place_[i]);
       std::memcpy(old_.data() + i * rb, src.data(), rb);
     }
   }

@@ -70,7 +70,7 @@ void ShardStore::require_delta(int t, ec::DeltaTag tag) {
 std::span<std::byte> ShardStore::row(RowId r) {
   const auto p = lay_.locate(static_cast<int>(r.table), r.row);
   if (p.rank != net_.rank()) throw EcError("row " + std::to_string(r.row) + " of table " + std::to_string(r.table) + " is not on rank " + std::to_string(net_.rank()));
-  return data_[r.table].subspan(p.slot * lay_.fragment_bytes(static_cast<int>(r.table)) + p.offset, row_bytes_);
+  return row(r, p);
 }
 
 std::span<std::byte> ShardStore::member(std::uint64_t stripe, int j) {

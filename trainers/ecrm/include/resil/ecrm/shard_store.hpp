@@ -68,6 +68,10 @@ public:
   std::span<std::byte> data_store(int t) { return data_[static_cast<std::size_t>(t)]; }
   /// The stored bytes of a row this rank owns (meaningful only while its fragment is not lost).
   std::span<std::byte> row(RowId r);
+  /// The same for a row whose place (layout().locate()) the caller already has: no second locate.
+  std::span<std::byte> row(RowId r, const ec::RowPlace& p) {
+    return data_[r.table].subspan(p.slot * lay_.fragment_bytes(static_cast<int>(r.table)) + p.offset, row_bytes_);
+  }
   /// This rank's fragment j of `stripe`.
   std::span<std::byte> member(std::uint64_t stripe, int j);
   /// Table t's ledger: source = parity slot * k + data fragment. Its words are part of the store's
