@@ -15,12 +15,14 @@ perf). For each size, through scripts/hpc/ec-train-run.sh (the launcher that rel
 
 Per size: steady-state overhead over none (median step time before the death), time from the death
 to the first step of the relaunch, to the first new step (redone work done), to full redundancy,
-steps redone, and throughput during the rebuild vs before. Goals are printed as ratios, never
+steps redone, and throughput during the rebuild vs before. --rebuild-sweep adds one ec kill run per
+listed rebuild rate: the trade-off between throughput during the rebuild and time to full
+redundancy, which is the user's to choose (--rebuild-stripes). Goals are printed as ratios, never
 asserted. Results: a table on stdout, OUT/bench_ec_kill.json and OUT/bench_ec_kill.png.
 
 usage: bench_ec_kill.py EC_TRAIN [--sizes 64M,1G,4G] [--ranks 4] [--k 3] [--m 1] [--steady 150]
        [--mpiexec mpiexec] [--launcher scripts/hpc/ec-train-run.sh] [--out DIR] [--ckpt-dir DIR]
-       [--rebuild-bytes 256K] [--max-ckpt-kill 1500] [--reps 3]
+       [--rebuild-bytes 256K] [--rebuild-sweep 64K,1M] [--max-ckpt-kill 1500] [--reps 3]
        bench_ec_kill.py EC_TRAIN --replot A.json[,B.json...] [--out DIR]   (table and plot only)
 """
 import json
@@ -61,6 +63,7 @@ LAUNCHER = arg("--launcher", os.path.join(HERE, "..", "..", "scripts", "hpc", "e
 OUT = os.path.abspath(arg("--out", "bench_ec_kill.out"))
 CKPT_ROOT = os.path.abspath(arg("--ckpt-dir", os.path.join(OUT, "ckpt")))
 REBUILD_BYTES = size_bytes(arg("--rebuild-bytes", "256K"))
+SWEEP = [size_bytes(b) for b in arg("--rebuild-sweep", "").split(",") if b]
 REPS = int(arg("--reps", "3"))
 MAX_CKPT_KILL = int(arg("--max-ckpt-kill", "1500"))
 VICTIM = 1
@@ -142,6 +145,15 @@ def recovery(rep, kill_step):
             "throughput": rep.get("throughput", {})}
 
 
+def rebuild_point(per_step, rec, rep):
+    """One rebuild rate's cost: throughput during the rebuild over before, and time to redundancy."""
+    thr = rep.get("throughput", {})
+    before, during = thr.get("before", {}).get("samples_per_s", 0), thr.get("during", {}).get("samples_per_s", 0)
+    return {"rebuild_stripes": per_step, "rebuild_bytes_per_step": per_step * FRAG_ROWS * ROW_BYTES,
+            "during_over_before": during / before if before else 0, "redundant_s": rec["redundant_s"],
+            "caught_up_s": rec["caught_up_s"], "degraded_steps": rec["degraded_steps"]}
+
+
 def bench_size(state):
     rows = state // (TABLES * ROW_BYTES)
     label = human(state)
@@ -213,6 +225,16 @@ def bench_size(state):
     })
     for r in (rec_ec, rec_ck):
         r.pop("during_dt")
+    res["sweep"] = [rebuild_point(REBUILD_BYTES // frag, rec_ec, ec)]
+    for b in SWEEP:
+        per = max(1, b // frag)
+        ck_rb = os.path.join(CKPT_ROOT, f"ec_{tag}_rb{per}")  # the same flags as the ec run above
+        rep, _ = run(f"ec_{tag}_rb{per}", sizes + ["--ft", "ec", "--steps", str(kill + math.ceil(lost / per) + 20),
+                                                 "--rebuild-stripes", str(per), "--kill", f"{VICTIM}@{kill}:node",
+                                                 "--fallback-ckpt", "--ckpt-interval", "1000000000", "--ckpt-dir", ck_rb])
+        shutil.rmtree(ck_rb, ignore_errors=True)
+        res["sweep"].append(rebuild_point(per, recovery(rep, kill), rep))
+    res["sweep"].sort(key=lambda p: p["rebuild_bytes_per_step"])
     print(f"   none {1e3 * t_none:.2f} ms/step, ec {1e3 * t_ec:.2f} ms/step ({100 * ov_ec:+.1f} % median of {REPS} pairs,"
           f" range {100 * pairs[0][0]:+.1f} .. {100 * pairs[-1][0]:+.1f} %); checkpoint write {w:.3f} s"
           f" -> interval {interval} steps (ckpt overhead {100 * res['overhead_ckpt']:.1f} %); ec's rebuild {per_step} stripes/step"
@@ -234,6 +256,13 @@ def table(results):
               f" {e['caught_up_s']:6.3f} / {cu:7.2f} s ({cu / e['caught_up_s']:6.1f}x) |"
               f" {e['redundant_s']:6.2f} / {cu:6.2f} s | {e['redone_steps']:>4} / {c['expected_redone_steps']:>6.0f}  |"
               f" {100 * r['during_over_before']:.0f}% (median {100 * r['median_during_over_before']:.0f}%)")
+    if any(len(r.get("sweep", [])) > 1 for r in results):
+        print("\nrebuild rate (--rebuild-stripes): throughput during the rebuild vs before, and time from the death to full redundancy")
+        for r in results:
+            for p in r.get("sweep", []):
+                print(f"  {r['label']:<9} {p['rebuild_bytes_per_step'] >> 10:>6} KiB/step ({p['rebuild_stripes']:>4} stripes):"
+                      f" throughput {100 * p['during_over_before']:5.1f} %, redundant after {p['redundant_s']:7.2f} s"
+                      f" ({p['degraded_steps']} degraded steps)")
     print("\ngoals (ratios, not asserted): ec overhead <= 5 % at every size; at >= 1 GiB ec trains again >= 10x sooner"
           " than ckpt and redoes no step; throughput during the rebuild >= 90 % of before")
     for r in results:
@@ -282,6 +311,26 @@ def plot(results, path):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"plot: {path}")
+    swept = [r for r in rs if len(r.get("sweep", [])) > 1]
+    if swept:
+        fig, a = plt.subplots(figsize=(6.5, 4.5))
+        for r in swept:
+            pts = r["sweep"]
+            a.plot([p["redundant_s"] for p in pts], [100 * p["during_over_before"] for p in pts], "o-", label=r["label"])
+            for p in pts:
+                a.annotate(f"{p['rebuild_bytes_per_step'] >> 10} KiB", (p["redundant_s"], 100 * p["during_over_before"]),
+                           fontsize=7, xytext=(4, 4), textcoords="offset points")
+        a.axhline(90, color="grey", ls=":", lw=1)
+        a.set_xscale("log")
+        a.set_xlabel("death -> full redundancy (s)")
+        a.set_ylabel("throughput during the rebuild / before (%)")
+        a.set_title("rebuild rate per step (--rebuild-stripes)", fontsize=10)
+        a.grid(True, which="both", alpha=0.3)
+        a.legend(fontsize=8)
+        fig.tight_layout()
+        rpath = path.replace(".png", "_rebuild.png")
+        fig.savefig(rpath, dpi=110)
+        print(f"plot: {rpath}")
 
 
 def main():
