@@ -11,9 +11,11 @@
 #include <optional>
 #include <string>
 
+#include "resil/app/choice.hpp"
 #include "resil/app/main.hpp"
 #include "resil/app/validators.hpp"
 #include "resil/core/error.hpp"
+#include "resil/ckpt/fs.hpp"
 #include "resil/ckpt/hash.hpp"
 #include "resil/ecrm/engine.hpp"
 #include "resil/ecrm/segment.hpp"
@@ -64,43 +66,65 @@ const CLI::Validator positive_fp32 = app::Real(std::numeric_limits<float>::min()
 void setup(CLI::App& app, Options& o) {
   auto& c = o.cfg;
   app.footer(examples);
-  app.add_option("--k", c.k, "data fragments per stripe")->check(CLI::Range(1, 255))->capture_default_str();
-  app.add_option("--m", c.m, "parity fragments per stripe (failures tolerated per stripe)")->check(CLI::Range(1, 255))->capture_default_str();
-  app.add_option("--steps", c.steps, "training steps")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))->capture_default_str();
+  app.add_option("--k", c.k, "data fragments per stripe")->check(app::Decimal(1, 255))->capture_default_str();
+  app.add_option("--m", c.m, "parity fragments per stripe (failures tolerated per stripe)")->check(app::Decimal(1, 255))->capture_default_str();
+  app.add_option("--steps", c.steps, "training steps")->check(app::Decimal(1, std::uint64_t{1} << 40))->capture_default_str();
   app.add_option("--seed", o.seed, "root seed (default: drawn once and printed)")->check(app::Decimal());
   const std::map<std::string, ecrm::Ft> fts{{"none", ecrm::Ft::none}, {"ec", ecrm::Ft::ec}, {"ckpt", ecrm::Ft::ckpt}};
-  app.add_option("--ft", c.ft, "fault tolerance (default ec)")->transform(CLI::CheckedTransformer(fts))->option_text("none|ec|ckpt");
+  app::add_choice(app, "--ft", c.ft, fts, "fault tolerance (default ec)")->option_text("none|ec|ckpt");
   app.add_option("--fail", o.fail, "RANK@STEP[,RANK@STEP...]: the rank loses its memory at the start of STEP");
   app.add_option("--kill", o.kill, "RANK@STEP[:node][,...]: the rank SIGKILLs itself at the start of STEP (:node: removing its state segment first)");
   app.add_option("--job-id", o.job_id, "state segments /dev/shm/resil-ec-JOB-RANK (default: SLURM_JOB_ID, PBS_JOBID, else a hash of the command line)");
   app.add_flag("--cleanup", o.cleanup, "remove the state segments of --job-id left by a run that did not complete, and exit");
   app.add_option("--ckpt-interval", c.ckpt_interval, "steps between checkpoints (--ft ckpt, --fallback-ckpt)")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40))->capture_default_str();
-  app.add_option("--ckpt-dir", o.ckpt_dir, "checkpoint directory (ckpt, fallback, preemption)")->capture_default_str();
+      ->check(app::Decimal(1, std::uint64_t{1} << 40))->capture_default_str();
+  app.add_option("--ckpt-dir", o.ckpt_dir, "checkpoint directory (ckpt, fallback, preemption)")->check(app::NonEmptyPath())->capture_default_str();
   app.add_flag("--fallback-ckpt", c.fallback_ckpt, "with --ft ec: also checkpoint, and restart from it when a stripe loses more than m");
-  app.add_option("--resume", c.resume, "continue from a checkpoint directory or manifest");
-  app.add_option("--tables", c.tables, "embedding tables")->check(CLI::Range(1, 26))->capture_default_str();
-  app.add_option("--rows", c.rows, "rows per table")->check(CLI::Range(1u, 1u << 30))->capture_default_str();
-  app.add_option("--dim", c.dim, "embedding dimension")->check(CLI::Range(1, ecrm::max_dim))->capture_default_str();
-  app.add_option("--batch", c.batch, "global batch (split over the ranks)")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  app.add_option("--rows-per-fragment", c.rows_per_fragment, "rows per data fragment")->check(CLI::Range(1u, 1u << 20))->capture_default_str();
+  app.add_option("--resume", c.resume, "continue from a checkpoint directory or manifest")->check(app::NonEmptyPath());
+  app.add_option("--tables", c.tables, "embedding tables")->check(app::Decimal(1, 26))->capture_default_str();
+  app.add_option("--rows", c.rows, "rows per table")->check(app::Decimal(1, 1u << 30))->capture_default_str();
+  app.add_option("--dim", c.dim, "embedding dimension")->check(app::Decimal(1, ecrm::max_dim))->capture_default_str();
+  app.add_option("--batch", c.batch, "global batch (split over the ranks)")->check(app::Decimal(1, 1u << 20))->capture_default_str();
+  app.add_option("--rows-per-fragment", c.rows_per_fragment, "rows per data fragment")->check(app::Decimal(1, 1u << 20))->capture_default_str();
   app.add_option("--rebuild-stripes", c.rebuild_stripes, "stripes each replacement rebuilds per step (0 = all at once)")->check(app::Decimal())->capture_default_str();
   app.add_option("--lr", c.lr, "Adagrad learning rate (embeddings)")->check(positive_fp32)->capture_default_str();
   app.add_option("--mlp-lr", c.mlp_lr, "Adam learning rate (MLPs)")->check(positive_fp32)->capture_default_str();
-  app.add_option("--data", c.data, "Criteo TSV file (default: synthetic Criteo-like data)")->check(CLI::ExistingFile);
-  app.add_option("--report", o.report, "write the JSON report here");
-  app.add_option("--poll-us", c.poll_us, "sleep between MPI progress polls, microseconds (0 = spin)")->check(CLI::Range(0, 100000))->capture_default_str();
+  app.add_option("--data", c.data, "Criteo TSV file (default: synthetic Criteo-like data)")->check(app::NonEmptyPath() & CLI::ExistingFile);
+  app.add_option("--report", o.report, "write the JSON report here")->check(app::NonEmptyPath());
+  app.add_option("--poll-us", c.poll_us, "sleep between MPI progress polls, microseconds (0 = spin)")->check(app::Decimal(0, 100000))->capture_default_str();
   app.add_option("--signal-at", c.signal_at, "testing: rank 0 sends itself SIGUSR1 before this step (not in a resumed run)")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+      ->check(app::Decimal(1, std::uint64_t{1} << 40));
+}
+
+// The paths this run writes, checked before any training (rank 0, for the job): the report must be
+// a regular file or new, in an existing directory (renamed onto /dev/null as root it replaced the
+// device), and neither an input nor inside --ckpt-dir (named like a manifest there it would replace
+// a checkpoint's). Found only at the end, a bad --report cost the whole run.
+void check_paths(const Options& o) {
+  namespace fs = ckpt::fs;
+  const auto& c = o.cfg;
+  fs::require_distinct({{"--data", c.data, false}, {"--resume", c.resume, false}, {"--report", o.report, true}});
+  if (o.report.empty()) return;
+  try {
+    fs::require_output_file(o.report);
+  } catch (const IoError& e) {
+    throw IoError(std::string("--report ") + e.what());
+  }
+  std::error_code ec;
+  const auto dir = std::filesystem::weakly_canonical(o.report, ec).parent_path();
+  auto ckpt_dir = std::filesystem::weakly_canonical(o.ckpt_dir, ec);
+  if (ckpt_dir.filename().empty()) ckpt_dir = ckpt_dir.parent_path();  // "ck/"
+  if (!ec && std::mismatch(ckpt_dir.begin(), ckpt_dir.end(), dir.begin(), dir.end()).first == ckpt_dir.end())
+    throw UsageError("--report " + o.report + " is inside --ckpt-dir " + o.ckpt_dir + ", which belongs to the checkpoints (give the report a path outside it)");
 }
 
 int run(Options& o, const train::Comm& comm, const std::string& job_id) {
   auto& c = o.cfg;
   if (o.cleanup) {
     if (!o.job_id) throw UsageError("--cleanup needs --job-id");
-    std::vector<double> n{static_cast<double>(ecrm::Segment::cleanup(*o.job_id))};
-    comm.allreduce_sum(n);
-    if (comm.rank() == 0) std::cout << "ec-train: removed " << static_cast<long long>(n[0]) << " state segment(s) of job " << *o.job_id << "\n";
+    std::size_t n = 0;  // rank 0 for the job: several ranks would race for the same names
+    train::agree(comm, [&] { if (comm.rank() == 0) n = ecrm::Segment::cleanup(*o.job_id); }, true);
+    if (comm.rank() == 0) std::cout << "ec-train: removed " << n << " state segment(s) of job " << *o.job_id << "\n";
     return 0;
   }
   c.job_id = job_id;
@@ -112,6 +136,7 @@ int run(Options& o, const train::Comm& comm, const std::string& job_id) {
   if (o.seed) c.seed = *o.seed;
   c.ckpt_dir = o.ckpt_dir;
   c.report = o.report;
+  train::agree(comm, [&] { if (comm.rank() == 0) check_paths(o); }, true);
   train::install_preempt_handlers();
   const auto net = ecrm::make_comm_transport(comm);
   app::Progress bar("ec-train", static_cast<std::uint64_t>(c.steps));

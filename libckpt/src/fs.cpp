@@ -120,6 +120,7 @@ stdfs::path temp_sibling(const stdfs::path& p) {
 }
 
 void write_file_atomic(const stdfs::path& p, const std::string& text) {
+  require_output_file(p);  // the rename would replace a device node (as root) or a directory's entry
   const stdfs::path tmp = temp_sibling(p);
   RemoveOnError guard(tmp);
   {

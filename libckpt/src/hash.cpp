@@ -57,10 +57,12 @@ std::string sha256_hex(std::span<const std::byte> bytes) {
   return md.hex();
 }
 
-std::string sha256_file(const std::filesystem::path& p) {
+namespace {
+// Read a whole file in 4 MiB blocks; IoError naming it.
+template <class Fn>
+void each_block(const std::filesystem::path& p, Fn&& fn) {
   const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw IoError(p.string() + ": cannot open: " + std::strerror(errno));
-  Md md;
   std::vector<char> buf(std::size_t{4} << 20);
   for (;;) {
     const ssize_t n = ::read(fd, buf.data(), buf.size());
@@ -70,10 +72,22 @@ std::string sha256_file(const std::filesystem::path& p) {
       throw IoError(p.string() + ": read failed: " + std::strerror(errno));
     }
     if (n == 0) break;
-    md.update(buf.data(), static_cast<std::size_t>(n));
+    fn(buf.data(), static_cast<std::size_t>(n));
   }
   ::close(fd);
+}
+}  // namespace
+
+std::string sha256_file(const std::filesystem::path& p) {
+  Md md;
+  each_block(p, [&](const char* d, std::size_t n) { md.update(d, n); });
   return md.hex();
+}
+
+std::uint64_t xxh64_file(const std::filesystem::path& p) {
+  Xxh64 h;
+  each_block(p, [&](const char* d, std::size_t n) { h.update(std::as_bytes(std::span(d, n))); });
+  return h.digest();
 }
 
 std::string hex_u64(std::uint64_t v) {

@@ -317,8 +317,15 @@ std::vector<DatasetInfo> list_datasets(hid_t file) {
     if (info->type == H5O_TYPE_DATASET) w.datasets.emplace_back(std::string("/") + name, info->addr);
     return 0;
   };
-  if (H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, visit, &walk, H5O_INFO_BASIC) < 0)
-    h5::throw_error("walk the file's groups", ExitCode::corrupt_input);
+  if (H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, visit, &walk, H5O_INFO_BASIC) < 0) {
+    // The callers hold only the handle: the message names the file itself (the stack is read
+    // first: the next HDF5 call clears it).
+    const std::string stack = h5::error_stack_text();
+    std::string name(4096, '\0');
+    const ssize_t n = H5Fget_name(file, name.data(), name.size());
+    name.resize(n > 0 ? std::min(static_cast<std::size_t>(n), name.size() - 1) : 0);
+    throw Hdf5Error((name.empty() ? std::string() : name + ": ") + "walk the file's groups (damaged HDF5 metadata): " + stack, ExitCode::corrupt_input);
+  }
   // Hard links are rare: their paths are only looked for when some object has several.
   std::map<haddr_t, std::vector<std::string>> all;
   if (walk.shared) all = hard_link_paths(file);

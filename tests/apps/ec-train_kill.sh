@@ -6,7 +6,11 @@
 # same, its segment removed first: a node loss), two-node-m2, second-during-rebuild,
 # over-m-exit8, over-m-fallback, ckpt-kill, stale-segment, ckpt-in-write and ec-in-write (kill -9
 # inside a checkpoint write), rebuild-external-SEED (an external kill -9 during a rebuild),
-# before-first-commit (a death before anything was committed: a fresh start, recorded).
+# before-first-commit (a death before anything was committed: a fresh start, recorded);
+# stale-data and stale-steps (a segment of other --data content or --steps is refused, exit 7),
+# cleanup-running (--cleanup of a running job removes nothing), report-paths (a --report that
+# names an input, a FIFO or a file in --ckpt-dir is refused before training; the launcher never
+# removes a report and does not take an older one for this attempt's).
 set -u
 case=$1 bin=$2 mpiexec=$3 dir=$4/$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -206,5 +210,61 @@ sys.exit(0 if first - f["t_fail"] >= f["restart_s"] - 1e-3 and f["time_to_redund
     [ -e "/dev/shm/resil-ec-$job-0" ] || fail "the foreign segment was changed or removed"
     "$bin" --cleanup --job-id "$job" | grep -q "removed 4 state segment" || fail "cleanup"
     echo "ok: refused" ;;
+  stale-data)
+    # The same command, relative --data path and job id in another directory whose data.tsv holds
+    # other samples: the survivors' segments were trained on the first file and must be refused.
+    mkdir a b
+    /usr/bin/python3 "$here/../ec/ec_train_check.py" make-tsv a/data.tsv 300 >/dev/null
+    head -n 200 a/data.tsv >b/data.tsv
+    (cd a && "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --data data.tsv --kill 2@5 >a.out 2>&1)
+    [ -e "/dev/shm/resil-ec-$job-0" ] || fail "the killed run left no segment"
+    (cd b && "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --data data.tsv --kill 2@5 >b.out 2>b.err)
+    rc=$?
+    [ $rc = 7 ] || fail "exit $rc, expected 7: a segment trained on other data was attached: $(cat b/b.err b/b.out)"
+    grep -q "^ec-train: error: .*segment of another job configuration (its settings, --ft, --kill or --data content differ" b/b.err || fail "$(cat b/b.err)"
+    # The first directory's command still continues from its segments (its kill fired already).
+    (cd a && "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --data data.tsv --kill 2@5 --report r.json >c.out 2>&1) || fail "relaunch in a/: $(cat a/c.out)"
+    [ "$(field a/r.json relaunches)" = 1 ] || fail "a/ did not continue from its segments"
+    echo "ok: refused other data, continued with the same" ;;
+  stale-steps)
+    "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --kill 2@5 >a.out 2>&1
+    "$mpiexec" -n 4 "$bin" "${S[@]/#40/80}" --k 2 --m 1 --ft ec --job-id "$job" --kill 2@5 >b.out 2>b.err
+    rc=$?
+    [ $rc = 7 ] || fail "exit $rc, expected 7 (another --steps is a mismatch, not damage): $(cat b.err)"
+    grep -q "segment of a run with another --steps" b.err || fail "$(cat b.err)"
+    "$bin" --cleanup --job-id "$job" | grep -q "removed 4 state segment" || fail "cleanup"
+    echo "ok: refused" ;;
+  cleanup-running)
+    # --cleanup of a job that is running removes nothing (exit 3); the job completes untouched.
+    "$run" -n 4 --ec-train "$bin" -- "${S[@]/#40/400}" --k 2 --m 1 --ft ec --job-id "$job" --report r.json >r.out 2>&1 &
+    t=0; until [ "$(ls /dev/shm | grep -c "^resil-ec-$job-[0-9]*\$")" -ge 4 ] || [ $t -ge 1500 ]; do sleep 0.02; t=$((t + 1)); done
+    "$bin" --cleanup --job-id "$job" >c.out 2>c.err
+    rc=$?
+    wait $! || fail "the job failed after --cleanup: $(cat r.out)"
+    [ $rc = 3 ] || fail "--cleanup of a running job: exit $rc, expected 3"
+    grep -q "in use by a running ec-train of job $job (nothing removed" c.err || fail "$(cat c.err)"
+    [ "$(field r.json relaunches)" = 0 ] || fail "the job lost its segments and relaunched"
+    echo "ok: nothing removed, job completed" ;;
+  report-paths)
+    # --report that names an input, a FIFO, a path inside --ckpt-dir: refused before training,
+    # the input intact; through the launcher too (it never removes the report).
+    /usr/bin/python3 "$here/../ec/ec_train_check.py" make-tsv data.tsv 100 >/dev/null
+    sum=$(sha256sum data.tsv)
+    mkfifo fifo; mkdir ck
+    for r in data.tsv fifo ck/r.json; do
+      "$run" -n 4 --ec-train "$bin" -- "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --data data.tsv --ckpt-dir ck --report "$r" >o.out 2>o.err
+      rc=$?
+      [ $rc = 2 ] || [ $rc = 3 ] || fail "--report $r: exit $rc, expected 2 or 3"
+      [ "$(grep -c . o.err)" = 1 ] && grep -q "^ec-train: error: --report $r" o.err || fail "--report $r: $(cat o.err)"
+      [ "$(sha256sum data.tsv)" = "$sum" ] || fail "--report $r changed the input"
+    done
+    [ -p fifo ] || fail "the FIFO was replaced"
+    # A completed report of an earlier run is not taken for this attempt's: --kill dies, the
+    # launcher relaunches (it did not read the stale "completed": true) and the run completes.
+    "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 --ft none --job-id "$job-old" --report=r.json >/dev/null 2>&1 || fail "first run"
+    "$run" -n 4 --ec-train "$bin" -- "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --kill 1@5 --report=r.json >r.out 2>&1 || fail "launcher: $(cat r.out)"
+    [ "$(field r.json relaunches)" = 1 ] && [ "$(field r.json job_id)" = "$job" ] || fail "the launcher stopped at the old report"
+    "$run" -n 1 --ec-train "$bin" -- --help >h.out 2>&1 || fail "--help through the launcher: exit $?"
+    echo "ok: refused, input intact, stale report ignored" ;;
   *) fail "unknown case $case" ;;
 esac

@@ -100,6 +100,13 @@ def preempt(args):
     first = load(report)
     if not first["preempted"] or first["state_hash"] is not None:
         fail("first report does not say preempted")
+    # Without --signal-at (a fresh run would be preempted again): a run of other settings in the same
+    # --ckpt-dir is not refused and does not resume another configuration's checkpoint.
+    fresh = [a for i, a in enumerate(cmd) if a != "--signal-at" and (i == 0 or cmd[i - 1] != "--signal-at")]
+    p = subprocess.run(fresh + ["--lr", "0.1"], capture_output=True, text=True, timeout=240)
+    sys.stdout.write(p.stdout + p.stderr)
+    if p.returncode != 0 or "not resuming from the preemption checkpoint" not in p.stdout or load(report)["resumed_from"] is not None:
+        fail(f"a run with other settings exited {p.returncode} or resumed the preemption checkpoint")
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     sys.stdout.write(p.stdout + p.stderr)
     if p.returncode != 0:
@@ -109,7 +116,15 @@ def preempt(args):
         fail("second run did not resume")
     if run["state_hash"] != ref["state_hash"]:
         fail(f"resumed state_hash {run['state_hash']} != uninterrupted {ref['state_hash']}")
-    print(f"ok: preempted, resumed from step {run['resumed_from']}, state_hash equal")
+    # Completed: the preemption checkpoint is retired; the same run again starts afresh.
+    p = subprocess.run(fresh, capture_output=True, text=True, timeout=240)
+    sys.stdout.write(p.stdout + p.stderr)
+    again = load(report)
+    if p.returncode != 0 or "resuming from" in p.stdout or again["resumed_from"] is not None:
+        fail(f"after completion the run resumed the preemption checkpoint again (exit {p.returncode})")
+    if again["state_hash"] != ref["state_hash"]:
+        fail(f"fresh state_hash {again['state_hash']} != {ref['state_hash']}")
+    print(f"ok: preempted, resumed from step {run['resumed_from']}, state_hash equal; other settings not refused; retired after completion")
 
 
 def plot(args):

@@ -4,6 +4,8 @@
 #include "resil/ecrm/config.hpp"
 #include "resil/core/error.hpp"
 
+#include <nlohmann/json.hpp>
+
 using resil::ecrm::Config;
 using resil::ecrm::parse_failures;
 
@@ -15,12 +17,12 @@ TEST_CASE("--fail RANK@STEP lists parse", "[ec][unit]") {
   CHECK(f[1].rank == 3);
   CHECK(f[2].rank == 0);
   CHECK(f[2].step == 7);
-  CHECK(parse_failures("").empty());
-  CHECK(parse_failures("1@5,").size() == 1);
+  CHECK(parse_failures("").empty());  // not given
 }
 
 TEST_CASE("malformed --fail items are usage errors naming the item", "[ec][unit]") {
-  for (const char* bad : {"2", "@5", "2@", "x@5", "2@5x", "2@0", "-1@5", "2@@5", "2 @5"}) {
+  // Only decimal digits (std::stoi took "+5", " 5"); an empty item (a stray comma) is refused.
+  for (const char* bad : {"2", "@5", "2@", "x@5", "2@5x", "2@0", "-1@5", "2@@5", "2 @5", " 2@5", "2@+5", "+2@5", "0x2@5", "2@5.0"}) {
     INFO(bad);
     try {
       (void)parse_failures(std::string("1@3,") + bad);
@@ -29,6 +31,14 @@ TEST_CASE("malformed --fail items are usage errors naming the item", "[ec][unit]
       CHECK(std::string(e.what()).find(std::string("'") + bad + "'") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("a --fail or --kill item listed twice is refused, a stray comma too", "[ec][unit]") {
+  CHECK_THROWS_WITH(parse_failures("1@5,2@6,1@5"), Catch::Contains("'1@5' is listed twice"));
+  CHECK_THROWS_WITH(resil::ecrm::parse_kills("1@5,1@5:node"), Catch::Contains("'1@5:node' is listed twice"));
+  CHECK_THROWS_WITH(parse_failures("1@5,"), Catch::Contains("an empty item in '1@5,'"));
+  CHECK_THROWS_AS(resil::ecrm::parse_kills("1@5,"), resil::UsageError);
+  CHECK(resil::ecrm::parse_kills("1@5,2@5:node").size() == 2);
 }
 
 TEST_CASE("the resume key changes with every setting that defines the computation", "[ec][unit]") {
@@ -48,6 +58,8 @@ TEST_CASE("the resume key changes with every setting that defines the computatio
   CHECK(differs([](Config& c) { c.batch = 7; }));
   CHECK(differs([](Config& c) { c.lr = 0.5f; }));
   CHECK(differs([](Config& c) { c.data = "x.tsv"; }));
+  // A path with a quote or backslash is JSON-escaped (the key is parsed as JSON by the checkpoint).
+  CHECK(nlohmann::json::parse([] { Config c; c.data = "a\"b\\c.tsv"; return c.computation_json(6); }())["data"] == "a\"b\\c.tsv");
   // Not part of it: how long to train, how to protect, where to write.
   CHECK_FALSE(differs([](Config& c) { c.steps = 5; }));
   CHECK_FALSE(differs([](Config& c) { c.ft = resil::ecrm::Ft::ckpt; }));

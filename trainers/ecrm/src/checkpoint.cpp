@@ -9,6 +9,7 @@
 
 #include "engine_impl.hpp"
 #include "resil/ckpt/checkpoint.hpp"
+#include "resil/ckpt/fs.hpp"
 #include "resil/config.hpp"
 #include "resil/core/error.hpp"
 #include "resil/train/agree.hpp"
@@ -152,7 +153,16 @@ std::optional<std::filesystem::path> Engine::resume_source() {
   if (!cfg_.resume.empty()) {
     const std::filesystem::path p = cfg_.resume;
     if (std::filesystem::is_directory(p)) {
-      const auto l = ckpt::latest(p);
+      auto l = ckpt::latest(p);
+      if (l && !l->string().ends_with(".manifest.json")) {
+        // The shards' own directory (ckpt-stepN/): its manifest sits beside it.
+        auto q = p.lexically_normal();
+        if (q.filename().empty()) q = q.parent_path();  // "ckpt-step00000010/"
+        const auto m = std::filesystem::path(q.string() + ".manifest.json");
+        if (!std::filesystem::exists(m))
+          throw UsageError("--resume " + p.string() + ": holds checkpoint shards but no ec-train manifest; name the directory that holds the *.manifest.json files, or a manifest");
+        l = m;
+      }
       if (!l) throw UsageError("--resume " + p.string() + ": no complete checkpoint in that directory");
       if (!cfg_.seed_given) cfg_.seed = ckpt::read_meta(l->parent_path() / ckpt::read_manifest(*l).shards.at(0)).seed;
       return l;
@@ -167,9 +177,27 @@ std::optional<std::filesystem::path> Engine::resume_source() {
   const auto meta = ckpt::read_meta(l->parent_path() / ckpt::read_manifest(*l).shards.at(0));
   const auto j = nlohmann::json::parse(meta.config, nullptr, false);
   if (j.is_discarded() || !j.value("preempted", false)) return std::nullopt;
+  // Resumed once and completed (retire_preempt_source): the directory's history, not a run to continue.
+  if (std::filesystem::exists(l->string() + ".resumed")) return std::nullopt;
+  // Another configuration's (the seed aside when this run draws one): not this run's to continue.
+  auto mine = nlohmann::json::parse(cfg_.computation_json(net_.size()));
+  auto theirs = j.value("computation", nlohmann::json::object());
+  if (!cfg_.seed_given) mine.erase("seed"), theirs.erase("seed");
+  if (mine != theirs || j.value("ft", std::string()) != ft_name(cfg_.ft)) {
+    if (net_.rank() == 0) std::cout << "ec-train: not resuming from the preemption checkpoint " << l->string() << ": written by a run with other settings\n";
+    return std::nullopt;
+  }
   if (!cfg_.seed_given) cfg_.seed = meta.seed;
   if (net_.rank() == 0) std::cout << "ec-train: resuming from the preemption checkpoint " << l->string() << "\n";
+  preempt_source_ = *l;
   return l;
+}
+
+// A run that resumed from a preemption checkpoint on its own has completed: mark it so that the
+// next run in this --ckpt-dir starts afresh instead of resuming it again (the checkpoint stays).
+void Engine::retire_preempt_source() const {
+  if (net_.rank() != 0 || preempt_source_.empty()) return;
+  ckpt::fs::write_file_atomic(preempt_source_.string() + ".resumed", "{\"completed_steps\": " + std::to_string(cfg_.steps) + "}\n");
 }
 
 }  // namespace resil::ecrm

@@ -1,7 +1,11 @@
 #include "resil/ecrm/config.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <sstream>
-#include <stdexcept>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
 
 #include "resil/core/error.hpp"
 
@@ -15,36 +19,46 @@ std::string_view ft_name(Ft ft) noexcept {
   }
 }
 
+namespace {
+// Decimal digits only: std::stoi would take "+5", " 5" and "0x5"-like prefixes.
+template <class T>
+bool decimal(std::string_view s, T& v) {
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return !s.empty() && s[0] >= '0' && s[0] <= '9' && ec == std::errc() && p == s.data() + s.size();
+}
+// "a,b," -> {"a", "b", ""}: an empty item is an error of the caller's, not skipped; "" -> {}.
+std::vector<std::string> items(const std::string& text) {
+  std::vector<std::string> out;
+  for (std::size_t pos = 0; !text.empty();) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    out.push_back(text.substr(pos, comma - pos));
+    if (comma == text.size()) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+}  // namespace
+
 std::vector<FailSpec> parse_failures(const std::string& text) {
   std::vector<FailSpec> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
+  for (const auto& item : items(text)) {
+    if (item.empty()) throw UsageError("--fail: an empty item in '" + text + "' (a stray comma?)");
     const auto at = item.find('@');
-    try {
-      if (at == std::string::npos) throw std::invalid_argument("no @");
-      std::size_t used = 0;
-      FailSpec f;
-      f.rank = std::stoi(item.substr(0, at), &used);
-      if (used != at) throw std::invalid_argument("rank");
-      f.step = std::stoll(item.substr(at + 1), &used);
-      if (used != item.size() - at - 1) throw std::invalid_argument("step");
-      if (f.rank < 0 || f.step < 1) throw std::invalid_argument("range");
-      out.push_back(f);
-    } catch (const std::logic_error&) {
-      throw UsageError("--fail: '" + item + "' is not RANK@STEP (rank >= 0, step >= 1)");
-    }
+    FailSpec f;
+    if (at == std::string::npos || !decimal(std::string_view(item).substr(0, at), f.rank) ||
+        !decimal(std::string_view(item).substr(at + 1), f.step) || f.step < 1)
+      throw UsageError("--fail: '" + item + "' is not RANK@STEP (rank >= 0, step >= 1, decimal digits)");
+    for (const auto& g : out)
+      if (g.rank == f.rank && g.step == f.step) throw UsageError("--fail: '" + item + "' is listed twice");
+    out.push_back(f);
   }
   return out;
 }
 
 std::vector<KillSpec> parse_kills(const std::string& text) {
   std::vector<KillSpec> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
+  for (const auto& item : items(text)) {
+    if (item.empty()) throw UsageError("--kill: an empty item in '" + text + "' (a stray comma?)");
     std::string spec = item;
     KillSpec k;
     if (const auto colon = spec.find(':'); colon != std::string::npos) {
@@ -57,9 +71,11 @@ std::vector<KillSpec> parse_kills(const std::string& text) {
       f = parse_failures(spec.empty() ? std::string("x") : spec);
     } catch (const UsageError&) {
     }
-    if (f.size() != 1) throw UsageError("--kill: '" + item + "' is not RANK@STEP[:node] (rank >= 0, step >= 1)");
+    if (f.size() != 1) throw UsageError("--kill: '" + item + "' is not RANK@STEP[:node] (rank >= 0, step >= 1, decimal digits)");
     k.rank = f[0].rank;
     k.step = f[0].step;
+    for (const auto& g : out)
+      if (g.rank == k.rank && g.step == k.step) throw UsageError("--kill: '" + item + "' is listed twice");
     out.push_back(k);
   }
   if (out.size() > 64) throw UsageError("--kill: at most 64 items");
@@ -70,7 +86,7 @@ std::string Config::computation_json(int world) const {
   std::ostringstream o;
   o << "{\"world\":" << world << ",\"k\":" << k << ",\"m\":" << m << ",\"seed\":" << seed << ",\"tables\":" << tables
     << ",\"rows\":" << rows << ",\"dim\":" << dim << ",\"batch\":" << batch << ",\"rows_per_fragment\":" << rows_per_fragment
-    << ",\"lr\":" << lr << ",\"mlp_lr\":" << mlp_lr << ",\"data\":\"" << data << "\"}";
+    << ",\"lr\":" << lr << ",\"mlp_lr\":" << mlp_lr << ",\"data\":" << nlohmann::json(data).dump() << "}";
   return o.str();
 }
 
@@ -86,6 +102,8 @@ void Config::validate(int world) const {
     if (f.rank >= world) throw UsageError(item + ": there are only " + std::to_string(world) + " ranks (0.." + std::to_string(world - 1) + ")");
     if (f.step > steps) throw UsageError(item + ": step " + std::to_string(f.step) + " is beyond --steps " + std::to_string(steps));
   }
+  if (signal_at > steps)
+    throw UsageError("--signal-at " + std::to_string(signal_at) + ": step " + std::to_string(signal_at) + " is beyond --steps " + std::to_string(steps));
   if (!kill.empty() && job_id.empty()) throw UsageError("--kill needs a --job-id (state segments) to be survived");
   if (k + m > world)
     throw UsageError("--k " + std::to_string(k) + " --m " + std::to_string(m) + " needs at least k + m = " + std::to_string(k + m) +

@@ -339,6 +339,9 @@ int Engine::run_steps(const Progress& progress) {
   } else train::agree(net_, [&] {
     if (resume) {
       start_step_ = load_ckpt(*resume);
+      if (start_step_ >= cfg_.steps)
+        throw UsageError(resume->string() + " is a checkpoint of step " + std::to_string(start_step_) + ": nothing left to train with --steps " +
+                         std::to_string(cfg_.steps) + " (ask --steps beyond it)");
       resumed_from_ = start_step_;
     } else {
       net_model_.init(cfg_.seed);
@@ -422,7 +425,12 @@ int Engine::run_steps(const Progress& progress) {
   const std::int64_t mismatches = cfg_.ft == Ft::ec ? static_cast<std::int64_t>(store_.verify_parity()) : -1;
   const auto hash = state_hash();
   if (mismatches > 0) throw EcError(std::to_string(mismatches) + " parity fragments differ from a fresh encode of the data at the end");
-  write_report(hash, 0, mismatches);
+  // Agreed before any rank removes its segment: a report that cannot be written leaves every
+  // segment in place (the same command then completes again from the last step), not some.
+  train::agree(net_, [&] {
+    write_report(hash, 0, mismatches);
+    retire_preempt_source();
+  }, true);
   remove_segment();  // the run is complete: nothing left to survive
   print_summary(hash);
   return 0;

@@ -98,6 +98,7 @@ private:
   // report.cpp
   void write_report(const std::string& state_hash, int exit_code, std::int64_t parity_mismatches) const;
   void print_summary(const std::string& state_hash) const;
+  void retire_preempt_source() const;
 
   Config cfg_;
   const Transport& net_;
@@ -128,6 +129,7 @@ private:
   int found_segment_ = 0;                   // this launch found 1: an uncommitted segment, 2: a committed one
   std::uint64_t kills_fired_ = 0;
   bool preempted_ = false;
+  std::filesystem::path preempt_source_;    // the preemption checkpoint this run resumed on its own, if any
   std::size_t commit_small_bytes_ = 0, commit_undo_peak_ = 0;  // this launch's commits, for the report
 };
 

@@ -127,8 +127,10 @@ void Engine::print_summary(const std::string& state_hash) const {
         std::snprintf(took, sizeof took, "relaunched in %.3f s", f.restart_s);
       else
         std::snprintf(took, sizeof took, "relaunched (it died before its first commit: when is unknown)");
-      std::printf("  death of %s before step %lld: %s (attach %.4f s), rolled back %lld step(s), %s%s\n",
-                  f.rank >= 0 ? ("rank " + std::to_string(f.rank)).c_str() : "a rank", static_cast<long long>(f.step), took, f.attach_s,
+      // f.step is the first step not committed everywhere (an ec step commits with the next one's
+      // exchange, so a --kill R@S lands after step S - 2 is committed).
+      std::printf("  death of %s after step %lld was committed: %s (attach %.4f s), rolled back %lld step(s), %s%s\n",
+                  f.rank >= 0 ? ("rank " + std::to_string(f.rank)).c_str() : "a rank", static_cast<long long>(f.step - 1), took, f.attach_s,
                   static_cast<long long>(f.rollback_steps), f.node_loss ? "its state lost: " : "state intact: ", f.outcome.c_str());
     }
     if (f.rollback_to >= 0)

@@ -66,7 +66,14 @@ void Engine::open_segment() {
     return;
   }
   const int me = net_.rank(), N = net_.size();
-  const std::string key = cfg_.computation_json(N) + std::string(ft_name(cfg_.ft));
+  // The --data file's content, not only its path: a relaunch must not continue state trained on
+  // other samples (the file edited, or the same command run in another directory).
+  const std::string data_id = cfg_.data.empty() ? std::string() : ckpt::hex_u64(ckpt::xxh64_file(cfg_.data));
+  // The --kill specs too: which of them fired is kept by position in the list (kills_fired), so a
+  // relaunch with another list would misread it.
+  std::string kills;
+  for (const auto& k : cfg_.kill) kills += "," + std::to_string(k.rank) + "@" + std::to_string(k.step) + (k.node ? ":node" : "");
+  const std::string key = cfg_.computation_json(N) + std::string(ft_name(cfg_.ft)) + data_id + kills;
   const SegmentIdentity id{ckpt::xxh64(std::as_bytes(std::span(key.data(), key.size()))), cfg_.seed, me, N};
   SegmentLayout lay;
   lay.store_bytes = store_.memory_bytes();

@@ -92,15 +92,24 @@ bool Segment::remove(const std::string& job, int rank) {
 std::size_t Segment::cleanup(const std::string& job) {
   (void)path(job, 0);
   const std::string prefix = "resil-ec-" + job + "-";
-  std::size_t n = 0;
+  // Every segment is locked first (a running rank holds its lock): when any is in use the job is
+  // running and none is removed; the locks are held until the names are gone.
+  std::vector<std::pair<std::string, Fd>> held;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
     const auto name = e.path().filename().string();
     if (name.rfind(prefix, 0) != 0) continue;
     const auto tail = name.substr(prefix.size());
     if (tail.empty() || tail.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (::shm_unlink(("/" + name).c_str()) == 0) ++n;
+    Fd fd(::shm_open(("/" + name).c_str(), O_RDONLY, 0));
+    if (!fd) continue;  // gone meanwhile
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0)
+      throw IoError("/dev/shm/" + name + ": in use by a running ec-train of job " + job + " (nothing removed; --cleanup is for a run that ended)");
+    held.emplace_back(name, std::move(fd));
   }
+  std::size_t n = 0;
+  for (const auto& [name, fd] : held)
+    if (::shm_unlink(("/" + name).c_str()) == 0) ++n;
   return n;
 }
 
@@ -165,10 +174,15 @@ std::optional<Segment> Segment::attach(const std::string& job, const SegmentIden
   if (h.version != version)
     throw MismatchError(p + ": segment format version " + std::to_string(h.version) + ", this ec-train reads version " + std::to_string(version));
   if (h.rank != id.rank || h.world != id.world || h.config_hash != id.config_hash)
-    throw MismatchError(p + ": segment of another job configuration (rank " + std::to_string(h.rank) + " of " + std::to_string(h.world) +
+    throw MismatchError(p + ": segment of another job configuration (its settings, --ft, --kill or --data content differ; rank " + std::to_string(h.rank) + " of " + std::to_string(h.world) +
                         ", config hash " + ckpt::hex_u64(h.config_hash) + "; this run: rank " + std::to_string(id.rank) + " of " +
                         std::to_string(id.world) + ", config hash " + ckpt::hex_u64(id.config_hash) + "); use another --job-id or ec-train --cleanup --job-id " + job);
   const auto o = offsets(lay);
+  // The timeline log is sized by --steps, which the config hash leaves out (a relaunch may train
+  // longer): another --steps is another job's segment, not a damaged one.
+  if (h.log_entries != lay.log_entries && h.store_bytes == lay.store_bytes)
+    throw MismatchError(p + ": segment of a run with another --steps (its timeline holds " + std::to_string(h.log_entries) + " entries, this run's " +
+                        std::to_string(lay.log_entries) + "); run with the --steps it was made with, or ec-train --cleanup --job-id " + job);
   if (h.store_bytes != lay.store_bytes || h.undo_bytes != lay.undo_bytes || h.slot_bytes != lay.slot_bytes || h.log_entries != lay.log_entries ||
       h.total_bytes != o.total || static_cast<std::size_t>(st.st_size) != o.total)
     throw CorruptInputError(p + ": segment layout does not match its configuration (truncated or damaged)");

@@ -26,6 +26,8 @@ private:
   void* state_;
 };
 
+/// XXH64 of a file's bytes (IoError naming it).
+std::uint64_t xxh64_file(const std::filesystem::path& p);
 /// SHA-256 of a file's bytes as 64 lowercase hex digits (OpenSSL libcrypto).
 std::string sha256_file(const std::filesystem::path& p);
 std::string sha256_hex(std::span<const std::byte> bytes);
