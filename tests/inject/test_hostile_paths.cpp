@@ -89,6 +89,14 @@ TEST_CASE("inputs must be readable regular files, outputs regular or new; refuse
   CHECK_THROWS_AS(fs::require_output_file(dir / "fifo"), IoError);
   CHECK_THROWS_AS(fs::require_output_file(dir.path()), IoError);
   CHECK_THROWS_AS(fs::require_output_file(dir / "nodir" / "x"), IoError);
+  // Every JSON report goes through write_file_atomic: its rename must never land on a FIFO, a
+  // device node (as root it replaced /dev/null: ec-train --report /dev/null) or a directory.
+  CHECK_THROWS_AS(fs::write_file_atomic(dir / "fifo", "{}"), IoError);
+  CHECK_THROWS_AS(fs::write_file_atomic(dir.path(), "{}"), IoError);
+  CHECK_THROWS_AS(fs::write_file_atomic("/dev/null", "{}"), IoError);
+  CHECK(std::filesystem::is_fifo(dir / "fifo"));
+  fs::write_file_atomic(dir / "f", "y");
+  CHECK(fs::read_file(dir / "f") == "y");
 }
 
 TEST_CASE("a flip log cut by a kill: nothing applied before its records are complete", "[inject][unit]") {
