@@ -4,6 +4,7 @@
 
 #include "commands.hpp"
 #include "resil/app/main.hpp"
+#include "resil/app/validators.hpp"
 #include "resil/inject/campaign.hpp"
 
 namespace resil::app::ckpt_flip {
@@ -25,9 +26,9 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
   c->add_option("CONFIG", o.config, "campaign configuration (JSON)")->required();
   c->add_option("--out", o.out, "campaign directory (results/, campaign.json, golden.json)")->required();
   c->add_option("--shard", o.shard, "this process's part i/n of the trial ids (trial mod n == i)");
-  c->add_option("--max-trials", o.max_trials, "run at most this many new trials now")->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
+  c->add_option("--max-trials", o.max_trials, "run at most this many new trials now")->transform(app::Decimal(1, std::uint64_t{1} << 40));
   c->add_option("--jobs", o.jobs, "trials at once, each on its own checkpoint copy (default: the number of cores); records as a serial run's")
-      ->check(CLI::Range(1u, inject::max_jobs));
+      ->transform(app::Decimal(1, inject::max_jobs));
   add_format_option(*c, o.format);  // other than auto: replaces the config's "format" (recorded in campaign.json)
   c->add_flag("--keep-work", o.keep_work, "keep OUT/work/ (the private checkpoint copy and the last trial's log)");
   c->add_flag("-q,--quiet", o.quiet, "no per-trial lines");

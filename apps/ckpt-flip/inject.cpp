@@ -37,9 +37,9 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
   out->excludes(inplace);
   dry->excludes(out)->excludes(inplace);
   c->add_option("--log", o.log, "flip log to write (JSONL; required unless --dry-run)");
-  c->add_option("--seed", o.seed, "root seed (drawn, printed and logged when not given)")->check(app::Uint64());
-  c->add_option("--trial", o.trial, "trial number: its own counter-based stream of the seed")->check(app::Uint64());
-  auto* flips = c->add_option("--flips", o.flips, "exact number of faults (sites without replacement)")->check(CLI::Range(std::uint64_t{1}, std::uint64_t{100'000'000}));
+  c->add_option("--seed", o.seed, "root seed (drawn, printed and logged when not given)")->transform(app::Uint64());
+  c->add_option("--trial", o.trial, "trial number: its own counter-based stream of the seed")->transform(app::Uint64());
+  auto* flips = c->add_option("--flips", o.flips, "exact number of faults (sites without replacement)")->transform(app::Decimal(1, 100'000'000));
   auto* ber = c->add_option("--ber", o.ber, "probability per stored bit")->check(CLI::Range(0.0, 1.0));
   flips->excludes(ber);
   c->add_option("--include", o.include, "glob on dataset paths to include (repeatable; names counters explicitly)");

@@ -66,10 +66,10 @@ const CLI::Validator positive_fp32 = app::Real(std::numeric_limits<float>::min()
 void setup(CLI::App& app, Options& o) {
   auto& c = o.cfg;
   app.footer(examples);
-  app.add_option("--k", c.k, "data fragments per stripe")->check(app::Decimal(1, 255))->capture_default_str();
-  app.add_option("--m", c.m, "parity fragments per stripe (failures tolerated per stripe)")->check(app::Decimal(1, 255))->capture_default_str();
-  app.add_option("--steps", c.steps, "training steps")->check(app::Decimal(1, std::uint64_t{1} << 40))->capture_default_str();
-  app.add_option("--seed", o.seed, "root seed (default: drawn once and printed)")->check(app::Decimal());
+  app.add_option("--k", c.k, "data fragments per stripe")->transform(app::Decimal(1, 255))->capture_default_str();
+  app.add_option("--m", c.m, "parity fragments per stripe (failures tolerated per stripe)")->transform(app::Decimal(1, 255))->capture_default_str();
+  app.add_option("--steps", c.steps, "training steps")->transform(app::Decimal(1, std::uint64_t{1} << 40))->capture_default_str();
+  app.add_option("--seed", o.seed, "root seed (default: drawn once and printed)")->transform(app::Decimal());
   const std::map<std::string, ecrm::Ft> fts{{"none", ecrm::Ft::none}, {"ec", ecrm::Ft::ec}, {"ckpt", ecrm::Ft::ckpt}};
   app::add_choice(app, "--ft", c.ft, fts, "fault tolerance (default ec)")->option_text("none|ec|ckpt");
   app.add_option("--fail", o.fail, "RANK@STEP[,RANK@STEP...]: the rank loses its memory at the start of STEP");
@@ -77,23 +77,23 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--job-id", o.job_id, "state segments /dev/shm/resil-ec-JOB-RANK (default: SLURM_JOB_ID, PBS_JOBID, else a hash of the command line)");
   app.add_flag("--cleanup", o.cleanup, "remove the state segments of --job-id left by a run that did not complete, and exit");
   app.add_option("--ckpt-interval", c.ckpt_interval, "steps between checkpoints (--ft ckpt, --fallback-ckpt)")
-      ->check(app::Decimal(1, std::uint64_t{1} << 40))->capture_default_str();
+      ->transform(app::Decimal(1, std::uint64_t{1} << 40))->capture_default_str();
   app.add_option("--ckpt-dir", o.ckpt_dir, "checkpoint directory (ckpt, fallback, preemption)")->check(app::NonEmptyPath())->capture_default_str();
   app.add_flag("--fallback-ckpt", c.fallback_ckpt, "with --ft ec: also checkpoint, and restart from it when a stripe loses more than m");
   app.add_option("--resume", c.resume, "continue from a checkpoint directory or manifest")->check(app::NonEmptyPath());
-  app.add_option("--tables", c.tables, "embedding tables")->check(app::Decimal(1, 26))->capture_default_str();
-  app.add_option("--rows", c.rows, "rows per table")->check(app::Decimal(1, 1u << 30))->capture_default_str();
-  app.add_option("--dim", c.dim, "embedding dimension")->check(app::Decimal(1, ecrm::max_dim))->capture_default_str();
-  app.add_option("--batch", c.batch, "global batch (split over the ranks)")->check(app::Decimal(1, 1u << 20))->capture_default_str();
-  app.add_option("--rows-per-fragment", c.rows_per_fragment, "rows per data fragment")->check(app::Decimal(1, 1u << 20))->capture_default_str();
-  app.add_option("--rebuild-stripes", c.rebuild_stripes, "stripes each replacement rebuilds per step (0 = all at once)")->check(app::Decimal())->capture_default_str();
+  app.add_option("--tables", c.tables, "embedding tables")->transform(app::Decimal(1, 26))->capture_default_str();
+  app.add_option("--rows", c.rows, "rows per table")->transform(app::Decimal(1, 1u << 30))->capture_default_str();
+  app.add_option("--dim", c.dim, "embedding dimension")->transform(app::Decimal(1, ecrm::max_dim))->capture_default_str();
+  app.add_option("--batch", c.batch, "global batch (split over the ranks)")->transform(app::Decimal(1, 1u << 20))->capture_default_str();
+  app.add_option("--rows-per-fragment", c.rows_per_fragment, "rows per data fragment")->transform(app::Decimal(1, 1u << 20))->capture_default_str();
+  app.add_option("--rebuild-stripes", c.rebuild_stripes, "stripes each replacement rebuilds per step (0 = all at once)")->transform(app::Decimal())->capture_default_str();
   app.add_option("--lr", c.lr, "Adagrad learning rate (embeddings)")->check(positive_fp32)->capture_default_str();
   app.add_option("--mlp-lr", c.mlp_lr, "Adam learning rate (MLPs)")->check(positive_fp32)->capture_default_str();
   app.add_option("--data", c.data, "Criteo TSV file (default: synthetic Criteo-like data)")->check(app::NonEmptyPath() & CLI::ExistingFile);
   app.add_option("--report", o.report, "write the JSON report here")->check(app::NonEmptyPath());
-  app.add_option("--poll-us", c.poll_us, "sleep between MPI progress polls, microseconds (0 = spin)")->check(app::Decimal(0, 100000))->capture_default_str();
+  app.add_option("--poll-us", c.poll_us, "sleep between MPI progress polls, microseconds (0 = spin)")->transform(app::Decimal(0, 100000))->capture_default_str();
   app.add_option("--signal-at", c.signal_at, "testing: rank 0 sends itself SIGUSR1 before this step (not in a resumed run)")
-      ->check(app::Decimal(1, std::uint64_t{1} << 40));
+      ->transform(app::Decimal(1, std::uint64_t{1} << 40));
 }
 
 // The paths this run writes, checked before any training (rank 0, for the job): the report must be

@@ -267,7 +267,7 @@ FlipRecord parse_record(const json& j, bool raw, const std::string& where) {
 FlipLog parse_log(std::string_view text, const std::string& source, Tail tail) {
   FlipLog log;
   std::size_t pos = 0, lineno = 0;
-  bool have_header = false;
+  bool have_header = false, has_planned = false;
   if (tail == Tail::may_be_cut && text.empty()) {  // killed between creating the log and its first write
     log.cut_short = true;
     log.has_header = false;
@@ -318,6 +318,7 @@ FlipLog parse_log(std::string_view text, const std::string& source, Tail tail) {
         h.file_format = j.value("file_format", "");
         h.keep_crc = j.value("keep_crc", false);
         h.planned = j.contains("planned") ? as_uint(j.at("planned"), where, "planned") : 0;
+        has_planned = j.contains("planned");
         h.finite = j.value("finite", false);
         h.rejected = j.contains("rejected") ? as_uint(j.at("rejected"), where, "rejected") : 0;
         have_header = true;
@@ -337,6 +338,13 @@ FlipLog parse_log(std::string_view text, const std::string& source, Tail tail) {
     }
   }
   if (!have_header) throw CorruptInputError(source + ": empty flip log (no header)");
+  // A finished log holds exactly the records its header planned: one removed by hand would
+  // otherwise be "reverted" as if it were all (its flip left in the file). (The footer's `applied`
+  // counts words changed, which two records of one word make fewer; "planned": 0 is also what
+  // hand-made logs without the field say, so only a positive count is held to.)
+  if (log.complete && has_planned && log.header.planned > 0 && log.records.size() != log.header.planned)
+    throw CorruptInputError(source + ": holds " + std::to_string(log.records.size()) + " flip records, but its header planned " +
+                            std::to_string(log.header.planned) + " (records removed or added)");
   return log;
 }
 

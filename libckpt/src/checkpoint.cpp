@@ -48,7 +48,7 @@ void write(hid_t file, const Checkpoint& c, const WriteOptions& opt) {
   for (const auto& [path, t] : all) write_tensor_data(file, path, *t, opt);
   const std::vector<std::uint64_t> checksums = sums.get();
   for (std::size_t i = 0; i < all.size(); ++i) set_checksum(file, all[i].first, checksums[i]);
-  h5::Group meta(RESIL_H5_CHECK(H5Gcreate2(file, "/meta", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create /meta"));
+  h5::Group meta(RESIL_H5_CHECK(H5Gcreate2(file, "/meta", H5P_DEFAULT, h5::untimed_create_plist(H5P_GROUP_CREATE), H5P_DEFAULT), "create /meta"));
   const Meta& m = c.meta;
   h5::write_attr_i64(meta, "format_version", m.format_version);
   h5::write_attr_i64(meta, "step", m.step);
@@ -205,7 +205,18 @@ Manifest read_manifest(const stdfs::path& p) {
     m.world_size = j.at("world_size").get<std::int64_t>();
     m.mode = mode_from_name(j.at("mode").get<std::string>());
     m.model = j.at("model").get<std::string>();
-    for (const auto& s : j.at("shards")) m.shards.emplace_back(s.get<std::string>());
+    for (const auto& s : j.at("shards")) {
+      // Shards lie below the manifest's directory, each once: readers open them relative to it and
+      // campaigns copy, flip and remove them, so "/abs/x.h5" or "../x.h5" would reach files the
+      // manifest does not own (a campaign removed a user's file through one).
+      const stdfs::path sp = s.get<std::string>();
+      const auto norm = sp.lexically_normal();
+      if (sp.empty() || sp.is_absolute() || norm.empty() || *norm.begin() == ".." || norm == ".")
+        throw CorruptInputError("shard path '" + sp.string() + "' is not a relative path below the manifest's directory");
+      for (const auto& other : m.shards)
+        if (other.lexically_normal() == norm) throw CorruptInputError("shard '" + sp.string() + "' is listed twice");
+      m.shards.push_back(sp);
+    }
     if (static_cast<std::int64_t>(m.shards.size()) != m.world_size)
       throw CorruptInputError("lists " + std::to_string(m.shards.size()) + " shards for world size " + std::to_string(m.world_size));
     return m;

@@ -143,12 +143,19 @@ Dataset open_dataset(hid_t loc, const std::string& path, const std::string& file
   return d;
 }
 
+PropList untimed_create_plist(hid_t cls) {
+  PropList p(RESIL_H5_CHECK(H5Pcreate(cls), "create a property list"));
+  RESIL_H5_CHECK(H5Pset_obj_track_times(p, false), "turn off object times");
+  return p;
+}
+
 void make_parents(hid_t file, const std::string& path) {
+  const PropList gcpl = untimed_create_plist(H5P_GROUP_CREATE);
   std::size_t pos = 1;
   while ((pos = path.find('/', pos)) != std::string::npos) {
     const std::string g = path.substr(0, pos);
     if (!exists(file, g)) {
-      Group grp(RESIL_H5_CHECK(H5Gcreate2(file, g.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "create group " + g));
+      Group grp(RESIL_H5_CHECK(H5Gcreate2(file, g.c_str(), H5P_DEFAULT, gcpl, H5P_DEFAULT), "create group " + g));
     }
     ++pos;
   }

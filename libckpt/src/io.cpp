@@ -119,7 +119,7 @@ void write_tensor_data(hid_t file, const std::string& path, const Tensor& t, con
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   h5::Dataspace space(shape.empty() ? H5Screate(H5S_SCALAR)
                                     : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
-  h5::PropList dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  h5::PropList dcpl = h5::untimed_create_plist(H5P_DATASET_CREATE);
   if (!opt.chunks.empty()) {
     if (opt.chunks.size() != shape.size())
       throw UsageError(path + ": chunk rank " + std::to_string(opt.chunks.size()) + " != tensor rank " + std::to_string(shape.size()));

@@ -95,6 +95,22 @@ TEST_CASE("bad inputs raise typed errors naming the file or dataset", "[ckpt][un
     std::ofstream(dir / "bad.manifest.json") << "{\"step\": 3,";
     check_throws_naming<resil::CorruptInputError>([&] { read_manifest(dir / "bad.manifest.json"); }, "bad.manifest.json");
   }
+  SECTION("a manifest's shards lie below its directory, each once") {
+    // A campaign copies, flips and removes the shards a manifest names: "/abs" or "../x" reached
+    // (and removed) a user's file outside the checkpoint.
+    auto manifest = [&](const std::string& a, const std::string& b) {
+      std::ofstream(dir / "m.manifest.json") << R"({"format_version": 1, "step": 4, "epoch": 1, "world_size": 2, "mode": "mp", "model": "mlp", "shards": [")"
+                                             << a << R"(", ")" << b << R"("]})";
+      return dir / "m.manifest.json";
+    };
+    for (const auto& [a, b] : std::vector<std::pair<std::string, std::string>>{
+             {"s/rank-0.h5", "/tmp/victim.h5"}, {"s/rank-0.h5", "../victim.h5"}, {"s/rank-0.h5", "s/../../victim.h5"},
+             {"s/rank-0.h5", "s/rank-0.h5"}, {"s/rank-0.h5", "./s/rank-0.h5"}, {"s/rank-0.h5", ""}}) {
+      INFO(a << " " << b);
+      check_throws_naming<resil::CorruptInputError>([&] { read_manifest(manifest(a, b)); }, "m.manifest.json");
+    }
+    CHECK(read_manifest(manifest("s/rank-0.h5", "s/rank-1.h5")).shards.size() == 2);
+  }
   SECTION("saving into a missing directory fails cleanly and leaves nothing behind") {
     CHECK_THROWS_AS(save(dir / "no" / "such" / "dir.h5", tiny()), resil::IoError);
     CHECK_FALSE(stdfs::exists(dir / "no"));

@@ -43,6 +43,11 @@ TEST_CASE("flip log lines round-trip and reject malformed input", "[inject][unit
   CHECK(log.records[0].new_bits == 0x7f800000);
   CHECK(log.records[1].mask() == 0x8000000000000000ull);
   CHECK(record_line(a, 0).find("\"new_value\":\"inf\"") != std::string::npos);
+  // A finished log with a record removed (or one too many) is refused: revert would leave that
+  // flip in the file and say it reverted all.
+  for (const std::string& edited : {header_line(h) + "\n" + record_line(a, 0) + "\n" + footer_line(2, "ab") + "\n",
+                                    header_line(h) + "\n" + footer_line(2, "ab") + "\n"})
+    CHECK_THROWS_WITH(parse_log(edited, "e.jsonl"), Catch::Contains("e.jsonl: holds") && Catch::Contains("records removed or added"));
   // A log cut after the records (killed --in-place run) still parses, without a footer.
   CHECK_FALSE(parse_log(header_line(h) + "\n" + record_line(a, 0) + "\n", "t").complete);
 

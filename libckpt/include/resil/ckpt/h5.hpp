@@ -94,6 +94,10 @@ Dataset open_dataset(hid_t loc, const std::string& path, const std::string& file
 bool exists(hid_t loc, const std::string& path);
 /// Create every missing group on the way to `path`'s parent (like `mkdir -p`).
 void make_parents(hid_t file, const std::string& path);
+/// A group (`H5P_GROUP_CREATE`) or dataset (`H5P_DATASET_CREATE`) creation list without object
+/// times: HDF5 stamps each object header with its creation time otherwise, so two runs of the same
+/// seed wrote checkpoints that differed in a few bytes (and flip logs' input_sha256 with them).
+PropList untimed_create_plist(hid_t cls);
 
 /// Attributes: scalar integer / float / string, read and written by name on any object.
 void write_attr_u64(hid_t obj, const char* name, std::uint64_t v);
