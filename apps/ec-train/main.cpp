@@ -98,8 +98,8 @@ void setup(CLI::App& app, Options& o) {
 
 // The paths this run writes, checked before any training (rank 0, for the job): the report must be
 // a regular file or new, in an existing directory (renamed onto /dev/null as root it replaced the
-// device), and neither an input nor inside --ckpt-dir (named like a manifest there it would replace
-// a checkpoint's). Found only at the end, a bad --report cost the whole run.
+// device), neither an input nor a checkpoint's name inside --ckpt-dir (a manifest's: it replaced
+// one). Found only at the end, a bad --report cost the whole run.
 void check_paths(const Options& o) {
   namespace fs = ckpt::fs;
   const auto& c = o.cfg;
@@ -114,8 +114,11 @@ void check_paths(const Options& o) {
   const auto dir = std::filesystem::weakly_canonical(o.report, ec).parent_path();
   auto ckpt_dir = std::filesystem::weakly_canonical(o.ckpt_dir, ec);
   if (ckpt_dir.filename().empty()) ckpt_dir = ckpt_dir.parent_path();  // "ck/"
-  if (!ec && std::mismatch(ckpt_dir.begin(), ckpt_dir.end(), dir.begin(), dir.end()).first == ckpt_dir.end())
-    throw UsageError("--report " + o.report + " is inside --ckpt-dir " + o.ckpt_dir + ", which belongs to the checkpoints (give the report a path outside it)");
+  // Inside --ckpt-dir only a checkpoint's own names (ckpt-step*: manifests, step directories) collide.
+  const auto full = dir / std::filesystem::path(o.report).filename();
+  const auto [c_end, at] = std::mismatch(ckpt_dir.begin(), ckpt_dir.end(), full.begin(), full.end());
+  if (!ec && c_end == ckpt_dir.end() && at != full.end() && at->string().starts_with("ckpt-step"))
+    throw UsageError("--report " + o.report + " is a checkpoint's name inside --ckpt-dir " + o.ckpt_dir + " (ckpt-step*): give the report another name");
 }
 
 int run(Options& o, const train::Comm& comm, const std::string& job_id) {

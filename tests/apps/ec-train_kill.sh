@@ -9,7 +9,7 @@
 # before-first-commit (a death before anything was committed: a fresh start, recorded);
 # stale-data and stale-steps (a segment of other --data content or --steps is refused, exit 7),
 # cleanup-running (--cleanup of a running job removes nothing), report-paths (a --report that
-# names an input, a FIFO or a file in --ckpt-dir is refused before training; the launcher never
+# names an input, a FIFO or a checkpoint's name in --ckpt-dir is refused before training; the launcher never
 # removes a report and does not take an older one for this attempt's).
 set -u
 case=$1 bin=$2 mpiexec=$3 dir=$4/$1
@@ -246,12 +246,12 @@ sys.exit(0 if first - f["t_fail"] >= f["restart_s"] - 1e-3 and f["time_to_redund
     [ "$(field r.json relaunches)" = 0 ] || fail "the job lost its segments and relaunched"
     echo "ok: nothing removed, job completed" ;;
   report-paths)
-    # --report that names an input, a FIFO, a path inside --ckpt-dir: refused before training,
+    # --report that names an input, a FIFO, a checkpoint's name inside --ckpt-dir: refused before training,
     # the input intact; through the launcher too (it never removes the report).
     /usr/bin/python3 "$here/../ec/ec_train_check.py" make-tsv data.tsv 100 >/dev/null
     sum=$(sha256sum data.tsv)
     mkfifo fifo; mkdir ck
-    for r in data.tsv fifo ck/r.json; do
+    for r in data.tsv fifo ck/ckpt-step00000005.manifest.json; do
       "$run" -n 4 --ec-train "$bin" -- "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --data data.tsv --ckpt-dir ck --report "$r" >o.out 2>o.err
       rc=$?
       [ $rc = 2 ] || [ $rc = 3 ] || fail "--report $r: exit $rc, expected 2 or 3"
