@@ -62,6 +62,8 @@ int run_campaign(const CampaignOptions& o) {
     bar->update(done, counts_text(counts));
   });
   if (rs.ran > 0) bar->finish(counts_text(rs.counts));
+  if (!rs.replaced.empty())
+    std::cout << "note: " << o.out << " held another configuration (" << rs.replaced << ") with no trial recorded; it was replaced by this one\n";
   std::cout << "shard " << o.shard << ": " << rs.planned << " trials, " << rs.skipped << " already done, " << rs.ran << " run now; "
             << counts_text(rs.counts) << "\nresults: " << rs.results.string() << "\nreport:  ckpt-flip report " << o.out << std::endl;
   return 0;

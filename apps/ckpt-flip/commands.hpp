@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "resil/ckpt/fs.hpp"
 #include "resil/inject/flip_log.hpp"
 #include "resil/inject/sampling.hpp"
 #include "resil/inject/select.hpp"
@@ -126,5 +127,9 @@ std::string describe_change(const inject::FlipRecord& r);
 /// Copy `from` to a temporary sibling of `to`, run `fn(tmp)`, then durably rename onto `to`;
 /// on any error the temporary is removed and `to` is untouched.
 void with_output_copy(const std::string& from, const std::string& to, const std::function<void(const std::string&)>& fn);
+/// report and fit: refuse (UsageError naming the option) an output that is the same file as
+/// another path argument or as a file the campaigns in `campaign_dirs` hold (campaign.json,
+/// golden.json, results/*.jsonl), or a new .jsonl in a campaign's results/ (read as records).
+void require_report_outputs_apart(const std::vector<ckpt::fs::PathArg>& args, const std::vector<std::string>& campaign_dirs);
 
 }  // namespace resil::app::ckpt_flip

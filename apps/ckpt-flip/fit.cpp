@@ -56,6 +56,7 @@ std::string fit_text(const inject::FitValue& v) {
 }  // namespace
 
 int run_fit(const FitOptions& o) {
+  require_report_outputs_apart({{"--fault-model", o.fault_model, false}, {"--json", o.json, true}}, o.results);
   const auto fm = inject::FitModel::parse(ckpt::fs::read_file(o.fault_model), o.fault_model);
   // Evidence per campaign fault model.
   const auto evidence = inject::campaign_evidence(o.results);

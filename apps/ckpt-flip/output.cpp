@@ -5,6 +5,7 @@
 #include "resil/core/error.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/app/choice.hpp"
+#include "resil/inject/campaign_report.hpp"
 
 namespace resil::app::ckpt_flip {
 
@@ -52,6 +53,26 @@ void with_output_copy(const std::string& from, const std::string& to, const std:
     rethrow_renamed(e, tmp.string(), to);
   }
   guard.keep();
+}
+
+void require_report_outputs_apart(const std::vector<ckpt::fs::PathArg>& args, const std::vector<std::string>& campaign_dirs) {
+  namespace stdfs = std::filesystem;
+  // The campaigns' files first: a clash then names the option ("--json X is the same file as ...").
+  std::vector<ckpt::fs::PathArg> all;
+  for (const auto& dir : campaign_dirs)
+    for (const auto& f : inject::report_inputs(dir)) all.push_back({"campaign file", f, false});
+  for (const auto& dir : campaign_dirs) {
+    const stdfs::path results = stdfs::path(dir) / "results";
+    for (const auto& a : args) {
+      std::error_code ec;
+      const stdfs::path parent = a.path.parent_path().empty() ? stdfs::path(".") : a.path.parent_path();
+      if (a.written && a.path.extension() == ".jsonl" && stdfs::equivalent(parent, results, ec))
+        throw UsageError(a.name + " " + a.path.string() + " lies in " + results.string() +
+                         ", where the campaign reads every .jsonl as its records (write it elsewhere)");
+    }
+  }
+  all.insert(all.end(), args.begin(), args.end());
+  ckpt::fs::require_distinct(all);
 }
 
 }  // namespace resil::app::ckpt_flip

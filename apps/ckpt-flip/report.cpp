@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "resil/ckpt/fs.hpp"
+#include "resil/core/error.hpp"
 #include "resil/inject/campaign_report.hpp"
 
 namespace resil::app::ckpt_flip {
@@ -31,8 +32,15 @@ CLI::App* setup_report(CLI::App& app, ReportOptions& o) {
 
 int run_report(const ReportOptions& o) {
   namespace stdfs = std::filesystem;
-  const auto rep = inject::build_report(o.dir);
-  std::cout << inject::report_text(rep);
+  require_report_outputs_apart({{"--json", o.json, true}, {"--markdown", o.markdown, true}, {"--records", o.records, true}}, {o.dir});
+  nlohmann::json rep;
+  try {
+    rep = inject::build_report(o.dir);
+    std::cout << inject::report_text(rep);
+  } catch (const nlohmann::json::exception& e) {
+    // A field of the wrong type in a hand-edited file: one line naming the campaign, not an internal error.
+    throw CorruptInputError(o.dir + ": a malformed campaign file (campaign.json, golden.json or a record): " + e.what());
+  }
   if (!o.json.empty()) {
     ckpt::fs::write_file_atomic(o.json, rep.dump(2) + "\n");
     std::cout << "\nJSON: " << o.json << "\n";

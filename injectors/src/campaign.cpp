@@ -116,9 +116,19 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
     json new_cfg = meta_full["config"];
     if (old_cfg.is_object()) old_cfg.erase("mode");
     new_cfg.erase("mode");
-    if (old_cfg != new_cfg)
-      throw UsageError(o.out.string() + " already holds a campaign with a different configuration (" +
-                       (old_cfg.is_object() && old_cfg.contains("name") ? old_cfg.at("name").dump() : std::string("?")) + "); use another --out");
+    const std::string old_name = old_cfg.is_object() && old_cfg.contains("name") ? old_cfg.at("name").dump() : std::string("?");
+    if (old_cfg != new_cfg) {
+      if (!read_results(o.out).empty())
+        throw UsageError(o.out.string() + " already holds a campaign with a different configuration (" + old_name + "); use another --out");
+      // Nothing was recorded under the old configuration (it failed before its first trial, e.g.
+      // on a command that did not run): it is replaced, with its golden result, rather than
+      // leaving OUT unusable for the corrected configuration.
+      std::error_code ec;
+      stdfs::remove(o.out / "golden.json", ec);
+      stdfs::remove(o.out / "golden.log", ec);
+      ckpt::fs::write_file_atomic(o.out / "campaign.json", meta_full.dump(2) + "\n");
+      rs.replaced = old_name;
+    }
   } else {
     ckpt::fs::write_file_atomic(o.out / "campaign.json", meta_full.dump(2) + "\n");
   }

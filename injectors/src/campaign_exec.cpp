@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -25,6 +27,20 @@ namespace resil::inject {
 namespace stdfs = std::filesystem;
 
 std::vector<std::string> substitute(const std::vector<std::string>& argv, const std::map<std::string, std::string>& values) {
+  // A string command runs under /bin/sh -c: a value with characters the shell interprets (a space,
+  // quotes, $, ;, a glob) would be split or run as code (`--out 'x$(touch y)'` ran touch). Quoting
+  // cannot be added for the user (they may have quoted the placeholder already), so such values are
+  // refused; an argv command passes any path as it is.
+  if (argv.size() == 1)
+    for (const auto& [k, v] : values) {
+      if (argv[0].find("{" + k + "}") == std::string::npos) continue;
+      const auto bad = std::find_if(v.begin(), v.end(), [](unsigned char ch) {
+        return !(std::isalnum(ch) || std::strchr("/._-+,:@%=", ch) != nullptr);
+      });
+      if (bad != v.end())
+        throw UsageError("\"command\" is a string run by /bin/sh -c, and {" + k + "} would be " + v + ", with a character the shell interprets ('" +
+                         std::string(1, *bad) + "'): give \"command\" as an argv array, or use paths without it");
+    }
   std::vector<std::string> out;
   out.reserve(argv.size());
   for (std::string a : argv) {

@@ -61,6 +61,15 @@ std::string pad(std::string s, std::size_t w) {
 
 }  // namespace
 
+std::vector<stdfs::path> report_inputs(const stdfs::path& out) {
+  std::vector<stdfs::path> v{out / "campaign.json", out / "golden.json"};
+  std::error_code ec;
+  if (stdfs::is_directory(out / "results", ec))
+    for (const auto& e : stdfs::directory_iterator(out / "results", ec))
+      if (e.path().extension() == ".jsonl") v.push_back(e.path());
+  return v;
+}
+
 std::vector<json> merged_records(const stdfs::path& out) {
   std::vector<json> v;
   for (auto& [t, r] : read_results(out)) v.push_back(std::move(r));
@@ -84,14 +93,26 @@ json build_report(const stdfs::path& out) {
   } catch (const std::exception&) {
     golden = nullptr;
   }
+  // A hand-edited or foreign campaign.json: one line naming it, not an internal error.
+  FaultSpace space;
+  double conf = 0.95;
+  std::string strata;
+  try {
+    if (!meta.is_object() || !meta.at("config").is_object() || !meta.at("config").at("trials").is_number_unsigned() ||
+        !meta.at("config").at("inject").is_object())
+      throw std::runtime_error("\"config\" with \"trials\" and \"inject\" expected");
+    space = FaultSpace::from_json(meta.at("space"));
+    conf = meta.at("config").value("confidence", 0.95);
+    strata = meta.at("config").at("inject").value("strata", std::string("none"));
+  } catch (const std::exception& e) {
+    throw CorruptInputError((out / "campaign.json").string() + ": not a valid campaign description: " + e.what());
+  }
   const json& cfg = meta.at("config");
-  const double conf = cfg.value("confidence", 0.95);
-  const FaultSpace space = FaultSpace::from_json(meta.at("space"));
   const auto records = merged_records(out);
   const std::uint64_t n = records.size();
 
   json rep = {{"format", "resil-campaign-report/1"}, {"campaign", cfg}, {"golden", golden}, {"space", space.to_json()},
-              {"confidence", conf}, {"sampling_strata", cfg.at("inject").value("strata", std::string("none"))}};
+              {"confidence", conf}, {"sampling_strata", strata}};
   rep["trials"] = {{"planned", cfg.at("trials")}, {"done", n}, {"missing", cfg.at("trials").get<std::uint64_t>() - std::min<std::uint64_t>(n, cfg.at("trials").get<std::uint64_t>())}};
 
   std::map<std::string, std::uint64_t> counts;

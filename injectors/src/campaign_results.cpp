@@ -58,11 +58,14 @@ std::map<std::uint64_t, json> read_results(const stdfs::path& out) {
   std::error_code ec;
   if (!stdfs::is_directory(dir, ec)) return m;
   // The planned trial ids, when the campaign directory says (a record beyond them is not ours).
-  std::optional<std::uint64_t> trials;
+  // and the campaign's seed (a record of another seed is another campaign's, copied in).
+  std::optional<std::uint64_t> trials, seed;
   if (const auto meta = detail::read_json_file(out / "campaign.json"); meta && meta->is_object()) {
     const json cfg = meta->value("config", json());
     if (cfg.is_object() && cfg.contains("trials") && cfg.at("trials").is_number_unsigned()) trials = cfg.at("trials").get<std::uint64_t>();
+    if (cfg.is_object() && cfg.contains("seed") && cfg.at("seed").is_number_unsigned()) seed = cfg.at("seed").get<std::uint64_t>();
   }
+  std::map<std::uint64_t, std::string> first_seen;  // trial -> "file:line" of its first record
   std::vector<stdfs::path> files;
   for (const auto& e : stdfs::directory_iterator(dir))
     if (e.path().extension() == ".jsonl") files.push_back(e.path());
@@ -96,6 +99,19 @@ std::map<std::uint64_t, json> read_results(const stdfs::path& out) {
       if (!j.contains("class") || !j.at("class").is_string() || !outcome_from_name(j.at("class").get<std::string>()))
         throw CorruptInputError(where + "trial " + std::to_string(t) + " has no known outcome class (" +
                                 (j.contains("class") ? j.at("class").dump() : std::string("none")) + ")");
+      if (seed && j.contains("seed") && !(j.at("seed").is_number_unsigned() && j.at("seed").get<std::uint64_t>() == *seed))
+        throw CorruptInputError(where + "trial " + std::to_string(t) + " was drawn with seed " + j.at("seed").dump() + ", this campaign's is " +
+                                std::to_string(*seed) + ": a record of another campaign (move it out of " + dir.string() + ")");
+      if (const auto it = m.find(t); it != m.end()) {
+        // The same trial twice: harmless when both say the same (a merged copy of the records);
+        // otherwise one is foreign or the trial did not repeat, and either would bias the rates.
+        for (const char* k : {"trial_seed", "flips", "class", "metric"})
+          if (it->second.value(k, json()) != j.value(k, json()))
+            throw CorruptInputError(where + "trial " + std::to_string(t) + " is recorded again with another \"" + k + "\" than in " +
+                                    first_seen[t] + ": a foreign record, or a trial that did not repeat; keep one of them");
+        continue;
+      }
+      first_seen[t] = f.string() + ":" + std::to_string(lineno);
       m.emplace(t, std::move(j));
     }
   }

@@ -84,7 +84,9 @@ void require_output_file(const stdfs::path& p) {
   if (!S_ISDIR(st.st_mode)) throw IoError(p.string() + ": " + dir.string() + " is not a directory");
 }
 
-void require_distinct(std::initializer_list<PathArg> args) {
+void require_distinct(std::initializer_list<PathArg> args) { require_distinct(std::vector<PathArg>(args)); }
+
+void require_distinct(const std::vector<PathArg>& args) {
   std::vector<std::pair<const PathArg*, Identity>> ids;
   for (const auto& a : args)
     if (!a.path.empty()) ids.emplace_back(&a, identity_of(a.path));

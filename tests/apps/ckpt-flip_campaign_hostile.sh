@@ -2,7 +2,8 @@
 # ckpt-flip campaign / report / fit against hostile input (issue #15): numeric configuration fields
 # at and past their limits, wrong JSON types, planned trials far beyond memory, trial commands that
 # truncate, delete or replace {ckpt}, kill -9 of the campaign while a trial runs, inputs inside the
-# output directory, results files that are directories, FIFOs or hold foreign records, two
+# output directory, results files that are directories, FIFOs or hold foreign records (another
+# seed, another result for the same trial), report/fit outputs over their own inputs, two
 # processes on one shard, --shard and --seed edge cases.
 . "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-hostile
 FLIP=$1
@@ -201,6 +202,69 @@ done
 for m in nan -3 inf; do
   expect_err 2 "--mbit" "$FLIP" fit --fault-model "$T/fm-ok.json" --results "$T/rec" --mbit "$m" --draws 100
 done
+
+# 11. report and fit outputs over their own inputs (they replaced campaign.json, a results file, the
+#     fault model), two outputs on one file, a .jsonl written into results/ (read back as records):
+#     exit 2 naming the option, every input unchanged.
+cp "$T/rec/campaign.json" "$T/rec.campaign"
+sums() { for f in "$T/rec/campaign.json" "$T/rec/golden.json" "$R" "$T/fm-ok.json"; do sha "$f"; done; }
+BEFORE=$(sums)
+ln -sf "$T/rec/campaign.json" "$T/campaign-link.json"
+expect_err 2 "--json" "$FLIP" report "$T/rec" --no-plots --json "$T/rec/campaign.json"
+expect_err 2 "--json" "$FLIP" report "$T/rec" --no-plots --json "$T/campaign-link.json"
+expect_err 2 "--markdown" "$FLIP" report "$T/rec" --no-plots --markdown "$T/rec/golden.json"
+expect_err 2 "--records" "$FLIP" report "$T/rec" --no-plots --records "$R"
+expect_err 2 "--records" "$FLIP" report "$T/rec" --no-plots --records "$T/rec/results/merged.jsonl"
+expect_err 2 "--markdown" "$FLIP" report "$T/rec" --no-plots --json "$T/same" --markdown "$T/same"
+expect_err 2 "--json" "$FLIP" fit --fault-model "$T/fm-ok.json" --results "$T/rec" --seed 1 --draws 10 --json "$T/fm-ok.json"
+expect_err 2 "--json" "$FLIP" fit --fault-model "$T/fm-ok.json" --results "$T/rec" --seed 1 --draws 10 --json "$R"
+[ "$(sums)" = "$BEFORE" ] || fail "a refused report/fit output changed an input"
+[ ! -e "$T/same" ] && [ ! -e "$T/rec/results/merged.jsonl" ] || fail "a refused report wrote an output"
+expect_rc 0 "$FLIP" report "$T/rec" --no-plots --json "$T/rec/report.json" --records "$T/merged.jsonl"
+
+# 12. Records of another campaign in results/: another seed, or the same trial with other results.
+#     A merged copy of the same records is harmless (counted once).
+cp "$T/merged.jsonl" "$T/rec/results/copy.jsonl"
+expect_rc 0 "$FLIP" report "$T/rec" --no-plots
+grep -q "14/14 trials" "$T/stdout" || fail "a copy of the same records changed the count: $(head -1 "$T/stdout")"
+sed 's/"seed":[0-9]*/"seed":999/' "$T/rec.orig" > "$T/rec/results/copy.jsonl"
+expect_err 4 "seed 999" "$FLIP" report "$T/rec" --no-plots
+expect_err 4 "seed 999" "$FLIP" campaign "$T/rec.json" --out "$T/rec" -q
+head -n 1 "$T/rec.orig" | sed 's/"class":"[a-z_]*"/"class":"crash"/' > "$T/rec/results/copy.jsonl"
+expect_err 4 "shard-0-of-1.jsonl:1" "$FLIP" report "$T/rec" --no-plots
+rm "$T/rec/results/copy.jsonl"
+
+# 13. A campaign.json that is JSON but not a campaign description: exit 4 naming it.
+for bad in '{}' '{"config": 3}' '{"config": {"trials": "14", "inject": {}}, "space": {}}' '[1]'; do
+  echo "$bad" > "$T/rec/campaign.json"
+  expect_err 4 "campaign.json" "$FLIP" report "$T/rec" --no-plots
+done
+cp "$T/rec.campaign" "$T/rec/campaign.json"
+$PY - "$T/rec/campaign.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1])); c["config"]["name"] = 7; json.dump(c, open(sys.argv[1], "w"))
+PYEOF
+expect_err 4 "$T/rec" "$FLIP" report "$T/rec" --no-plots
+cp "$T/rec.campaign" "$T/rec/campaign.json"
+
+# 14. A string command (run by /bin/sh -c) with an --out the shell would interpret: refused before
+#     anything runs (`$(touch X)` was executed). A campaign that failed before its first trial does
+#     not tie OUT to its configuration: the corrected one replaces it.
+rm -f "$T/PWNED"
+expect_err 2 "argv array" "$FLIP" campaign "$T/ok.json" --out "$T/"'q$(touch PWNED)' -q
+expect_err 2 "argv array" "$FLIP" campaign "$T/ok.json" --out "$T/q;touch PWNED" -q
+expect_err 2 "argv array" "$FLIP" campaign "$T/ok.json" --out "$T/q a" -q
+[ ! -e "$T/PWNED" ] && [ ! -e PWNED ] || fail "a string command ran code from --out"
+echo '{"test_accuracy": 0.5}' > "$T/summary.json"
+config "$T/argv.json" '"trials": 2, "command": ["cp", "'"$T/summary.json"'", "{out}"]'
+expect_rc 0 "$FLIP" campaign "$T/argv.json" --out "$T/q a" -q
+[ "$(n_records "$T/q a")" = 2 ] || fail "an argv command with a space in --out recorded $(n_records "$T/q a") trials"
+config "$T/broken.json" '"trials": 2' 'exit 1'
+expect_err 2 "golden run failed" "$FLIP" campaign "$T/broken.json" --out "$T/fixed" -q
+expect_rc 0 "$FLIP" campaign "$T/ok.json" --out "$T/fixed" -q
+grep -q "with no trial recorded; it was replaced" "$T/stdout" || fail "replacing a configuration without trials was not reported"
+[ "$(n_records "$T/fixed")" = 4 ] || fail "the corrected configuration recorded $(n_records "$T/fixed") trials"
+expect_err 2 "different configuration" "$FLIP" campaign "$T/broken.json" --out "$T/fixed" -q
 
 [ "$(sha "$T/g.h5")" = "$GOLDEN_SHA" ] || fail "the golden checkpoint changed"
 echo "all hostile campaign checks passed"

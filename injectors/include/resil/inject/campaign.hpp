@@ -198,6 +198,7 @@ struct RunSummary {
   std::uint64_t planned = 0, skipped = 0, ran = 0;
   std::map<std::string, std::uint64_t> counts;
   std::filesystem::path results;
+  std::string replaced;  // the name of a configuration OUT held without any recorded trial, now replaced
 };
 
 /// Run (or continue) this shard of the campaign. Writes OUT/campaign.json, OUT/golden.json,

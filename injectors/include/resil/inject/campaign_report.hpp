@@ -23,6 +23,10 @@ std::string report_text(const nlohmann::json& report);
 /// Markdown with tables; `plots` are image file names to embed (relative to the markdown file).
 std::string report_markdown(const nlohmann::json& report, const std::vector<std::string>& plots);
 
+/// The files a report of campaign directory `out` reads (campaign.json, golden.json, each
+/// results/*.jsonl), whether they exist or not: a command's outputs must be none of them.
+std::vector<std::filesystem::path> report_inputs(const std::filesystem::path& out);
+
 /// Records of all shards sorted by trial id, as written (for merge checks and scripts).
 std::vector<nlohmann::json> merged_records(const std::filesystem::path& out);
 

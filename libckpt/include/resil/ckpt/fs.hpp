@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 namespace resil::ckpt::fs {
 
@@ -48,6 +49,8 @@ struct PathArg {
 /// before anything is opened for writing: `--log` aliasing the input would replace the data with
 /// the log, `-o` aliasing the log would overwrite the only undo record.
 void require_distinct(std::initializer_list<PathArg> args);
+/// The same for a list built at run time (a command's outputs against every file it reads).
+void require_distinct(const std::vector<PathArg>& args);
 
 /// Removes the file in its destructor unless `keep()` was called: no partial outputs on error.
 class RemoveOnError {
