@@ -6,7 +6,7 @@
 namespace resil::app::ckpt_train {
 
 void setup_eval(CLI::App& app, EvalOptions& o) {
-  app.add_option("--from", o.from, "checkpoint file, or mp manifest (*.manifest.json)")->required()->check(CLI::ExistingFile);
+  app.add_option("--from", o.from, "checkpoint file, or mp manifest (*.manifest.json)")->required()->check(NonEmptyPath());
   app.add_option("--summary", o.summary, "JSON summary (test_accuracy, nan_detected, ...), written also on failure")->check(NonEmptyPath());
   app.add_option("--data", o.data, "override the stored data location")->check(NonEmptyPath());
   app.add_option("--test-limit", o.test_limit, "evaluate on the first N test samples")->transform(Decimal());
@@ -15,6 +15,7 @@ void setup_eval(CLI::App& app, EvalOptions& o) {
 
 int run_eval(const EvalOptions& o, const resil::train::Comm& comm) {
   // Refused paths write nothing, not even the summary (it may be the refused path, or the input).
+  resil::train::require_checkpoint_input(o.from);
   auto in = resil::train::checkpoint_inputs(o.from);
   if (!o.data.empty()) in.push_back({"--data", o.data});
   resil::train::check_paths({{"--summary", o.summary, false}}, in);

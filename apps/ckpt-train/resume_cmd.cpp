@@ -6,7 +6,7 @@
 namespace resil::app::ckpt_train {
 
 void setup_resume(CLI::App& app, ResumeOptions& o) {
-  app.add_option("--from", o.from, "checkpoint file, or mp manifest (*.manifest.json)")->required()->check(CLI::ExistingFile);
+  app.add_option("--from", o.from, "checkpoint file, or mp manifest (*.manifest.json)")->required()->check(NonEmptyPath());
   app.add_option("--epochs", o.over.epochs, "continue up to this many epochs in total")->required()->transform(Decimal(1, 100000));
   app.add_option("--ckpt-dir", o.over.ckpt_dir, "directory for new checkpoints")->required()->check(NonEmptyPath());
   add_choice<ckpt::ParallelMode>(app, "--parallel", o.over.parallel, "must match the checkpoint");

@@ -89,7 +89,7 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--rebuild-stripes", c.rebuild_stripes, "stripes each replacement rebuilds per step (0 = all at once)")->transform(app::Decimal())->capture_default_str();
   app.add_option("--lr", c.lr, "Adagrad learning rate (embeddings)")->check(positive_fp32)->capture_default_str();
   app.add_option("--mlp-lr", c.mlp_lr, "Adam learning rate (MLPs)")->check(positive_fp32)->capture_default_str();
-  app.add_option("--data", c.data, "Criteo TSV file (default: synthetic Criteo-like data)")->check(app::NonEmptyPath() & CLI::ExistingFile);
+  app.add_option("--data", c.data, "Criteo TSV file (default: synthetic Criteo-like data)")->check(app::NonEmptyPath());
   app.add_option("--report", o.report, "write the JSON report here")->check(app::NonEmptyPath());
   app.add_option("--poll-us", c.poll_us, "sleep between MPI progress polls, microseconds (0 = spin)")->transform(app::Decimal(0, 100000))->capture_default_str();
   app.add_option("--signal-at", c.signal_at, "testing: rank 0 sends itself SIGUSR1 before this step (not in a resumed run)")
@@ -103,6 +103,11 @@ void setup(CLI::App& app, Options& o) {
 void check_paths(const Options& o) {
   namespace fs = ckpt::fs;
   const auto& c = o.cfg;
+  if (!c.data.empty()) try {
+      fs::require_input_file(c.data);  // exit 3 like every missing input (CLI11's check made it 2)
+    } catch (const IoError& e) {
+      throw IoError(std::string("--data ") + e.what());
+    }
   fs::require_distinct({{"--data", c.data, false}, {"--resume", c.resume, false}, {"--report", o.report, true}});
   if (o.report.empty()) return;
   try {
@@ -111,8 +116,10 @@ void check_paths(const Options& o) {
     throw IoError(std::string("--report ") + e.what());
   }
   std::error_code ec;
-  const auto dir = std::filesystem::weakly_canonical(o.report, ec).parent_path();
-  auto ckpt_dir = std::filesystem::weakly_canonical(o.ckpt_dir, ec);
+  // Absolute first: weakly_canonical leaves a relative path with no existing prefix as it is ("ck/x"
+  // but "/cwd/ck/x" for "./ck/x"), and the two spellings would not compare.
+  const auto dir = std::filesystem::weakly_canonical(std::filesystem::absolute(o.report), ec).parent_path();
+  auto ckpt_dir = std::filesystem::weakly_canonical(std::filesystem::absolute(o.ckpt_dir), ec);
   if (ckpt_dir.filename().empty()) ckpt_dir = ckpt_dir.parent_path();  // "ck/"
   // Inside --ckpt-dir only a checkpoint's own names (ckpt-step*: manifests, step directories) collide.
   const auto full = dir / std::filesystem::path(o.report).filename();

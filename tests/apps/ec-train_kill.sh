@@ -9,7 +9,8 @@
 # before-first-commit (a death before anything was committed: a fresh start, recorded);
 # stale-data and stale-steps (a segment of other --data content or --steps is refused, exit 7),
 # cleanup-running (--cleanup of a running job removes nothing), report-paths (a --report that
-# names an input, a FIFO or a checkpoint's name in --ckpt-dir is refused before training; the launcher never
+# names an input, a FIFO or a checkpoint's name in --ckpt-dir is refused before training, a missing
+# --data is exit 3; the launcher never
 # removes a report and does not take an older one for this attempt's).
 set -u
 case=$1 bin=$2 mpiexec=$3 dir=$4/$1
@@ -259,6 +260,11 @@ sys.exit(0 if first - f["t_fail"] >= f["restart_s"] - 1e-3 and f["time_to_redund
       [ "$(sha256sum data.tsv)" = "$sum" ] || fail "--report $r changed the input"
     done
     [ -p fifo ] || fail "the FIFO was replaced"
+    "$mpiexec" -n 3 "$bin" "${S[@]}" --k 2 --m 1 --ckpt-dir ./ck --report ck/ckpt-step00000005.json --job-id "$job" >o.out 2>o.err
+    [ $? = 2 ] && grep -q "is a checkpoint's name inside --ckpt-dir" o.err || fail "--report ck/ckpt-step* with --ckpt-dir ./ck: $(cat o.err)"
+    # A missing --data is exit 3 (io) like every missing input, one line naming the option.
+    "$mpiexec" -n 3 "$bin" "${S[@]}" --k 2 --m 1 --data missing.tsv --job-id "$job" >o.out 2>o.err
+    [ $? = 3 ] && [ "$(grep -c . o.err)" = 1 ] && grep -q "^ec-train: error: --data missing.tsv: no such file" o.err || fail "--data missing.tsv: $(cat o.err)"
     # A completed report of an earlier run is not taken for this attempt's: --kill dies, the
     # launcher relaunches (it did not read the stale "completed": true) and the run completes.
     "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 --ft none --job-id "$job-old" --report=r.json >/dev/null 2>&1 || fail "first run"

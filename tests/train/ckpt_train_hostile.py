@@ -23,9 +23,9 @@ def fast_without(opt):
     return [a for i, a in enumerate(FAST) if not (a == opt or (i > 0 and FAST[i - 1] == opt))]
 
 
-def run(cmd, timeout=120):
+def run(cmd, timeout=120, cwd=None):
     """Run in its own process group; a hang (a FIFO opened for writing) is killed and reported."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, cwd=cwd)
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -39,11 +39,11 @@ def digest(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
-def expect(code, regex, cmd, unchanged=(), absent=(), lines=1, mpi=0):
+def expect(code, regex, cmd, unchanged=(), absent=(), lines=1, mpi=0, cwd=None):
     if mpi:
         cmd = [A.mpiexec, "-n", str(mpi)] + cmd
     before = {f: digest(f) for f in unchanged}
-    rc, out, err = run(cmd)
+    rc, out, err = run(cmd, cwd=cwd)
     sys.stdout.write(out)
     sys.stderr.write(err)
     errs = [l for l in err.splitlines() if l.strip()]
@@ -264,6 +264,22 @@ def outputs_alias_each_other():
     open(m, "w").write("")
     os.symlink(m, os.path.join(d, "s.json"))
     ok &= expect(2, r"name the same file", train_cmd(d, "--ckpt-dir", ck, "--metrics", m, "--summary", os.path.join(d, "s.json")), absent=[ck])
+    # Two spellings of a file that does not exist yet, relative to the working directory ("x" and
+    # "./x" compared unequal, and the checkpoint written later replaced the summary).
+    ok &= expect(2, r"--metrics n\.json and --summary \./n\.json name the same file",
+                 train_cmd(d, "--ckpt-dir", "ck2", "--metrics", "n.json", "--summary", "./n.json"), absent=[os.path.join(d, "ck2")], cwd=d)
+    ok &= expect(2, r"--summary \./ck2/ckpt-step00000002\.h5: a checkpoint's name inside --ckpt-dir ck2",
+                 train_cmd(d, "--ckpt-dir", "ck2", "--summary", "./ck2/ckpt-step00000002.h5"), absent=[os.path.join(d, "ck2")], cwd=d)
+    return ok
+
+
+def from_missing():
+    """A missing or unreadable --from is exit 3 (io, docs/exit-codes.md), one line naming the option."""
+    d = case_dir("from_missing")
+    ok = expect(3, r"^ckpt-train: error: --from .*missing\.h5: no such file", [CT, "eval", "--from", os.path.join(d, "missing.h5")])
+    ok &= expect(3, r"^ckpt-train: error: --from .*missing\.h5: no such file",
+                 [CT, "resume", "--from", os.path.join(d, "missing.h5"), "--epochs", "2", "--ckpt-dir", os.path.join(d, "out")], absent=[os.path.join(d, "out")])
+    ok &= expect(3, r"^ckpt-train: error: --from .*: is a directory", [CT, "eval", "--from", d])
     return ok
 
 
@@ -397,7 +413,7 @@ def mpi_rank0_alone_aborts():
 
 
 CASES = {f.__name__: f for f in [meta_config_not_utf8_eval, meta_config_not_utf8_resume, meta_model_not_utf8_resume, meta_config_values,
-                                 meta_position, ckpt_dir_bad, output_files_bad, outputs_alias_inputs, outputs_alias_each_other,
+                                 meta_position, ckpt_dir_bad, output_files_bad, outputs_alias_inputs, outputs_alias_each_other, from_missing,
                                  data_path_not_utf8, numbers_at_limits, data_bad, mpi_usage_once, mpi_one_rank_fails,
                                  mpi_rank0_alone_aborts]}
 

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "resil/ckpt/fs.hpp"
 #include "run.hpp"
 
 namespace resil::train {
@@ -15,13 +16,15 @@ using nlohmann::json;
 
 namespace {
 /// Whether two paths name the same file: the same inode when both exist (links, "a/../b"),
-/// otherwise the same absolute normal form.
+/// otherwise the same absolute normal form (symbolic links in the existing part resolved).
 bool same_file(const stdfs::path& a, const stdfs::path& b) {
   std::error_code ea, eb;
   const bool xa = stdfs::exists(a, ea), xb = stdfs::exists(b, eb);
   if (xa && xb) return stdfs::equivalent(a, b, ea);
   if (xa != xb) return false;
-  return stdfs::weakly_canonical(a, ea) == stdfs::weakly_canonical(b, eb);
+  // Absolute first: weakly_canonical leaves a relative path with no existing prefix as it is, so
+  // "s.json" and "./s.json" (or "d/x" and "./d/x" for a d not yet made) compared unequal.
+  return stdfs::weakly_canonical(stdfs::absolute(a, ea), ea) == stdfs::weakly_canonical(stdfs::absolute(b, eb), eb);
 }
 
 std::string errno_text() { return std::strerror(errno); }
@@ -36,6 +39,14 @@ std::vector<InputPath> inputs_of(const TrainConfig& c, const std::optional<stdfs
   if (from) in = checkpoint_inputs(*from);
   if (!c.data.empty()) in.push_back({"--data", c.data});
   return in;
+}
+
+void require_checkpoint_input(const stdfs::path& from) {
+  try {
+    ckpt::fs::require_input_file(from);
+  } catch (const IoError& e) {
+    throw IoError(std::string("--from ") + e.what());
+  }
 }
 
 std::vector<InputPath> checkpoint_inputs(const stdfs::path& from) {
