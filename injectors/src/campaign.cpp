@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "resil/ckpt/fs.hpp"
+#include "resil/ckpt/hash.hpp"
 #include "resil/config.hpp"
 #include "resil/core/error.hpp"
 #include "resil/inject/campaign.hpp"
@@ -66,6 +67,17 @@ void refuse_inputs_inside_outputs(const CampaignConfig& c, const CkptFiles& gold
   }
 }
 
+/// The golden checkpoint's bytes as campaign.json records them: file name (a manifest's shards by
+/// their path relative to it) -> XXH64. A campaign continued on other bytes would mix trials drawn
+/// from two checkpoints under one golden result.
+json golden_identity(const CkptFiles& g) {
+  json j = json::object();
+  j[g.entry.filename().string()] = ckpt::hex_u64(ckpt::xxh64_file(g.entry));
+  for (std::size_t i = 0; i < g.files.size(); ++i)
+    if (!g.rel[i].empty()) j[g.rel[i]] = ckpt::hex_u64(ckpt::xxh64_file(g.files[i]));
+  return j;
+}
+
 }  // namespace
 
 FaultSpace fault_space(const CampaignConfig& c) {
@@ -109,6 +121,7 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
                      {"strata", json::array()}};
   json meta_full = meta;
   for (const auto& s : strata) meta_full["strata"].push_back({{"label", s.label}, {"bits", s.sel.bits()}});
+  meta_full["golden_xxh64"] = golden_identity(golden_files);
   require_regular_or_absent(o.out / "campaign.json");
   if (auto old = read_json_file(o.out / "campaign.json")) {
     json old_cfg = old->is_object() ? old->value("config", json()) : json();
@@ -128,6 +141,15 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
       stdfs::remove(o.out / "golden.log", ec);
       ckpt::fs::write_file_atomic(o.out / "campaign.json", meta_full.dump(2) + "\n");
       rs.replaced = old_name;
+    } else if (!old->contains("golden_xxh64")) {
+      // A campaign.json from before the golden bytes were recorded: recorded now, from here on.
+      json updated = *old;
+      updated["golden_xxh64"] = meta_full["golden_xxh64"];
+      ckpt::fs::write_file_atomic(o.out / "campaign.json", updated.dump(2) + "\n");
+    } else if (old->at("golden_xxh64") != meta_full["golden_xxh64"]) {
+      throw MismatchError(c.checkpoint + ": the golden checkpoint's bytes differ from those " + (o.out / "campaign.json").string() +
+                          " recorded (XXH64 " + old->at("golden_xxh64").dump() + ", now " + meta_full["golden_xxh64"].dump() +
+                          "): its trials were drawn from another checkpoint; restore that one, or use another --out");
     }
   } else {
     ckpt::fs::write_file_atomic(o.out / "campaign.json", meta_full.dump(2) + "\n");

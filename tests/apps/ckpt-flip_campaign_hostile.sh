@@ -266,5 +266,32 @@ grep -q "with no trial recorded; it was replaced" "$T/stdout" || fail "replacing
 [ "$(n_records "$T/fixed")" = 4 ] || fail "the corrected configuration recorded $(n_records "$T/fixed") trials"
 expect_err 2 "different configuration" "$FLIP" campaign "$T/broken.json" --out "$T/fixed" -q
 
+# 15. The golden checkpoint changed under a campaign: its later trials would be drawn from other
+#     bytes and classified against the old golden result. Exit 7 naming it; restored, it goes on.
+#     A campaign.json without the recorded bytes (older resil) gets them at its next run.
+cp "$T/g.h5" "$T/g2.h5"
+$PY - "$T/g2.json" "$T/g2.h5" <<'PYEOF'
+import json, sys
+json.dump({"checkpoint": sys.argv[2], "command": r'echo "{\"test_accuracy\": 0.5}" > {out}', "trials": 4, "seed": 5}, open(sys.argv[1], "w"))
+PYEOF
+expect_rc 0 "$FLIP" campaign "$T/g2.json" --out "$T/g2" --max-trials 2 -q
+cp "$T/g2.h5" "$T/g2.orig"
+$PY - "$T/g2.h5" <<'PYEOF'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    f["model/w"][3] = 2.0
+PYEOF
+expect_err 7 "g2.h5: the golden checkpoint's bytes differ" "$FLIP" campaign "$T/g2.json" --out "$T/g2" -q
+[ "$(n_records "$T/g2")" = 2 ] || fail "a campaign ran trials on a changed golden checkpoint"
+cp "$T/g2.orig" "$T/g2.h5"
+$PY - "$T/g2/campaign.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1])); assert "golden_xxh64" in c, c.keys(); del c["golden_xxh64"]; json.dump(c, open(sys.argv[1], "w"))
+PYEOF
+expect_rc 0 "$FLIP" campaign "$T/g2.json" --out "$T/g2" --max-trials 1 -q
+grep -q golden_xxh64 "$T/g2/campaign.json" || fail "the golden bytes were not recorded into an older campaign.json"
+expect_rc 0 "$FLIP" campaign "$T/g2.json" --out "$T/g2" -q
+[ "$(n_records "$T/g2")" = 4 ] || fail "the restored campaign recorded $(n_records "$T/g2") trials, not 4"
+
 [ "$(sha "$T/g.h5")" = "$GOLDEN_SHA" ] || fail "the golden checkpoint changed"
 echo "all hostile campaign checks passed"
