@@ -37,9 +37,14 @@ struct Options {
 // The job whose state segments a run attaches: --job-id, else the batch system's job id (a
 // relaunch inside one allocation finds the same segments), else a hash of the command line (the
 // launcher runs the same command again; two different commands never share segments).
-std::string default_job_id(int argc, char** argv) {
+const char* job_id_variable() {
   for (const char* var : {"SLURM_JOB_ID", "PBS_JOBID"})
-    if (const char* v = std::getenv(var); v && *v) return v;
+    if (const char* v = std::getenv(var); v && *v) return var;
+  return nullptr;
+}
+
+std::string default_job_id(int argc, char** argv) {
+  if (const char* var = job_id_variable()) return std::getenv(var);
   std::string cmd;
   for (int i = 1; i < argc; ++i) cmd.append(argv[i]).push_back('\0');
   return "cmd-" + ckpt::hex_u64(ckpt::xxh64(std::as_bytes(std::span(cmd.data(), cmd.size()))));
@@ -138,7 +143,13 @@ int run(Options& o, const train::Comm& comm, const std::string& job_id) {
     return 0;
   }
   c.job_id = job_id;
-  (void)ecrm::Segment::path(c.job_id, 0);  // checks its characters
+  try {
+    (void)ecrm::Segment::path(c.job_id, 0);  // checks its characters
+  } catch (const UsageError&) {
+    const char* var = o.job_id ? nullptr : job_id_variable();
+    if (!var) throw;  // the message names --job-id, which the user gave
+    throw UsageError(std::string(var) + "='" + c.job_id + "' cannot name the state segments (1-200 characters of A-Z a-z 0-9 . _ -): pass --job-id");
+  }
   c.kill = ecrm::parse_kills(o.kill);
   c.fail = ecrm::parse_failures(o.fail);
   c.validate(comm.size());

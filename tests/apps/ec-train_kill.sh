@@ -207,7 +207,9 @@ sys.exit(0 if first - f["t_fail"] >= f["restart_s"] - 1e-3 and f["time_to_redund
     rc=$?
     [ $rc = 7 ] || fail "exit $rc, expected 7 (mismatch)"
     [ "$(grep -c . b.err)" = 1 ] || fail "expected one line: $(cat b.err)"
-    grep -q "^ec-train: error: .*/dev/shm/resil-ec-$job-[0-9]*: segment of another job configuration" b.err || fail "$(cat b.err)"
+    grep -q "^ec-train: error: .*/dev/shm/resil-ec-$job-[0-9]*: segment of another job configuration: " b.err || fail "$(cat b.err)"
+    # It names the settings that differ, with both values.
+    grep -q -- "--kill 2@5 (this run: (none))" b.err && grep -q -- "--lr [0-9.e-]* (this run: 0.1)" b.err || fail "the differing settings are not named: $(cat b.err)"
     [ -e "/dev/shm/resil-ec-$job-0" ] || fail "the foreign segment was changed or removed"
     "$bin" --cleanup --job-id "$job" | grep -q "removed 4 state segment" || fail "cleanup"
     echo "ok: refused" ;;
@@ -222,7 +224,7 @@ sys.exit(0 if first - f["t_fail"] >= f["restart_s"] - 1e-3 and f["time_to_redund
     (cd b && "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --data data.tsv --kill 2@5 >b.out 2>b.err)
     rc=$?
     [ $rc = 7 ] || fail "exit $rc, expected 7: a segment trained on other data was attached: $(cat b/b.err b/b.out)"
-    grep -q "^ec-train: error: .*segment of another job configuration (its settings, --ft, --kill or --data content differ" b/b.err || fail "$(cat b/b.err)"
+    grep -q "^ec-train: error: .*segment of another job configuration: --data content (XXH64) [0-9a-f]* (this run: [0-9a-f]*); " b/b.err || fail "$(cat b/b.err)"
     # The first directory's command still continues from its segments (its kill fired already).
     (cd a && "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --data data.tsv --kill 2@5 --report r.json >c.out 2>&1) || fail "relaunch in a/: $(cat a/c.out)"
     [ "$(field a/r.json relaunches)" = 1 ] || fail "a/ did not continue from its segments"

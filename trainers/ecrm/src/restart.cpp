@@ -15,6 +15,8 @@
 #include <cstring>
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
 #include "engine_impl.hpp"
 #include "resil/ckpt/hash.hpp"
 #include "resil/train/agree.hpp"
@@ -74,7 +76,18 @@ void Engine::open_segment() {
   std::string kills;
   for (const auto& k : cfg_.kill) kills += "," + std::to_string(k.rank) + "@" + std::to_string(k.step) + (k.node ? ":node" : "");
   const std::string key = cfg_.computation_json(N) + std::string(ft_name(cfg_.ft)) + data_id + kills;
-  const SegmentIdentity id{ckpt::xxh64(std::as_bytes(std::span(key.data(), key.size()))), cfg_.seed, me, N};
+  // The same settings by option name, for the message that refuses another configuration's segment.
+  auto settings = nlohmann::json::parse(cfg_.computation_json(N));
+  nlohmann::json named = nlohmann::json::object();
+  for (const auto& [k, v] : settings.items()) {
+    std::string option = "--" + k;  // rows_per_fragment -> --rows-per-fragment
+    std::replace(option.begin(), option.end(), '_', '-');
+    if (k != "world") named[option] = v;  // ranks: in the message's own field
+  }
+  named["--ft"] = ft_name(cfg_.ft);
+  named["--data content (XXH64)"] = data_id;
+  named["--kill"] = kills.empty() ? std::string() : kills.substr(1);
+  const SegmentIdentity id{ckpt::xxh64(std::as_bytes(std::span(key.data(), key.size()))), cfg_.seed, me, N, named.dump()};
   SegmentLayout lay;
   lay.store_bytes = store_.memory_bytes();
   // One commit interval overwrites at most the rows of one batch (data) and one batch's deltas (parity).

@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "resil/ckpt/hash.hpp"
 #include "resil/core/error.hpp"
 
@@ -23,6 +25,21 @@ constexpr std::size_t page = 4096;
 constexpr std::int64_t no_base = -2;  // an undo record or slot that matches no commit
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+// "--k 4 (this run: 2), --ft ec (this run: none)": the settings two identities' texts disagree on;
+// empty when either text is missing or not a JSON object (a segment cut short, or both equal).
+std::string settings_diff(const std::string& theirs, const std::string& ours) {
+  const auto a = nlohmann::json::parse(theirs, nullptr, false), b = nlohmann::json::parse(ours, nullptr, false);
+  if (!a.is_object() || !b.is_object()) return {};
+  std::string out;
+  for (const auto& [k, v] : b.items()) {
+    const auto w = a.contains(k) ? a.at(k) : nlohmann::json();
+    if (w == v) continue;
+    auto text = [](const nlohmann::json& x) { return x.is_string() && !x.get<std::string>().empty() ? x.get<std::string>() : x.is_null() || x.is_string() ? std::string("(none)") : x.dump(); };
+    out += (out.empty() ? "" : ", ") + k + " " + text(w) + " (this run: " + text(v) + ")";
+  }
+  return out;
+}
 
 // Keeps the compiler from moving a store across it. The hardware needs no fence: a killed
 // process loses none of the stores it executed, they are in the shared page already.
@@ -173,10 +190,17 @@ std::optional<Segment> Segment::attach(const std::string& job, const SegmentIden
     throw CorruptInputError(p + ": not an ec-train state segment (bad magic); remove it or run ec-train --cleanup --job-id " + job);
   if (h.version != version)
     throw MismatchError(p + ": segment format version " + std::to_string(h.version) + ", this ec-train reads version " + std::to_string(version));
-  if (h.rank != id.rank || h.world != id.world || h.config_hash != id.config_hash)
-    throw MismatchError(p + ": segment of another job configuration (its settings, --ft, --kill or --data content differ; rank " + std::to_string(h.rank) + " of " + std::to_string(h.world) +
-                        ", config hash " + ckpt::hex_u64(h.config_hash) + "; this run: rank " + std::to_string(id.rank) + " of " +
-                        std::to_string(id.world) + ", config hash " + ckpt::hex_u64(id.config_hash) + "); use another --job-id or ec-train --cleanup --job-id " + job);
+  if (h.rank != id.rank || h.world != id.world || h.config_hash != id.config_hash) {
+    std::string theirs(page - sizeof(Header), '\0');
+    const ssize_t n = ::pread(fd.get(), theirs.data(), theirs.size(), sizeof(Header));
+    theirs.resize(n > 0 ? std::strlen(theirs.c_str()) : 0);
+    std::string diff = h.world != id.world ? "ranks " + std::to_string(h.world) + " (this run: " + std::to_string(id.world) + ")" : "";
+    if (const auto d = settings_diff(theirs, id.settings); !d.empty()) diff += (diff.empty() ? "" : ", ") + d;
+    if (diff.empty())
+      diff = "config hash " + ckpt::hex_u64(h.config_hash) + " (this run: " + ckpt::hex_u64(id.config_hash) + "), rank " + std::to_string(h.rank) +
+             " (this run: " + std::to_string(id.rank) + ")";
+    throw MismatchError(p + ": segment of another job configuration: " + diff + "; use another --job-id or ec-train --cleanup --job-id " + job);
+  }
   const auto o = offsets(lay);
   // The timeline log is sized by --steps, which the config hash leaves out (a relaunch may train
   // longer): another --steps is another job's segment, not a damaged one.
@@ -214,6 +238,8 @@ Segment Segment::create(const std::string& job, const SegmentIdentity& id, const
   h.slot_bytes = lay.slot_bytes;
   h.log_entries = lay.log_entries;
   h.total_bytes = o.total;
+  const std::size_t room = page - sizeof(Header) - 1;
+  if (id.settings.size() <= room) std::memcpy(s.map_.data() + sizeof(Header), id.settings.data(), id.settings.size());  // else none: never half a text
   s.invalidate();
   order();
   std::memcpy(h.magic, magic, sizeof magic);  // last: a half-made segment is refused

@@ -49,6 +49,9 @@ struct SegmentLayout {
 struct SegmentIdentity {
   std::uint64_t config_hash = 0, seed = 0;
   int rank = 0, world = 0;
+  // The settings behind config_hash as a flat JSON object (option name -> value), kept in the
+  // header page so that a refused attach can say which settings differ (cut when over 3 KiB).
+  std::string settings;
 };
 
 /// One step of the report's timeline, as the segment keeps it.
@@ -60,7 +63,7 @@ struct LogEntry {
 
 class Segment final : public UndoSink {
 public:
-  static constexpr std::uint32_t version = 2;  // 2: the parity ledgers moved from the slot into the store
+  static constexpr std::uint32_t version = 3;  // 2: the parity ledgers moved into the store; 3: settings text
 
   /// `/dev/shm/resil-ec-<job>-<rank>`; `job` may hold [A-Za-z0-9._-] only (UsageError otherwise).
   static std::string path(const std::string& job, int rank);
