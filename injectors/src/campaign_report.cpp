@@ -278,6 +278,7 @@ std::string report_markdown(const json& rep, const std::vector<std::string>& plo
 
 CampaignEvidence campaign_evidence(const std::vector<std::string>& campaign_dirs) {
   CampaignEvidence out;
+  std::vector<std::pair<std::string, nlohmann::json>> seen;  // directory, configuration
   for (const auto& dir : campaign_dirs) {
     const auto meta_path = stdfs::path(dir) / "campaign.json";
     nlohmann::json meta;
@@ -296,7 +297,29 @@ CampaignEvidence campaign_evidence(const std::vector<std::string>& campaign_dirs
     }
     if (flips != 1)
       out.warnings.push_back(dir + " injects " + std::to_string(flips) + " faults per trial; the fit assumes one");
-    auto& e = out.per_model[model];
+    // Two campaigns of one fault model are pooled (their counts add); the same directory twice
+    // would count its trials twice.
+    for (const auto& other : campaign_dirs) {
+      if (&other == &dir) break;
+      std::error_code ec;
+      if (stdfs::equivalent(other, dir, ec)) throw UsageError("--results " + dir + " is the same campaign as --results " + other + " (give it once)");
+    }
+    // Two directories of one configuration and seed hold the same trials (a copy, or a re-run).
+    nlohmann::json identity = meta.at("config");
+    identity.erase("mode");
+    for (const auto& [other, id] : seen)
+      if (id == identity) throw UsageError("--results " + dir + " ran the same configuration and seed as --results " + other + ": the same trials; give one of them");
+    seen.emplace_back(dir, identity);
+    auto& pooled = out.per_model[model];
+    const bool pooling = pooled.n > 0;
+    PatternEvidence e;
+    auto pool = [&] {
+      pooled.n += e.n;
+      pooled.sdc += e.sdc;
+      pooled.critical_sdc += e.critical_sdc;
+      pooled.due += e.due;
+      if (pooling) out.notes.push_back(dir + ": pooled with the earlier --results of model " + model + " (" + std::to_string(pooled.n) + " trials in all)");
+    };
     if (strata != "none") {
       // Stratified (unevenly allocated) campaign: the estimates reweighted to the whole fault space,
       // as effective counts (n_eff, p n_eff) of the report; one n for all three (the smallest
@@ -317,6 +340,7 @@ CampaignEvidence campaign_evidence(const std::vector<std::string>& campaign_dirs
       e.due = std::min(e.due, e.n);
       out.notes.push_back(dir + ": stratified by " + strata + "; using the reweighted estimates (effective n " +
                           std::to_string(e.n) + ")");
+      pool();
       continue;
     }
     for (const auto& [t, r] : read_results(dir)) {
@@ -327,6 +351,7 @@ CampaignEvidence campaign_evidence(const std::vector<std::string>& campaign_dirs
       if (o && in_outcome_group("sdc", *o)) ++e.sdc;
       if (o && in_outcome_group("due", *o)) ++e.due;
     }
+    pool();
   }
   return out;
 }

@@ -293,5 +293,15 @@ grep -q golden_xxh64 "$T/g2/campaign.json" || fail "the golden bytes were not re
 expect_rc 0 "$FLIP" campaign "$T/g2.json" --out "$T/g2" -q
 [ "$(n_records "$T/g2")" = 4 ] || fail "the restored campaign recorded $(n_records "$T/g2") trials, not 4"
 
+# 16. fit with one campaign twice (also through another spelling or a copy of its directory): its
+#     trials counted twice. Two campaigns of one model with other seeds are pooled, and it says so.
+expect_err 2 "same campaign" "$FLIP" fit --fault-model "$T/fm-ok.json" --results "$T/rec" --results "$T/rec/." --seed 1 --draws 10
+cp -r "$T/rec" "$T/rec-copy"
+expect_err 2 "same configuration and seed" "$FLIP" fit --fault-model "$T/fm-ok.json" --results "$T/rec" --results "$T/rec-copy" --seed 1 --draws 10
+config "$T/rec2.json" '"trials": 5, "seed": 77'
+expect_rc 0 "$FLIP" campaign "$T/rec2.json" --out "$T/rec2" -q
+expect_rc 0 "$FLIP" fit --fault-model "$T/fm-ok.json" --results "$T/rec" --results "$T/rec2" --seed 1 --draws 10
+grep -q "pooled with the earlier --results of model flip (19 trials in all)" "$T/stdout" || fail "two campaigns of one model were not pooled: $(cat "$T/stdout")"
+
 [ "$(sha "$T/g.h5")" = "$GOLDEN_SHA" ] || fail "the golden checkpoint changed"
 echo "all hostile campaign checks passed"
