@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "resil/app/validators.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/core/error.hpp"
 #include "resil/inject/campaign_report.hpp"
@@ -21,7 +22,7 @@ CLI::App* setup_report(CLI::App& app, ReportOptions& o) {
       "  ckpt-flip report res --json res/report.json --markdown res/report.md     # + PNG plots next to the markdown\n"
       "  ckpt-flip report res --records merged.jsonl                              # all shards' records, by trial id\n"
       "Plots: scripts/report_plots.py (matplotlib, /usr/bin/python3 or $PYTHON); --no-plots to skip.");
-  c->add_option("DIR", o.dir, "campaign directory (--out of ckpt-flip campaign)")->required()->check(CLI::ExistingDirectory);
+  c->add_option("DIR", o.dir, "campaign directory (--out of ckpt-flip campaign)")->required()->check(app::NonEmptyPath());
   c->add_option("--json", o.json, "write the report as JSON");
   c->add_option("--markdown", o.markdown, "write the report as Markdown (with PNG plots beside it)");
   c->add_option("--records", o.records, "write the merged records (JSONL, sorted by trial id)");

@@ -302,6 +302,9 @@ config "$T/rec2.json" '"trials": 5, "seed": 77'
 expect_rc 0 "$FLIP" campaign "$T/rec2.json" --out "$T/rec2" -q
 expect_rc 0 "$FLIP" fit --fault-model "$T/fm-ok.json" --results "$T/rec" --results "$T/rec2" --seed 1 --draws 10
 grep -q "pooled with the earlier --results of model flip (19 trials in all)" "$T/stdout" || fail "two campaigns of one model were not pooled: $(cat "$T/stdout")"
+# A missing campaign directory is exit 3 (io), like every missing input, naming it.
+expect_err 3 "nope/campaign.json" "$FLIP" report "$T/nope" --no-plots
+expect_err 3 "nope/campaign.json" "$FLIP" fit --fault-model "$T/fm-ok.json" --results "$T/nope" --seed 1 --draws 10
 
 [ "$(sha "$T/g.h5")" = "$GOLDEN_SHA" ] || fail "the golden checkpoint changed"
 echo "all hostile campaign checks passed"
