@@ -57,7 +57,7 @@ std::map<std::uint64_t, json> read_results(const stdfs::path& out) {
   const stdfs::path dir = out / "results";
   std::error_code ec;
   if (!stdfs::is_directory(dir, ec)) return m;
-  // The planned trial ids, when the campaign directory says (a record beyond them is not ours).
+  // The planned trial ids, when the campaign directory says (a record beyond them is not ours),
   // and the campaign's seed (a record of another seed is another campaign's, copied in).
   std::optional<std::uint64_t> trials, seed;
   if (const auto meta = detail::read_json_file(out / "campaign.json"); meta && meta->is_object()) {
