@@ -1,3 +1,5 @@
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,9 +33,84 @@ CLI::App* setup_report(CLI::App& app, ReportOptions& o) {
   return c;
 }
 
+namespace {
+
+// Run `argv` (no shell: a path is never parsed as code) with stdout to `out_file`, stderr inherited;
+// its exit status, or -1 when it could not be started.
+int run_plain(const std::vector<std::string>& argv, const std::filesystem::path& out_file) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int e = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (e != 0) return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The plot script draws into a fresh directory of its own; each PNG it names is then moved beside
+// the markdown after the checks every output gets (not an input, not another output: the rename
+// replaces a link there instead of writing through it). Returns the names moved.
+std::vector<std::string> draw_plots(const ReportOptions& o, const nlohmann::json& rep, const std::string& script) {
+  namespace stdfs = std::filesystem;
+  const stdfs::path md(o.markdown);
+  const stdfs::path dir = md.parent_path().empty() ? stdfs::path(".") : md.parent_path();
+  const stdfs::path tmp = dir / (".report-plots." + std::to_string(::getpid()));
+  std::error_code ec;
+  stdfs::remove_all(tmp, ec);
+  if (!stdfs::create_directory(tmp, ec)) throw IoError(tmp.string() + ": cannot create the plots' scratch directory: " + ec.message());
+  struct Cleanup {
+    stdfs::path p;
+    ~Cleanup() {
+      std::error_code e;
+      stdfs::remove_all(p, e);
+    }
+  } cleanup{tmp};
+  ckpt::fs::write_file_atomic(tmp / "report.json", rep.dump() + "\n");
+  const char* py = std::getenv("PYTHON");
+  const int rc = run_plain({py ? py : "/usr/bin/python3", script, (tmp / "report.json").string(), tmp.string()}, tmp / "plots.txt");
+  if (rc != 0) {
+    std::cerr << "ckpt-flip: warning: the plot script failed (exit " << rc << "); the markdown has no plots\n";
+    return {};
+  }
+  std::vector<std::string> plots;
+  std::istringstream in(ckpt::fs::read_file(tmp / "plots.txt"));
+  for (std::string name; std::getline(in, name);) {
+    if (name.empty()) continue;
+    if (name.find('/') != std::string::npos || name == "." || name == ".." || !stdfs::is_regular_file(tmp / name, ec))
+      throw IoError(script + ": named a plot that is not a file it wrote: '" + name + "'");
+    const stdfs::path target = dir / name;
+    require_report_outputs_apart({{"--json", o.json, true}, {"--records", o.records, true}, {"--markdown", o.markdown, true}, {"a plot", target, true}},
+                                 {o.dir});
+    ckpt::fs::require_output_file(target);
+    ckpt::fs::durable_rename(tmp / name, target);
+    plots.push_back(name);
+  }
+  return plots;
+}
+
+}  // namespace
+
 int run_report(const ReportOptions& o) {
   namespace stdfs = std::filesystem;
   require_report_outputs_apart({{"--json", o.json, true}, {"--markdown", o.markdown, true}, {"--records", o.records, true}}, {o.dir});
+  if (!o.markdown.empty() && !o.no_plots) {
+    // The plots go beside the markdown as plot-*.png: an output of that name there would be replaced.
+    const stdfs::path md_dir = stdfs::path(o.markdown).parent_path().empty() ? stdfs::path(".") : stdfs::path(o.markdown).parent_path();
+    for (const auto& [opt, path] : {std::pair<const char*, const std::string&>{"--json", o.json}, {"--records", o.records}}) {
+      std::error_code ec;
+      const stdfs::path p(path), dir = p.parent_path().empty() ? stdfs::path(".") : p.parent_path();
+      const std::string name = p.filename().string();
+      if (!path.empty() && name.starts_with("plot-") && name.ends_with(".png") && stdfs::equivalent(dir, md_dir, ec))
+        throw UsageError(std::string(opt) + " " + path + " would be replaced by a plot (plot-*.png beside --markdown); give it another name, or --no-plots");
+    }
+  }
   nlohmann::json rep;
   try {
     rep = inject::build_report(o.dir);
@@ -56,26 +133,7 @@ int run_report(const ReportOptions& o) {
     std::vector<std::string> plots;
     const stdfs::path md(o.markdown);
     const std::string script = o.plot_script.empty() ? RESIL_PLOT_SCRIPT : o.plot_script;
-    if (!o.no_plots && stdfs::exists(script)) {
-      // The plot script reads the report JSON and writes PNGs beside the markdown; it prints their names.
-      const stdfs::path tmp_json = md.parent_path() / (".report-plot-input." + std::to_string(::getpid()) + ".json");
-      ckpt::fs::write_file_atomic(tmp_json, rep.dump() + "\n");
-      const char* py = std::getenv("PYTHON");
-      const std::string list = (md.parent_path().empty() ? stdfs::path(".") : md.parent_path()) / (".report-plots." + std::to_string(::getpid()));
-      const std::string cmd = std::string(py ? py : "/usr/bin/python3") + " '" + script + "' '" + tmp_json.string() + "' '" +
-                              (md.parent_path().empty() ? std::string(".") : md.parent_path().string()) + "' > '" + list + "'";
-      const int rc = std::system(cmd.c_str());
-      if (rc == 0) {
-        std::istringstream in(ckpt::fs::read_file(list));
-        for (std::string line; std::getline(in, line);)
-          if (!line.empty()) plots.push_back(line);
-      } else {
-        std::cerr << "ckpt-flip: warning: the plot script failed (exit " << (WIFEXITED(rc) ? WEXITSTATUS(rc) : rc) << "); the markdown has no plots\n";
-      }
-      std::error_code ec;
-      stdfs::remove(tmp_json, ec);
-      stdfs::remove(list, ec);
-    }
+    if (!o.no_plots && stdfs::exists(script)) plots = draw_plots(o, rep, script);
     ckpt::fs::write_file_atomic(md, inject::report_markdown(rep, plots));
     std::cout << "Markdown: " << o.markdown << (plots.empty() ? "" : " (" + std::to_string(plots.size()) + " plots)") << "\n";
   }

@@ -130,12 +130,20 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
     if (old_cfg.is_object()) old_cfg.erase("mode");
     new_cfg.erase("mode");
     const std::string old_name = old_cfg.is_object() && old_cfg.contains("name") ? old_cfg.at("name").dump() : std::string("?");
-    if (old_cfg != new_cfg) {
-      if (!read_results(o.out).empty())
-        throw UsageError(o.out.string() + " already holds a campaign with a different configuration (" + old_name + "); use another --out");
-      // Nothing was recorded under the old configuration (it failed before its first trial, e.g.
-      // on a command that did not run): it is replaced, with its golden result, rather than
-      // leaving OUT unusable for the corrected configuration.
+    const bool other_bytes = old->contains("golden_xxh64") && old->at("golden_xxh64") != meta_full["golden_xxh64"];
+    const bool recorded = (old_cfg != new_cfg || other_bytes) && !read_results(o.out).empty();
+    if (old_cfg != new_cfg && recorded) {
+      std::string diff;  // the settings that differ, with both values
+      for (const auto& [k, v] : new_cfg.items())
+        if (!old_cfg.is_object() || !old_cfg.contains(k) || old_cfg.at(k) != v)
+          diff += (diff.empty() ? "" : ", ") + k + " " + (old_cfg.is_object() && old_cfg.contains(k) ? old_cfg.at(k).dump() : "(none)") +
+                  " (this run: " + v.dump() + ")";
+      throw UsageError(o.out.string() + " already holds campaign " + old_name + " with another configuration: " + diff + "; use another --out");
+    }
+    if (old_cfg != new_cfg || (other_bytes && !recorded)) {
+      // Nothing was recorded under the old configuration or checkpoint (it failed before its first
+      // trial, e.g. on a command that did not run): it is replaced, with its golden result, rather
+      // than leaving OUT unusable for the corrected one.
       std::error_code ec;
       stdfs::remove(o.out / "golden.json", ec);
       stdfs::remove(o.out / "golden.log", ec);
@@ -146,12 +154,18 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
       json updated = *old;
       updated["golden_xxh64"] = meta_full["golden_xxh64"];
       ckpt::fs::write_file_atomic(o.out / "campaign.json", updated.dump(2) + "\n");
-    } else if (old->at("golden_xxh64") != meta_full["golden_xxh64"]) {
+    } else if (other_bytes) {
+      std::string changed;  // the files whose bytes differ
+      for (const auto& [f, h] : meta_full["golden_xxh64"].items())
+        if (old->at("golden_xxh64").value(f, json()) != h) changed += (changed.empty() ? "" : ", ") + f;
       throw MismatchError(c.checkpoint + ": the golden checkpoint's bytes differ from those " + (o.out / "campaign.json").string() +
-                          " recorded (XXH64 " + old->at("golden_xxh64").dump() + ", now " + meta_full["golden_xxh64"].dump() +
-                          "): its trials were drawn from another checkpoint; restore that one, or use another --out");
+                          " recorded (changed: " + changed + "): its trials were drawn from another checkpoint; restore that one, or use another --out");
     }
   } else {
+    // No campaign.json (or one that is not JSON) beside recorded trials: another configuration
+    // would adopt them as its own.
+    if (!read_results(o.out).empty())
+      throw UsageError(o.out.string() + " holds trial records but no readable campaign.json: they belong to an unknown configuration; use another --out");
     ckpt::fs::write_file_atomic(o.out / "campaign.json", meta_full.dump(2) + "\n");
   }
 

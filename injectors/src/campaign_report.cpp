@@ -78,10 +78,14 @@ std::vector<json> merged_records(const stdfs::path& out) {
 
 json build_report(const stdfs::path& out) {
   json meta, golden;
-  try {
-    meta = json::parse(ckpt::fs::read_file(out / "campaign.json"));
-  } catch (const std::exception&) {
+  std::error_code ec;
+  if (!stdfs::exists(out / "campaign.json", ec))
     throw IoError((out / "campaign.json").string() + ": not a campaign directory (run `ckpt-flip campaign CONFIG --out DIR` first)");
+  const std::string meta_text = ckpt::fs::read_file(out / "campaign.json");  // IoError: not a regular file, unreadable
+  try {
+    meta = json::parse(meta_text);
+  } catch (const std::exception& e) {
+    throw CorruptInputError((out / "campaign.json").string() + ": not JSON: " + e.what());
   }
   double golden_seconds = 0;
   try {
@@ -304,11 +308,16 @@ CampaignEvidence campaign_evidence(const std::vector<std::string>& campaign_dirs
       std::error_code ec;
       if (stdfs::equivalent(other, dir, ec)) throw UsageError("--results " + dir + " is the same campaign as --results " + other + " (give it once)");
     }
-    // Two directories of one configuration and seed hold the same trials (a copy, or a re-run).
-    nlohmann::json identity = meta.at("config");
-    identity.erase("mode");
+    // Two campaigns that draw the same fault sites hold the same trials (a copy, a re-run, or the
+    // same campaign under another name, trial count or command): the seed, the injection settings
+    // and the golden checkpoint's bytes (its path as given, for a campaign.json older than them).
+    const nlohmann::json identity = {{"seed", meta.at("config").value("seed", nlohmann::json())},
+                                     {"inject", meta.at("config").at("inject")},
+                                     {"golden", meta.contains("golden_xxh64") ? meta.at("golden_xxh64") : meta.at("config").value("checkpoint", nlohmann::json())}};
     for (const auto& [other, id] : seen)
-      if (id == identity) throw UsageError("--results " + dir + " ran the same configuration and seed as --results " + other + ": the same trials; give one of them");
+      if (id == identity)
+        throw UsageError("--results " + dir + " draws the same fault sites as --results " + other +
+                         " (same seed, injection settings and golden checkpoint): the same trials; give one of them");
     seen.emplace_back(dir, identity);
     auto& pooled = out.per_model[model];
     const bool pooling = pooled.n > 0;

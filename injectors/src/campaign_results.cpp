@@ -10,10 +10,12 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <vector>
 
 #include "resil/ckpt/fs.hpp"
+#include "resil/ckpt/hash.hpp"
 #include "resil/core/error.hpp"
 #include "resil/inject/campaign.hpp"
 #include "campaign_files.hpp"
@@ -52,6 +54,12 @@ void ResultsFile::append(const std::string& line) {
   if (::fsync(fd_.get()) != 0) throw IoError(path_.string() + ": fsync failed: " + std::strerror(errno));
 }
 
+std::string campaign_id(json config) {
+  if (config.is_object()) config.erase("mode");
+  const std::string text = config.dump();
+  return ckpt::hex_u64(ckpt::xxh64(std::as_bytes(std::span(text.data(), text.size()))));
+}
+
 std::map<std::uint64_t, json> read_results(const stdfs::path& out) {
   std::map<std::uint64_t, json> m;
   const stdfs::path dir = out / "results";
@@ -60,8 +68,10 @@ std::map<std::uint64_t, json> read_results(const stdfs::path& out) {
   // The planned trial ids, when the campaign directory says (a record beyond them is not ours),
   // and the campaign's seed (a record of another seed is another campaign's, copied in).
   std::optional<std::uint64_t> trials, seed;
+  std::optional<std::string> id;
   if (const auto meta = detail::read_json_file(out / "campaign.json"); meta && meta->is_object()) {
     const json cfg = meta->value("config", json());
+    if (cfg.is_object()) id = campaign_id(cfg);
     if (cfg.is_object() && cfg.contains("trials") && cfg.at("trials").is_number_unsigned()) trials = cfg.at("trials").get<std::uint64_t>();
     if (cfg.is_object() && cfg.contains("seed") && cfg.at("seed").is_number_unsigned()) seed = cfg.at("seed").get<std::uint64_t>();
   }
@@ -102,6 +112,9 @@ std::map<std::uint64_t, json> read_results(const stdfs::path& out) {
       if (seed && j.contains("seed") && !(j.at("seed").is_number_unsigned() && j.at("seed").get<std::uint64_t>() == *seed))
         throw CorruptInputError(where + "trial " + std::to_string(t) + " was drawn with seed " + j.at("seed").dump() + ", this campaign's is " +
                                 std::to_string(*seed) + ": a record of another campaign (move it out of " + dir.string() + ")");
+      if (id && j.contains("campaign") && j.at("campaign") != *id)
+        throw CorruptInputError(where + "trial " + std::to_string(t) + " belongs to campaign " + j.at("campaign").dump() + ", not to this one (" + *id +
+                                ", from " + (out / "campaign.json").string() + "): a record of another campaign (move it out of " + dir.string() + ")");
       if (const auto it = m.find(t); it != m.end()) {
         // The same trial twice: harmless when both say the same (a merged copy of the records);
         // otherwise one is foreign or the trial did not repeat, and either would bias the rates.

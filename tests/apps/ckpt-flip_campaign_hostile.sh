@@ -264,7 +264,7 @@ expect_err 2 "golden run failed" "$FLIP" campaign "$T/broken.json" --out "$T/fix
 expect_rc 0 "$FLIP" campaign "$T/ok.json" --out "$T/fixed" -q
 grep -q "with no trial recorded; it was replaced" "$T/stdout" || fail "replacing a configuration without trials was not reported"
 [ "$(n_records "$T/fixed")" = 4 ] || fail "the corrected configuration recorded $(n_records "$T/fixed") trials"
-expect_err 2 "different configuration" "$FLIP" campaign "$T/broken.json" --out "$T/fixed" -q
+expect_err 2 "another configuration: command" "$FLIP" campaign "$T/broken.json" --out "$T/fixed" -q
 
 # 15. The golden checkpoint changed under a campaign: its later trials would be drawn from other
 #     bytes and classified against the old golden result. Exit 7 naming it; restored, it goes on.
@@ -297,7 +297,7 @@ expect_rc 0 "$FLIP" campaign "$T/g2.json" --out "$T/g2" -q
 #     trials counted twice. Two campaigns of one model with other seeds are pooled, and it says so.
 expect_err 2 "same campaign" "$FLIP" fit --fault-model "$T/fm-ok.json" --results "$T/rec" --results "$T/rec/." --seed 1 --draws 10
 cp -r "$T/rec" "$T/rec-copy"
-expect_err 2 "same configuration and seed" "$FLIP" fit --fault-model "$T/fm-ok.json" --results "$T/rec" --results "$T/rec-copy" --seed 1 --draws 10
+expect_err 2 "same fault sites" "$FLIP" fit --fault-model "$T/fm-ok.json" --results "$T/rec" --results "$T/rec-copy" --seed 1 --draws 10
 config "$T/rec2.json" '"trials": 5, "seed": 77'
 expect_rc 0 "$FLIP" campaign "$T/rec2.json" --out "$T/rec2" -q
 expect_rc 0 "$FLIP" fit --fault-model "$T/fm-ok.json" --results "$T/rec" --results "$T/rec2" --seed 1 --draws 10
@@ -305,6 +305,61 @@ grep -q "pooled with the earlier --results of model flip (19 trials in all)" "$T
 # A missing campaign directory is exit 3 (io), like every missing input, naming it.
 expect_err 3 "nope/campaign.json" "$FLIP" report "$T/nope" --no-plots
 expect_err 3 "nope/campaign.json" "$FLIP" fit --fault-model "$T/fm-ok.json" --results "$T/nope" --seed 1 --draws 10
+
+# 17. report --markdown in a directory whose name the shell would run ($(...), quotes): the plot
+#     script runs without a shell. Plots (plot-*.png beside the markdown) never replace another
+#     output or, through a link, an input.
+rm -f PWNED "$T/PWNED"
+QD="$T/q'\$(touch PWNED)'"
+mkdir -p "$QD"
+expect_rc 0 "$FLIP" report "$T/rec" --markdown "$QD/r.md"
+[ ! -e PWNED ] && [ ! -e "$T/PWNED" ] || fail "report --markdown ran code from its path"
+grep -q "plots)" "$T/stdout" && [ -s "$QD/plot-classes.png" ] || fail "no plots beside a markdown in a quoted directory: $(cat "$T/stdout")"
+mkdir -p "$T/pl" "$T/pl2"
+expect_err 2 "would be replaced by a plot" "$FLIP" report "$T/rec" --json "$T/pl/plot-classes.png" --markdown "$T/pl/r.md"
+ln -sf "$T/rec/campaign.json" "$T/pl2/plot-classes.png"
+BEFORE=$(sha "$T/rec/campaign.json")
+expect_err 2 "plot-classes.png" "$FLIP" report "$T/rec" --markdown "$T/pl2/r.md"
+[ "$(sha "$T/rec/campaign.json")" = "$BEFORE" ] || fail "a plot was written through a link onto campaign.json"
+
+# 18. Foreign records with the campaign's own seed (a shard file of another campaign: same default
+#     seed, other configuration) are refused by the configuration identity each record carries; a
+#     campaign renamed (or with another trial count) draws the same sites: fit refuses pooling it.
+config "$T/other.json" '"trials": 14, "seed": 1, "inject": {"role": "optimizer"}'
+expect_rc 0 "$FLIP" campaign "$T/other.json" --out "$T/other" --shard 1/2 -q
+config "$T/mine.json" '"trials": 14, "seed": 1'
+expect_rc 0 "$FLIP" campaign "$T/mine.json" --out "$T/mine" --shard 0/2 -q
+cp "$T/other/results/shard-1-of-2.jsonl" "$T/mine/results/"
+expect_err 4 "belongs to campaign" "$FLIP" report "$T/mine" --no-plots
+rm "$T/mine/results/shard-1-of-2.jsonl"
+config "$T/renamed.json" '"trials": 6, "seed": 1, "name": "renamed"'
+expect_rc 0 "$FLIP" campaign "$T/renamed.json" --out "$T/renamed" -q
+expect_err 2 "same fault sites" "$FLIP" fit --fault-model "$T/fm-ok.json" --results "$T/mine" --results "$T/renamed" --seed 1 --draws 10
+
+# 19. Records without a readable campaign.json: another configuration must not adopt them.
+rm "$T/renamed/campaign.json"
+expect_err 2 "no readable campaign.json" "$FLIP" campaign "$T/other.json" --out "$T/renamed" -q
+echo '{not json' > "$T/renamed/campaign.json"
+expect_err 2 "no readable campaign.json" "$FLIP" campaign "$T/other.json" --out "$T/renamed" -q
+expect_err 4 "campaign.json: not JSON" "$FLIP" report "$T/renamed" --no-plots
+
+# 20. The golden checkpoint changed after a configuration failed before its first trial: nothing
+#     was drawn from the old bytes, so the directory is taken over (not a dead end, exit 7).
+cp "$T/g.h5" "$T/g3.h5"
+$PY - "$T/g3-bad.json" "$T/g3-ok.json" "$T/g3.h5" <<'PYEOF'
+import json, sys
+ok = r'echo "{\"test_accuracy\": 0.5}" > {out}'
+json.dump({"checkpoint": sys.argv[3], "command": "test -e " + sys.argv[3] + ".fixed && " + ok, "trials": 2}, open(sys.argv[1], "w"))
+PYEOF
+expect_err 2 "golden run failed" "$FLIP" campaign "$T/g3-bad.json" --out "$T/g3" -q
+$PY - "$T/g3.h5" <<'PYEOF'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    f["model/w"][0] = 3.0
+PYEOF
+touch "$T/g3.h5.fixed"
+expect_rc 0 "$FLIP" campaign "$T/g3-bad.json" --out "$T/g3" -q
+[ "$(n_records "$T/g3")" = 2 ] || fail "a campaign whose checkpoint changed before its first trial did not run"
 
 [ "$(sha "$T/g.h5")" = "$GOLDEN_SHA" ] || fail "the golden checkpoint changed"
 echo "all hostile campaign checks passed"

@@ -270,6 +270,9 @@ def outputs_alias_each_other():
                  train_cmd(d, "--ckpt-dir", "ck2", "--metrics", "n.json", "--summary", "./n.json"), absent=[os.path.join(d, "ck2")], cwd=d)
     ok &= expect(2, r"--summary \./ck2/ckpt-step00000002\.h5: a checkpoint's name inside --ckpt-dir ck2",
                  train_cmd(d, "--ckpt-dir", "ck2", "--summary", "./ck2/ckpt-step00000002.h5"), absent=[os.path.join(d, "ck2")], cwd=d)
+    # Anything inside a checkpoint's directory (an mp checkpoint's ckpt-stepN/ holds its shards).
+    ok &= expect(2, r"--summary .*ckpt-step00000002/rank-0\.h5: a checkpoint's name inside --ckpt-dir",
+                 train_cmd(d, "--ckpt-dir", ck, "--summary", os.path.join(ck, "ckpt-step00000002", "rank-0.h5")), absent=[ck])
     return ok
 
 

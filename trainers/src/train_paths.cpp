@@ -74,11 +74,16 @@ void check_paths(const std::vector<OutputPath>& outputs, const std::vector<Input
       if (same_file(outs[i]->path, outs[j]->path))
         throw UsageError(name(*outs[i]) + " and " + outs[j]->option + " " + outs[j]->path.string() + " name the same file");
     if (outs[i]->directory) continue;
-    // A checkpoint the run writes would replace the file (or the file a committed checkpoint).
-    const stdfs::path parent = outs[i]->path.parent_path().empty() ? stdfs::path(".") : outs[i]->path.parent_path();
-    for (const OutputPath* d : outs)
-      if (d->directory && outs[i]->path.filename().string().starts_with("ckpt-step") && same_file(parent, d->path))
+    // A checkpoint the run writes would replace the file (or the file a committed checkpoint): a
+    // ckpt-step* name inside the directory, or anything inside an mp checkpoint's ckpt-step*/ (its shards).
+    for (const OutputPath* d : outs) {
+      if (!d->directory) continue;
+      std::error_code ec;
+      const auto rel = stdfs::weakly_canonical(stdfs::absolute(outs[i]->path, ec), ec)
+                           .lexically_relative(stdfs::weakly_canonical(stdfs::absolute(d->path, ec), ec));
+      if (!rel.empty() && rel.begin()->string().starts_with("ckpt-step"))
         throw UsageError(name(*outs[i]) + ": a checkpoint's name inside " + d->option + " " + d->path.string() + " (ckpt-step*)");
+    }
     for (const auto& in : inputs)
       if (!in.path.empty() && same_file(outs[i]->path, in.path))
         throw UsageError(name(*outs[i]) + " is the input " + in.path.string() + " (" + in.option + "): it would be overwritten");

@@ -42,4 +42,9 @@ private:
 /// CorruptInputError naming the file and line. A results entry that is not a regular file: IoError.
 std::map<std::uint64_t, nlohmann::json> read_results(const std::filesystem::path& out);
 
+/// The identity a record carries as "campaign": XXH64 of the configuration (campaign.json's
+/// "config", without "mode"). read_results refuses a record whose identity is not OUT's (a shard
+/// file of another campaign with the same seed); records written before it existed have none.
+std::string campaign_id(nlohmann::json config);
+
 }  // namespace resil::inject
