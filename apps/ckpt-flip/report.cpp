@@ -85,13 +85,14 @@ std::vector<std::string> draw_plots(const ReportOptions& o, const nlohmann::json
     if (name.empty()) continue;
     if (name.find('/') != std::string::npos || name == "." || name == ".." || !stdfs::is_regular_file(tmp / name, ec))
       throw IoError(script + ": named a plot that is not a file it wrote: '" + name + "'");
-    const stdfs::path target = dir / name;
-    require_report_outputs_apart({{"--json", o.json, true}, {"--records", o.records, true}, {"--markdown", o.markdown, true}, {"a plot", target, true}},
-                                 {o.dir});
-    ckpt::fs::require_output_file(target);
-    ckpt::fs::durable_rename(tmp / name, target);
     plots.push_back(name);
   }
+  // Every target is checked before the first rename: a refused plot leaves none moved.
+  std::vector<ckpt::fs::PathArg> outs = {{"--json", o.json, true}, {"--records", o.records, true}, {"--markdown", o.markdown, true}};
+  for (const auto& name : plots) outs.push_back({"a plot", dir / name, true});
+  require_report_outputs_apart(outs, {o.dir});
+  for (const auto& name : plots) ckpt::fs::require_output_file(dir / name, "a plot");
+  for (const auto& name : plots) ckpt::fs::durable_rename(tmp / name, dir / name);
   return plots;
 }
 

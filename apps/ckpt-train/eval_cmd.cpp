@@ -2,6 +2,7 @@
 
 #include "commands.hpp"
 #include "resil/app/validators.hpp"
+#include "resil/ckpt/fs.hpp"
 
 namespace resil::app::ckpt_train {
 
@@ -15,7 +16,7 @@ void setup_eval(CLI::App& app, EvalOptions& o) {
 
 int run_eval(const EvalOptions& o, const resil::train::Comm& comm) {
   // Refused paths write nothing, not even the summary (it may be the refused path, or the input).
-  resil::train::require_checkpoint_input(o.from);
+  resil::ckpt::fs::require_input_file(o.from, "--from");  // exit 3 (CLI11's existence check made it 2)
   auto in = resil::train::checkpoint_inputs(o.from);
   if (!o.data.empty()) in.push_back({"--data", o.data});
   resil::train::check_paths({{"--summary", o.summary, false}}, in);

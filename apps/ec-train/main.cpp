@@ -15,6 +15,7 @@
 #include "resil/app/main.hpp"
 #include "resil/app/validators.hpp"
 #include "resil/core/error.hpp"
+#include "resil/ckpt/checkpoint.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/ckpt/hash.hpp"
 #include "resil/ecrm/engine.hpp"
@@ -108,28 +109,12 @@ void setup(CLI::App& app, Options& o) {
 void check_paths(const Options& o) {
   namespace fs = ckpt::fs;
   const auto& c = o.cfg;
-  if (!c.data.empty()) try {
-      fs::require_input_file(c.data);  // exit 3 like every missing input (CLI11's check made it 2)
-    } catch (const IoError& e) {
-      throw IoError(std::string("--data ") + e.what());
-    }
+  if (!c.data.empty()) fs::require_input_file(c.data, "--data");  // exit 3 like every missing input (CLI11's check made it 2)
   fs::require_distinct({{"--data", c.data, false}, {"--resume", c.resume, false}, {"--report", o.report, true}});
   if (o.report.empty()) return;
-  try {
-    fs::require_output_file(o.report);
-  } catch (const IoError& e) {
-    throw IoError(std::string("--report ") + e.what());
-  }
-  std::error_code ec;
-  // Absolute first: weakly_canonical leaves a relative path with no existing prefix as it is ("ck/x"
-  // but "/cwd/ck/x" for "./ck/x"), and the two spellings would not compare.
-  const auto dir = std::filesystem::weakly_canonical(std::filesystem::absolute(o.report), ec).parent_path();
-  auto ckpt_dir = std::filesystem::weakly_canonical(std::filesystem::absolute(o.ckpt_dir), ec);
-  if (ckpt_dir.filename().empty()) ckpt_dir = ckpt_dir.parent_path();  // "ck/"
+  fs::require_output_file(o.report, "--report");
   // Inside --ckpt-dir only a checkpoint's own names (ckpt-step*: manifests, step directories) collide.
-  const auto full = dir / std::filesystem::path(o.report).filename();
-  const auto [c_end, at] = std::mismatch(ckpt_dir.begin(), ckpt_dir.end(), full.begin(), full.end());
-  if (!ec && c_end == ckpt_dir.end() && at != full.end() && at->string().starts_with("ckpt-step"))
+  if (ckpt::is_checkpoint_name_in(o.report, o.ckpt_dir))
     throw UsageError("--report " + o.report + " is a checkpoint's name inside --ckpt-dir " + o.ckpt_dir + " (ckpt-step*): give the report another name");
 }
 

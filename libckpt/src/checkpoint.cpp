@@ -140,6 +140,14 @@ std::string file_name_for_step(std::int64_t step) {
   return b;
 }
 
+bool is_checkpoint_name_in(const stdfs::path& p, const stdfs::path& dir) {
+  // Absolute first: weakly_canonical leaves a relative path with no existing prefix as it is
+  // ("ck/x", but "/cwd/ck/x" for "./ck/x"), and the two spellings would not compare.
+  std::error_code ec;
+  const auto rel = stdfs::weakly_canonical(stdfs::absolute(p, ec), ec).lexically_relative(stdfs::weakly_canonical(stdfs::absolute(dir, ec), ec));
+  return !ec && !rel.empty() && rel.begin()->string().starts_with("ckpt-step");
+}
+
 stdfs::path save(const stdfs::path& path, const Checkpoint& c, const WriteOptions& opt) {
   const stdfs::path tmp = fs::temp_sibling(path);
   fs::RemoveOnError guard(tmp);

@@ -62,26 +62,28 @@ Identity identity_of(const stdfs::path& p) {
 }
 }  // namespace
 
-void require_input_file(const stdfs::path& p) {
+void require_input_file(const stdfs::path& p, const std::string& option) {
+  const std::string name = (option.empty() ? "" : option + " ") + p.string();
   struct stat st {};
-  if (::stat(p.c_str(), &st) != 0) throw IoError(p.string() + ": " + errno_text(errno));
-  if (!S_ISREG(st.st_mode)) throw IoError(p.string() + ": is " + kind_of(st.st_mode) + ", not a regular file");
+  if (::stat(p.c_str(), &st) != 0) throw IoError(name + ": " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) throw IoError(name + ": is " + kind_of(st.st_mode) + ", not a regular file");
   // A regular file: O_NONBLOCK changes nothing, but keeps a file swapped for a FIFO since the
   // stat from blocking this open.
   Fd f{::open(p.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)};
-  if (f.get() < 0) throw IoError(p.string() + ": cannot open for reading: " + errno_text(errno));
+  if (f.get() < 0) throw IoError(name + ": cannot open for reading: " + errno_text(errno));
 }
 
-void require_output_file(const stdfs::path& p) {
+void require_output_file(const stdfs::path& p, const std::string& option) {
+  const std::string name = (option.empty() ? "" : option + " ") + p.string();
   struct stat st {};
   if (::stat(p.c_str(), &st) == 0) {
-    if (!S_ISREG(st.st_mode)) throw IoError(p.string() + ": is " + kind_of(st.st_mode) + ", not a regular file to write");
+    if (!S_ISREG(st.st_mode)) throw IoError(name + ": is " + kind_of(st.st_mode) + ", not a regular file to write");
     return;
   }
-  if (errno != ENOENT) throw IoError(p.string() + ": " + errno_text(errno));
+  if (errno != ENOENT) throw IoError(name + ": " + errno_text(errno));
   const stdfs::path dir = p.parent_path().empty() ? stdfs::path(".") : p.parent_path();
-  if (::stat(dir.c_str(), &st) != 0) throw IoError(p.string() + ": its directory " + dir.string() + ": " + errno_text(errno));
-  if (!S_ISDIR(st.st_mode)) throw IoError(p.string() + ": " + dir.string() + " is not a directory");
+  if (::stat(dir.c_str(), &st) != 0) throw IoError(name + ": its directory " + dir.string() + ": " + errno_text(errno));
+  if (!S_ISDIR(st.st_mode)) throw IoError(name + ": " + dir.string() + " is not a directory");
 }
 
 void require_distinct(std::initializer_list<PathArg> args) { require_distinct(std::vector<PathArg>(args)); }

@@ -321,6 +321,10 @@ ln -sf "$T/rec/campaign.json" "$T/pl2/plot-classes.png"
 BEFORE=$(sha "$T/rec/campaign.json")
 expect_err 2 "plot-classes.png" "$FLIP" report "$T/rec" --markdown "$T/pl2/r.md"
 [ "$(sha "$T/rec/campaign.json")" = "$BEFORE" ] || fail "a plot was written through a link onto campaign.json"
+# A refused later plot (plot-bits.png, drawn after plot-classes.png) leaves none moved.
+mkdir -p "$T/pl3/plot-bits.png"
+expect_err 3 "plot-bits.png" "$FLIP" report "$T/rec" --markdown "$T/pl3/r.md"
+[ ! -e "$T/pl3/plot-classes.png" ] || fail "a plot was moved before a later one was refused"
 
 # 18. Foreign records with the campaign's own seed (a shard file of another campaign: same default
 #     seed, other configuration) are refused by the configuration identity each record carries; a

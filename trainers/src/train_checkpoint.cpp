@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "resil/ckpt/checkpoint.hpp"
+#include "resil/ckpt/fs.hpp"
 #include "resil/train/agree.hpp"
 #include "run.hpp"
 
@@ -127,7 +128,7 @@ Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& co
   // Refused paths write nothing, not even the summary (it may be the refused path, or the input).
   agree(comm, [&] {
     if (comm.rank() != 0) return;
-    require_checkpoint_input(from);
+    ckpt::fs::require_input_file(from, "--from");  // exit 3 (CLI11's existence check made it 2)
     std::vector<InputPath> in = checkpoint_inputs(from);
     if (o.data) in.push_back({"--data", *o.data});
     check_paths({{"--ckpt-dir", o.ckpt_dir, true}, {"--metrics", o.metrics, false}, {"--summary", o.summary, false}}, in);

@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "resil/ckpt/fs.hpp"
+#include "resil/ckpt/checkpoint.hpp"
 #include "run.hpp"
 
 namespace resil::train {
@@ -41,14 +41,6 @@ std::vector<InputPath> inputs_of(const TrainConfig& c, const std::optional<stdfs
   return in;
 }
 
-void require_checkpoint_input(const stdfs::path& from) {
-  try {
-    ckpt::fs::require_input_file(from);
-  } catch (const IoError& e) {
-    throw IoError(std::string("--from ") + e.what());
-  }
-}
-
 std::vector<InputPath> checkpoint_inputs(const stdfs::path& from) {
   std::vector<InputPath> in = {{"--from", from}, {"--from", from.string() + ".done"}};
   if (!from.string().ends_with(".manifest.json")) return in;
@@ -76,14 +68,9 @@ void check_paths(const std::vector<OutputPath>& outputs, const std::vector<Input
     if (outs[i]->directory) continue;
     // A checkpoint the run writes would replace the file (or the file a committed checkpoint): a
     // ckpt-step* name inside the directory, or anything inside an mp checkpoint's ckpt-step*/ (its shards).
-    for (const OutputPath* d : outs) {
-      if (!d->directory) continue;
-      std::error_code ec;
-      const auto rel = stdfs::weakly_canonical(stdfs::absolute(outs[i]->path, ec), ec)
-                           .lexically_relative(stdfs::weakly_canonical(stdfs::absolute(d->path, ec), ec));
-      if (!rel.empty() && rel.begin()->string().starts_with("ckpt-step"))
+    for (const OutputPath* d : outs)
+      if (d->directory && ckpt::is_checkpoint_name_in(outs[i]->path, d->path))
         throw UsageError(name(*outs[i]) + ": a checkpoint's name inside " + d->option + " " + d->path.string() + " (ckpt-step*)");
-    }
     for (const auto& in : inputs)
       if (!in.path.empty() && same_file(outs[i]->path, in.path))
         throw UsageError(name(*outs[i]) + " is the input " + in.path.string() + " (" + in.option + "): it would be overwritten");

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "resil/ckpt/fs.hpp"
 #include "resil/data/sampler.hpp"
 #include "resil/train/agree.hpp"
 #include "resil/train/preempt.hpp"
@@ -82,7 +83,7 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<std::filesy
   // Refused paths write nothing, not even the summary (it may be the refused path, or an input).
   agree(comm, [&] {
     if (cfg.ckpt_dir.empty()) throw UsageError("--ckpt-dir is required");
-    if (root && resume_from) require_checkpoint_input(*resume_from);
+    if (root && resume_from) ckpt::fs::require_input_file(*resume_from, "--from");
     if (root) check_paths(outputs_of(cfg), inputs_of(cfg, resume_from));
   }, true);
   try {

@@ -69,6 +69,11 @@ bool is_committed(const std::filesystem::path& path);
 
 /// Canonical file name for a step: "ckpt-step00000469.h5" (the step sorts lexically).
 std::string file_name_for_step(std::int64_t step);
+/// Whether `p` lies in checkpoint directory `dir` under a checkpoint's name (ckpt-step*: a file, a
+/// manifest, or anything inside an mp checkpoint's step directory), comparing the resolved paths
+/// (links, "..", "./" and relative spellings of paths not made yet alike): a run writing
+/// checkpoints into `dir` would replace it, or it a checkpoint.
+bool is_checkpoint_name_in(const std::filesystem::path& p, const std::filesystem::path& dir);
 
 // ---- sharded checkpoints (one file per rank/stage + manifest) ----
 /// Shard file of a rank: DIR/ckpt-step<S>/rank-<R>.h5 (each committed like a single file).

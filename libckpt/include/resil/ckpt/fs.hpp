@@ -29,12 +29,13 @@ stdfs::path temp_sibling(const stdfs::path& p);
 /// An input must be a regular file this process can read: throws IoError (exit 3) naming `p` when it
 /// is missing, is not a regular file (a directory, FIFO, socket or device: opening a FIFO would
 /// block, a device is no checkpoint), or cannot be opened for reading (permission denied). Symbolic
-/// links are followed. Checked before anything is opened for writing.
-void require_input_file(const stdfs::path& p);
+/// links are followed. Checked before anything is opened for writing. `option` ("--from"), when
+/// given, starts the message.
+void require_input_file(const stdfs::path& p, const std::string& option = {});
 /// An output that is created or replaced (by rename, or truncated): it must not exist or be a
 /// regular file, and its directory must exist. Throws IoError naming `p` otherwise (renaming onto
 /// /dev/null as root would replace the device node; a FIFO would block the writer).
-void require_output_file(const stdfs::path& p);
+void require_output_file(const stdfs::path& p, const std::string& option = {});
 
 /// One path argument of a command: its name in messages ("-o", "--log", "IN") and whether the
 /// command writes it (created, replaced or modified).

@@ -121,9 +121,6 @@ void check_paths(const std::vector<OutputPath>& outputs, const std::vector<Input
 /// The files a checkpoint argument stands for: the file or manifest, its commit marker, and for an
 /// mp manifest every shard and its marker (inputs for check_paths).
 std::vector<InputPath> checkpoint_inputs(const std::filesystem::path& from);
-/// `--from` must be a regular file this process can read: IoError (exit 3, docs/exit-codes.md)
-/// naming the option and the file otherwise (a missing file was a usage error, exit 2, from CLI11).
-void require_checkpoint_input(const std::filesystem::path& from);
 
 /// Write `s` as JSON to `path` atomically (no-op for an empty path).
 void write_summary(const std::filesystem::path& path, const Summary& s);
