@@ -55,12 +55,23 @@ Identity identity_of(const stdfs::path& p) {
     id.ino = st.st_ino;
     return id;
   }
+  // Not there (yet): a dangling link names the file a write through it would create (at most 40
+  // hops, as the kernel). Absolute first: weakly_canonical leaves a relative path with no existing
+  // prefix as it is, so "s.json" and "./s.json" would compare unequal.
   std::error_code ec;
-  const auto c = stdfs::weakly_canonical(stdfs::absolute(p, ec), ec);
-  id.canonical = ec ? stdfs::absolute(p).lexically_normal().string() : c.string();
+  stdfs::path q = stdfs::absolute(p, ec);
+  for (int hop = 0; hop < 40 && stdfs::is_symlink(q, ec); ++hop) {
+    const auto t = stdfs::read_symlink(q, ec);
+    if (ec) break;
+    q = t.is_absolute() ? t : q.parent_path() / t;
+  }
+  const auto c = stdfs::weakly_canonical(q, ec);
+  id.canonical = ec ? q.lexically_normal().string() : c.string();
   return id;
 }
 }  // namespace
+
+bool same_file(const stdfs::path& a, const stdfs::path& b) { return identity_of(a) == identity_of(b); }
 
 void require_input_file(const stdfs::path& p, const std::string& option) {
   const std::string name = (option.empty() ? "" : option + " ") + p.string();

@@ -273,6 +273,13 @@ def outputs_alias_each_other():
     # Anything inside a checkpoint's directory (an mp checkpoint's ckpt-stepN/ holds its shards).
     ok &= expect(2, r"--summary .*ckpt-step00000002/rank-0\.h5: a checkpoint's name inside --ckpt-dir",
                  train_cmd(d, "--ckpt-dir", ck, "--summary", os.path.join(ck, "ckpt-step00000002", "rank-0.h5")), absent=[ck])
+    # A dangling link to the other output (the metrics were written through it, then the summary
+    # replaced them): relative and absolute targets, and a chain of two links.
+    os.symlink("t.json", os.path.join(d, "dl"))
+    os.symlink(os.path.join(d, "dl"), os.path.join(d, "dl2"))
+    for link in ["dl", "dl2"]:
+        ok &= expect(2, r"name the same file", train_cmd(d, "--ckpt-dir", ck, "--metrics", os.path.join(d, link), "--summary", os.path.join(d, "t.json")),
+                     absent=[ck, os.path.join(d, "t.json")])
     return ok
 
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "resil/ckpt/checkpoint.hpp"
+#include "resil/ckpt/fs.hpp"
 #include "run.hpp"
 
 namespace resil::train {
@@ -15,18 +16,6 @@ namespace stdfs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-/// Whether two paths name the same file: the same inode when both exist (links, "a/../b"),
-/// otherwise the same absolute normal form (symbolic links in the existing part resolved).
-bool same_file(const stdfs::path& a, const stdfs::path& b) {
-  std::error_code ea, eb;
-  const bool xa = stdfs::exists(a, ea), xb = stdfs::exists(b, eb);
-  if (xa && xb) return stdfs::equivalent(a, b, ea);
-  if (xa != xb) return false;
-  // Absolute first: weakly_canonical leaves a relative path with no existing prefix as it is, so
-  // "s.json" and "./s.json" (or "d/x" and "./d/x" for a d not yet made) compared unequal.
-  return stdfs::weakly_canonical(stdfs::absolute(a, ea), ea) == stdfs::weakly_canonical(stdfs::absolute(b, eb), eb);
-}
-
 std::string errno_text() { return std::strerror(errno); }
 }  // namespace
 
@@ -63,7 +52,7 @@ void check_paths(const std::vector<OutputPath>& outputs, const std::vector<Input
   // Aliasing first: writing one output would destroy another, or the input being read.
   for (std::size_t i = 0; i < outs.size(); ++i) {
     for (std::size_t j = i + 1; j < outs.size(); ++j)
-      if (same_file(outs[i]->path, outs[j]->path))
+      if (ckpt::fs::same_file(outs[i]->path, outs[j]->path))
         throw UsageError(name(*outs[i]) + " and " + outs[j]->option + " " + outs[j]->path.string() + " name the same file");
     if (outs[i]->directory) continue;
     // A checkpoint the run writes would replace the file (or the file a committed checkpoint): a
@@ -72,7 +61,7 @@ void check_paths(const std::vector<OutputPath>& outputs, const std::vector<Input
       if (d->directory && ckpt::is_checkpoint_name_in(outs[i]->path, d->path))
         throw UsageError(name(*outs[i]) + ": a checkpoint's name inside " + d->option + " " + d->path.string() + " (ckpt-step*)");
     for (const auto& in : inputs)
-      if (!in.path.empty() && same_file(outs[i]->path, in.path))
+      if (!in.path.empty() && ckpt::fs::same_file(outs[i]->path, in.path))
         throw UsageError(name(*outs[i]) + " is the input " + in.path.string() + " (" + in.option + "): it would be overwritten");
   }
   for (const OutputPath* o : outs) {

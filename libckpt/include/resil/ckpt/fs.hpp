@@ -52,6 +52,10 @@ struct PathArg {
 void require_distinct(std::initializer_list<PathArg> args);
 /// The same for a list built at run time (a command's outputs against every file it reads).
 void require_distinct(const std::vector<PathArg>& args);
+/// Whether two paths name the same file, as require_distinct compares them: device and inode when
+/// both exist; otherwise the canonical path of what would be written, a dangling symbolic link
+/// followed to the file it would create.
+bool same_file(const stdfs::path& a, const stdfs::path& b);
 
 /// Removes the file in its destructor unless `keep()` was called: no partial outputs on error.
 class RemoveOnError {
