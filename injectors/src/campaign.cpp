@@ -111,6 +111,12 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
   const auto strata = make_strata(c, base, golden_files);
   const FaultSpace space = space_of(base, golden_files);
 
+  // A string command's placeholders are checked before OUT is touched (substitute refuses values
+  // the shell would interpret; the golden run would find them only after OUT/work was made).
+  const stdfs::path wdir = o.out / "work" / shard_name(o.shard);
+  substitute(c.command, {{"ckpt", (wdir / "copy" / golden_files.entry.filename()).string()}, {"out", (wdir / "summary.json").string()},
+                         {"dir", (wdir / "scratch").string()}, {"trial", "0"}, {"seed", std::to_string(c.seed)}});
+
   stdfs::create_directories(o.out / "results");
   // One process per shard at a time: a second one would wipe the first's work copy under it.
   RunSummary rs;
@@ -182,7 +188,6 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
   const std::uint64_t to_run = o.max_trials ? std::min(left, *o.max_trials) : left;
 
   // A private copy of the golden checkpoint for this shard; never the user's file.
-  const stdfs::path wdir = o.out / "work" / shard_name(o.shard);
   stdfs::remove_all(wdir);
   stdfs::create_directories(wdir);
   CkptFiles work = copy_checkpoint(golden_files, wdir / "ckpt");

@@ -255,6 +255,7 @@ expect_err 2 "argv array" "$FLIP" campaign "$T/ok.json" --out "$T/"'q$(touch PWN
 expect_err 2 "argv array" "$FLIP" campaign "$T/ok.json" --out "$T/q;touch PWNED" -q
 expect_err 2 "argv array" "$FLIP" campaign "$T/ok.json" --out "$T/q a" -q
 [ ! -e "$T/PWNED" ] && [ ! -e PWNED ] || fail "a string command ran code from --out"
+[ ! -e "$T/q a" ] || fail "a refused --out was made (OUT/work, golden.json left behind)"
 echo '{"test_accuracy": 0.5}' > "$T/summary.json"
 config "$T/argv.json" '"trials": 2, "command": ["cp", "'"$T/summary.json"'", "{out}"]'
 expect_rc 0 "$FLIP" campaign "$T/argv.json" --out "$T/q a" -q
