@@ -46,6 +46,18 @@ struct Identity {
     return exists == o.exists && (exists ? dev == o.dev && ino == o.ino : canonical == o.canonical);
   }
 };
+// The path a write through `p` lands on: p unless it is a symbolic link, followed at most 40 hops
+// (the kernel's limit); a loop is left where it stopped (still a link).
+stdfs::path follow_links(stdfs::path q) {
+  std::error_code ec;
+  for (int hop = 0; hop < 40 && stdfs::is_symlink(q, ec); ++hop) {
+    const auto t = stdfs::read_symlink(q, ec);
+    if (ec) break;
+    q = t.is_absolute() ? t : q.parent_path() / t;
+  }
+  return q;
+}
+
 Identity identity_of(const stdfs::path& p) {
   Identity id;
   struct stat st {};
@@ -55,16 +67,11 @@ Identity identity_of(const stdfs::path& p) {
     id.ino = st.st_ino;
     return id;
   }
-  // Not there (yet): a dangling link names the file a write through it would create (at most 40
-  // hops, as the kernel). Absolute first: weakly_canonical leaves a relative path with no existing
-  // prefix as it is, so "s.json" and "./s.json" would compare unequal.
+  // Not there (yet): a dangling link names the file a write through it would create. Absolute
+  // first: weakly_canonical leaves a relative path with no existing prefix as it is, so "s.json"
+  // and "./s.json" would compare unequal.
   std::error_code ec;
-  stdfs::path q = stdfs::absolute(p, ec);
-  for (int hop = 0; hop < 40 && stdfs::is_symlink(q, ec); ++hop) {
-    const auto t = stdfs::read_symlink(q, ec);
-    if (ec) break;
-    q = t.is_absolute() ? t : q.parent_path() / t;
-  }
+  stdfs::path q = follow_links(stdfs::absolute(p, ec));
   const auto c = stdfs::weakly_canonical(q, ec);
   id.canonical = ec ? q.lexically_normal().string() : c.string();
   return id;
@@ -72,6 +79,13 @@ Identity identity_of(const stdfs::path& p) {
 }  // namespace
 
 bool same_file(const stdfs::path& a, const stdfs::path& b) { return identity_of(a) == identity_of(b); }
+
+stdfs::path write_target(const stdfs::path& p, const std::string& option) {
+  const stdfs::path q = follow_links(p);
+  std::error_code ec;
+  if (stdfs::is_symlink(q, ec) && !stdfs::exists(q, ec)) throw IoError((option.empty() ? "" : option + " ") + p.string() + ": a loop of symbolic links");
+  return q;
+}
 
 void require_input_file(const stdfs::path& p, const std::string& option) {
   const std::string name = (option.empty() ? "" : option + " ") + p.string();

@@ -280,6 +280,14 @@ def outputs_alias_each_other():
     for link in ["dl", "dl2"]:
         ok &= expect(2, r"name the same file", train_cmd(d, "--ckpt-dir", ck, "--metrics", os.path.join(d, link), "--summary", os.path.join(d, "t.json")),
                      absent=[ck, os.path.join(d, "t.json")])
+    # A link loop, and a dangling link into a missing directory: refused before training (the run
+    # trained, wrote its checkpoints and a summary, then could not open the metrics).
+    os.symlink("loop", os.path.join(d, "loop"))
+    os.symlink(os.path.join(d, "missing", "m.jsonl"), os.path.join(d, "dm"))
+    ok &= expect(3, r"--metrics .*loop: a loop of symbolic links", train_cmd(d, "--ckpt-dir", ck, "--metrics", os.path.join(d, "loop"),
+                 "--summary", os.path.join(d, "u.json")), absent=[ck, os.path.join(d, "u.json")])
+    ok &= expect(3, r"--metrics .*dm: a symbolic link to .*missing/m\.jsonl, whose directory does not exist", train_cmd(d, "--ckpt-dir", ck, "--metrics", os.path.join(d, "dm"),
+                 "--summary", os.path.join(d, "u.json")), absent=[ck, os.path.join(d, "u.json")])
     return ok
 
 

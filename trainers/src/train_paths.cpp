@@ -66,7 +66,13 @@ void check_paths(const std::vector<OutputPath>& outputs, const std::vector<Input
   }
   for (const OutputPath* o : outs) {
     std::error_code ec;
-    const auto st = stdfs::status(o->path, ec);  // follows links: what would be written
+    // What would be written: through links, also a dangling one (its directory must exist).
+    const stdfs::path target = ckpt::fs::write_target(o->path, o->option);
+    const auto st = stdfs::status(target, ec);
+    // Missing parents of the named path are made, but a write through a dangling link lands in the
+    // target's directory, which nothing makes.
+    if (target != o->path && !stdfs::exists(st) && !stdfs::is_directory(target.parent_path(), ec))
+      throw IoError(name(*o) + ": a symbolic link to " + target.string() + ", whose directory does not exist");
     if (stdfs::exists(st)) {
       if (o->directory && !stdfs::is_directory(st)) throw UsageError(name(*o) + ": exists and is not a directory");
       if (!o->directory && stdfs::is_directory(st)) throw UsageError(name(*o) + ": is a directory (" + o->option + " names a file)");
@@ -77,7 +83,7 @@ void check_paths(const std::vector<OutputPath>& outputs, const std::vector<Input
     // Missing directories (--ckpt-dir, a file's parent) are created and files are written beside
     // themselves (a temporary renamed over them): the nearest existing ancestor must be a writable
     // directory.
-    stdfs::path dir = o->path.parent_path();
+    stdfs::path dir = target.parent_path();
     if (dir.empty()) dir = ".";
     if (o->directory && stdfs::exists(st)) continue;
     while (!stdfs::exists(stdfs::symlink_status(dir, ec)) && dir.has_relative_path() && dir != dir.parent_path())

@@ -56,6 +56,10 @@ void require_distinct(const std::vector<PathArg>& args);
 /// both exist; otherwise the canonical path of what would be written, a dangling symbolic link
 /// followed to the file it would create.
 bool same_file(const stdfs::path& a, const stdfs::path& b);
+/// The path a write through `p` lands on: `p` itself, or for a symbolic link what it points to
+/// (followed, so a dangling link gives the file it would create). Throws IoError naming `p` for a
+/// loop of links (`option`, when given, starts the message).
+stdfs::path write_target(const stdfs::path& p, const std::string& option = {});
 
 /// Removes the file in its destructor unless `keep()` was called: no partial outputs on error.
 class RemoveOnError {
