@@ -94,13 +94,20 @@ case $case in
     S=("${W[@]}")
     ref 4 2 1
     if [ "$case" = ckpt-in-write ]; then node=0; ft=(--ft ckpt); else node=1; ft=(--ft ec --fallback-ckpt); fi
-    kill_in_write "$node" >hit.txt &
     # Every try kills a rank, also one whose write finished just before the kill (a loaded machine):
-    # enough relaunches for a try at each of the run's checkpoints.
-    "$run" -n 4 --ec-train "$bin" --max-restarts 10 -- "${S[@]}" --k 2 --m 1 "${ft[@]}" --ckpt-interval 5 --ckpt-dir ck --job-id "$job" --report r.json >r.out 2>&1 || fail "launcher exit $?"
-    touch stop; wait
-    read -r hit _ <hit.txt
-    [ -n "${hit:-}" ] || fail "no kill landed inside a checkpoint write"
+    # enough relaunches for a try at each of the run's checkpoints. A run in which every write
+    # finished before the killer's poll saw it (an overloaded machine) is run again, at most 3 times:
+    # the aim missed, nothing was tested.
+    for attempt in 1 2 3; do
+      rm -rf ck r.json stop hit.txt; "$bin" --cleanup --job-id "$job" >/dev/null 2>&1
+      kill_in_write "$node" >hit.txt &
+      "$run" -n 4 --ec-train "$bin" --max-restarts 10 -- "${S[@]}" --k 2 --m 1 "${ft[@]}" --ckpt-interval 5 --ckpt-dir ck --job-id "$job" --report r.json >r.out 2>&1 || fail "launcher exit $?"
+      touch stop; wait
+      hit=; read -r hit _ <hit.txt || true
+      [ -n "$hit" ] && break
+      echo "attempt $attempt: no kill landed inside a checkpoint write" >&2
+    done
+    [ -n "${hit:-}" ] || fail "no kill landed inside a checkpoint write in 3 runs"
     [ "$(field r.json relaunches)" -ge 1 ] || fail "no relaunch after the kill"
     # The checkpoint being written never counted: ckpt rolled back to an earlier one, ec went on from
     # its segments (the write comes after the commit of its step) without any checkpoint.
