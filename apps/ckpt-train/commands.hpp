@@ -25,6 +25,7 @@ struct TrainOptions {
   std::optional<std::uint64_t> seed;
   std::optional<float> lr;        // default: 2e-3 for cnn, 1e-3 otherwise
   std::optional<float> lr_decay;  // default: 0.75 mlp, 0.8 cnn, 1 (none) dlrm
+  int mpi_wait = resil::train::poll_auto;
 };
 void setup_train(CLI::App& app, TrainOptions& o);
 int run_train(const TrainOptions& o, const resil::train::Comm& comm);
@@ -34,6 +35,7 @@ struct ResumeOptions {
   resil::train::ResumeOverrides over;
   std::string data;
   std::uint64_t test_limit = 0;
+  int mpi_wait = resil::train::poll_auto;
 };
 void setup_resume(CLI::App& app, ResumeOptions& o);
 int run_resume(const ResumeOptions& o, const resil::train::Comm& comm);

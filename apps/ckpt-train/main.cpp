@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
 #if RESIL_HAVE_CUDA && RESIL_HAVE_NCCL
   resil::train::register_nccl_provider({&resil::train::make_nccl_comm, &resil::train::cuda_device_count});
 #endif
-  const resil::train::Comm comm = resil::train::Comm::world();
+  resil::train::Comm comm = resil::train::Comm::world();
   CLI::App app{"ckpt-train: deterministic data-/model-parallel training with HDF5 checkpoints"};
   app.require_subcommand(1);
   TrainOptions train_o;
@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
                                         resil::ExitCode::usage, comm.rank() == 0);
         // SIGTERM/SIGUSR1 (Slurm --signal, scancel, mpiexec forwarding): checkpoint at the next step, exit 75.
         if (*train || *resume) resil::train::install_preempt_handlers();
+        if (*train || *resume) comm.set_poll_us(*train ? train_o.mpi_wait : resume_o.mpi_wait);
         if (*train) return run_train(train_o, comm);
         if (*resume) return run_resume(resume_o, comm);
         if (*eval) return run_eval(eval_o, comm);

@@ -1,6 +1,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "resil/app/mpi_wait.hpp"
 #include "resil/app/validators.hpp"
 
 namespace resil::app::ckpt_train {
@@ -17,6 +18,7 @@ void setup_resume(CLI::App& app, ResumeOptions& o) {
   app.add_option("--summary", o.over.summary, "JSON summary written at the end (also on failure)")->check(NonEmptyPath());
   app.add_option("--data", o.data, "override the stored data location")->check(NonEmptyPath());
   app.add_option("--test-limit", o.test_limit, "override the stored test limit")->transform(Decimal());
+  add_mpi_wait(app, o.mpi_wait);
 }
 
 int run_resume(const ResumeOptions& o, const resil::train::Comm& comm) {

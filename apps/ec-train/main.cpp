@@ -13,6 +13,7 @@
 
 #include "resil/app/choice.hpp"
 #include "resil/app/main.hpp"
+#include "resil/app/mpi_wait.hpp"
 #include "resil/app/validators.hpp"
 #include "resil/core/error.hpp"
 #include "resil/ckpt/checkpoint.hpp"
@@ -97,7 +98,7 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--mlp-lr", c.mlp_lr, "Adam learning rate (MLPs)")->check(positive_fp32)->capture_default_str();
   app.add_option("--data", c.data, "Criteo TSV file (default: synthetic Criteo-like data)")->check(app::NonEmptyPath());
   app.add_option("--report", o.report, "write the JSON report here")->check(app::NonEmptyPath());
-  app.add_option("--poll-us", c.poll_us, "sleep between MPI progress polls, microseconds (0 = spin)")->transform(app::Decimal(0, 100000))->capture_default_str();
+  app::add_mpi_wait(app, c.poll_us);
   app.add_option("--signal-at", c.signal_at, "testing: rank 0 sends itself SIGUSR1 before this step (not in a resumed run)")
       ->transform(app::Decimal(1, std::uint64_t{1} << 40));
 }
@@ -177,6 +178,7 @@ int main(int argc, char** argv) {
       "ec-train", app, argc, argv,
       [&] {
         comm.set_poll_us(o.cfg.poll_us);
+        o.cfg.poll_us = comm.poll_us();  // the report names the wait auto chose
         return run(o, comm, o.job_id ? *o.job_id : default_job_id(argc, argv));
       },
       ranks);

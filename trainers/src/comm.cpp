@@ -1,5 +1,7 @@
 #include "resil/train/comm.hpp"
 
+#include <sched.h>
+
 #include <climits>
 #include <cstdlib>
 #include <string>
@@ -119,6 +121,37 @@ int Comm::local_size() const {
   if (size_ > 1) return on_node(rank_, true);
 #endif
   return 1;
+}
+
+bool Comm::cpu_per_process() const {
+#if RESIL_HAVE_MPI && defined(__linux__)
+  if (size_ > 1) {
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) return false;  // unknown: assume shared
+    MPI_Comm node = MPI_COMM_NULL;
+    RESIL_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+    cpu_set_t all;
+    int n = 1;
+    const int rc = MPI_Allreduce(&mine, &all, static_cast<int>(sizeof mine), MPI_BYTE, MPI_BOR, node);
+    MPI_Comm_size(node, &n);
+    MPI_Comm_free(&node);
+    RESIL_MPI_CHECK(rc);
+    return n <= CPU_COUNT(&all);
+  }
+#endif
+  return true;
+}
+
+void Comm::set_poll_us(int us) {
+  poll_us_ = us != poll_auto ? us : cpu_per_process() ? poll_yield : 20;
+}
+
+std::string poll_name(int us) {
+  if (us == poll_auto) return "auto";
+  if (us == poll_yield) return "yield";
+  if (us == 0) return "spin";
+  return "sleep " + std::to_string(us) + " us";
 }
 
 void Comm::allreduce_sum(std::vector<float>& buf) const {

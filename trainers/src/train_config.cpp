@@ -106,6 +106,7 @@ std::string Summary::to_json() const {
             {"last_checkpoint", last_checkpoint}, {"exit_code", exit_code}, {"error", error},
             {"program_version", resil::version}};
   if (test_auc >= 0) j["test_auc"] = test_auc;
+  if (!mpi_wait.empty()) j["mpi_wait"] = mpi_wait;
   if (preempted) {
     j["preempt_signal"] = preempt_signal;
     j["data_cursor"] = data_cursor;
@@ -127,6 +128,7 @@ Summary base_summary(const TrainConfig& c, const Comm& comm) {
   s.model = name(c.model);
   s.parallel = name(c.parallel);
   s.world_size = comm.size();
+  if (comm.size() > 1) s.mpi_wait = poll_name(comm.poll_us());
   s.seed = c.seed;
   return s;
 }

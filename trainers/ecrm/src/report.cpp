@@ -7,6 +7,7 @@
 #include "engine_impl.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/config.hpp"
+#include "resil/train/comm.hpp"
 
 namespace resil::ecrm {
 
@@ -54,6 +55,7 @@ void Engine::write_report(const std::string& state_hash, int exit_code, std::int
   j["rows_per_fragment"] = cfg_.rows_per_fragment;
   j["rebuild_stripes"] = cfg_.rebuild_stripes;
   j["ckpt_interval"] = cfg_.ckpt_interval;
+  j["mpi_wait"] = train::poll_name(cfg_.poll_us);
   j["data"] = cfg_.data.empty() ? "synthetic" : cfg_.data;
   j["exit_code"] = exit_code;
   // The launcher (scripts/hpc/ec-train-run.sh) relaunches until this is true.

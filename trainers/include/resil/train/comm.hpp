@@ -27,6 +27,12 @@ public:
   MpiSession& operator=(const MpiSession&) = delete;
 };
 
+/// Comm::set_poll_us's non-positive settings (0 spins).
+inline constexpr int poll_yield = -1;
+inline constexpr int poll_auto = -2;
+/// "auto", "yield", "spin" or "sleep N us": the wait a report or summary records.
+std::string poll_name(int us);
+
 class Comm {
 public:
   /// MPI_COMM_WORLD when MPI is initialised; otherwise a world of one.
@@ -39,10 +45,15 @@ public:
   /// Number of processes on this node (same split as local_rank). Collective.
   int local_size() const;
 
-  /// Every wait polls MPI_Test and sleeps `us` microseconds in between (0 = spin; default 20): with
-  /// more ranks than cores, a spinning wait holds the core the awaited rank needs (mpi_check.hpp).
-  void set_poll_us(int us) noexcept { poll_us_ = us; }
+  /// How every wait polls MPI_Test (mpi_check.hpp): `us` > 0 sleeps that many microseconds
+  /// between polls, 0 spins, poll_yield gives the core to any other runnable process between polls,
+  /// poll_auto (collective: every rank calls it) picks poll_yield when every process on this node
+  /// can have a CPU of its own (cpu_per_process) and a 20 µs sleep when not. Default: 20 µs.
+  void set_poll_us(int us);
   int poll_us() const noexcept { return poll_us_; }
+  /// Whether the processes on this node are no more than the CPUs they may run on (the union of
+  /// their affinity masks). Collective.
+  bool cpu_per_process() const;
 
   void allreduce_sum(std::vector<float>& buf) const;
   void allreduce_sum(std::vector<double>& buf) const;

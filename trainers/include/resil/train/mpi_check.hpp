@@ -1,9 +1,14 @@
 // RESIL_MPI_CHECK: throw resil::MpiError with MPI's own error string when an MPI call fails.
-// resil::train::mpi_wait: wait for a non-blocking MPI operation without spinning.
+// resil::train::mpi_wait: wait for a non-blocking MPI operation without holding a core others need.
 // Include only from MPI-enabled code (RESIL_HAVE_MPI).
 #pragma once
 
 #include <mpi.h>
+
+#include <sched.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include <ctime>
 #include <string>
@@ -24,15 +29,25 @@
 
 namespace resil::train {
 
-/// Wait for `req` by polling MPI_Test with a `poll_us` sleep in between (0 = spin). MPICH's blocking
-/// calls spin, and with more ranks than cores (a laptop, a CI machine, a shared node) a spinning
-/// rank holds the core that the rank it waits for needs: a sleep between polls gives it back.
+/// Wait for `req` by polling MPI_Test (Comm::set_poll_us). MPICH's blocking calls spin, and with
+/// more ranks than cores (a laptop, a CI machine, a shared node) a spinning rank holds the core
+/// that the rank it waits for needs. Between polls: `poll_us` > 0 sleeps (with a 1 µs timer slack
+/// for this thread: Linux's default 50 µs slack turned a 20 µs sleep into ~70 µs, a third of a
+/// step's time with 4 ranks on 2 cores), poll_yield (-1) yields the core to whatever else is
+/// runnable (as fast as spinning when nothing is, and far faster than sleeping when every rank has
+/// a core: docs/performance.md), 0 spins.
 inline void mpi_wait(MPI_Request& req, int poll_us = 20) {
   for (;;) {
     int done = 0;
     RESIL_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
     if (done) return;
-    if (poll_us > 0) {
+    if (poll_us < 0) {
+      sched_yield();
+    } else if (poll_us > 0) {
+#ifdef __linux__
+      static thread_local const bool slack = prctl(PR_SET_TIMERSLACK, 1000UL) == 0;
+      (void)slack;
+#endif
       const timespec ts{0, static_cast<long>(poll_us) * 1000};
       nanosleep(&ts, nullptr);
     }

@@ -47,6 +47,7 @@ struct Summary {
   std::string model, parallel;
   std::string device;              // e.g. "cpu (openblas, 1 thread)", "cuda:0 (NVIDIA H100 ...)"
   int world_size = 1;
+  std::string mpi_wait;            // more than one rank: how they waited for MPI (poll_name)
   std::uint64_t seed = 0;
   std::int64_t steps = 0, epochs = 0;
   double final_loss = 0.0;         // mean training loss of the last epoch (eval: test loss)

@@ -66,7 +66,7 @@ struct Config {
   std::string resume;                    // checkpoint directory or manifest
   std::filesystem::path report;
   std::int64_t signal_at = -1;           // testing: rank 0 raises SIGUSR1 on itself before this step
-  int poll_us = 20;
+  int poll_us = -2;  // how ranks wait for MPI: train::poll_auto (resil/train/comm.hpp)
 
   /// The fields that define the computation: a resume must match them.
   std::string computation_json(int world) const;

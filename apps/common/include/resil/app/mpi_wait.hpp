@@ -1,0 +1,34 @@
+// --mpi-wait (alias --poll-us), the one option by which ec-train and ckpt-train say how their ranks
+// wait for MPI (resil::train::Comm::set_poll_us; docs/ec-train.md, "MPI").
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "resil/app/validators.hpp"
+#include "resil/train/comm.hpp"
+
+namespace resil::app {
+
+/// Adds --mpi-wait,--poll-us to `app`, parsed into `target`: auto | yield | spin | a number of
+/// microseconds to sleep between polls (0 = spin). Anything else is a usage error naming the option.
+inline CLI::Option* add_mpi_wait(CLI::App& app, int& target) {
+  const CLI::Validator us = Decimal(0, 100000);
+  return app
+      .add_option("--mpi-wait,--poll-us", target,
+                  "how ranks wait for MPI: auto (yield when every rank on the node has a CPU, else sleep 20 us between polls), "
+                  "yield, spin, or microseconds to sleep between polls (0 = spin)")
+      ->transform(CLI::Validator(
+          [us](std::string& s) -> std::string {
+            if (s == "auto") s = std::to_string(train::poll_auto);
+            else if (s == "yield") s = std::to_string(train::poll_yield);
+            else if (s == "spin") s = "0";
+            else if (const auto why = us(s); !why.empty()) return "'" + s + "' is not auto, yield, spin or a decimal integer in 0..100000";
+            return {};
+          },
+          "auto|yield|spin|USEC"))
+      ->default_str("auto");
+}
+
+}  // namespace resil::app
