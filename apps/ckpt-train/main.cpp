@@ -66,8 +66,10 @@ int main(int argc, char** argv) {
                                             " MPI ranks)",
                                         resil::ExitCode::usage, comm.rank() == 0);
         // SIGTERM/SIGUSR1 (Slurm --signal, scancel, mpiexec forwarding): checkpoint at the next step, exit 75.
-        if (*train || *resume) resil::train::install_preempt_handlers();
-        if (*train || *resume) comm.set_poll_us(*train ? train_o.mpi_wait : resume_o.mpi_wait);
+        if (*train || *resume) {
+          resil::train::install_preempt_handlers();
+          comm.set_poll_us(*train ? train_o.mpi_wait : resume_o.mpi_wait);
+        }
         if (*train) return run_train(train_o, comm);
         if (*resume) return run_resume(resume_o, comm);
         if (*eval) return run_eval(eval_o, comm);

@@ -96,15 +96,26 @@ Comm Comm::world() {
 
 #if RESIL_HAVE_MPI
 namespace {
-// This rank's rank in, or the size of, the ranks sharing its node (MPI_COMM_TYPE_SHARED).
-int on_node(int world_rank, bool size) {
+// f(node) on the communicator of the ranks sharing this node (MPI_COMM_TYPE_SHARED), freed after.
+template <class F>
+auto with_node(int world_rank, F f) {
   MPI_Comm node = MPI_COMM_NULL;
   RESIL_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node));
-  int v = size ? 1 : 0;
-  if (size) MPI_Comm_size(node, &v);
-  else MPI_Comm_rank(node, &v);
-  MPI_Comm_free(&node);
-  return v;
+  struct Free {
+    MPI_Comm& c;
+    ~Free() { MPI_Comm_free(&c); }
+  } free_node{node};
+  return f(node);
+}
+
+// This rank's rank in, or the size of, the ranks sharing its node.
+int on_node(int world_rank, bool size) {
+  return with_node(world_rank, [size](MPI_Comm node) {
+    int v = size ? 1 : 0;
+    if (size) MPI_Comm_size(node, &v);
+    else MPI_Comm_rank(node, &v);
+    return v;
+  });
 }
 }  // namespace
 #endif
@@ -126,18 +137,16 @@ int Comm::local_size() const {
 bool Comm::cpu_per_process() const {
 #if RESIL_HAVE_MPI && defined(__linux__)
   if (size_ > 1) {
+    // A rank that cannot read its mask adds no CPU (it still joins the collective).
     cpu_set_t mine;
-    CPU_ZERO(&mine);
-    if (sched_getaffinity(0, sizeof mine, &mine) != 0) return false;  // unknown: assume shared
-    MPI_Comm node = MPI_COMM_NULL;
-    RESIL_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
-    cpu_set_t all;
-    int n = 1;
-    const int rc = MPI_Allreduce(&mine, &all, static_cast<int>(sizeof mine), MPI_BYTE, MPI_BOR, node);
-    MPI_Comm_size(node, &n);
-    MPI_Comm_free(&node);
-    RESIL_MPI_CHECK(rc);
-    return n <= CPU_COUNT(&all);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_ZERO(&mine);
+    return with_node(rank_, [&mine](MPI_Comm node) {
+      cpu_set_t all;
+      int n = 1;
+      RESIL_MPI_CHECK(MPI_Allreduce(&mine, &all, static_cast<int>(sizeof mine), MPI_BYTE, MPI_BOR, node));
+      MPI_Comm_size(node, &n);
+      return n <= CPU_COUNT(&all);
+    });
   }
 #endif
   return true;
