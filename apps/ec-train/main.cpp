@@ -30,7 +30,7 @@ namespace {
 
 struct Options {
   ecrm::Config cfg;
-  std::string fail, kill, ckpt_dir = "ec-train-ckpt", report;
+  std::string fail, kill, ckpt_dir = "ec-train-ckpt", report, bottom_mlp = "32", top_mlp = "32";
   std::optional<std::string> job_id;
   std::optional<std::uint64_t> seed;
   bool cleanup = false;
@@ -62,6 +62,8 @@ const char* examples = R"(Examples:
       the checkpointing baseline: roll back to step 100 and redo 19 steps
   mpiexec -n 6 ec-train --k 4 --m 2 --fail 1@50,2@50,3@50 --fallback-ckpt --seed 3
       three failures in a stripe exceed m = 2: restart from the newest checkpoint instead of exit 8
+  mpiexec -n 6 ec-train --bottom-mlp 512,256,64 --top-mlp 512,256 --tables 26 --batch 1024 --seed 3
+      the DLRM reference's Criteo Kaggle shape (dense MLPs that dominate the step, as in ECRM's runs)
   python3 scripts/plot_ec_timeline.py r.json timeline.png
 SIGTERM or SIGUSR1: checkpoint at the next step boundary into --ckpt-dir and exit 75; the same
 command run again resumes from that checkpoint (or name one with --resume).)";
@@ -91,6 +93,8 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--tables", c.tables, "embedding tables")->transform(app::Decimal(1, 26))->capture_default_str();
   app.add_option("--rows", c.rows, "rows per table")->transform(app::Decimal(1, 1u << 30))->capture_default_str();
   app.add_option("--dim", c.dim, "embedding dimension")->transform(app::Decimal(1, ecrm::max_dim))->capture_default_str();
+  app.add_option("--bottom-mlp", o.bottom_mlp, "hidden layer widths of the bottom MLP (13 dense features -> ... -> --dim)")->capture_default_str();
+  app.add_option("--top-mlp", o.top_mlp, "hidden layer widths of the top MLP (interactions -> ... -> 1)")->capture_default_str();
   app.add_option("--batch", c.batch, "global batch (split over the ranks)")->transform(app::Decimal(1, 1u << 20))->capture_default_str();
   app.add_option("--rows-per-fragment", c.rows_per_fragment, "rows per data fragment")->transform(app::Decimal(1, 1u << 20))->capture_default_str();
   app.add_option("--rebuild-stripes", c.rebuild_stripes, "stripes each replacement rebuilds per step (0 = all at once)")->transform(app::Decimal())->capture_default_str();
@@ -136,6 +140,8 @@ int run(Options& o, const train::Comm& comm, const std::string& job_id) {
     if (!var) throw;  // the message names --job-id, which the user gave
     throw UsageError(std::string(var) + "='" + c.job_id + "' cannot name the state segments (1-200 characters of A-Z a-z 0-9 . _ -): pass --job-id");
   }
+  c.bottom_mlp = ecrm::parse_mlp(o.bottom_mlp, "--bottom-mlp");
+  c.top_mlp = ecrm::parse_mlp(o.top_mlp, "--top-mlp");
   c.kill = ecrm::parse_kills(o.kill);
   c.fail = ecrm::parse_failures(o.fail);
   c.validate(comm.size());

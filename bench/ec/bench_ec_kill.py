@@ -23,6 +23,8 @@ asserted. Results: a table on stdout, OUT/bench_ec_kill.json and OUT/bench_ec_ki
 usage: bench_ec_kill.py EC_TRAIN [--sizes 64M,1G,4G] [--ranks 4] [--k 3] [--m 1] [--steady 150]
        [--mpiexec mpiexec] [--launcher scripts/hpc/ec-train-run.sh] [--out DIR] [--ckpt-dir DIR]
        [--rebuild-bytes 256K] [--rebuild-sweep 64K,1M] [--max-ckpt-kill 1500] [--reps 3]
+       [--mlp BOTTOM/TOP]   (ec-train's --bottom-mlp/--top-mlp, e.g. 512,256,64/512,256: the DLRM
+                             reference's Criteo Kaggle MLPs; default ec-train's own, 32/32)
        bench_ec_kill.py EC_TRAIN --replot A.json[,B.json...] [--out DIR]   (table and plot only)
 """
 import json
@@ -67,6 +69,10 @@ SWEEP = [size_bytes(b) for b in arg("--rebuild-sweep", "").split(",") if b]
 REPS = int(arg("--reps", "3"))
 MAX_CKPT_KILL = int(arg("--max-ckpt-kill", "1500"))
 VICTIM = 1
+MLP = arg("--mlp", "32/32")
+if MLP.count("/") != 1:
+    sys.exit(f"bench_ec_kill.py: --mlp {MLP}: expected BOTTOM/TOP, like 512,256,64/512,256")
+BOTTOM_MLP, TOP_MLP = MLP.split("/")
 
 
 def meminfo(key):
@@ -108,7 +114,7 @@ def run(name, extra, timeout=3600):
     job = f"bench-kill-{os.getpid()}-{name}"
     cmd = [LAUNCHER, "-n", str(RANKS), "--mpiexec", MPIEXEC, "--ec-train", EXE, "--max-restarts", "2", "--",
            "--tables", str(TABLES), "--dim", str(DIM), "--rows-per-fragment", str(FRAG_ROWS), "--batch", str(BATCH),
-           "--k", str(K), "--m", str(M), "--seed", "3", "--job-id", job, "--report", report, *extra]
+           "--k", str(K), "--m", str(M), "--bottom-mlp", BOTTOM_MLP, "--top-mlp", TOP_MLP, "--seed", "3", "--job-id", job, "--report", report, *extra]
     t0 = time.monotonic()
     with open(os.path.join(OUT, name + ".log"), "w") as log:
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout).returncode
@@ -159,7 +165,8 @@ def bench_size(state):
     label = human(state)
     tag = label.replace(" ", "")
     need, avail, why = fits(state)
-    res = {"state_bytes": state, "rows": rows, "label": label, "mem_need": need, "mem_available": avail}
+    res = {"state_bytes": state, "rows": rows, "label": label, "mem_need": need, "mem_available": avail, "mlp": MLP,
+           "ranks": RANKS, "k": K, "m": M}
     print(f"\n== {label}: {TABLES} tables x {rows} rows x dim {DIM}; needs ~{human(need)}, {human(avail)} available;"
           f" load {load()}", flush=True)
     if why:
@@ -340,7 +347,7 @@ def main():
         table(results)
         plot(results, os.path.join(OUT, "bench_ec_kill.png"))
         return 0
-    print(f"bench_ec_kill: {RANKS} ranks, k={K} m={M}, {TABLES} tables x dim {DIM}, batch {BATCH}, {FRAG_ROWS} rows per fragment,"
+    print(f"bench_ec_kill: {RANKS} ranks, k={K} m={M}, {TABLES} tables x dim {DIM}, batch {BATCH}, MLPs {MLP}, {FRAG_ROWS} rows per fragment,"
           f" kill -9 of rank {VICTIM} with node loss; machine: {os.cpu_count()} cores, {human(meminfo('MemTotal'))}; load {load()}")
     results = []
     for s in SIZES:

@@ -6,6 +6,9 @@ median over rounds of B/A with its range. Every run of a configuration must end 
 state_hash (A and B compute the same thing).
 
 usage: bench_ec_train_ab.py EC_TRAIN_A EC_TRAIN_B [--ranks 6] [--steps 200] [--reps 8] [--mpiexec mpiexec]
+       [--km 4:1,4:2] [-- EC_TRAIN_ARGS...]
+  --km: the (k, m) of the ec configurations measured after --ft none (2 ranks: --km 1:1);
+  arguments after -- go to every run (e.g. --rows 262144 --bottom-mlp 512,256,64).
 """
 import json
 import os
@@ -23,13 +26,15 @@ def arg(name, default):
 A, B = sys.argv[1], sys.argv[2]
 RANKS, STEPS, REPS = int(arg("--ranks", "6")), int(arg("--steps", "200")), int(arg("--reps", "8"))
 MPIEXEC = arg("--mpiexec", "mpiexec")
+KM = [tuple(x.split(":")) for x in arg("--km", "4:1,4:2").split(",")]
+COMMON = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else []
 WORK = tempfile.mkdtemp(prefix="bench_ec_train_ab.")
 
 
 def run(exe, extra):
     report, ckpt = os.path.join(WORK, "r.json"), os.path.join(WORK, "ckpt")
     shutil.rmtree(ckpt, ignore_errors=True)
-    cmd = [MPIEXEC, "-n", str(RANKS), exe, "--steps", str(STEPS), "--seed", "3", "--report", report, "--ckpt-dir", ckpt, *extra]
+    cmd = [MPIEXEC, "-n", str(RANKS), exe, "--steps", str(STEPS), "--seed", "3", "--report", report, "--ckpt-dir", ckpt, *COMMON, *extra]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=600)
     with open(report) as f:
         r = json.load(f)
@@ -41,8 +46,10 @@ def main():
     print(f"A = {A}\nB = {B}\n{RANKS} ranks, {STEPS} steps, {REPS} interleaved rounds, load {os.getloadavg()[0]:.1f}")
     print(f"{'config':<16}{'A ms':>9}{'B ms':>9}{'B/A':>8}  range")
     ok = True
-    for name, extra in [("none", ["--ft", "none"]), ("ec k=4 m=1", ["--ft", "ec", "--k", "4", "--m", "1"]),
-                        ("ec k=4 m=2", ["--ft", "ec", "--k", "4", "--m", "2"])]:
+    print(f"common arguments: {' '.join(COMMON) or '(none)'}")
+    configs = [("none", ["--ft", "none", "--k", KM[0][0], "--m", KM[0][1]])]
+    configs += [(f"ec k={k} m={m}", ["--ft", "ec", "--k", k, "--m", m]) for k, m in KM]
+    for name, extra in configs:
         ta, tb, ratios, hashes = [], [], [], set()
         for i in range(REPS):
             order = [(A, ta), (B, tb)] if i % 2 == 0 else [(B, tb), (A, ta)]

@@ -105,13 +105,9 @@ std::uint64_t StripeLayout::first_row(std::uint64_t s, int fragment) const {
   return (local * static_cast<std::uint64_t>(k_) + static_cast<std::uint64_t>(fragment)) * rows_per_fragment_;
 }
 
-int StripeLayout::rank_of(std::uint64_t s, int fragment) const {
-  if (fragment < 0 || fragment >= n()) {
-    throw UsageError("ec::StripeLayout: fragment " + std::to_string(fragment) + " out of range [0, " +
-                     std::to_string(n()) + ")");
-  }
-  return static_cast<int>((s % static_cast<std::uint64_t>(ranks_) + static_cast<std::uint64_t>(fragment)) %
-                          static_cast<std::uint64_t>(ranks_));
+void StripeLayout::bad_fragment(int fragment) const {
+  throw UsageError("ec::StripeLayout: fragment " + std::to_string(fragment) + " out of range [0, " + std::to_string(n()) +
+                   ")");
 }
 
 int StripeLayout::fragment_on(std::uint64_t s, int rank) const {

@@ -44,9 +44,15 @@ def compare(args):
         outcome = args[args.index("--outcome") + 1]
     if "--failures" in args:
         nfail = int(args[args.index("--failures") + 1])
-    for key in ("world_size", "seed", "steps", "k", "m"):
-        if ref[key] != run[key]:
-            fail(f"{key} differs: {ref[key]} vs {run[key]}")
+    for key in ("world_size", "seed", "steps", "k", "m", "bottom_mlp", "top_mlp"):
+        if ref.get(key) != run.get(key):
+            fail(f"{key} differs: {ref.get(key)} vs {run.get(key)}")
+    # --field KEY=JSON (repeatable): the run's report holds this value.
+    for i, a in enumerate(args):
+        if a == "--field":
+            key, value = args[i + 1].split("=", 1)
+            if run.get(key) != json.loads(value):
+                fail(f"{key} = {run.get(key)!r}, expected {value}")
     if not ref["state_hash"] or ref["state_hash"] != run["state_hash"]:
         fail(f"state_hash {run['state_hash']} != failure-free {ref['state_hash']}")
     if run["ft"] == "ec" and run["parity_mismatches"] != 0:

@@ -58,10 +58,27 @@ TEST_CASE("the resume key changes with every setting that defines the computatio
   CHECK(differs([](Config& c) { c.batch = 7; }));
   CHECK(differs([](Config& c) { c.lr = 0.5f; }));
   CHECK(differs([](Config& c) { c.data = "x.tsv"; }));
+  CHECK(differs([](Config& c) { c.bottom_mlp = {512, 256, 64}; }));
+  CHECK(differs([](Config& c) { c.top_mlp = {32, 32}; }));
+  // The default MLPs add nothing: checkpoints and segments of runs before --bottom-mlp still match.
+  CHECK(base.find("mlp\"") == std::string::npos);
+  CHECK(base.find("bottom") == std::string::npos);
   // A path with a quote or backslash is JSON-escaped (the key is parsed as JSON by the checkpoint).
   CHECK(nlohmann::json::parse([] { Config c; c.data = "a\"b\\c.tsv"; return c.computation_json(6); }())["data"] == "a\"b\\c.tsv");
   // Not part of it: how long to train, how to protect, where to write.
   CHECK_FALSE(differs([](Config& c) { c.steps = 5; }));
   CHECK_FALSE(differs([](Config& c) { c.ft = resil::ecrm::Ft::ckpt; }));
   CHECK_FALSE(differs([](Config& c) { c.report = "r.json"; }));
+}
+
+TEST_CASE("--bottom-mlp / --top-mlp: 1 to 8 widths in 1..8192, decimal digits only", "[ec][unit]") {
+  using resil::ecrm::parse_mlp;
+  CHECK(parse_mlp("512,256,64", "--bottom-mlp") == std::vector<int>{512, 256, 64});
+  CHECK(parse_mlp("1", "--top-mlp") == std::vector<int>{1});
+  CHECK(parse_mlp("8192,1,1,1,1,1,1,1", "--top-mlp").size() == 8);
+  CHECK(resil::ecrm::mlp_text({512, 256, 64}) == "512,256,64");
+  for (const char* bad : {"", "0", "8193", "1,,2", "1,", ",1", "+4", " 4", "4 ", "0x10", "-1", "1.5", "1,1,1,1,1,1,1,1,1", "99999999999"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse_mlp(bad, "--top-mlp"), Catch::StartsWith("--top-mlp: '"));
+  }
 }

@@ -4,6 +4,8 @@
 
 #include <climits>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <string>
 
 #include "resil/config.hpp"
@@ -282,8 +284,10 @@ Comm::Received Comm::alltoallv(const std::vector<std::size_t>& send_counts, cons
     if (stot > static_cast<std::size_t>(INT_MAX)) throw MpiError("alltoallv: " + std::to_string(stot) + " bytes in all");
     MPI_Request req;
     RESIL_MPI_CHECK(MPI_Ialltoall(scount.data(), 1, MPI_INT, rcount.data(), 1, MPI_INT, MPI_COMM_WORLD, &req));
-    std::vector<std::byte> sbuf(stot);  // packed while the counts travel
-    if (pack) pack(sbuf.data());
+    // Packed while the counts travel; not zero-filled first (pack writes every byte).
+    const std::unique_ptr<std::byte[]> sbuf(new std::byte[stot]);
+    if (pack) pack(sbuf.get());
+    else if (stot) std::memset(sbuf.get(), 0, stot);
     mpi_wait(req, poll_us_);
     std::size_t rtot = 0;
     for (std::size_t r = 0; r < n; ++r) {
@@ -294,7 +298,7 @@ Comm::Received Comm::alltoallv(const std::vector<std::size_t>& send_counts, cons
     in.offsets[n] = rtot;
     if (rtot > static_cast<std::size_t>(INT_MAX)) throw MpiError("alltoallv: " + std::to_string(rtot) + " bytes in all");
     in.data.resize(rtot);
-    RESIL_MPI_CHECK(MPI_Ialltoallv(sbuf.data(), scount.data(), sdisp.data(), MPI_BYTE, in.data.data(), rcount.data(), rdisp.data(),
+    RESIL_MPI_CHECK(MPI_Ialltoallv(sbuf.get(), scount.data(), sdisp.data(), MPI_BYTE, in.data.data(), rcount.data(), rdisp.data(),
                                    MPI_BYTE, MPI_COMM_WORLD, &req));
     if (while_waiting) while_waiting();
     mpi_wait(req, poll_us_);

@@ -82,11 +82,33 @@ std::vector<KillSpec> parse_kills(const std::string& text) {
   return out;
 }
 
+std::vector<int> parse_mlp(const std::string& text, const std::string& option) {
+  std::vector<int> out;
+  for (const auto& item : items(text)) {
+    int v = 0;
+    if (!decimal(std::string_view(item), v) || v < 1 || v > max_mlp_width)
+      throw UsageError(option + ": '" + item + "' in '" + text + "' is not a layer width in 1.." + std::to_string(max_mlp_width));
+    out.push_back(v);
+  }
+  if (out.empty() || out.size() > 8) throw UsageError(option + ": '" + text + "' must list 1 to 8 hidden layer widths, like 512,256,64");
+  return out;
+}
+
+std::string mlp_text(const std::vector<int>& sizes) {
+  std::string s;
+  for (int v : sizes) s += (s.empty() ? "" : ",") + std::to_string(v);
+  return s;
+}
+
 std::string Config::computation_json(int world) const {
   std::ostringstream o;
   o << "{\"world\":" << world << ",\"k\":" << k << ",\"m\":" << m << ",\"seed\":" << seed << ",\"tables\":" << tables
     << ",\"rows\":" << rows << ",\"dim\":" << dim << ",\"batch\":" << batch << ",\"rows_per_fragment\":" << rows_per_fragment
-    << ",\"lr\":" << lr << ",\"mlp_lr\":" << mlp_lr << ",\"data\":" << nlohmann::json(data).dump() << "}";
+    << ",\"lr\":" << lr << ",\"mlp_lr\":" << mlp_lr << ",\"data\":" << nlohmann::json(data).dump();
+  // Only when not the default: the checkpoints and segments of runs before these options match.
+  if (bottom_mlp != Config{}.bottom_mlp || top_mlp != Config{}.top_mlp)
+    o << ",\"bottom_mlp\":" << nlohmann::json(bottom_mlp).dump() << ",\"top_mlp\":" << nlohmann::json(top_mlp).dump();
+  o << "}";
   return o.str();
 }
 

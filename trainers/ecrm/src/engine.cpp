@@ -20,9 +20,10 @@ namespace resil::ecrm {
 namespace {
 constexpr float adagrad_eps = 1e-8f;
 
-// The DLRM replica of every rank: 13 dense features, bottom MLP 32 -> dim, top MLP 32 -> 1.
+// The DLRM replica of every rank: 13 dense features, bottom MLP (default 32) -> dim, top MLP
+// (default 32) -> 1.
 train::DlrmConfig dlrm_config(const Config& c) {
-  return {static_cast<int>(data::criteo_num_dense), std::vector<std::uint32_t>(static_cast<std::size_t>(c.tables), c.rows), c.dim, {32}, {32}};
+  return {static_cast<int>(data::criteo_num_dense), std::vector<std::uint32_t>(static_cast<std::size_t>(c.tables), c.rows), c.dim, c.bottom_mlp, c.top_mlp};
 }
 
 std::unique_ptr<train::EmbeddingSource> fetched_rows(train::Backend& be, const RowExchange& rows, int dim, FetchedRows*& out) {

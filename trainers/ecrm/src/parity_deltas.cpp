@@ -23,14 +23,14 @@ void ParityDeltas::build(std::int64_t step, const std::vector<RowId>& owned, con
   pending_.assign(static_cast<std::size_t>(N), {});
   std::vector<std::size_t> need(static_cast<std::size_t>(N), 0);  // sized up front: one allocation each
   for (const auto& [i, e] : runs)
-    for (int j = k; j < lay.n(); ++j) need[static_cast<std::size_t>(lay.place(place[i].stripe, j).rank)] += head + (e - i) * per_row;
+    for (int j = k; j < lay.n(); ++j) need[static_cast<std::size_t>(lay.rank_of(place[i].stripe, j))] += head + (e - i) * per_row;
   for (int r = 0; r < N; ++r) pending_[static_cast<std::size_t>(r)].reserve(need[static_cast<std::size_t>(r)]);
   // The XOR is computed straight into the first holder's message and copied to the others.
   for (const auto& [i, e] : runs) {
     const auto& p = place[i];
     const std::byte* first = nullptr;  // the first holder's copy of this run's rows
     for (int j = k; j < lay.n(); ++j) {
-      Writer w(pending_[static_cast<std::size_t>(lay.place(p.stripe, j).rank)]);
+      Writer w(pending_[static_cast<std::size_t>(lay.rank_of(p.stripe, j))]);
       w.put(p.stripe);
       w.put(static_cast<std::uint32_t>(p.fragment));
       w.put(static_cast<std::uint32_t>(e - i));
@@ -70,14 +70,15 @@ void ParityDeltas::apply(std::uint64_t step, std::span<const ByteView> in) {
       const int j = lay.fragment_on(stripe, me);
       if (j < k) throw EcError("rank " + std::to_string(me) + " got a parity delta for stripe " + std::to_string(stripe) + " it holds no parity of");
       const bool drop = recovery_.lost(me, stripe);
-      const ec::DeltaTag tag{step, lay.place(stripe, j).slot * static_cast<std::uint64_t>(k) + fragment};
+      const auto at = lay.place(stripe, j);  // this rank (fragment_on said so)
+      const ec::DeltaTag tag{step, at.slot * static_cast<std::uint64_t>(k) + fragment};
       // One tag per (step, fragment): a duplicate here would be a protocol bug, so it throws.
       if (!drop) store_.require_delta(t, tag);
       // nrows x [u32 offset][row delta]
       const std::size_t per_row = sizeof(std::uint32_t) + rb;
       const std::byte* rows = rd.take(std::size_t{nrows} * per_row);
       if (drop) continue;
-      const auto par = store_.member(stripe, j);
+      const auto par = store_.member(t, j, at);
       const auto offset = [&](std::size_t q) {
         std::uint32_t off;
         std::memcpy(&off, rows + q * per_row, sizeof off);

@@ -52,6 +52,8 @@ void Engine::write_report(const std::string& state_hash, int exit_code, std::int
   j["tables"] = cfg_.tables;
   j["rows"] = cfg_.rows;
   j["dim"] = cfg_.dim;
+  j["bottom_mlp"] = cfg_.bottom_mlp;
+  j["top_mlp"] = cfg_.top_mlp;
   j["rows_per_fragment"] = cfg_.rows_per_fragment;
   j["rebuild_stripes"] = cfg_.rebuild_stripes;
   j["ckpt_interval"] = cfg_.ckpt_interval;

@@ -77,9 +77,7 @@ std::span<std::byte> ShardStore::member(std::uint64_t stripe, int j) {
   const int t = lay_.table_of(stripe);
   const auto p = lay_.place(stripe, j);
   if (p.rank != net_.rank()) throw EcError("member " + std::to_string(j) + " of stripe " + std::to_string(stripe) + " is not on rank " + std::to_string(net_.rank()));
-  auto& store = j < k_ ? data_[static_cast<std::size_t>(t)] : parity_[static_cast<std::size_t>(t)];
-  const auto fb = lay_.fragment_bytes(t);
-  return store.subspan(p.slot * fb, fb);
+  return member(t, j, p);
 }
 
 void ShardStore::init_rows(std::uint64_t seed) {

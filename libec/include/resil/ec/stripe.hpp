@@ -67,7 +67,12 @@ public:
   /// First table row held by data fragment `fragment` of `stripe` (>= rows for pure padding).
   std::uint64_t first_row(std::uint64_t stripe, int fragment) const;
 
-  int rank_of(std::uint64_t stripe, int fragment) const;
+  /// Inline: every parity delta and degraded read asks it (one 64-bit division, then int arithmetic).
+  int rank_of(std::uint64_t stripe, int fragment) const {
+    if (fragment < 0 || fragment >= n()) bad_fragment(fragment);
+    const int r = static_cast<int>(stripe % static_cast<std::uint64_t>(ranks_)) + fragment;
+    return r < ranks_ ? r : r - ranks_;
+  }
   /// The fragment index `rank` holds in `stripe`, or -1 when it is not a member.
   int fragment_on(std::uint64_t stripe, int rank) const;
   FragmentPlace place(std::uint64_t stripe, int fragment) const;
@@ -81,6 +86,7 @@ private:
   std::uint64_t count_before(int rank, std::uint64_t x, bool parity) const;
   void check_table(int t) const;
   void check_stripe(std::uint64_t s) const;
+  [[noreturn]] void bad_fragment(int fragment) const;
 
   int k_, m_, ranks_;
   std::uint32_t rows_per_fragment_;

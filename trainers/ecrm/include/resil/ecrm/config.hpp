@@ -36,6 +36,12 @@ struct KillSpec {
 /// Parse "1@20,2@20:node" (UsageError naming the bad item); at most 64 items.
 std::vector<KillSpec> parse_kills(const std::string& text);
 
+/// `--bottom-mlp` / `--top-mlp`: hidden layer sizes "512,256,64" (1..8 layers, each 1..max_mlp_width;
+/// UsageError naming `option`).
+inline constexpr int max_mlp_width = 8192;
+std::vector<int> parse_mlp(const std::string& text, const std::string& option);
+std::string mlp_text(const std::vector<int>& sizes);  // "512,256,64"
+
 /// Largest embedding dimension (--dim's range): RowExchange::gradients stages one row in a
 /// fixed buffer of this many floats on the stack.
 inline constexpr int max_dim = 256;
@@ -60,6 +66,8 @@ struct Config {
   std::uint64_t rebuild_stripes = 32;    // stripes each replacement rebuilds per step (0 = all at once)
   float lr = 0.05f;                      // Adagrad, embedding rows
   float mlp_lr = 1e-3f;                  // Adam, MLP replicas
+  std::vector<int> bottom_mlp = {32};    // hidden sizes: 13 dense features -> ... -> dim
+  std::vector<int> top_mlp = {32};       // hidden sizes: interactions -> ... -> 1 logit
   std::string data;                      // Criteo TSV; empty = synthetic
   std::filesystem::path ckpt_dir = "ec-train-ckpt";
   bool fallback_ckpt = false;

@@ -74,6 +74,12 @@ public:
   }
   /// This rank's fragment j of `stripe`.
   std::span<std::byte> member(std::uint64_t stripe, int j);
+  /// The same, of table t, at `p` = layout().place(stripe, j) (the caller has it: no second place).
+  std::span<std::byte> member(int t, int j, const ec::FragmentPlace& p) {
+    auto& store = j < k_ ? data_[static_cast<std::size_t>(t)] : parity_[static_cast<std::size_t>(t)];
+    const auto fb = lay_.fragment_bytes(t);
+    return store.subspan(p.slot * fb, fb);
+  }
   /// Table t's ledger: source = parity slot * k + data fragment. Its words are part of the store's
   /// memory (after the table's fragments), so they live in the segment with the bytes they describe.
   ec::DeltaLedger& ledger(int t) { return ledgers_[static_cast<std::size_t>(t)]; }
