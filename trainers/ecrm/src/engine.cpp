@@ -93,17 +93,19 @@ void Engine::train_step(std::int64_t step) {
 
 void Engine::reduce_dense(double loss_sum) {
   auto params = net_model_.params();
-  std::vector<float> flat;
-  for (auto& p : params) {
-    const auto g = p.grad->to_host();
-    flat.insert(flat.end(), g.begin(), g.end());
-  }
-  flat.push_back(static_cast<float>(loss_sum));
-  net_.allreduce_sum_ordered(flat);
+  std::size_t n = 1;
+  for (auto& p : params) n += p.grad->numel();
+  std::vector<float> flat(n);  // every gradient, then the loss: one buffer, no copies of its own
   std::size_t at = 0;
   for (auto& p : params) {
-    std::vector<float> g(flat.begin() + static_cast<std::ptrdiff_t>(at), flat.begin() + static_cast<std::ptrdiff_t>(at + p.grad->numel()));
-    p.grad->from_host(g);
+    if (p.grad->numel()) be_->download(flat.data() + at, p.grad->data(), p.grad->numel());
+    at += p.grad->numel();
+  }
+  flat.back() = static_cast<float>(loss_sum);
+  net_.allreduce_sum_ordered(flat);
+  at = 0;
+  for (auto& p : params) {
+    if (p.grad->numel()) be_->upload(p.grad->data(), flat.data() + at, p.grad->numel());
     at += p.grad->numel();
   }
   loss_sum_ = flat.back();
@@ -136,20 +138,33 @@ void Engine::update_rows(const std::vector<float>& gsum) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The MLP replicas and their Adam state, as bytes (a replacement copies them from a survivor).
-ByteVec Engine::mlp_state() {
-  ByteVec b;
-  Writer w(b);
-  for (auto& p : net_model_.params()) {
-    const auto h = p.value->to_host();
-    w.put_bytes(reinterpret_cast<const std::byte*>(h.data()), h.size() * sizeof(float));
-  }
+// The MLP replicas and their Adam state, as bytes (a replacement copies them from a survivor;
+// every commit writes them into the segment): parameters, then Adam's slots, then its step.
+std::size_t Engine::mlp_state_bytes() {
+  std::size_t n = sizeof(std::int64_t);
+  for (auto& p : net_model_.params()) n += p.value->numel() * sizeof(float);
   for (auto& [param, slots] : opt_.slots())
-    for (auto& [name, t] : slots) {
-      const auto h = t.to_host();
-      w.put_bytes(reinterpret_cast<const std::byte*>(h.data()), h.size() * sizeof(float));
-    }
-  w.put(opt_.step());
+    for (auto& [name, t] : slots) n += t.numel() * sizeof(float);
+  return n;
+}
+
+void Engine::write_mlp_state(std::byte* to) {
+  auto put = [&](const train::Tensor& t) {
+    if (!t.numel()) return;
+    float* dst = reinterpret_cast<float*>(to);  // 4-byte aligned: the slot and every field before are
+    be_->download(dst, t.data(), t.numel());
+    to += t.numel() * sizeof(float);
+  };
+  for (auto& p : net_model_.params()) put(*p.value);
+  for (auto& [param, slots] : opt_.slots())
+    for (auto& [name, t] : slots) put(t);
+  const std::int64_t step = opt_.step();
+  std::memcpy(to, &step, sizeof step);
+}
+
+ByteVec Engine::mlp_state() {
+  ByteVec b(mlp_state_bytes());
+  write_mlp_state(b.data());
   return b;
 }
 

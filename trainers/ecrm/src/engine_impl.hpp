@@ -67,6 +67,8 @@ private:
   std::optional<std::int64_t> inject(const std::vector<int>& ranks, std::int64_t step, bool fresh = false);
   std::int64_t rollback(std::int64_t failed_step, std::size_t first_record);
   ByteVec mlp_state();
+  std::size_t mlp_state_bytes();
+  void write_mlp_state(std::byte* to);  // mlp_state_bytes() bytes, the layout of mlp_state()
   void set_mlp_state(const ByteVec& b);
   void after_rebuild(std::int64_t step, double round_s);
   std::string state_hash();
@@ -80,6 +82,9 @@ private:
   /// Everything but the store (and the ledgers inside it) as bytes, the segment's slot: identical
   /// on every rank, so a replacement takes it from a survivor.
   ByteVec small_state();
+  /// small_state() after its MLP part (the MLP part is written where it goes, write_mlp_state).
+  ByteVec small_state_rest();
+  void put_small_state(std::byte* to, std::size_t mlp, const ByteVec& rest);
   void set_small_state(ByteView bytes);
   /// The store holds step `step` complete (ec: its parity deltas applied everywhere): commit it.
   void commit(std::int64_t step);

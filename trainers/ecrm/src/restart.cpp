@@ -95,7 +95,7 @@ void Engine::open_segment() {
   // Each row's parity delta also changes one ledger word (a 24-byte entry); the ledgers are part
   // of the store, so the small state written at every commit does not grow with the state.
   lay.undo_bytes = 2 * rows_per_step * (16 + store_.row_bytes()) + rows_per_step * 24 + 4096;
-  lay.slot_bytes = mlp_state().size() + static_cast<std::size_t>(N) * (16 + store_.layout().stripes()) + (256u << 10);
+  lay.slot_bytes = mlp_state_bytes() + static_cast<std::size_t>(N) * (16 + store_.layout().stripes()) + (256u << 10);
   lay.log_entries = static_cast<std::size_t>(std::min<std::int64_t>(4 * cfg_.steps + 1024, std::int64_t{1} << 20));
   seg_ = Segment::attach(cfg_.job_id, id, lay);
   found_segment_ = !seg_ ? 0 : seg_->committed() ? 2 : 1;
@@ -105,11 +105,24 @@ void Engine::open_segment() {
 }
 
 ByteVec Engine::small_state() {
+  const auto mlp = mlp_state_bytes();
+  const auto rest = small_state_rest();
+  ByteVec g(sizeof(std::uint64_t) + mlp + rest.size());
+  put_small_state(g.data(), mlp, rest);
+  return g;
+}
+
+// [u64 MLP bytes][MLP state][the rest]: written in place (a commit writes into the segment's slot).
+void Engine::put_small_state(std::byte* to, std::size_t mlp, const ByteVec& rest) {
+  const auto n = static_cast<std::uint64_t>(mlp);
+  std::memcpy(to, &n, sizeof n);
+  write_mlp_state(to + sizeof n);
+  if (!rest.empty()) std::memcpy(to + sizeof n + mlp, rest.data(), rest.size());
+}
+
+ByteVec Engine::small_state_rest() {
   ByteVec g;
   Writer w(g);
-  const auto mlp = mlp_state();
-  w.put(static_cast<std::uint64_t>(mlp.size()));
-  w.put_bytes(mlp.data(), mlp.size());
   recovery_.save(w);
   w.put(static_cast<std::uint64_t>(fails_.size()));
   for (const auto& f : fails_) put_fail(w, f);
@@ -144,10 +157,11 @@ void Engine::set_small_state(ByteView bytes) {
 
 void Engine::commit(std::int64_t step) {
   if (!seg_) return;
-  const auto small = small_state();
-  commit_small_bytes_ = small.size();
+  const auto mlp = mlp_state_bytes();
+  const auto rest = small_state_rest();
+  commit_small_bytes_ = sizeof(std::uint64_t) + mlp + rest.size();
   commit_undo_peak_ = std::max(commit_undo_peak_, seg_->undo_used());  // what the step overwrote
-  seg_->commit(step, small);
+  seg_->commit(step, commit_small_bytes_, [&](std::byte* to) { put_small_state(to, mlp, rest); });
 }
 
 void Engine::flush() {

@@ -284,16 +284,20 @@ std::span<const std::byte> Segment::small_state() const {
 }
 
 void Segment::commit(std::int64_t step, std::span<const std::byte> small) {
-  if (small.size() > slot_bytes_) throw EcError(path_ + ": small state of " + std::to_string(small.size()) + " bytes exceeds its slot (" + std::to_string(slot_bytes_) + ")");
+  commit(step, small.size(), [&](std::byte* to) { std::memcpy(to, small.data(), small.size()); });
+}
+
+void Segment::commit(std::int64_t step, std::size_t size, const std::function<void(std::byte*)>& write) {
+  if (size > slot_bytes_) throw EcError(path_ + ": small state of " + std::to_string(size) + " bytes exceeds its slot (" + std::to_string(slot_bytes_) + ")");
   auto& h = head();
   const auto* r = best(h.rec);
   if (r && r->step == step) return;
   const unsigned slot = r ? 1 - r->slot : 0;
   // 1. The small state into the slot the commit record does not name.
   std::byte* a = slot_area(slot);
-  std::memcpy(a + sizeof(SlotHead), small.data(), small.size());
+  write(a + sizeof(SlotHead));
   order();
-  const SlotHead sh{step, small.size(), slot_sum(step, small), 0};
+  const SlotHead sh{step, size, slot_sum(step, {a + sizeof(SlotHead), size}), 0};
   std::memcpy(a, &sh, sizeof sh);
   order();
   // 2. The commit record, over the older of the two: from here on `step` is the committed state.

@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -98,6 +99,9 @@ public:
   /// Make `step` the committed state: `small` goes into the free slot, then the commit record.
   /// The store must already hold the step's bytes. Recommitting the committed step is a no-op.
   void commit(std::int64_t step, std::span<const std::byte> small);
+  /// The same, with the small state (`size` bytes) written by `write` straight into the slot: no
+  /// copy of it on the heap first (the MLP replica and Adam state of a large MLP are megabytes).
+  void commit(std::int64_t step, std::size_t size, const std::function<void(std::byte*)>& write);
   /// The small state of the committed step (checked against its checksum by committed()).
   std::span<const std::byte> small_state() const;
   /// Whether rollback_to(target) can succeed (target = committed, or committed - 1 with both undo
