@@ -3,7 +3,8 @@
 perf). For each size, through scripts/hpc/ec-train-run.sh (the launcher that relaunches):
 
   pairs  --reps failure-free pairs of --ft none and --ft ec runs (order alternating): the
-         steady-state step times and ec's overhead (median over the pairs); all end in one state.
+         steady-state step times (end of one step to the end of the next) and ec's overhead
+         (median over the pairs); all end in one state.
   ec     --ft ec --fallback-ckpt, rank 1 SIGKILLs itself at step K with node loss (--kill 1@K:node:
          its state segment is removed first); its rebuild goes at --rebuild-bytes of lost fragments
          per step, spread over the following steps. The start checkpoint (--fallback-ckpt, interval
