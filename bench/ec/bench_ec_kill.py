@@ -127,14 +127,19 @@ def run(name, extra, timeout=3600):
         return json.load(f), wall
 
 
+def end_to_end(rows):
+    """(step, t_end, phase) in timeline order -> (step, seconds since the previous step's end, phase)
+    for each step that directly follows the one before it."""
+    return [(s, t - t0, p) for (s0, t0, _), (s, t, p) in zip(rows, rows[1:]) if s == s0 + 1]
+
+
 def steady_dt(rep, last_step):
     """Median step time of the steps WARM+1 .. last_step of the first launch (no recovery): from the
     end of one step to the end of the next, so that everything between two steps counts (the
     timeline's `dt` leaves out what follows a step's end, e.g. --ft none's commit, and a wait for
     the slowest rank at the next step's first collective)."""
     tl = rep["timeline"]
-    rows = list(zip(tl["step"], tl["t"], tl["phase"]))
-    dt = [t - t0 for (s0, t0, _), (s, t, p) in zip(rows, rows[1:]) if s == s0 + 1 and WARM < s <= last_step and p == "normal"]
+    dt = [d for s, d, p in end_to_end(list(zip(tl["step"], tl["t"], tl["phase"]))) if WARM < s <= last_step and p == "normal"]
     return statistics.median(dt), dt
 
 
@@ -150,8 +155,7 @@ def recovery(rep, kill_step):
     if back_to is None or back_to < 0:
         back_to = f["step"] - 1  # ec: the step every rank had committed
     # Step times during the recovery, measured as steady_dt measures them (end to end).
-    ends = [(s, t0 + d, p) for s, t0, d, p in after]
-    during = [t - t_prev for (s_prev, t_prev, _), (s, t, p) in zip(ends, ends[1:]) if s == s_prev + 1 and p != "normal"]
+    during = [d for s, d, p in end_to_end([(s, t0 + d, p) for s, t0, d, p in after]) if p != "normal"]
     return {"restart_s": f["restart_s"], "attach_s": f["attach_s"], "first_step_s": first, "caught_up_s": caught,
             "redundant_s": f["time_to_redundancy_s"], "redone_steps": kill_step - 1 - back_to,
             "load_s": f.get("load_s"), "degraded_steps": f.get("degraded_steps"), "during_dt": during,

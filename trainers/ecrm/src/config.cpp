@@ -106,7 +106,7 @@ std::string Config::computation_json(int world) const {
     << ",\"rows\":" << rows << ",\"dim\":" << dim << ",\"batch\":" << batch << ",\"rows_per_fragment\":" << rows_per_fragment
     << ",\"lr\":" << lr << ",\"mlp_lr\":" << mlp_lr << ",\"data\":" << nlohmann::json(data).dump();
   // Only when not the default: the checkpoints and segments of runs before these options match.
-  if (bottom_mlp != Config{}.bottom_mlp || top_mlp != Config{}.top_mlp)
+  if (!default_mlps())
     o << ",\"bottom_mlp\":" << nlohmann::json(bottom_mlp).dump() << ",\"top_mlp\":" << nlohmann::json(top_mlp).dump();
   o << "}";
   return o.str();

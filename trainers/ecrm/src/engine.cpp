@@ -368,9 +368,7 @@ int Engine::run_steps(const Progress& progress) {
   if (me == 0)
     std::cout << "ec-train: " << net_.size() << " ranks, --ft " << ft_name(cfg_.ft) << ", k=" << cfg_.k << " m=" << cfg_.m << ", "
               << cfg_.tables << " tables x " << cfg_.rows << " rows x dim " << cfg_.dim << ", batch " << cfg_.batch
-              << (cfg_.bottom_mlp != Config{}.bottom_mlp || cfg_.top_mlp != Config{}.top_mlp
-                      ? ", MLPs " + mlp_text(cfg_.bottom_mlp) + " / " + mlp_text(cfg_.top_mlp)
-                      : std::string())
+              << (cfg_.default_mlps() ? std::string() : ", MLPs " + mlp_text(cfg_.bottom_mlp) + " / " + mlp_text(cfg_.top_mlp))
               << ", seed "
               << cfg_.seed << (cfg_.seed_given ? "" : seed_from_segment ? " (of the job's segments)" : " (drawn)")
               << (resume ? ", resumed from " + resume->string() : "") << (cfg_.job_id.empty() ? "" : ", job " + cfg_.job_id) << "\n"

@@ -76,6 +76,8 @@ struct Config {
   std::int64_t signal_at = -1;           // testing: rank 0 raises SIGUSR1 on itself before this step
   int poll_us = -2;  // how ranks wait for MPI: train::poll_auto (resil/train/comm.hpp)
 
+  /// The MLPs are ec-train's defaults (32 / 32).
+  bool default_mlps() const { return bottom_mlp == Config{}.bottom_mlp && top_mlp == Config{}.top_mlp; }
   /// The fields that define the computation: a resume must match them.
   std::string computation_json(int world) const;
   /// Checks that need the world size (UsageError naming the option): k + m <= world, every --fail
