@@ -31,7 +31,8 @@ def main(argv):
         rep = json.load(f)
     title = argv[argv.index("--title") + 1] if "--title" in argv else None
     tl = rep["timeline"]
-    steps, t, dt, phase = tl["step"], tl["t"], tl["dt"], tl["phase"]
+    # step_s: each step end to end (reports before it have only dt, the step's own work).
+    steps, t, dt, phase = tl["step"], tl["t"], tl.get("step_s", tl["dt"]), tl["phase"]
     if not steps:
         sys.exit(f"{argv[1]}: the report has no steps")
     thr = [rep["batch"] / d if d > 0 else 0.0 for d in dt]

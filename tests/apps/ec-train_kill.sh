@@ -7,6 +7,7 @@
 # over-m-exit8, over-m-fallback, ckpt-kill, stale-segment, ckpt-in-write and ec-in-write (kill -9
 # inside a checkpoint write), rebuild-external-SEED (an external kill -9 during a rebuild),
 # before-first-commit (a death before anything was committed: a fresh start, recorded);
+# phases-root-replaced (the timeline's phases survive a relaunch whose root was a replacement);
 # stale-data and stale-steps (a segment of other --data content or --steps is refused, exit 7),
 # cleanup-running (--cleanup of a running job removes nothing), report-paths (a --report that
 # names an input, a FIFO or a checkpoint's name in --ckpt-dir is refused before training, a missing
@@ -27,6 +28,7 @@ check() {  # check REPORT: same hash as ref.json, parity verified, no segment le
   [ "$(field "$1" state_hash)" = "$(field ref.json state_hash)" ] || fail "state_hash $(field "$1" state_hash) != reference $(field ref.json state_hash)"
   [ "$(field "$1" parity_mismatches)" = 0 ] || [ "$(field "$1" ft)" != ec ] || fail "parity mismatches"
   ls /dev/shm | grep -q "resil-ec-$job-" && fail "segments left behind"
+  /usr/bin/python3 "$here/../ec/ec_train_check.py" timeline "$1" >/dev/null || fail "timeline of $1: $(/usr/bin/python3 "$here/../ec/ec_train_check.py" timeline "$1")"
   echo "ok: $1 $(field "$1" state_hash), relaunches $(field "$1" relaunches)"
 }
 # kill -9 one rank (found by PMI_RANK in its environment) after DELAY seconds; NODE=1 removes its segment first.
@@ -180,6 +182,18 @@ sys.exit(0 if r["relaunches"]==1 and len(f)==1 and f[0]["outcome"]=="restarted-f
 first = min(t - d for t, d in zip(tl["t"], tl["dt"]) if t - d > f["t_fail"])
 sys.exit(0 if first - f["t_fail"] >= f["restart_s"] - 1e-3 and f["time_to_redundancy_s"] >= f["restart_s"] else 1)' \
       || fail "t_fail is not the death: $(cat r.json)"
+    check r.json ;;
+  phases-root-replaced)
+    # An emulated failure (degraded steps), then a node loss of rank 0, then a process crash of
+    # rank 1: the last relaunch takes the timeline from rank 0, a replacement whose copy of the
+    # steps before its own relaunch came from a survivor. The degraded steps stay degraded.
+    # (A rebuild takes ~27 steps here: each death falls after the one before was rebuilt.)
+    S=("${S[@]/#40/100}")
+    ref 4 2 1
+    "$run" -n 4 --ec-train "$bin" --max-restarts 3 -- "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --fail 1@3 --kill 0@35:node,1@80 --report r.json >r.out 2>&1 || fail "launcher"
+    /usr/bin/python3 -c 'import json,sys; f=json.load(open("r.json"))["failures"]
+sys.exit(0 if [(x["rank"], x["outcome"], x["relaunch"]) for x in f] == [(1, "rebuilt", False), (0, "rebuilt", True), (1, "restarted", True)] else 1)' \
+      || fail "unexpected failures: $(cat r.json)"
     check r.json ;;
   second-during-rebuild)
     ref 4 2 2

@@ -17,6 +17,13 @@
       two runs that differ only in --rows (LARGE 64x the state of SMALL or more): a commit writes
       the same small state and about as many undo bytes per step in both (the per-step commit
       cost does not grow with the state: the parity ledgers live in the store, not in the slot).
+  timeline RUN
+      the report's timeline is consistent: a step timed end to end (`follows`) directly follows the
+      entry before it and `step_s` is its end minus that entry's end (never less than its own `dt`),
+      every other step's `step_s` is its `dt`; the first entry, and the first one after each
+      failure, does not follow; `throughput` adds up the `step_s` of its steps; each emulated ec
+      failure that was rebuilt shows its step as degraded (phases survive a relaunch whose root
+      rank was itself a replacement).
   make-tsv PATH LINES
       writes a small Criteo-format TSV (label, 13 integers, 26 hex categoricals; some empty).
 """
@@ -70,8 +77,39 @@ def compare(args):
                 fail(f"failure record without a recovery: {f}")
     if len(run["timeline"]["step"]) < run["steps"] - (run["resumed_from"] or 0):
         fail("timeline shorter than the run")
+    check_timeline(run)
     print(f"ok: state_hash {run['state_hash']} == reference; {len(fails)} failures: "
           + ", ".join(f"rank {f['rank']}@{f['step']} {f['outcome']} in {f['time_to_redundancy_s']:.3f}s" for f in fails))
+
+
+def check_timeline(run):
+    tl = run["timeline"]
+    rows = list(zip(tl["step"], tl["t"], tl["dt"], tl["step_s"], tl["follows"], tl["phase"]))
+    if rows and rows[0][4]:
+        fail("the first timeline entry follows nothing")
+    for i, (s, t, dt, step_s, follows, _) in enumerate(rows):
+        if follows:
+            s0, t0 = rows[i - 1][0], rows[i - 1][1]
+            if s != s0 + 1 or abs(step_s - (t - t0)) > 1e-9 or step_s < dt - 1e-9:
+                fail(f"entry {i} (step {s}) follows step {s0} at {t0}: t {t}, dt {dt}, step_s {step_s}")
+        elif step_s != dt:
+            fail(f"entry {i} (step {s}) follows nothing but step_s {step_s} != dt {dt}")
+    for f in run["failures"]:
+        after = [r for r in rows if r[1] - r[2] > f["t_fail"]]
+        if after and after[0][4]:
+            fail(f"the first step after the failure at {f['t_fail']} ({after[0][0]}) is timed from the step before it")
+        if run["ft"] == "ec" and not f["relaunch"] and f["outcome"] == "rebuilt" \
+                and not any(r[0] == f["step"] and r[5] == "degraded" for r in rows):
+            fail(f"step {f['step']} (after the failure of rank {f['rank']}) is not degraded in the timeline")
+    total = sum(v["seconds"] for v in run["throughput"].values())
+    if abs(total - sum(tl["step_s"])) > 1e-6 * max(1.0, total):
+        fail(f"throughput covers {total} s, the steps {sum(tl['step_s'])} s")
+
+
+def timeline(args):
+    run = load(args[0])
+    check_timeline(run)
+    print(f"ok: {args[0]}: timeline of {len(run['timeline']['step'])} entries consistent")
 
 
 def expect_exit(args):
@@ -183,7 +221,8 @@ def make_tsv(args):
 
 
 if __name__ == "__main__":
-    cmds = {"compare": compare, "expect-exit": expect_exit, "preempt": preempt, "plot": plot, "make-tsv": make_tsv, "commit-cost": commit_cost}
+    cmds = {"compare": compare, "expect-exit": expect_exit, "preempt": preempt, "plot": plot, "make-tsv": make_tsv, "commit-cost": commit_cost,
+            "timeline": timeline}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         fail(__doc__)
     cmds[sys.argv[1]](sys.argv[2:])

@@ -383,6 +383,7 @@ int Engine::run_steps(const Progress& progress) {
   }
 
   std::int64_t step = start_step_ + 1;
+  bool follows = false;  // the previous step's end is this step's start (StepLog::follows)
   while (step <= cfg_.steps) {
     if (redo_until_ == step) {  // a rollback's redo is done: redundancy is back
       for (auto i : redo_records_) {
@@ -416,6 +417,7 @@ int Engine::run_steps(const Progress& progress) {
     if (!failing.empty())
       if (const auto next = inject(failing, step)) {
         step = *next;
+        follows = false;
         continue;
       }
     const double t0 = now_seconds();
@@ -423,7 +425,8 @@ int Engine::run_steps(const Progress& progress) {
     train_step(step);
     if (checkpoints && step % cfg_.ckpt_interval == 0 && step > last_ckpt_) save_ckpt(step, false);
     const double t1 = now_seconds();
-    log_step({step, t1 - t_start_, t1 - t0, loss_sum_ / cfg_.batch, phase});
+    log_step({step, t1 - t_start_, t1 - t0, loss_sum_ / cfg_.batch, phase, follows && failing.empty()});
+    follows = true;
     if (cfg_.ft != Ft::ec) commit(step);  // no parity: the step is complete here
     if (progress.step) {
       std::ostringstream extra;

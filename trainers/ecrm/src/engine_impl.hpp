@@ -29,6 +29,11 @@ struct StepLog {
   std::int64_t step = 0;
   double t_end = 0, dt = 0, loss = 0;
   std::string phase;  // normal | degraded | redo
+  // The step began where the previous entry ended (same launch, no failure between): its time
+  // end to end is t_end minus the previous t_end, which counts what follows a step's own work
+  // (--ft none's commit, the preemption check, a wait for the slowest rank). Else only dt is known.
+  bool follows = false;
+  double step_s(const StepLog* prev) const noexcept { return follows && prev ? t_end - prev->t_end : dt; }
 };
 
 /// One failure and its recovery. Times in seconds; -1 where not applicable.

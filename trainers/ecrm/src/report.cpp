@@ -1,6 +1,7 @@
 // The JSON report (rank 0) and the human summary on stdout.
 #include <cstdio>
 #include <iostream>
+#include <numeric>
 
 #include <nlohmann/json.hpp>
 
@@ -17,12 +18,24 @@ struct Rate {
   double per_s() const { return seconds > 0 ? samples / seconds : 0.0; }
 };
 
+double mean(const std::vector<double>& v) { return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size()); }
+
+// Each step's time end to end (StepLog::follows), in timeline order.
+std::vector<double> step_seconds(const std::vector<StepLog>& log) {
+  std::vector<double> out;
+  out.reserve(log.size());
+  for (std::size_t i = 0; i < log.size(); ++i) out.push_back(log[i].step_s(i ? &log[i - 1] : nullptr));
+  return out;
+}
+
 // Samples per second before the first failure, while any recovery (degraded reads and rebuild, or
-// rollback redo) is under way, and after the last recovery finished.
+// rollback redo) is under way, and after the last recovery finished; steps timed end to end.
 std::map<std::string, Rate> throughput(const std::vector<StepLog>& log, int batch) {
   std::map<std::string, Rate> r;
   bool seen_failure = false;
-  for (const auto& s : log) {
+  const auto secs = step_seconds(log);
+  for (std::size_t i = 0; i < log.size(); ++i) {
+    const auto& s = log[i];
     std::string when;
     if (s.phase != "normal") {
       when = "during";
@@ -31,7 +44,7 @@ std::map<std::string, Rate> throughput(const std::vector<StepLog>& log, int batc
       when = seen_failure ? "after" : "before";
     }
     r[when].samples += batch;
-    r[when].seconds += s.dt;
+    r[when].seconds += secs[i];
   }
   return r;
 }
@@ -70,9 +83,8 @@ void Engine::write_report(const std::string& state_hash, int exit_code, std::int
   j["parity_mismatches"] = parity_mismatches >= 0 ? nlohmann::json(parity_mismatches) : nlohmann::json(nullptr);
   j["stripes"] = store_.layout().stripes();
   j["wall_s"] = now_seconds() - t_start_;
-  double total = 0;
-  for (const auto& s : log_) total += s.dt;
-  j["mean_step_s"] = log_.empty() ? 0.0 : total / static_cast<double>(log_.size());
+  const auto secs = step_seconds(log_);
+  j["mean_step_s"] = mean(secs);
   j["final_loss"] = log_.empty() ? 0.0 : log_.back().loss;
   j["checkpoints"] = {{"writes", ckpt_writes_}, {"write_s", ckpt_write_s_}, {"dir", cfg_.ckpt_dir.string()}};
   // What a commit writes besides the 40-byte record (rank 0, this launch): neither grows with the state.
@@ -83,9 +95,11 @@ void Engine::write_report(const std::string& state_hash, int exit_code, std::int
     tl["step"].push_back(s.step);
     tl["t"].push_back(s.t_end);
     tl["dt"].push_back(s.dt);
+    tl["follows"].push_back(s.follows);
     tl["loss"].push_back(s.loss);
     tl["phase"].push_back(s.phase);
   }
+  tl["step_s"] = secs;
   j["step_times"] = tl.value("dt", nlohmann::json::array());
   j["failures"] = nlohmann::json::array();
   for (const auto& f : fails_) {
@@ -119,10 +133,9 @@ void Engine::write_report(const std::string& state_hash, int exit_code, std::int
 
 void Engine::print_summary(const std::string& state_hash) const {
   if (net_.rank() != 0) return;
-  double total = 0;
-  for (const auto& s : log_) total += s.dt;
-  std::printf("ec-train: %zu steps run in %.2f s (mean %.2f ms/step), final loss %.4f\n", log_.size(), total,
-              log_.empty() ? 0.0 : 1e3 * total / static_cast<double>(log_.size()), log_.empty() ? 0.0 : log_.back().loss);
+  const auto secs = step_seconds(log_);
+  std::printf("ec-train: %zu steps run in %.2f s (mean %.2f ms/step), final loss %.4f\n", log_.size(), std::accumulate(secs.begin(), secs.end(), 0.0),
+              1e3 * mean(secs), log_.empty() ? 0.0 : log_.back().loss);
   for (const auto& f : fails_) {
     if (f.relaunch) {
       // restart_s < 0: the launch died before its first commit, so nothing says when it died.

@@ -59,6 +59,17 @@ FailRecord get_fail(Reader& r) {
 }
 
 const char* phase_names[] = {"normal", "degraded", "redo"};
+
+// A timeline entry as the segment keeps it: the phase by its index, `follows` in bit 0 of the
+// spare word (segments written before it have 0 there: dt stands for the step, as it did then).
+LogEntry log_entry(const StepLog& s) {
+  const auto ph = static_cast<std::uint32_t>(std::find(std::begin(phase_names), std::end(phase_names), s.phase) - std::begin(phase_names));
+  return {s.step, s.t_end, s.dt, s.loss, ph, s.follows ? 1u : 0u};
+}
+
+StepLog step_log(const LogEntry& e) {
+  return {e.step, e.t_end, e.dt, e.loss, phase_names[std::min<std::uint32_t>(e.phase, 2)], (e.pad & 1u) != 0};
+}
 }  // namespace
 
 void Engine::open_segment() {
@@ -181,8 +192,7 @@ void Engine::remove_segment() noexcept {
 void Engine::log_step(const StepLog& s) {
   log_.push_back(s);
   if (!seg_) return;
-  const auto ph = static_cast<std::uint32_t>(std::find(std::begin(phase_names), std::end(phase_names), s.phase) - std::begin(phase_names));
-  seg_->log_put(log_.size() - 1, LogEntry{s.step, s.t_end, s.dt, s.loss, ph, 0});
+  seg_->log_put(log_.size() - 1, log_entry(s));
 }
 
 void Engine::kill_if_scheduled(std::int64_t step) {
@@ -290,13 +300,10 @@ std::optional<std::int64_t> Engine::restart_from_segments() {
   Reader lr(lg, "segment timeline");
   for (auto& s : log_) {
     const auto e = lr.get<LogEntry>();
-    s = {e.step, e.t_end, e.dt, e.loss, phase_names[std::min<std::uint32_t>(e.phase, 2)]};
+    s = step_log(e);
   }
   if (!intact)
-    for (std::size_t i = 0; i < log_.size(); ++i) {
-      const auto& s = log_[i];
-      seg_->log_put(i, LogEntry{s.step, s.t_end, s.dt, s.loss, 0, 0});
-    }
+    for (std::size_t i = 0; i < log_.size(); ++i) seg_->log_put(i, log_entry(log_[i]));
   // The --kill specs that fired (recorded in every surviving header) and which of them are new.
   std::vector<int> bits(cfg_.kill.size(), 0);
   for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = intact && (seg_->kills_fired() >> i & 1u) ? 1 : 0;
