@@ -24,6 +24,7 @@
 #include "resil/train/agree.hpp"
 #include "resil/train/comm.hpp"
 #include "resil/train/preempt.hpp"
+#include "resil/train/trainer.hpp"
 
 namespace resil::app::ec_train {
 namespace {
@@ -121,6 +122,22 @@ void check_paths(const Options& o) {
   // Inside --ckpt-dir only a checkpoint's own names (ckpt-step*: manifests, step directories) collide.
   if (ckpt::is_checkpoint_name_in(o.report, o.ckpt_dir))
     throw UsageError("--report " + o.report + " is a checkpoint's name inside --ckpt-dir " + o.ckpt_dir + " (ckpt-step*): give the report another name");
+  if (c.resume.empty()) return;
+  // The checkpoint --resume reads, however it is named: a manifest, its step directory
+  // (ckpt-stepN/, the manifest beside it), or a directory of checkpoints (the newest is read, and a
+  // report named like one would change which). Its files are ckpt-step* names in one directory.
+  namespace stdfs = std::filesystem;
+  const stdfs::path r = stdfs::path(c.resume).lexically_normal();
+  const stdfs::path named = r.filename().empty() ? r.parent_path() : r;  // "ckpt-step00000010/"
+  const bool step_dir = stdfs::is_directory(named) && named.filename().string().starts_with("ckpt-step");
+  const stdfs::path dir = stdfs::is_directory(named) && !step_dir ? named : named.parent_path();
+  const stdfs::path manifest = step_dir ? stdfs::path(named.string() + ".manifest.json") : named;
+  if (!stdfs::is_directory(manifest))  // hard links to its files too
+    for (const auto& i : train::checkpoint_inputs(manifest))
+      if (fs::same_file(o.report, i.path))
+        throw UsageError("--report " + o.report + " is the input " + i.path.string() + " (--resume): it would be overwritten");
+  if (ckpt::is_checkpoint_name_in(o.report, dir.empty() ? stdfs::path(".") : dir))
+    throw UsageError("--report " + o.report + " is a checkpoint's name beside the --resume checkpoint " + c.resume + " (ckpt-step*): give the report another name");
 }
 
 int run(Options& o, const train::Comm& comm, const std::string& job_id) {

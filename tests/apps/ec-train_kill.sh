@@ -285,6 +285,24 @@ sys.exit(0 if [(x["rank"], x["outcome"], x["relaunch"]) for x in f] == [(1, "reb
     [ -p fifo ] || fail "the FIFO was replaced"
     "$mpiexec" -n 3 "$bin" "${S[@]}" --k 2 --m 1 --ckpt-dir ./ck --report ck/ckpt-step00000005.json --job-id "$job" >o.out 2>o.err
     [ $? = 2 ] && grep -q "is a checkpoint's name inside --ckpt-dir" o.err || fail "--report ck/ckpt-step* with --ckpt-dir ./ck: $(cat o.err)"
+    # --report naming a file of the checkpoint --resume reads, however --resume names it (the step
+    # directory, the manifest, the directory of checkpoints; a link; a hard link), with --ckpt-dir
+    # elsewhere: exit 2 naming --report, the checkpoint unchanged (it was overwritten, exit 0).
+    "$mpiexec" -n 3 "$bin" "${S[@]/#40/10}" --k 2 --m 1 --ft ckpt --ckpt-interval 5 --ckpt-dir c1 --job-id "$job-c1" >o.out 2>&1 || fail "checkpoint run: $(cat o.out)"
+    ln -s c1/ckpt-step00000005.manifest.json mlink; ln c1/ckpt-step00000005/rank-1.h5 hlink.h5
+    before=$(cat c1/ckpt-step00000005.manifest.json c1/ckpt-step00000005/* | sha256sum)
+    for pair in "c1/ckpt-step00000005 c1/ckpt-step00000005.manifest.json" "c1/ckpt-step00000005/ c1/ckpt-step00000005/rank-1.h5" \
+                "c1/ckpt-step00000005.manifest.json c1/ckpt-step00000005/rank-1.h5" "c1 c1/ckpt-step00000010.manifest.json" \
+                "c1/ckpt-step00000005.manifest.json mlink" "c1/ckpt-step00000005.manifest.json hlink.h5"; do
+      read -r from rep <<<"$pair"
+      "$mpiexec" -n 3 "$bin" "${S[@]/#40/12}" --k 2 --m 1 --ft ckpt --ckpt-interval 5 --ckpt-dir c9 --resume "$from" --report "$rep" --job-id "$job-c9" >o.out 2>o.err
+      rc=$?
+      [ $rc = 2 ] && [ "$(grep -c . o.err)" = 1 ] && grep -q "^ec-train: error: --report $rep " o.err || fail "--resume $from --report $rep: exit $rc: $(cat o.err)"
+      [ "$(cat c1/ckpt-step00000005.manifest.json c1/ckpt-step00000005/* | sha256sum)" = "$before" ] || fail "--resume $from --report $rep changed the checkpoint"
+      [ -e c9 ] && fail "--resume $from --report $rep: wrote --ckpt-dir before refusing"
+    done
+    # A report beside the checkpoint under another name is fine.
+    "$mpiexec" -n 3 "$bin" "${S[@]/#40/12}" --k 2 --m 1 --ft ckpt --ckpt-interval 5 --ckpt-dir c9 --resume c1/ckpt-step00000005 --report c1/report.json --job-id "$job-c9" >o.out 2>&1 || fail "a report beside the checkpoint: $(cat o.out)"
     # A missing --data is exit 3 (io) like every missing input, one line naming the option.
     "$mpiexec" -n 3 "$bin" "${S[@]}" --k 2 --m 1 --data missing.tsv --job-id "$job" >o.out 2>o.err
     [ $? = 3 ] && [ "$(grep -c . o.err)" = 1 ] && grep -q "^ec-train: error: --data missing.tsv: no such file" o.err || fail "--data missing.tsv: $(cat o.err)"

@@ -7,7 +7,8 @@
   expect-exit CODE REGEX [--one-line] [--repeat N] -- CMD...
       CMD exits with CODE and its stderr matches REGEX (one 'ec-train: error:' line). --one-line:
       stderr holds exactly that one line (under mpiexec: printed once, not once per rank, and not
-      lost to MPI_Abort); --repeat: N runs, each must pass (a lost line showed in 1 of 6 runs).
+      lost to MPI_Abort); --repeat: N runs, each must pass (a lost line showed in 1 of 6 runs);
+      --no-segments JOB: no state segment of job JOB is left in /dev/shm afterwards.
   preempt REF -- CMD...
       CMD (with --signal-at) exits 75 after writing a checkpoint; the same CMD again resumes and
       ends with REF's state_hash.
@@ -129,6 +130,11 @@ def expect_exit(args):
         lines = [l for l in p.stderr.splitlines() if l.strip()]
         if one_line and len(lines) != 1:
             fail(f"run {i + 1}: stderr holds {len(lines)} lines, expected exactly one")
+        if "--no-segments" in opts:
+            job = opts[opts.index("--no-segments") + 1]
+            left = [n for n in os.listdir("/dev/shm") if n.startswith(f"resil-ec-{job}-")]
+            if left:
+                fail(f"run {i + 1}: state segments left behind: {left}")
     print(f"ok: exit {code}, stderr matches" + (", one line" if one_line else "") + (f", {repeat} runs" if repeat > 1 else ""))
 
 

@@ -71,6 +71,22 @@ TEST_CASE("segment: create, attach, refuse another identity", "[ec][unit][segmen
     }
   };
   SECTION("config hash") { refused({0xABCDEE, 11, 1, 4}, ExitCode::mismatch); }
+  SECTION("a setting only one side records is named, the other side's as its default") {
+    const auto j2 = job("id-settings");
+    Cleanup c2{j2};
+    (void)Segment::create(j2, {0x1, 11, 1, 4, R"({"--k":2,"--bottom-mlp":[64]})"}, lay);
+    const auto message = [&](const std::string& ours) {
+      try {
+        (void)Segment::attach(j2, {0x2, 11, 1, 4, ours}, lay);
+      } catch (const Error& e) {
+        return std::string(e.what());
+      }
+      return std::string("attached");
+    };
+    CHECK_THAT(message(R"({"--k":2})"), Catch::Contains("--bottom-mlp [64] (this run: (default))"));
+    CHECK_THAT(message(R"({"--k":2,"--bottom-mlp":[64],"--top-mlp":[16]})"), Catch::Contains("--top-mlp (default) (this run: [16])"));
+    CHECK_THAT(message(R"({"--k":3,"--bottom-mlp":[64]})"), Catch::Contains("--k 2 (this run: 3)"));
+  }
   SECTION("world size") { refused({0xABCDEF, 11, 1, 5}, ExitCode::mismatch); }
   SECTION("rank") {
     // rank 2 looks for its own name: absent; a segment renamed to rank 2's name is refused

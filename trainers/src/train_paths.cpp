@@ -74,10 +74,11 @@ void check_paths(const std::vector<OutputPath>& outputs, const std::vector<Input
     if (target != o->path && !stdfs::exists(st) && !stdfs::is_directory(target.parent_path(), ec))
       throw IoError(name(*o) + ": a symbolic link to " + target.string() + ", whose directory does not exist");
     if (stdfs::exists(st)) {
-      if (o->directory && !stdfs::is_directory(st)) throw UsageError(name(*o) + ": exists and is not a directory");
-      if (!o->directory && stdfs::is_directory(st)) throw UsageError(name(*o) + ": is a directory (" + o->option + " names a file)");
+      // The wrong kind of thing is an I/O error (3), as in every resil command (docs/exit-codes.md).
+      if (o->directory && !stdfs::is_directory(st)) throw IoError(name(*o) + ": exists and is not a directory");
+      if (!o->directory && stdfs::is_directory(st)) throw IoError(name(*o) + ": is a directory (" + o->option + " names a file)");
       if (!o->directory && !stdfs::is_regular_file(st))
-        throw UsageError(name(*o) + ": is not a regular file (a FIFO, device or socket; " + o->option + " names a file)");
+        throw IoError(name(*o) + ": is not a regular file (a FIFO, device or socket; " + o->option + " names a file)");
       if (::access(o->path.c_str(), o->directory ? W_OK | X_OK : W_OK) != 0) throw IoError(name(*o) + ": not writable: " + errno_text());
     }
     // Missing directories (--ckpt-dir, a file's parent) are created and files are written beside

@@ -346,6 +346,10 @@ int Engine::run_steps(const Progress& progress) {
   }
   const double a0 = now_seconds();
   train::agree(net_, [&] { open_segment(); });
+  if (!cfg_.job_id.empty()) {
+    net_.barrier();  // every rank's segment made: what they will take, counted once they all exist
+    train::agree(net_, [&] { Segment::require_room(cfg_.job_id); });
+  }
   attach_s_ = now_seconds() - a0;
   // Start-up is recovery: the segments of an earlier launch of this job, if any (restart.cpp).
   const auto relaunch = restart_from_segments();

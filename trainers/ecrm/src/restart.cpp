@@ -95,6 +95,8 @@ void Engine::open_segment() {
     std::replace(option.begin(), option.end(), '_', '-');
     if (k != "world") named[option] = v;  // ranks: in the message's own field
   }
+  named["--bottom-mlp"] = cfg_.bottom_mlp;  // also when the default, which computation_json leaves out
+  named["--top-mlp"] = cfg_.top_mlp;
   named["--ft"] = ft_name(cfg_.ft);
   named["--data content (XXH64)"] = data_id;
   named["--kill"] = kills.empty() ? std::string() : kills.substr(1);

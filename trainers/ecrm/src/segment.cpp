@@ -3,12 +3,15 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -32,11 +35,15 @@ std::string settings_diff(const std::string& theirs, const std::string& ours) {
   const auto a = nlohmann::json::parse(theirs, nullptr, false), b = nlohmann::json::parse(ours, nullptr, false);
   if (!a.is_object() || !b.is_object()) return {};
   std::string out;
-  for (const auto& [k, v] : b.items()) {
-    const auto w = a.contains(k) ? a.at(k) : nlohmann::json();
-    if (w == v) continue;
-    auto text = [](const nlohmann::json& x) { return x.is_string() && !x.get<std::string>().empty() ? x.get<std::string>() : x.is_null() || x.is_string() ? std::string("(none)") : x.dump(); };
-    out += (out.empty() ? "" : ", ") + k + " " + text(w) + " (this run: " + text(v) + ")";
+  // A setting one side does not record was its default there (a segment made before the option).
+  auto text = [](const nlohmann::json& x, bool has) {
+    return !has ? std::string("(default)") : x.is_string() && !x.get<std::string>().empty() ? x.get<std::string>() : x.is_null() || x.is_string() ? std::string("(none)") : x.dump();
+  };
+  auto keys = b;
+  keys.update(a);  // every setting either side names
+  for (const auto& [k, unused] : keys.items()) {
+    if (a.contains(k) && b.contains(k) && a.at(k) == b.at(k)) continue;
+    out += (out.empty() ? "" : ", ") + k + " " + text(a.value(k, nlohmann::json()), a.contains(k)) + " (this run: " + text(b.value(k, nlohmann::json()), b.contains(k)) + ")";
   }
   return out;
 }
@@ -106,18 +113,67 @@ bool Segment::remove(const std::string& job, int rank) {
   return ::shm_unlink(shm_name(job, rank).c_str()) == 0;
 }
 
-std::size_t Segment::cleanup(const std::string& job) {
-  (void)path(job, 0);
+namespace {
+// The names in /dev/shm of `job`'s segments on this node (resil-ec-<job>-<digits>).
+std::vector<std::string> job_segments(const std::string& job) {
+  (void)Segment::path(job, 0);
   const std::string prefix = "resil-ec-" + job + "-";
-  // Every segment is locked first (a running rank holds its lock): when any is in use the job is
-  // running and none is removed; the locks are held until the names are gone.
-  std::vector<std::pair<std::string, Fd>> held;
+  std::vector<std::string> out;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
     const auto name = e.path().filename().string();
     if (name.rfind(prefix, 0) != 0) continue;
     const auto tail = name.substr(prefix.size());
-    if (tail.empty() || tail.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (!tail.empty() && tail.find_first_not_of("0123456789") == std::string::npos) out.push_back(name);
+  }
+  return out;
+}
+
+constexpr std::uint64_t unknown = UINT64_MAX;
+
+// MemAvailable of /proc/meminfo in bytes.
+std::uint64_t mem_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  std::uint64_t kib = 0;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return unknown;
+}
+
+std::string gib(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f GiB", bytes / (1u << 30));
+  return b;
+}
+}  // namespace
+
+void Segment::require_room(const std::string& job) {
+  // A new segment is sparse: its pages are taken as the run first writes them. What this node's
+  // segments of the job still lack must fit now, or the run would end in the kernel's OOM kill
+  // (or SIGBUS on a full /dev/shm) with no error line and ~all of it left behind.
+  std::uint64_t lacking = 0, declared = 0;
+  for (const auto& name : job_segments(job)) {
+    struct stat st{};
+    if (::stat(("/dev/shm/" + name).c_str(), &st) != 0) continue;
+    const auto size = static_cast<std::uint64_t>(st.st_size), backed = static_cast<std::uint64_t>(st.st_blocks) * 512;
+    declared += size;
+    lacking += size > backed ? size - backed : 0;
+  }
+  struct statvfs vfs{};
+  const std::uint64_t shm_free = ::statvfs("/dev/shm", &vfs) == 0 ? std::uint64_t{vfs.f_bavail} * vfs.f_frsize : unknown;
+  const std::uint64_t mem = mem_available(), room = std::min(mem, shm_free);
+  if (lacking <= room) return;
+  throw IoError("/dev/shm/resil-ec-" + job + "-*: the job's state segments on this node need " + gib(static_cast<double>(lacking)) + " more memory (" +
+                gib(static_cast<double>(declared)) + " in all), but " + gib(static_cast<double>(room)) + (room == mem ? " is available" : " is free in /dev/shm") +
+                ": use fewer ranks per node or a smaller state (--rows, --tables, --dim, MLPs)");
+}
+
+std::size_t Segment::cleanup(const std::string& job) {
+  // Every segment is locked first (a running rank holds its lock): when any is in use the job is
+  // running and none is removed; the locks are held until the names are gone.
+  std::vector<std::pair<std::string, Fd>> held;
+  for (const auto& name : job_segments(job)) {
     Fd fd(::shm_open(("/" + name).c_str(), O_RDONLY, 0));
     if (!fd) continue;  // gone meanwhile
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0)

@@ -18,7 +18,7 @@ inline CLI::Option* add_mpi_wait(CLI::App& app, int& target) {
   return app
       .add_option("--mpi-wait,--poll-us", target,
                   "how ranks wait for MPI: auto (yield when every rank on the node has a CPU, else sleep 20 us between polls), "
-                  "yield, spin, or microseconds to sleep between polls (0 = spin)")
+                  "yield, spin, or microseconds to sleep between polls (0..100000; 0 = spin)")
       ->transform(CLI::Validator(
           [us](std::string& s) -> std::string {
             if (s == "auto") s = std::to_string(train::poll_auto);

@@ -72,6 +72,9 @@ public:
   static bool remove(const std::string& job, int rank);
   /// Remove every segment of `job`; returns how many.
   static std::size_t cleanup(const std::string& job);
+  /// IoError when what `job`'s segments on this node have not yet taken (they are sparse until
+  /// written) exceeds the memory available (MemAvailable) or /dev/shm's free space.
+  static void require_room(const std::string& job);
   /// The seed recorded in an existing segment's header (no other check), for a run without --seed.
   static std::optional<std::uint64_t> peek_seed(const std::string& job, int rank);
 
