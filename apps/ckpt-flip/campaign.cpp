@@ -41,6 +41,7 @@ int run_campaign(const CampaignOptions& o) {
   auto cfg = inject::CampaignConfig::load(o.config);
   if (o.format != inject::Format::automatic) cfg.format = o.format;
   ro.out = o.out;
+  ro.config = o.config;  // an input: never inside what the campaign writes
   ro.max_trials = o.max_trials;
   ro.keep_work = o.keep_work;
   ro.jobs = o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency());

@@ -122,6 +122,8 @@ int run_fit(const FitOptions& o);
 void add_format_option(CLI::App& c, inject::Format& format);
 /// --keep-crc on inject, revert and replay (zip CRC-32s of edited members left as they were).
 void add_keep_crc_option(CLI::App& c, bool& keep_crc);
+/// --bits on inject and plan; an empty value is refused (exit 2): it would silently mean every bit.
+void add_bits_option(CLI::App& c, std::string& bits, const std::string& help);
 /// "1.5e+03 -> inf  [Inf]" style annotations shared by dry-run and reports.
 std::string describe_change(const inject::FlipRecord& r);
 /// Copy `from` to a temporary sibling of `to`, run `fn(tmp)`, then durably rename onto `to`;

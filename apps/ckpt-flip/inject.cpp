@@ -45,7 +45,7 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
   c->add_option("--include", o.include, "glob on dataset paths to include (repeatable; names counters explicitly)");
   c->add_option("--exclude", o.exclude, "glob on dataset paths to exclude (repeatable)");
   app::add_choice(*c, "--role", o.role, inject::role_names, "for resil checkpoints: model, optimizer or all");
-  c->add_option("--bits", o.bits, "bits that may be hit: field names and bit numbers/ranges");
+  add_bits_option(*c, o.bits, "bits that may be hit: field names and bit numbers/ranges");
   c->add_option("--model", o.model, "fault model");
   app::add_choice(*c, "--stratify", o.stratify, inject::stratify_names, "stratified sampling: none, bits or dataset");
   app::add_choice(*c, "--as", o.as, inject::as_names, "treat unsigned 16-bit datasets as this dtype (bf16)");
@@ -175,7 +175,8 @@ int run_inject(const InjectOptions& o) {
   } else {
     // The log too is written to a temporary sibling and renamed into place after the output: an
     // error leaves neither, and never removes a log that was there before.
-    const auto log_tmp = ckpt::fs::temp_sibling(o.log);
+    const auto log_target = ckpt::fs::write_target(o.log, "--log");  // through a link: its target
+    const auto log_tmp = ckpt::fs::temp_sibling(log_target);
     ckpt::fs::RemoveOnError log_guard(log_tmp);
     std::string out_sha;
     try {
@@ -189,7 +190,7 @@ int run_inject(const InjectOptions& o) {
         log.line(inject::footer_line(st.changed, out_sha));
         log.close();
       });
-      ckpt::fs::durable_rename(log_tmp, o.log);
+      ckpt::fs::durable_rename(log_tmp, log_target);
     } catch (const Error& e) {
       rethrow_renamed(e, log_tmp.string(), o.log);
     }

@@ -20,6 +20,12 @@ void add_keep_crc_option(CLI::App& c, bool& keep_crc) {
              "notice); revert and replay also do this when the log says the injection did");
 }
 
+void add_bits_option(CLI::App& c, std::string& bits, const std::string& help) {
+  c.add_option("--bits", bits, help)
+      ->check(CLI::Validator([](std::string& s) { return s.empty() ? std::string("empty: give bit names or numbers (all: every bit)") : std::string(); },
+                             "BITS"));
+}
+
 std::string describe_change(const inject::FlipRecord& r) {
   char buf[160];
   if (r.raw) {
@@ -42,12 +48,15 @@ std::string describe_change(const inject::FlipRecord& r) {
 void with_output_copy(const std::string& from, const std::string& to, const std::function<void(const std::string&)>& fn) {
   // The callers checked the paths (ckpt::fs::require_distinct: `to` is not `from`).
   ckpt::fs::require_output_file(to);
-  const auto tmp = ckpt::fs::temp_sibling(to);
+  // Through a symbolic link the file written is its target (the link stays a link), as the path
+  // checks take it.
+  const auto target = ckpt::fs::write_target(to);
+  const auto tmp = ckpt::fs::temp_sibling(target);
   ckpt::fs::RemoveOnError guard(tmp);
   try {
     ckpt::fs::copy_file(from, tmp);
     fn(tmp.string());
-    ckpt::fs::durable_rename(tmp, to);
+    ckpt::fs::durable_rename(tmp, target);
   } catch (const Error& e) {
     // The user named `to`; `.NAME.tmp.PID` means nothing to them (and is gone when they look).
     rethrow_renamed(e, tmp.string(), to);

@@ -31,7 +31,7 @@ CLI::App* setup_plan(CLI::App& app, PlanOptions& o) {
   c->add_option("--include", o.include, "glob on dataset paths to include (repeatable)");
   c->add_option("--exclude", o.exclude, "glob on dataset paths to exclude (repeatable)");
   app::add_choice(*c, "--role", o.role, inject::role_names, "model, optimizer or all");
-  c->add_option("--bits", o.bits, "bits that may be hit");
+  add_bits_option(*c, o.bits, "bits that may be hit");
   c->add_option("--model", o.model, "fault model (for the number of patterns per site)");
   app::add_choice(*c, "--as", o.as, inject::as_names, "treat unsigned 16-bit datasets as this dtype");
   add_format_option(*c, o.format);

@@ -226,6 +226,31 @@ void print_removed(const std::vector<std::string>& removed) {
 
 }  // namespace
 
+bool holds_old_bits(const std::string& file, std::span<const FlipRecord> records, Format format) {
+  if (records.empty()) return true;
+  if (records.front().raw) {
+    std::map<std::uint64_t, std::uint64_t> old;  // byte offset -> its first record's old bits
+    for (const auto& r : records) old.emplace(r.index, r.old_bits);
+    const Fd fd{::open(file.c_str(), O_RDONLY | O_CLOEXEC)};
+    if (!fd) throw IoError(file + ": cannot open for reading: " + std::strerror(errno));
+    for (const auto& [off, bits] : old) {
+      unsigned char b = 0;
+      if (::pread(fd.get(), &b, 1, static_cast<off_t>(off)) != 1 || b != bits) return false;
+    }
+    return true;
+  }
+  const auto rf = open_storage(file, Access::read, format);
+  bool old = true;
+  for (const auto& c : chains_of(records)) {
+    rf->edit(*c.dataset, c.idx, [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
+      for (std::size_t k = 0; k < i.size() && old; ++k) old = w[k] == c.at(i[k]).front()->old_bits;
+    });
+    if (!old) break;
+  }
+  rf->close();
+  return old;
+}
+
 ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force, bool crash_safe,
                  bool sync, Format format) {
   if (records.empty()) return {};
@@ -269,9 +294,15 @@ ApplyStats apply(Storage& wf, std::span<const FlipRecord> records, Direction dir
   // metadata later; only a copy is opened read-write, so such edits stage the whole file.
   const auto tmp = ckpt::fs::temp_sibling(target);
   ckpt::fs::RemoveOnError guard(tmp);
-  ApplyStats st;
   try {
     ckpt::fs::copy_file(target, tmp);
+  } catch (const Error& e) {
+    // Named as what it is: "FILE: cannot create" would read as if the file itself could not be
+    // created (a directory the user may not write, say, beside a file the user may).
+    rethrow_renamed(e, tmp.string(), file + ": its staged copy " + tmp.string());
+  }
+  ApplyStats st;
+  try {
     st = apply(tmp.string(), records, dir, force, false, true, wf.format());
     ckpt::fs::durable_rename(tmp, target);
   } catch (const Error& e) {

@@ -38,8 +38,10 @@ inline constexpr const char* campaign_format = "resil-campaign/1";
 std::string shard_name(const ShardSpec& s) { return "shard-" + std::to_string(s.index) + "-of-" + std::to_string(s.count); }
 
 /// The campaign writes OUT/campaign.json, OUT/golden.json and OUT/golden.log and deletes and rewrites
-/// OUT/work/ and OUT/results/: an input there (the golden checkpoint, its summary) would be lost.
-void refuse_inputs_inside_outputs(const CampaignConfig& c, const CkptFiles& golden, const stdfs::path& out) {
+/// OUT/work/ and OUT/results/: an input there (the configuration file, the golden checkpoint, its
+/// summary) would be lost, or read back as something else (records, the golden record).
+void refuse_inputs_inside_outputs(const CampaignConfig& c, const CkptFiles& golden, const RunOptions& opt) {
+  const stdfs::path& out = opt.out;
   std::error_code ec;
   if (stdfs::exists(out, ec) && !stdfs::is_directory(out, ec)) throw UsageError("--out " + out.string() + ": exists and is not a directory");
   auto canon = [](const stdfs::path& p) {
@@ -49,6 +51,7 @@ void refuse_inputs_inside_outputs(const CampaignConfig& c, const CkptFiles& gold
   };
   const stdfs::path o = canon(out);
   std::vector<stdfs::path> inputs{golden.entry};
+  if (!opt.config.empty()) inputs.push_back(opt.config);
   for (const auto& f : golden.files) {
     inputs.push_back(f);
     inputs.push_back(f.string() + ".done");
@@ -78,6 +81,25 @@ json golden_identity(const CkptFiles& g) {
   return j;
 }
 
+/// The configuration `old_cfg` (OUT/campaign.json's) with each path that names the same file as
+/// `new_cfg`'s spelled as there: the same file through another working directory or a link is the
+/// same configuration. A relative path is from a campaign.json of an earlier version, relative to
+/// the working directory of its run: tried from this one's and from the configuration file's
+/// directory (`config_dir`, where a campaign is most often started).
+json with_paths_of(json old_cfg, const json& new_cfg, const stdfs::path& config_dir) {
+  if (!old_cfg.is_object()) return old_cfg;
+  for (const char* key : {"/checkpoint", "/golden/summary", "/golden/final_checkpoint"}) {
+    const json::json_pointer ptr(key);
+    if (!old_cfg.contains(ptr) || !new_cfg.contains(ptr) || !old_cfg.at(ptr).is_string() || !new_cfg.at(ptr).is_string()) continue;
+    const std::string was = old_cfg.at(ptr).get<std::string>(), now = new_cfg.at(ptr).get<std::string>();
+    if (was == now || was.empty() || now.empty()) continue;
+    const bool same = ckpt::fs::same_file(was, now) ||
+                      (stdfs::path(was).is_relative() && !config_dir.empty() && ckpt::fs::same_file(config_dir / was, now));
+    if (same) old_cfg[ptr] = now;
+  }
+  return old_cfg;
+}
+
 }  // namespace
 
 FaultSpace fault_space(const CampaignConfig& c) {
@@ -96,7 +118,7 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
     if (!stdfs::exists(f, ec)) throw IoError(f.string() + ": golden checkpoint file not found");
     if (!stdfs::is_regular_file(f, ec)) throw IoError(f.string() + ": the golden checkpoint is not a regular file");
   }
-  refuse_inputs_inside_outputs(c, golden_files, o.out);
+  refuse_inputs_inside_outputs(c, golden_files, o);
   // keep_crc is process-wide (storage.hpp: a staged edit opens its copy anew); the job processes
   // fork from here and inherit it. Restored on return: run_campaign is a library call.
   struct KeepCrc {
@@ -129,10 +151,14 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
   for (const auto& s : strata) meta_full["strata"].push_back({{"label", s.label}, {"bits", s.sel.bits()}});
   meta_full["golden_xxh64"] = golden_identity(golden_files);
   require_regular_or_absent(o.out / "campaign.json");
+  // The identity every record carries is that of the configuration campaign.json holds, as it holds
+  // it (read_results checks records against it): a campaign.json kept below may spell the paths as
+  // an earlier run, or an earlier version, did.
+  json recorded_cfg = meta_full["config"];
   if (auto old = read_json_file(o.out / "campaign.json")) {
-    json old_cfg = old->is_object() ? old->value("config", json()) : json();
-    // How trials run ("mode") is not part of what they compute: a campaign may continue in another mode.
     json new_cfg = meta_full["config"];
+    json old_cfg = with_paths_of(old->is_object() ? old->value("config", json()) : json(), new_cfg, o.config.parent_path());
+    // How trials run ("mode") is not part of what they compute: a campaign may continue in another mode.
     if (old_cfg.is_object()) old_cfg.erase("mode");
     new_cfg.erase("mode");
     const std::string old_name = old_cfg.is_object() && old_cfg.contains("name") ? old_cfg.at("name").dump() : std::string("?");
@@ -155,17 +181,20 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
       stdfs::remove(o.out / "golden.log", ec);
       ckpt::fs::write_file_atomic(o.out / "campaign.json", meta_full.dump(2) + "\n");
       rs.replaced = old_name;
-    } else if (!old->contains("golden_xxh64")) {
-      // A campaign.json from before the golden bytes were recorded: recorded now, from here on.
-      json updated = *old;
-      updated["golden_xxh64"] = meta_full["golden_xxh64"];
-      ckpt::fs::write_file_atomic(o.out / "campaign.json", updated.dump(2) + "\n");
-    } else if (other_bytes) {
-      std::string changed;  // the files whose bytes differ
-      for (const auto& [f, h] : meta_full["golden_xxh64"].items())
-        if (old->at("golden_xxh64").value(f, json()) != h) changed += (changed.empty() ? "" : ", ") + f;
-      throw MismatchError(c.checkpoint + ": the golden checkpoint's bytes differ from those " + (o.out / "campaign.json").string() +
-                          " recorded (changed: " + changed + "): its trials were drawn from another checkpoint; restore that one, or use another --out");
+    } else {
+      recorded_cfg = old->at("config");  // the same configuration: campaign.json is kept as it is
+      if (!old->contains("golden_xxh64")) {
+        // A campaign.json from before the golden bytes were recorded: recorded now, from here on.
+        json updated = *old;
+        updated["golden_xxh64"] = meta_full["golden_xxh64"];
+        ckpt::fs::write_file_atomic(o.out / "campaign.json", updated.dump(2) + "\n");
+      } else if (other_bytes) {
+        std::string changed;  // the files whose bytes differ
+        for (const auto& [f, h] : meta_full["golden_xxh64"].items())
+          if (old->at("golden_xxh64").value(f, json()) != h) changed += (changed.empty() ? "" : ", ") + f;
+        throw MismatchError(c.checkpoint + ": the golden checkpoint's bytes differ from those " + (o.out / "campaign.json").string() +
+                            " recorded (changed: " + changed + "): its trials were drawn from another checkpoint; restore that one, or use another --out");
+      }
     }
   } else {
     // No campaign.json (or one that is not JSON) beside recorded trials: another configuration
@@ -209,7 +238,8 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
   }
   const auto gsum = golden_checksums(golden_files, c.format);
   auto make_context = [&](const stdfs::path& dir) {
-    return std::make_unique<detail::TrialContext>(detail::TrialContext{c, golden, fmodel, strata, golden_files, gsum, o.shard, dir, {}, {}, {}});
+    return std::make_unique<detail::TrialContext>(
+        detail::TrialContext{c, golden, fmodel, strata, golden_files, gsum, o.shard, campaign_id(recorded_cfg), dir, {}, {}, {}});
   };
   // Trial ids in order, skipping those already recorded, until to_run have been handed out.
   std::uint64_t next_t = o.shard.index, handed = 0;

@@ -62,6 +62,14 @@ std::string resolve(const std::string& p, const stdfs::path& base) {
   return (base / p).lexically_normal().string();
 }
 
+// A path as campaign.json records it: absolute (from this process's working directory, which the
+// relative ones are relative to), so another working directory gives the same record.
+std::string absolute_path(const std::string& p) {
+  std::error_code ec;
+  const stdfs::path a = p.empty() ? stdfs::path() : stdfs::absolute(p, ec);
+  return p.empty() || ec ? p : a.lexically_normal().string();
+}
+
 using Fields = detail::JsonFields;
 
 }  // namespace
@@ -144,7 +152,7 @@ CampaignConfig CampaignConfig::load(const stdfs::path& p) {
 }
 
 json CampaignConfig::to_json() const {
-  json j = {{"name", name}, {"checkpoint", checkpoint}, {"command", command}, {"timeout_s", timeout_s}, {"trials", trials},
+  json j = {{"name", name}, {"checkpoint", absolute_path(checkpoint)}, {"command", command}, {"timeout_s", timeout_s}, {"trials", trials},
             {"seed", seed},
             {"inject", {{"flips", flips}, {"model", model}, {"role", detail::name_of(role_names, role)}, {"bits", bits}, {"include", include},
                         {"exclude", exclude}, {"as", detail::name_of(as_names, as)}, {"strata", detail::name_of(strata_names, strata)}}},
@@ -155,7 +163,7 @@ json CampaignConfig::to_json() const {
   // campaign started before these keys existed continues).
   if (format != Format::automatic) j["format"] = detail::name_of(format_names, format);
   if (keep_crc) j["keep_crc"] = true;
-  if (!golden_summary.empty()) j["golden"] = {{"summary", golden_summary}, {"final_checkpoint", golden_final_checkpoint}};
+  if (!golden_summary.empty()) j["golden"] = {{"summary", absolute_path(golden_summary)}, {"final_checkpoint", absolute_path(golden_final_checkpoint)}};
   if (finite) j["inject"]["finite"] = true;  // absent when false: campaign.json of older runs compares equal
   return j;
 }

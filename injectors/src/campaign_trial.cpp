@@ -209,7 +209,7 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
   json rec = {{"trial", t},
               {"shard", std::to_string(shard.index) + "/" + std::to_string(shard.count)},
               {"seed", c.seed},
-              {"campaign", campaign_id(c.to_json())},
+              {"campaign", campaign},
               {"trial_seed", derive_seed(c.seed, t)},
               {"stratum", st.label},
               {"class", outcome_name(k.outcome)},

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +31,7 @@ struct TrialContext {
   const CkptFiles& golden_files;
   const GoldenSums& gsum;
   ShardSpec shard;
+  std::string campaign;  // the identity each record carries: campaign_id of OUT/campaign.json's configuration
   std::filesystem::path wdir;
   CkptFiles work;
   std::vector<FileId> work_ids;

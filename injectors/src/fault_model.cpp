@@ -3,11 +3,10 @@
 #include <bit>
 #include <charconv>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "resil/ckpt/fs.hpp"
 #include "resil/core/error.hpp"
 #include "resil/inject/selection.hpp"
 
@@ -131,11 +130,10 @@ FaultModel FaultModel::parse(std::string_view spec) {
   } else if (head == "pattern") {
     if (arg.empty()) throw UsageError("--model pattern:FILE.json needs a file name");
     const std::string file(arg);
-    std::ifstream in(file);
-    if (!in) throw IoError("--model " + std::string(spec) + ": cannot read " + file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return from_table(parse_pattern_table(ss.str(), file), std::string(spec));
+    // An input like any other: a FIFO would block the read forever, /dev/zero never ends, a
+    // directory or /dev/null is no table (exit 3 naming the path, not 4 "not valid JSON").
+    ckpt::fs::require_input_file(file, "--model");
+    return from_table(parse_pattern_table(ckpt::fs::read_file(file), file), std::string(spec));
   } else {
     throw UsageError("--model '" + std::string(spec) +
                      "': unknown fault model (flip, adjacent:K, random-bits:K, burst[:K], stuck-at-0, stuck-at-1, "

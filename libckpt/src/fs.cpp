@@ -150,7 +150,8 @@ stdfs::path temp_sibling(const stdfs::path& p) {
 
 void write_file_atomic(const stdfs::path& p, const std::string& text) {
   require_output_file(p);  // the rename would replace a device node (as root) or a directory's entry
-  const stdfs::path tmp = temp_sibling(p);
+  const stdfs::path target = write_target(p);  // through a symbolic link: its target (the link stays)
+  const stdfs::path tmp = temp_sibling(target);
   RemoveOnError guard(tmp);
   {
     Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
@@ -166,7 +167,7 @@ void write_file_atomic(const stdfs::path& p, const std::string& text) {
     }
     if (::fsync(f.get()) != 0) fail("fsync failed", tmp);
   }
-  durable_rename(tmp, p);
+  durable_rename(tmp, target);
   guard.keep();
 }
 

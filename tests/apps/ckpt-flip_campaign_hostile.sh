@@ -4,7 +4,8 @@
 # truncate, delete or replace {ckpt}, kill -9 of the campaign while a trial runs, inputs inside the
 # output directory, results files that are directories, FIFOs or hold foreign records (another
 # seed, another result for the same trial), report/fit outputs over their own inputs, two
-# processes on one shard, --shard and --seed edge cases.
+# processes on one shard, --shard and --seed edge cases, a pattern table that is a FIFO, a campaign
+# continued from another working directory, the configuration file inside OUT.
 . "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-hostile
 FLIP=$1
 EXPECT_TIMEOUT=60  # a FIFO results file must not block the test forever
@@ -365,6 +366,76 @@ PYEOF
 touch "$T/g3.h5.fixed"
 expect_rc 0 "$FLIP" campaign "$T/g3-bad.json" --out "$T/g3" -q
 [ "$(n_records "$T/g3")" = 2 ] || fail "a campaign whose checkpoint changed before its first trial did not run"
+
+# 21. A pattern table that is not a regular file (a FIFO blocked the campaign forever): exit 3
+#     naming it, before OUT is made.
+mkfifo "$T/pf"
+config "$T/pf.json" "\"trials\": 2, \"inject\": {\"model\": \"pattern:$T/pf\"}"
+expect_err 3 "$T/pf" "$FLIP" campaign "$T/pf.json" --out "$T/pf-out" -q
+[ ! -e "$T/pf-out" ] || fail "a refused pattern table left an output directory"
+expect_err 3 "$T/pf" "$FLIP" plan "$T/pf.json"
+
+# 22. A campaign continued from another working directory, its configuration given by a relative
+#     or an absolute path: the paths in it are relative to the configuration file, so it is the
+#     same configuration (refused as "another configuration" when campaign.json held them relative
+#     to the first run's working directory). So is a campaign.json of an earlier version, written
+#     by a run in the configuration's directory; its records keep its identity.
+mkdir -p "$T/cwd/A" "$T/cwd/B"
+cp "$T/g.h5" "$T/cwd/A/golden.h5"
+$PY - "$T/cwd/A" <<'PYEOF'
+import json, sys
+c = {"name": "h", "checkpoint": "golden.h5", "command": r'echo "{\"test_accuracy\": 0.5}" > {out}', "trials": 8, "seed": 3,
+     "inject": {"include": ["/model/w"]}}
+json.dump(c, open(sys.argv[1] + "/c.json", "w"))
+c["checkpoint"] = "other.h5"
+json.dump(c, open(sys.argv[1] + "/c2.json", "w"))
+PYEOF
+(cd "$T/cwd/A" && expect_rc 0 "$FLIP" campaign c.json --out out --max-trials 2 --jobs 1 -q) || exit 1
+(cd "$T/cwd/B" && expect_rc 0 "$FLIP" campaign ../A/c.json --out ../A/out --max-trials 2 -q) || exit 1
+(cd / && expect_rc 0 "$FLIP" campaign "$T/cwd/A/c.json" --out "$T/cwd/A/out" --max-trials 2 -q) || exit 1
+[ "$(n_records "$T/cwd/A/out")" = 6 ] || fail "a campaign continued from other directories recorded $(n_records "$T/cwd/A/out") trials, not 6"
+expect_rc 0 "$FLIP" report "$T/cwd/A/out" --no-plots
+grep -q "6/8 trials" "$T/stdout" || fail "the continued campaign's report: $(head -1 "$T/stdout")"
+# Another file with the same bytes is still another configuration.
+cp "$T/cwd/A/golden.h5" "$T/cwd/A/other.h5"
+expect_err 2 "another configuration: checkpoint" "$FLIP" campaign "$T/cwd/A/c2.json" --out "$T/cwd/A/out" -q
+$PY - "$T/cwd/A/out" <<'PYEOF'
+import json, sys, glob
+d = sys.argv[1]
+c = json.load(open(d + "/campaign.json"))
+assert c["config"]["checkpoint"].startswith("/"), c["config"]["checkpoint"]
+c["config"]["checkpoint"] = "golden.h5"  # as an earlier version wrote it, run in A
+json.dump(c, open(d + "/campaign.json", "w"), indent=2)
+for f in glob.glob(d + "/results/*.jsonl"):
+    recs = [json.loads(l) for l in open(f)]
+    for r in recs:
+        r.pop("campaign", None)  # the identity is that of the configuration campaign.json holds
+    open(f, "w").write("".join(json.dumps(r) + "\n" for r in recs))
+PYEOF
+OLD_META=$(sha "$T/cwd/A/out/campaign.json")
+(cd "$T/cwd/B" && expect_rc 0 "$FLIP" campaign ../A/c.json --out ../A/out --max-trials 1 -q) || exit 1
+(cd / && expect_rc 0 "$FLIP" campaign "$T/cwd/A/c.json" --out "$T/cwd/A/out" -q) || exit 1
+[ "$(sha "$T/cwd/A/out/campaign.json")" = "$OLD_META" ] || fail "an earlier version's campaign.json was rewritten"
+expect_rc 0 "$FLIP" report "$T/cwd/A/out" --no-plots
+grep -q "8/8 trials" "$T/stdout" || fail "the campaign of an earlier version, continued: $(head -1 "$T/stdout")"
+
+# 23. The configuration file inside what the campaign writes (OUT/campaign.json was replaced by the
+#     campaign's own; in results/ or as golden.json it was read back as records or as the golden
+#     record): exit 2 naming it, before anything in OUT is made or changed; the file unchanged.
+for at in campaign.json results/c.jsonl golden.json work/c.json; do
+  rm -rf "$T/cfg-in"
+  mkdir -p "$(dirname "$T/cfg-in/$at")"
+  config "$T/cfg-in/$at" '"trials": 2'
+  SUM=$(sha "$T/cfg-in/$at")
+  TREE=$(cd "$T/cfg-in" && find . | sort)
+  expect_err 2 "$at" "$FLIP" campaign "$T/cfg-in/$at" --out "$T/cfg-in" -q
+  (cd "$T/cfg-in" && expect_err 2 "$at" "$FLIP" campaign "$at" --out . -q) || exit 1
+  [ "$(sha "$T/cfg-in/$at")" = "$SUM" ] || fail "the configuration at OUT/$at changed"
+  [ "$(cd "$T/cfg-in" && find . | sort)" = "$TREE" ] || fail "a configuration at OUT/$at: OUT changed: $(cd "$T/cfg-in" && find . | sort)"
+done
+ln -s "$T/cfg-in/work/c.json" "$T/cfg-link.json"
+expect_err 2 "use another --out" "$FLIP" campaign "$T/cfg-link.json" --out "$T/cfg-in" -q
+[ "$(cd "$T/cfg-in" && find . | sort)" = "$TREE" ] || fail "a configuration linked from OUT/work: OUT changed"
 
 [ "$(sha "$T/g.h5")" = "$GOLDEN_SHA" ] || fail "the golden checkpoint changed"
 echo "all hostile campaign checks passed"

@@ -2,7 +2,7 @@
 # ckpt-flip path arguments against each other and against things that are not plain files: the same
 # file under two names (same path, hard link, symbolic link), directories, /dev/null, FIFOs,
 # unreadable, locked and missing files, outputs in missing directories; datasets whose data lives in
-# external raw files; flip logs cut by a kill; out-of-range seeds. After every refusal: the
+# external raw files; flip logs cut by a kill; a failed in-place edit; out-of-range seeds, empty --bits. After every refusal: the
 # documented exit code, one error line naming the user's path (never a `.NAME.tmp.PID`), and every
 # input byte-identical (issue #15).
 . "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-hostile
@@ -78,6 +78,16 @@ cmp -s "$T/target.h5" "$T/in.h5" && fail "the link's target was not changed"
 expect_rc 0 "$FLIP" revert "$T/via-link.h5" --log "$T/link.jsonl"
 [ -L "$T/via-link.h5" ] || fail "revert through a symbolic link replaced the link by a file"
 expect_rc 0 "$FLIP" diff "$T/in.h5" "$T/target.h5"; grep -q identical "$T/stdout" || fail "revert through a link"
+# -o and --log through symbolic links (one to a file, one dangling): written to the targets, the
+# links stay links (they were replaced by regular files, the targets left alone).
+mkdir -p "$T/real"; echo old >"$T/real/out.h5"
+ln -s real/out.h5 "$T/out-link.h5"; ln -s real/new.jsonl "$T/log-link.jsonl"
+expect_rc 0 "$FLIP" inject "$T/in.h5" -o "$T/out-link.h5" --include /model/w --seed 5 --flips 2 --log "$T/log-link.jsonl"
+[ -L "$T/out-link.h5" ] && [ -L "$T/log-link.jsonl" ] || fail "-o/--log through a symbolic link replaced the link"
+[ -s "$T/real/new.jsonl" ] || fail "--log through a dangling link did not create its target"
+expect_rc 0 "$FLIP" diff "$T/in.h5" "$T/real/out.h5"; grep -q identical "$T/stdout" && fail "-o through a link: the target was not written"
+expect_rc 0 "$FLIP" revert "$T/real/out.h5" --log "$T/real/new.jsonl"
+expect_rc 0 "$FLIP" diff "$T/in.h5" "$T/real/out.h5"; grep -q identical "$T/stdout" || fail "-o through a link: the target does not hold the flipped copy"
 
 # ---- 2. Not regular files, missing and unreadable files: exit 3 (io), never blocking.
 mkfifo "$T/fifo"; mkdir "$T/dir"
@@ -97,8 +107,16 @@ for bad in "$T/fifo" "$T/dir" "$nul" "$T/missing.h5"; do
   expect_rc 3 "$FLIP" replay "$bad" --log "$T/o.jsonl" -o "$T/x.h5"
   expect_rc 3 "$FLIP" revert "$T/w.h5" --log "$bad"
   expect_rc 3 "$FLIP" replay "$T/w.h5" --log "$bad" -o "$T/x.h5"
+  # A pattern table is an input like the others (it was read with a plain stream: the FIFO hung).
+  expect_rc 3 "$FLIP" inject "$T/in.h5" --dry-run --seed 1 --flips 1 --model "pattern:$bad"; expect_msg "$bad"
+  expect_rc 3 "$FLIP" inject "$T/w.h5" --in-place --seed 1 --flips 1 --model "pattern:$bad" --log "$T/x.jsonl"
+  expect_rc 3 "$FLIP" plan "$T/in.h5" --model "pattern:$bad"; expect_msg "$bad"
   [ ! -e "$T/x.h5" ] && [ ! -e "$T/x.jsonl" ] || fail "partial output after $bad"
 done
+# /dev/zero never ends (700 MB read within 5 s, and growing).
+( ulimit -v 2000000; expect_rc 3 "$FLIP" inject "$T/in.h5" --dry-run --seed 1 --flips 1 --model pattern:/dev/zero ) || exit 1
+expect_msg "/dev/zero: is a character device"
+same "$T/w.h5" "$W_SHA" "patterns that are not regular files"
 expect_rc 3 "$FLIP" inspect "$T/missing.h5"; expect_msg "missing.h5: no such file"
 expect_rc 3 "$FLIP" inspect "$T/fifo"; expect_msg "FIFO"
 # Outputs that are not regular files: refused, the device or FIFO left as it was (the device only
@@ -141,6 +159,18 @@ if [ "$(id -u)" != 0 ] || [ ${#as_nobody[@]} -gt 0 ]; then
   expect_rc 3 "${as_nobody[@]}" "$FLIP" inject "$T/rw/ro-in.h5" --in-place --seed 1 --flips 1 --log "$T/rw/y.jsonl"
   expect_rc 3 "${as_nobody[@]}" "$FLIP" revert "$T/rw/ro-in.h5" --log "$T/o.jsonl"
   same "$T/rw/ro-in.h5" "$IN_SHA" "read-only input"
+  # A staged in-place edit (gzip chunks) of a file the user may write, in a directory the user may
+  # not: exit 3, the file unchanged, and no flip log of flips never made (it was kept, complete
+  # but for its footer). The message names the temporary copy that could not be created (not
+  # "FILE: cannot create"), so test_lib's check is used, not the one against temporary names.
+  mkdir "$T/ro2"; cp "$T/in.h5" "$T/ro2/mine.h5"
+  if [ "$(id -u)" = 0 ]; then chown 65534 "$T/ro2/mine.h5"; fi
+  chmod 555 "$T/ro2"
+  lib_expect_rc 3 "${as_nobody[@]}" "$FLIP" inject "$T/ro2/mine.h5" --in-place --include /model/g --seed 1 --flips 2 --log "$T/rw/l8.jsonl"
+  expect_msg "ro2/mine.h5: its staged copy .*ro2/\.mine\.h5\.tmp\.[0-9]*: cannot create"
+  [ ! -e "$T/rw/l8.jsonl" ] || fail "a failed in-place inject left its flip log"
+  same "$T/ro2/mine.h5" "$IN_SHA" "a staged in-place edit that could not create its copy"
+  chmod 755 "$T/ro2"  # removable at exit when not run as root
 fi
 # A file another process holds open for writing (HDF5's file lock): exit 3, "locked".
 $PY - "$FLIP" "$T" <<'PYEOF' || fail "locked file"
@@ -241,6 +271,11 @@ done
 expect_rc 0 "$FLIP" inject "$T/in.h5" --dry-run --seed 18446744073709551615 --trial 18446744073709551615 --flips 1
 grep -q "seed 18446744073709551615, trial 18446744073709551615" "$T/stdout" || fail "largest seed not kept"
 expect_rc 0 "$FLIP" inject "$T/in.h5" --dry-run --seed 0x10 --flips 1; grep -q "seed 16," "$T/stdout" || fail "hex seed"
+# An empty --bits silently meant every bit.
+expect_rc 2 "$FLIP" inject "$T/in.h5" --dry-run --seed 1 --flips 1 --bits ''; expect_msg "\-\-bits"
+expect_rc 2 "$FLIP" inject "$T/in.h5" -o "$T/x.h5" --seed 1 --flips 1 --bits '' --log "$T/x.jsonl"; expect_msg "\-\-bits"
+[ ! -e "$T/x.h5" ] && [ ! -e "$T/x.jsonl" ] || fail "partial output after --bits ''"
+expect_rc 2 "$FLIP" plan "$T/in.h5" --bits ''; expect_msg "\-\-bits"
 
 same "$T/in.h5" "$IN_SHA" "the whole run"
 echo "ckpt-flip hostile paths: OK"

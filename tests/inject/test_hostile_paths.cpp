@@ -1,5 +1,5 @@
 // Paths that name one file twice, files that are not regular files, datasets kept in external raw
-// files, flip logs cut by a kill, errors met on temporary copies (issue #15).
+// files, flip logs cut by a kill, errors met on temporary copies, failed in-place injections (issue #15).
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <set>
 
 #include "resil/ckpt/fs.hpp"
 #include "resil/ckpt/hash.hpp"
@@ -14,7 +15,11 @@
 #include "resil/core/error.hpp"
 #include "resil/inject/flip_log.hpp"
 #include "resil/inject/apply.hpp"
+#include "resil/inject/fault_model.hpp"
 #include "resil/inject/plan.hpp"
+#include "resil/inject/sampling.hpp"
+#include "resil/inject/select.hpp"
+#include "resil/inject/transaction.hpp"
 #include "resil_test/tmpdir.hpp"
 
 using namespace resil;
@@ -82,7 +87,10 @@ TEST_CASE("inputs must be readable regular files, outputs regular or new; refuse
     CHECK_THROWS_AS(ckpt::h5::open_file(bad.string(), ckpt::h5::Mode::read), IoError);  // never blocks on the FIFO
     CHECK_THROWS_AS(inject::read_log(bad), IoError);
     CHECK_THROWS_AS(fs::read_file(bad), IoError);
+    // A pattern table is an input too: the FIFO blocked the read forever, /dev/zero never ended.
+    CHECK_THROWS_AS(inject::FaultModel::parse("pattern:" + bad.string()), IoError);
   }
+  CHECK_THROWS_AS(inject::FaultModel::parse("pattern:/dev/zero"), IoError);
   CHECK_NOTHROW(fs::require_output_file(dir / "f"));
   CHECK_NOTHROW(fs::require_output_file(dir / "new"));
   CHECK_THROWS_AS(fs::require_output_file("/dev/null"), IoError);
@@ -219,4 +227,81 @@ TEST_CASE("external raw data: listed, never selected, never written; read next t
   auto f2 = ckpt::h5::open_file((dir / "two" / "ext.h5").string(), ckpt::h5::Mode::read);
   CHECK(ckpt::list_datasets(f2).size() == 2);
   CHECK_THROWS_AS(ckpt::read_tensor(f2, "/ext"), IoError);
+}
+
+namespace {
+
+// Records of `flips` faults planned on `file` (every dataset selected).
+std::vector<inject::FlipRecord> plan_on(const std::string& file, std::uint64_t flips) {
+  auto f = ckpt::h5::open_file(file, ckpt::h5::Mode::read);
+  const auto targets = inject::select(ckpt::list_datasets(f), {});
+  inject::PlanOptions p;
+  p.seed = 5;
+  p.flips = flips;
+  return inject::plan(file, targets, inject::sample_sites(targets, p), p);
+}
+
+ckpt::Tensor ramp(std::size_t n, float base) {
+  ckpt::Tensor t(ckpt::DType::f32, {n});
+  for (std::size_t i = 0; i < n; ++i) t.as<float>()[i] = base + static_cast<float>(i);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("a failed in-place injection leaves no log of flips never made; one that may hold some keeps it", "[inject][unit]") {
+  test::TempDir dir("hostile-txn");
+  const auto log = dir / "l.jsonl";
+  inject::LogHeader h;
+  h.in_place = true;
+
+  // gzip chunks: the edit is staged in a temporary sibling, which cannot be created here (a
+  // directory holds its name; as root a read-only directory would not stop it). Nothing changed.
+  const auto g = (dir / "g.h5").string();
+  {
+    auto f = ckpt::h5::create_file(g);
+    ckpt::write_tensor(f, "/model/g", ramp(64, 1.0f), ckpt::WriteOptions{{16}, 4, false});
+  }
+  const auto g_recs = plan_on(g, 4);
+  const auto g_before = ckpt::sha256_file(g);
+  CHECK(inject::holds_old_bits(g, g_recs));
+  const auto blocker = fs::temp_sibling(std::filesystem::canonical(g));
+  std::filesystem::create_directories(blocker / "x");
+  try {
+    inject::apply_logged(log, h, g_recs, g);
+    FAIL("the staged edit was not refused");
+  } catch (const IoError& e) {
+    const std::string what = e.what();
+    CHECK(what.find(g + ": its staged copy " + blocker.string() + ": cannot create") == 0);  // not "g.h5: cannot create"
+  }
+  CHECK_FALSE(std::filesystem::exists(log));
+  CHECK(ckpt::sha256_file(g) == g_before);
+  std::filesystem::remove_all(blocker);
+
+  // Words changed in place, then a mismatch in a later dataset: the log is the undo record.
+  const auto c = (dir / "c.h5").string(), d = (dir / "d.h5").string();
+  for (const auto& [file, z] : {std::pair{c, 100.0f}, std::pair{d, 500.0f}}) {
+    auto f = ckpt::h5::create_file(file);
+    ckpt::write_tensor(f, "/model/a", ramp(64, 1.0f));
+    ckpt::write_tensor(f, "/model/z", ramp(64, z));
+  }
+  const auto recs = plan_on(c, 40);
+  std::set<std::string> hit;
+  for (const auto& r : recs) hit.insert(r.dataset);
+  REQUIRE(hit == std::set<std::string>{"/model/a", "/model/z"});
+  try {
+    inject::apply_logged(log, h, recs, d);  // d: /model/a as planned, /model/z other values
+    FAIL("the mismatch was not refused");
+  } catch (const MismatchError& e) {
+    CHECK(std::string(e.what()).find("the flip log " + log.string() + " is kept") != std::string::npos);
+  }
+  CHECK(std::filesystem::exists(log));
+  CHECK_FALSE(inject::holds_old_bits(d, recs));
+
+  // holds_old_bits: before, after and after the undo of an injection.
+  CHECK(inject::holds_old_bits(c, recs));
+  inject::apply_logged(log, h, recs, c);
+  CHECK_FALSE(inject::holds_old_bits(c, recs));
+  inject::apply(c, recs, inject::Direction::revert);
+  CHECK(inject::holds_old_bits(c, recs));
 }

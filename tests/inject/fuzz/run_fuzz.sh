@@ -22,8 +22,8 @@ build() {  # build NAME SOURCES... [-lLIB...]
 I=$SRC/injectors/src
 F=$SRC/tests/inject/fuzz
 build fuzz_log "$F/fuzz_log.cpp" "$I/flip_log.cpp" "$I/selection.cpp" "$SRC/libckpt/src/dtype.cpp" "$SRC/libckpt/src/fs.cpp"
-build fuzz_pattern "$F/fuzz_pattern.cpp" "$I/fault_model.cpp" "$I/selection.cpp"
-build fuzz_selection "$F/fuzz_selection.cpp" "$I/fault_model.cpp" "$I/selection.cpp"
+build fuzz_pattern "$F/fuzz_pattern.cpp" "$I/fault_model.cpp" "$I/selection.cpp" "$SRC/libckpt/src/fs.cpp"
+build fuzz_selection "$F/fuzz_selection.cpp" "$I/fault_model.cpp" "$I/selection.cpp" "$SRC/libckpt/src/fs.cpp"
 # The token-level zlib patcher decodes the compressed chunks of user files.
 build fuzz_patch "$F/fuzz_patch.cpp" "$I/deflate_patch.cpp" -ldeflate -lz
 # The format parsers of torch.save archives, safetensors and NumPy files (injectors/formats).

@@ -42,4 +42,9 @@ ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, D
 /// other; Access::read is a UsageError. Raw records reopen the file by path.
 ApplyStats apply(Storage& file, std::span<const FlipRecord> records, Direction dir, bool force = false);
 
+/// Whether every word the records touch holds its first record's old bits in `file`: none of them
+/// is applied (a record that changes no bit counts either way). Reads only those words, read-only.
+/// Errors as open_storage and Storage::edit; a raw record beyond the file's end is false.
+bool holds_old_bits(const std::string& file, std::span<const FlipRecord> records, Format format = Format::automatic);
+
 }  // namespace resil::inject

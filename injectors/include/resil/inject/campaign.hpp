@@ -112,6 +112,8 @@ struct CampaignConfig {
   /// The checks of parse() on the values (also for configurations built in code); UsageError.
   void validate(const std::string& source) const;
   static CampaignConfig load(const std::filesystem::path& p);
+  /// As OUT/campaign.json records it; the paths absolute, so the record (and the identity every
+  /// trial record carries) does not depend on the working directory of the run.
   nlohmann::json to_json() const;
 };
 
@@ -182,6 +184,11 @@ inline constexpr unsigned max_jobs = 1024;
 
 struct RunOptions {
   std::filesystem::path out;
+  /// The configuration file, when the configuration came from one: an input like the checkpoint
+  /// (never inside what the campaign writes), and the directory its relative paths were read from
+  /// (how a campaign.json of an earlier version, which stored them relative to the working
+  /// directory, is recognised as the same configuration).
+  std::filesystem::path config;
   ShardSpec shard;
   std::optional<std::uint64_t> max_trials;  // stop after this many new trials (this invocation)
   bool keep_work = false;

@@ -32,7 +32,10 @@ struct TransactionResult {
 
 /// Write the log `log` (created or truncated) with `header` and `records`, make it durable, apply
 /// `records` forward to `file` crash-safely in place (inject::apply), then finish the log with its
-/// footer. Errors as LogWriter and apply (IoError, MismatchError, ...): the log then has no footer.
+/// footer. Errors as LogWriter and apply (IoError, MismatchError, ...). After an error the touched
+/// words are read back (holds_old_bits): a log of flips the file holds none of is removed (no output
+/// of a failed run remains); otherwise it is the undo record, kept without its footer, and the
+/// error's message (same class) says so.
 TransactionResult apply_logged(const std::filesystem::path& log, const LogHeader& header, std::span<const FlipRecord> records,
                                const std::string& file, const TransactionOptions& opt = {});
 /// The same through an open Storage (Access::in_place), which it closes; its set_sync applies, not

@@ -18,7 +18,8 @@ void fsync_file(const stdfs::path& p);
 void fsync_dir(const stdfs::path& dir);
 /// rename(from, to) then fsync the directory of `to`.
 void durable_rename(const stdfs::path& from, const stdfs::path& to);
-/// Write `text` to `p` atomically: p.tmp.<pid>, fsync, rename, fsync dir.
+/// Write `text` to `p` atomically: p.tmp.<pid>, fsync, rename, fsync dir. Through a symbolic link
+/// the file written is its target (write_target): the link stays a link.
 void write_file_atomic(const stdfs::path& p, const std::string& text);
 std::string read_file(const stdfs::path& p);
 /// Copy a whole file efficiently (copy_file_range / reflink where the filesystem can), then fsync.
