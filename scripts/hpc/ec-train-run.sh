@@ -6,7 +6,8 @@
 # with completed false (data loss, exit 8; preemption, 75) or a usage/input/mismatch error
 # (exit 2, 3, 4, 7). Each relaunch runs the same command, so ec-train finds the same job id and
 # its ranks' state segments (docs/ec-train.md, "Real failures"). Exit: ec-train's code of the last
-# attempt, 0 when completed, 1 when --max-restarts was used up.
+# attempt, 0 when completed, 1 when --max-restarts was used up; 126/127 (the launcher or ec-train
+# could not be run) is not retried either.
 set -u
 usage="usage: -n RANKS [--max-restarts K] [--mpiexec CMD] [--ec-train BIN] -- EC_TRAIN_ARGS..."
 n=""; max=10; mpiexec=${MPIEXEC:-mpiexec}; bin=${EC_TRAIN:-ec-train}
@@ -21,15 +22,18 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$n" in ''|*[!0-9]*|0*) echo "ec-train-run.sh: error: -n RANKS is required, a positive number ($usage)" >&2; exit 2 ;; esac
-case "$max" in ''|*[!0-9]*) echo "ec-train-run.sh: error: --max-restarts takes a number" >&2; exit 2 ;; esac
+# At most 9 digits: a longer number is beyond what the shell compares (it relaunched without end).
+case "$max" in ''|*[!0-9]*|??????????*) echo "ec-train-run.sh: error: --max-restarts takes a number 0..999999999" >&2; exit 2 ;; esac
 args=("$@")
 report=""
 for ((i = 0; i < ${#args[@]}; ++i)); do
   case "${args[i]}" in
-    --report) report=${args[i+1]:-} ;;
+    --report)
+      [ $((i + 1)) -lt ${#args[@]} ] || { echo "ec-train-run.sh: error: --report needs a value" >&2; exit 2; }
+      report=${args[i+1]} ;;
     --report=*) report=${args[i]#--report=} ;;
     # Runs that train nothing: run once, their exit code is the answer.
-    -h|--help|--cleanup) exec $mpiexec -n "$n" $bin "${args[@]}" ;;
+    -h|--help|--cleanup) exec $mpiexec -n "$n" "$bin" "${args[@]}" ;;
   esac
 done
 if [ -z "$report" ]; then
@@ -47,12 +51,13 @@ except Exception: print("none")' "$report" "$1"; }
 attempt=0
 while :; do
   before=$(stamp)
-  $mpiexec -n "$n" $bin "${args[@]}"
+  $mpiexec -n "$n" "$bin" "${args[@]}"  # CMD may hold words (srun --mpi=pmi2); BIN is one path
   rc=$?
   fresh=0; [ "$(stamp)" != none ] && [ "$(stamp)" != "$before" ] && fresh=1
   if [ $fresh = 1 ] && [ "$(field completed)" = "True" ]; then exit 0; fi
   if [ $fresh = 1 ]; then exit "$rc"; fi            # ended deliberately (exit 8, 75): do not retry
   case "$rc" in 2|3|4|7) exit "$rc" ;; esac          # the command or its inputs are wrong
+  case "$rc" in 126|127) echo "ec-train-run.sh: error: '$mpiexec' or '$bin' could not be run (exit $rc): not retried" >&2; exit "$rc" ;; esac
   if [ "$attempt" -ge "$max" ]; then
     echo "ec-train-run.sh: error: not completed after $max relaunches (last exit $rc)" >&2
     exit 1
