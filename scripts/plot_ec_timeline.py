@@ -4,9 +4,14 @@ with failures (vertical lines) and recoveries (shaded: degraded reads + rebuild 
 rollback + redo for --ft ckpt) marked.
 
 usage: /usr/bin/python3 scripts/plot_ec_timeline.py REPORT.json OUT.png [--title TEXT]
+
+Errors are one line (cli_errors.py): exit 2 a bad command line, 3 a file that cannot be read or
+written (OUT.png's directory must exist), 4 a file that is not an ec-train report.
 """
-import json
+import os
 import sys
+
+from cli_errors import die, load_json, malformed, require_dir
 
 import matplotlib
 
@@ -25,16 +30,30 @@ def smooth(values, width=5):
 
 
 def main(argv):
-    if len(argv) < 3:
-        sys.exit(__doc__)
-    with open(argv[1]) as f:
-        rep = json.load(f)
-    title = argv[argv.index("--title") + 1] if "--title" in argv else None
+    args = argv[1:]
+    title = None
+    if "--title" in args:
+        i = args.index("--title")
+        if i + 1 >= len(args):
+            die(2, "--title needs a value")
+        title = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 2:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    rep = load_json(args[0], "an ec-train report (ec-train --report)", ("timeline", "failures", "batch"))
+    require_dir(os.path.dirname(args[1]), "the directory of OUT.png")
+    malformed(args[0], "ec-train report", plot, rep, args[0], args[1], title)
+
+
+def plot(rep, path, out, title):
     tl = rep["timeline"]
     # step_s: each step end to end (reports before it have only dt, the step's own work).
     steps, t, dt, phase = tl["step"], tl["t"], tl.get("step_s", tl["dt"]), tl["phase"]
     if not steps:
-        sys.exit(f"{argv[1]}: the report has no steps")
+        die(4, f"{path}: the report has no steps")
+    if not len(t) == len(dt) == len(phase) == len(steps):
+        die(4, f"{path}: the timeline's lists differ in length (step {len(steps)}, t {len(t)}, step times {len(dt)}, phase {len(phase)})")
     thr = [rep["batch"] / d if d > 0 else 0.0 for d in dt]
 
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 7))
@@ -75,8 +94,11 @@ def main(argv):
     fig.suptitle(title or f"ec-train --ft {rep['ft']}  N={rep['world_size']} k={rep['k']} m={rep['m']}  seed {rep['seed']}"
                  f"  state_hash {rep['state_hash']}")
     fig.tight_layout()
-    fig.savefig(argv[2], dpi=110)
-    print(f"wrote {argv[2]}")
+    try:
+        fig.savefig(out, dpi=110)
+    except OSError as e:
+        die(3, f"{out}: {e.strerror}")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

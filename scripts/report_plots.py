@@ -7,10 +7,14 @@
   report_plots.py --compare OUT.png LABEL=REPORT.json [LABEL=REPORT.json ...] [--by role|field|bit] [--group sdc|due]
       one panel per stratum value, a bar per report (e.g. dp vs mp), with intervals; --by bit: points
       per bit position, one series per report.
+
+Errors are one line (cli_errors.py): exit 2 a bad command line, 3 a file that cannot be read or
+written (OUTDIR or OUT.png's directory must exist), 4 a file that is not a ckpt-flip report.
 """
-import json
 import os
 import sys
+
+from cli_errors import die, load_json, malformed, require_dir
 
 import matplotlib
 
@@ -30,8 +34,17 @@ def bars(ax, labels, rates, title, ylabel="rate"):
     ax.set_title(title, fontsize=10)
 
 
+REPORT_KEYS = ("campaign", "overall", "by", "trials")
+WHAT = "a ckpt-flip report (ckpt-flip report --json)"
+
+
 def single(report_path, outdir):
-    rep = json.load(open(report_path))
+    rep = load_json(report_path, WHAT, REPORT_KEYS)
+    require_dir(outdir, "OUTDIR")
+    malformed(report_path, "report", draw_single, rep, outdir)
+
+
+def draw_single(rep, outdir):
     name = rep["campaign"].get("name", "campaign")
     conf = rep.get("confidence", 0.95)
     written = []
@@ -106,9 +119,15 @@ def compare_bits(out_png, reps, group):
 
 
 def compare(out_png, pairs, by, group):
-    reps = [(label, json.load(open(path))) for label, path in pairs]
+    reps = [(label, load_json(path, WHAT, REPORT_KEYS)) for label, path in pairs]
+    require_dir(os.path.dirname(out_png), "the directory of OUT.png")
+    paths = ", ".join(path for _, path in pairs)
     if by == "bit":
-        return compare_bits(out_png, reps, group)
+        return malformed(paths, "report", compare_bits, out_png, reps, group)
+    return malformed(paths, "report", compare_strata, out_png, reps, by, group)
+
+
+def compare_strata(out_png, reps, by, group):
     keys = []
     for _, rep in reps:
         for k, v in rep["by"].get(by, {}).items():
@@ -145,14 +164,23 @@ def main(argv):
         by, group, pairs = "role", "sdc", []
         i = 0
         while i < len(rest):
-            if rest[i] == "--by":
-                by, i = rest[i + 1], i + 2
-            elif rest[i] == "--group":
-                group, i = rest[i + 1], i + 2
+            if rest[i] in ("--by", "--group"):
+                choices = ("role", "field", "bit") if rest[i] == "--by" else ("sdc", "due")
+                if i + 1 >= len(rest) or rest[i + 1] not in choices:
+                    die(2, f"{rest[i]} takes one of {', '.join(choices)}")
+                if rest[i] == "--by":
+                    by = rest[i + 1]
+                else:
+                    group = rest[i + 1]
+                i += 2
             else:
-                label, path = rest[i].split("=", 1)
+                label, eq, path = rest[i].partition("=")
+                if not eq or not label or not path:
+                    die(2, f"'{rest[i]}': give LABEL=REPORT.json")
                 pairs.append((label, path))
                 i += 1
+        if not pairs:
+            die(2, "--compare needs at least one LABEL=REPORT.json")
         compare(out_png, pairs, by, group)
         return 0
     if len(argv) != 2:

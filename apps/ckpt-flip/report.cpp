@@ -102,6 +102,9 @@ int run_report(const ReportOptions& o) {
   namespace stdfs = std::filesystem;
   require_report_outputs_apart({{"--json", o.json, true}, {"--markdown", o.markdown, true}, {"--records", o.records, true}}, {o.dir});
   if (!o.markdown.empty() && !o.no_plots) {
+    // A script the user named must be there (it was skipped without a word); the default one may
+    // be absent (an install without the source tree): a warning below.
+    if (!o.plot_script.empty()) ckpt::fs::require_input_file(o.plot_script, "--plot-script");
     // The plots go beside the markdown as plot-*.png: an output of that name there would be replaced.
     const stdfs::path md_dir = stdfs::path(o.markdown).parent_path().empty() ? stdfs::path(".") : stdfs::path(o.markdown).parent_path();
     for (const auto& [opt, path] : {std::pair<const char*, const std::string&>{"--json", o.json}, {"--records", o.records}}) {
@@ -135,6 +138,7 @@ int run_report(const ReportOptions& o) {
     const stdfs::path md(o.markdown);
     const std::string script = o.plot_script.empty() ? RESIL_PLOT_SCRIPT : o.plot_script;
     if (!o.no_plots && stdfs::exists(script)) plots = draw_plots(o, rep, script);
+    else if (!o.no_plots) std::cerr << "ckpt-flip: warning: the plot script " << script << " is not there; the markdown has no plots\n";
     ckpt::fs::write_file_atomic(md, inject::report_markdown(rep, plots));
     std::cout << "Markdown: " << o.markdown << (plots.empty() ? "" : " (" + std::to_string(plots.size()) + " plots)") << "\n";
   }

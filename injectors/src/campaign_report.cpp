@@ -88,14 +88,20 @@ json build_report(const stdfs::path& out) {
     throw CorruptInputError((out / "campaign.json").string() + ": not JSON: " + e.what());
   }
   double golden_seconds = 0;
-  try {
-    golden = json::parse(ckpt::fs::read_file(out / "golden.json"));
+  // No golden.json yet (the golden run has not finished): a report without it. One that is there
+  // but is no golden record (hand-edited, `{}`) is named, not taken for absent or left to fail later.
+  if (stdfs::exists(out / "golden.json", ec)) {
+    const std::string text = ckpt::fs::read_file(out / "golden.json");
+    try {
+      golden = json::parse(text);
+      if (!golden.is_object()) throw std::runtime_error("not a JSON object");
+      golden_seconds = Golden::from_json(golden).wall_seconds;
+    } catch (const std::exception& e) {
+      throw CorruptInputError((out / "golden.json").string() + ": not a golden record: " + e.what());
+    }
     // Wall times are not results: they go to "timing", so merged shards equal a single run.
-    golden_seconds = golden.value("wall_seconds", 0.0);
     golden.erase("wall_seconds");
     if (golden.contains("summary") && golden["summary"].is_object()) golden["summary"].erase("wall_seconds");
-  } catch (const std::exception&) {
-    golden = nullptr;
   }
   // A hand-edited or foreign campaign.json: one line naming it, not an internal error.
   FaultSpace space;

@@ -109,6 +109,15 @@ std::map<std::uint64_t, json> read_results(const stdfs::path& out) {
       if (!j.contains("class") || !j.at("class").is_string() || !outcome_from_name(j.at("class").get<std::string>()))
         throw CorruptInputError(where + "trial " + std::to_string(t) + " has no known outcome class (" +
                                 (j.contains("class") ? j.at("class").dump() : std::string("none")) + ")");
+      // The fields the report reads, typed as a trial writes them (a wrong type failed later, naming no file).
+      if (j.contains("wall_seconds") && !j.at("wall_seconds").is_number())
+        throw CorruptInputError(where + "trial " + std::to_string(t) + ": \"wall_seconds\" " + j.at("wall_seconds").dump() + " is not a number");
+      if (j.contains("strata")) {
+        const auto& st = j.at("strata");
+        if (!st.is_object()) throw CorruptInputError(where + "trial " + std::to_string(t) + ": \"strata\" is not an object");
+        for (const auto& [k, v] : st.items())
+          if (!v.is_string()) throw CorruptInputError(where + "trial " + std::to_string(t) + ": \"strata\" \"" + k + "\" " + v.dump() + " is not a string");
+      }
       if (seed && j.contains("seed") && !(j.at("seed").is_number_unsigned() && j.at("seed").get<std::uint64_t>() == *seed))
         throw CorruptInputError(where + "trial " + std::to_string(t) + " was drawn with seed " + j.at("seed").dump() + ", this campaign's is " +
                                 std::to_string(*seed) + ": a record of another campaign (move it out of " + dir.string() + ")");
