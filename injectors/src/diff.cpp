@@ -29,6 +29,10 @@ nlohmann::json DiffReport::to_json() const {
                         {"differing", count_json(d.differing)}, {"bit_histogram", hist}, {"max_abs_error", value_json(d.max_abs_error)},
                         {"max_rel_error", value_json(d.max_rel_error)}, {"nan_a", count_json(d.nan_a)}, {"nan_b", count_json(d.nan_b)},
                         {"inf_a", count_json(d.inf_a)}, {"inf_b", count_json(d.inf_b)}};
+    // Not compared element by element (shape or dtype mismatch, only in one file, unsupported):
+    // null, not 0 -- "differing": 0 would read as "equal" to a script.
+    if (d.status != "same" && d.status != "differ")
+      for (const char* k : {"differing", "bit_histogram", "max_abs_error", "max_rel_error", "nan_a", "nan_b", "inf_a", "inf_b"}) j[k] = nullptr;
     put_name(j, "dataset", d.path);
     out.push_back(std::move(j));
   }
