@@ -21,6 +21,14 @@ void append_preprocessed(ClickSet& out, const RawClick& r) {
 }
 
 namespace {
+// A field quoted in a message: what() is a C string, so a NUL byte in it cut the error (and the
+// summary's "error") there. Other bytes are escaped where the line is printed.
+std::string shown(std::string_view f) {
+  std::string s;
+  for (const char c : f) s += c == '\0' ? std::string("\\x00") : std::string(1, c);
+  return s;
+}
+
 void check_tables(const std::vector<std::uint32_t>& t) {
   if (t.size() != criteo_num_sparse) throw UsageError("Criteo needs 26 embedding table sizes, got " + std::to_string(t.size()));
   for (auto s : t)
@@ -56,17 +64,17 @@ ClickSet read_criteo_tsv(const std::filesystem::path& p, const std::vector<std::
       const char* b = f.data();
       const char* e = f.data() + f.size();
       if (field == 0) {
-        if (f != "0" && f != "1") fail(field, "label '" + std::string(f) + "' is not 0 or 1");
+        if (f != "0" && f != "1") fail(field, "label '" + shown(f) + "' is not 0 or 1");
         r.label = f == "1";
       } else if (field <= criteo_num_dense) {
         if (!f.empty()) {
           auto [ptr, ec] = std::from_chars(b, e, r.ints[field - 1]);
-          if (ec != std::errc() || ptr != e) fail(field, "'" + std::string(f) + "' is not an integer");
+          if (ec != std::errc() || ptr != e) fail(field, "'" + shown(f) + "' is not an integer");
         }
       } else if (!f.empty()) {
         std::uint64_t v = 0;
         auto [ptr, ec] = std::from_chars(b, e, v, 16);
-        if (ec != std::errc() || ptr != e) fail(field, "'" + std::string(f) + "' is not a hexadecimal category");
+        if (ec != std::errc() || ptr != e) fail(field, "'" + shown(f) + "' is not a hexadecimal category");
         r.cats[field - 1 - criteo_num_dense] = static_cast<std::uint32_t>(v ^ (v >> 32));
       }
       if (tab == std::string::npos) break;

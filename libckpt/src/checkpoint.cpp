@@ -72,7 +72,10 @@ namespace {
 Meta read_meta_from(hid_t f, const std::string& fname) {
   if (!h5::exists(f, "/meta")) throw CorruptInputError(fname + ": not a resil checkpoint (no /meta group)");
   h5::SilenceErrors quiet;
-  h5::Group g(RESIL_H5_CHECK(H5Gopen2(f, "/meta", H5P_DEFAULT), fname + ": open /meta"));
+  // The link exists: a /meta that does not open as a group is damaged or not ours (a dataset).
+  const hid_t gid = H5Gopen2(f, "/meta", H5P_DEFAULT);
+  if (gid < 0) throw CorruptInputError(fname + ": /meta cannot be opened as a group (damaged HDF5, or not a group): " + h5::error_stack_text());
+  h5::Group g(gid);
   Meta m;
   try {
     m.format_version = h5::read_attr_i64(g, "format_version");
@@ -208,6 +211,9 @@ Manifest read_manifest(const stdfs::path& p) {
     const json j = json::parse(fs::read_file(p));
     Manifest m;
     m.format_version = j.at("format_version").get<std::int64_t>();
+    if (m.format_version > format_version)  // as in /meta: a newer writer may mean something else by the rest
+      throw CorruptInputError("format version " + std::to_string(m.format_version) + " is newer than this resil reads (" +
+                              std::to_string(format_version) + ")");
     m.step = j.at("step").get<std::int64_t>();
     m.epoch = j.at("epoch").get<std::int64_t>();
     m.world_size = j.at("world_size").get<std::int64_t>();

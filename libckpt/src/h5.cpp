@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
+#include <type_traits>
 
 #include "resil/ckpt/fs.hpp"
 #include <string>
@@ -41,7 +43,20 @@ SilenceErrors::SilenceErrors() noexcept {
 }
 SilenceErrors::~SilenceErrors() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
 
+namespace {
+// HDF5 1.10 keeps internal references (property lists, a datatype, free-list blocks) when loading
+// a damaged object header fails (H5Gopen2, H5Ovisit2 on a damaged file), after every handle of
+// ours is closed; at exit its library shutdown then prints "infinite loop closing library" and a
+// line of package names on stderr, but only while automatic error printing is on. Every failure is
+// reported through error_stack_text(), so printing is off for the whole process: one error line.
+void quiet_library() {
+  static const bool quiet = [] { return H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0; }();
+  (void)quiet;
+}
+}  // namespace
+
 File open_file(const std::string& path, Mode mode) {
+  quiet_library();
   // Missing, unreadable, or not a regular file (a FIFO would block HDF5's open): I/O errors, exit 3.
   fs::require_input_file(path);
   SilenceErrors quiet;
@@ -68,6 +83,7 @@ File open_file(const std::string& path, Mode mode) {
 }
 
 File create_file(const std::string& path) {
+  quiet_library();
   SilenceErrors quiet;
   PropList fapl(H5Pcreate(H5P_FILE_ACCESS));
   // Large datasets start on 4 KiB boundaries: full-page writes go straight to the page cache.
@@ -174,12 +190,41 @@ Attribute open_attr(hid_t obj, const char* name) {
   if (H5Aexists(obj, name) <= 0) throw CorruptInputError(std::string("attribute '") + name + "' is missing");
   return Attribute(RESIL_H5_CHECK(H5Aopen(obj, name, H5P_DEFAULT), std::string("open attribute ") + name));
 }
+// One value: an attribute of several elements would be read past the end of `T v`.
+void require_one_value(const Attribute& a, const char* name) {
+  Dataspace sp(H5Aget_space(a));
+  if (!sp.valid() || H5Sget_simple_extent_npoints(sp) != 1)
+    throw CorruptInputError(std::string("attribute '") + name + "' is not a single value");
+}
 template <class T> T read_scalar_attr(hid_t obj, const char* name, hid_t mem) {
   Attribute a = open_attr(obj, name);
+  require_one_value(a, name);
   T v{};
   SilenceErrors quiet;
   if (H5Aread(a, mem, &v) < 0) throw_error(std::string("read attribute ") + name, ExitCode::corrupt_input);
   return v;
+}
+// Integers are read in their stored signedness and checked: HDF5's conversion clamps without a
+// word (an int64 -64 reads as uint64 0, a uint64 2^64-1 as int64 2^63-1) and truncates a float
+// (8.5 reads as 8), so a value no writer stores would pass as another one.
+template <class T> T read_integer_attr(hid_t obj, const char* name) {
+  Attribute a = open_attr(obj, name);
+  require_one_value(a, name);
+  SilenceErrors quiet;
+  Datatype ft(H5Aget_type(a));
+  const std::string what = std::string("attribute '") + name + "'";
+  if (H5Tget_class(ft) != H5T_INTEGER) throw CorruptInputError(what + " is not an integer");
+  if (H5Tget_sign(ft) == H5T_SGN_2) {
+    std::int64_t v = 0;
+    if (H5Aread(a, H5T_NATIVE_INT64, &v) < 0) throw_error("read " + what, ExitCode::corrupt_input);
+    if (std::is_unsigned_v<T> && v < 0) throw CorruptInputError(what + " = " + std::to_string(v) + " is negative (an unsigned field)");
+    return static_cast<T>(v);
+  }
+  std::uint64_t v = 0;
+  if (H5Aread(a, H5T_NATIVE_UINT64, &v) < 0) throw_error("read " + what, ExitCode::corrupt_input);
+  if (std::is_signed_v<T> && v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    throw CorruptInputError(what + " = " + std::to_string(v) + " is beyond 2^63-1 (a signed 64-bit field)");
+  return static_cast<T>(v);
 }
 }  // namespace
 
@@ -198,8 +243,8 @@ bool has_attr(hid_t o, const char* n) {
   SilenceErrors quiet;
   return H5Aexists(o, n) > 0;
 }
-std::uint64_t read_attr_u64(hid_t o, const char* n) { return read_scalar_attr<std::uint64_t>(o, n, H5T_NATIVE_UINT64); }
-std::int64_t read_attr_i64(hid_t o, const char* n) { return read_scalar_attr<std::int64_t>(o, n, H5T_NATIVE_INT64); }
+std::uint64_t read_attr_u64(hid_t o, const char* n) { return read_integer_attr<std::uint64_t>(o, n); }
+std::int64_t read_attr_i64(hid_t o, const char* n) { return read_integer_attr<std::int64_t>(o, n); }
 double read_attr_f64(hid_t o, const char* n) { return read_scalar_attr<double>(o, n, H5T_NATIVE_DOUBLE); }
 
 std::string read_attr_str(hid_t o, const char* n) {

@@ -69,6 +69,10 @@ TEST_CASE("malformed Criteo lines name file, line and field", "[data][unit]") {
     std::ofstream(p, std::ios::app) << "0\t1\t2\n";
     CHECK_THROWS_WITH(read_criteo_tsv(p, tables), Catch::Contains("bad.tsv:4") && Catch::Contains("expected 40"));
   }
+  SECTION("a NUL byte in a field is shown, not the end of the message") {
+    std::ofstream(p, std::ios::app) << std::string("0\0\x31\t2\n", 6);
+    CHECK_THROWS_WITH(read_criteo_tsv(p, tables), Catch::Contains("bad.tsv:4: field 1: label '0\\x001' is not 0 or 1"));
+  }
   SECTION("bad label") {
     std::ofstream(p, std::ios::app) << "2\n";
     CHECK_THROWS_AS(read_criteo_tsv(p, tables), resil::CorruptInputError);

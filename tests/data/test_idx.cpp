@@ -76,6 +76,20 @@ TEST_CASE("malformed IDX files give CorruptInputError with a byte offset", "[dat
   SECTION("unsupported element type") {
     write_bytes(d / "f.idx", std::string("\x00\x00\x0d\x01\x00\x00\x00\x01\x00\x00\x00\x00", 12));
     CHECK_THROWS_AS(read_idx(d / "f.idx"), resil::CorruptInputError);
+    // In hexadecimal, as the 0x says (it printed "0x13").
+    CHECK_THROWS_WITH(read_idx(d / "f.idx"), Catch::Contains("element type 0x0D at byte 2"));
+  }
+  SECTION("a header claiming more than the payload holds") {
+    // 2,000,000 images of 28x28 (1.5 GB) in a file of 7.8 KB: refused as truncated after reading
+    // what is there (the memory bound is checked end to end: train_hostile_data_header_claims).
+    write_bytes(d / "claim.idx", std::string("\x00\x00\x08\x03\x00\x1e\x84\x80\x00\x00\x00\x1c\x00\x00\x00\x1c", 16) +
+                                     std::string(7840, '\0'));
+    try {
+      read_idx(d / "claim.idx");
+      FAIL("no error");
+    } catch (const resil::CorruptInputError& e) {
+      CHECK_THAT(e.what(), Catch::Contains("claim.idx") && Catch::Contains("expected 1568000000 bytes") && Catch::Contains("byte 7856"));
+    }
   }
   SECTION("trailing bytes") {
     write_idx(d / "x.idx", IdxArray{{2}, {1, 2}});

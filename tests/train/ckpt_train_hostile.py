@@ -23,9 +23,14 @@ def fast_without(opt):
     return [a for i, a in enumerate(FAST) if not (a == opt or (i > 0 and FAST[i - 1] == opt))]
 
 
-def run(cmd, timeout=120, cwd=None):
-    """Run in its own process group; a hang (a FIFO opened for writing) is killed and reported."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, cwd=cwd)
+def run(cmd, timeout=120, cwd=None, max_vm=None):
+    """Run in its own process group; a hang (a FIFO opened for writing) is killed and reported.
+    `max_vm`: an address-space limit in bytes (RLIMIT_AS), to bound what the command may allocate."""
+    def limit():
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (max_vm, max_vm))
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, cwd=cwd,
+                         preexec_fn=limit if max_vm else None)
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -39,11 +44,11 @@ def digest(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
-def expect(code, regex, cmd, unchanged=(), absent=(), lines=1, mpi=0, cwd=None):
+def expect(code, regex, cmd, unchanged=(), absent=(), lines=1, mpi=0, cwd=None, max_vm=None):
     if mpi:
         cmd = [A.mpiexec, "-n", str(mpi)] + cmd
     before = {f: digest(f) for f in unchanged}
-    rc, out, err = run(cmd, cwd=cwd)
+    rc, out, err = run(cmd, cwd=cwd, max_vm=max_vm)
     sys.stdout.write(out)
     sys.stderr.write(err)
     errs = [l for l in err.splitlines() if l.strip()]
@@ -148,8 +153,9 @@ def meta_model_not_utf8_resume():
     ck = copy_ckpt(d)
     set_meta_str(ck, "model", b"ml\xff")
     s = os.path.join(d, "s.json")
-    return expect(7, r"in\.h5: .*model 'ml\\xFF'", [CT, "resume", "--from", ck, "--epochs", "2", "--ckpt-dir", os.path.join(d, "out"), "--summary", s],
-                  unchanged=[ck], absent=[os.path.join(d, "out")]) and summary_ok(s, 7)
+    # Not the config's model 'mlp': a /meta that disagrees with its own config is corrupt (4).
+    return expect(4, r"in\.h5: .*model 'ml\\xFF'", [CT, "resume", "--from", ck, "--epochs", "2", "--ckpt-dir", os.path.join(d, "out"), "--summary", s],
+                  unchanged=[ck], absent=[os.path.join(d, "out")]) and summary_ok(s, 4)
 
 
 def meta_config_values():
@@ -179,6 +185,109 @@ def meta_position():
                 f["meta"].attrs[k] = np.int64(v)
         ok &= expect(4, r"in\.h5: " + regex, [CT, "resume", "--from", ck, "--epochs", "3", "--ckpt-dir", os.path.join(d, "out")], unchanged=[ck])
         ok &= expect(4, r"in\.h5: " + regex, [CT, "eval", "--from", ck], unchanged=[ck])
+    return ok
+
+
+def meta_damaged_hdf5():
+    """A damaged /meta object header (hostile round 2, item 4) or a /meta that is a dataset: one line,
+    exit 4, in eval and resume (HDF5 printed "infinite loop closing library" and a second line at
+    exit, and ckpt-train said 3)."""
+    ok = True
+    for what in ["damaged", "dataset"]:
+        d = case_dir("meta_damaged_hdf5")
+        ck = copy_ckpt(d)
+        if what == "damaged":
+            with h5py.File(ck, "r") as f:
+                addr = h5py.h5o.get_info(f["meta"].id).addr
+            with open(ck, "r+b") as f:  # the header's size field: past the end of the file
+                f.seek(addr + 11)
+                f.write(b"\x7e")
+        else:
+            with h5py.File(ck, "r+") as f:
+                del f["meta"]
+                f["meta"] = np.zeros(3)
+        s = os.path.join(d, "s.json")
+        out = os.path.join(d, "out")
+        regex = r"in\.h5: /meta cannot be opened as a group"
+        ok &= expect(4, regex, [CT, "eval", "--from", ck, "--summary", s], unchanged=[ck]) and summary_ok(s, 4)
+        ok &= expect(4, regex, [CT, "resume", "--from", ck, "--epochs", "2", "--ckpt-dir", out, "--summary", s], unchanged=[ck], absent=[out])
+        ok &= summary_ok(s, 4)
+    return ok
+
+
+def meta_counters():
+    """/meta counters no run writes (hostile round 2, items 5 and 7): a step near 2^63 (the optimizer's
+    step overflowed: exit 2, an internal message), negative values read into unsigned fields (HDF5
+    clamped them to 0), a non-integer step (truncated). Exit 4 naming the file and the field."""
+    ok = True
+    for attr, value, regex in [("step", np.int64(2 ** 63 - 1), r"/meta step 9223372036854775807 is beyond 2\^53"),
+                               ("step", np.uint64(2 ** 64 - 1), r"/meta: attribute 'step' = 18446744073709551615 is beyond"),
+                               ("step", np.int64(2 ** 62), r"/meta step 4611686018427387904 is beyond 2\^53"),
+                               ("step", 8.5, r"/meta: attribute 'step' is not an integer"),
+                               ("data_cursor", np.int64(-64), r"/meta: attribute 'data_cursor' = -64 is negative"),
+                               ("seed", np.int64(-1), r"/meta: attribute 'seed' = -1 is negative")]:
+        d = case_dir("meta_counters")
+        ck = copy_ckpt(d)
+        with h5py.File(ck, "r+") as f:
+            f["meta"].attrs[attr] = value
+        s = os.path.join(d, "s.json")
+        out = os.path.join(d, "out")
+        ok &= expect(4, r"in\.h5: " + regex, [CT, "resume", "--from", ck, "--epochs", "3", "--ckpt-dir", out, "--summary", s],
+                     unchanged=[ck], absent=[out]) and summary_ok(s, 4)
+        ok &= expect(4, r"in\.h5: " + regex, [CT, "eval", "--from", ck], unchanged=[ck])
+    return ok
+
+
+def meta_config_strict():
+    """Config values no run writes (hostile round 2, item 7): limits out of the u64 range, a key
+    written twice (the last one won: the resume trained at batch 1), a config model that is not the
+    /meta model (resume said 7 although no model was asked for; eval evaluated the other model)."""
+    ok = True
+    text = json.dumps(config_of(BASE), separators=(",", ":"))
+    cases = [(text.replace('"limit":128', '"limit":-1'), r"/meta config: limit = -1 is not an integer in 0\.\.18446744073709551615"),
+             (text.replace('"limit":128', '"limit":18446744073709551616'), r"/meta config: limit = 1\.8446744073709552e\+19 is not an integer"),
+             (text.replace('"test_limit":100', '"test_limit":-1'), r"/meta config: test_limit = -1 is not"),
+             (text[:-1] + ',"batch":1}', r"/meta config: key \"batch\" appears twice"),
+             (text.replace('"model":"mlp"', '"model":"cnn"'), r"/meta model 'mlp' differs from its config's model 'cnn'"),
+             (text.replace('"seed":7', '"seed":8'), r"/meta seed 7 differs from its config's seed 8")]
+    for cfg, regex in cases:
+        if cfg == text:
+            print(f"FAIL: the case for /{regex}/ changed nothing in {text}", file=sys.stderr)
+            return False
+        d = case_dir("meta_config_strict")
+        ck = copy_ckpt(d)
+        set_meta_str(ck, "config", cfg.encode())
+        out = os.path.join(d, "out")
+        ok &= expect(4, r"in\.h5: " + regex, [CT, "resume", "--from", ck, "--epochs", "2", "--ckpt-dir", out], unchanged=[ck], absent=[out])
+        ok &= expect(4, r"in\.h5: " + regex, [CT, "eval", "--from", ck], unchanged=[ck])
+    d = case_dir("meta_config_strict")
+    ck = copy_ckpt(d)
+    set_meta_str(ck, "model", b"cnn")  # the reverse: evaluated as mlp, exit 0
+    ok &= expect(4, r"in\.h5: /meta model 'cnn' differs from its config's model 'mlp'", [CT, "eval", "--from", ck], unchanged=[ck])
+    return ok
+
+
+def mpi_manifest_values():
+    """A manifest newer than this resil, or naming another model than its shards (hostile round 2,
+    item 7): eval and resume exit 4 naming the manifest (both ran with exit 0)."""
+    ok = True
+    src = os.path.dirname(MP2)
+    for what, regex in [("version", r"format version 99 is newer than this resil reads"),
+                        ("model", r"the manifest's model 'cnn' differs from its shard .*rank-0\.h5 \('mlp'\)")]:
+        d = case_dir("mpi_manifest_values")
+        mp = os.path.join(d, "mp")
+        shutil.copytree(src, mp)
+        man = os.path.join(mp, os.path.basename(MP2))
+        m = json.load(open(man))
+        if what == "version":
+            m["format_version"] = 99
+        else:
+            m["model"] = "cnn"
+        json.dump(m, open(man, "w"))
+        out = os.path.join(d, "out")
+        ok &= expect(4, r"\.manifest\.json: .*" + regex, [CT, "eval", "--from", man], unchanged=[man])
+        ok &= expect(4, r"\.manifest\.json: .*" + regex, [CT, "resume", "--from", man, "--epochs", "2", "--ckpt-dir", out], mpi=2,
+                     unchanged=[man], absent=[out])
     return ok
 
 
@@ -359,6 +468,55 @@ def data_bad():
     return ok
 
 
+def data_header_claims():
+    """An IDX header claiming 2,000,000 images in a 7.8 KB file (hostile round 2, item 6) fails fast
+    with exit 4 naming the file within a 1 GiB address space (it allocated and zeroed 1.5 GB; with
+    less memory: exit 1 "out of memory", no file named, no summary). Out of memory while loading is
+    one line naming what was loaded, and the summary is written."""
+    import gzip, struct
+    d = case_dir("data_header_claims")
+    claim = os.path.join(d, "claim")
+    shutil.copytree("/usr/share/datasets/fashion-mnist", claim)
+    with open(os.path.join(claim, "train-images-idx3-ubyte.gz"), "wb") as f:
+        f.write(gzip.compress(struct.pack(">IIII", 0x0803, 2000000, 28, 28) + b"\0" * 7840))
+    ck = os.path.join(d, "ck")
+    s = os.path.join(d, "s.json")
+    gib = 1 << 30
+    ok = expect(4, r"claim/train-images-idx3-ubyte\.gz: truncated IDX payload: expected 1568000000 bytes",
+                [CT, "train"] + fast_without("--limit") + ["--epochs", "1", "--ckpt-dir", ck, "--data", claim, "--summary", s], absent=[ck],
+                max_vm=gib) and summary_ok(s, 4)
+    # 2^30 synthetic clicks (the documented maximum) need ~170 GB: refused by the allocator.
+    ok &= expect(3, r"^ckpt-train: error: --synthetic-samples 1073741824 \(synthetic clicks\): out of memory",
+                 [CT, "train", "--model", "dlrm", "--epochs", "1", "--seed", "1", "--synthetic-samples", "1073741824", "--ckpt-dir", ck,
+                  "--summary", s], absent=[ck], max_vm=2 * gib) and summary_ok(s, 3)
+    return ok
+
+
+def data_messages():
+    """Small message bugs (hostile round 2): the IDX type byte in hexadecimal (0x0D printed as
+    "0x13"), and a NUL byte in a Criteo field no longer ends the error line and the summary there."""
+    import gzip, struct
+    d = case_dir("data_messages")
+    ft = os.path.join(d, "floattype")
+    shutil.copytree("/usr/share/datasets/fashion-mnist", ft)
+    with open(os.path.join(ft, "train-images-idx3-ubyte.gz"), "wb") as f:
+        f.write(gzip.compress(struct.pack(">IIII", 0x0D03, 2, 28, 28) + b"\0" * (2 * 784)))
+    ck = os.path.join(d, "ck")
+    ok = expect(4, r"train-images-idx3-ubyte\.gz: unsupported IDX element type 0x0D at byte 2", train_cmd(d, "--ckpt-dir", ck, "--data", ft),
+                absent=[ck])
+    nul = os.path.join(d, "nul.tsv")
+    with open(nul, "wb") as f:
+        f.write(b"0\x001" + b"\t1" * 13 + b"\t0a" * 26 + b"\n")
+    s = os.path.join(d, "s.json")
+    ok &= expect(4, r"nul\.tsv:1: field 1: label '0\\x001' is not 0 or 1$",
+                 [CT, "train", "--model", "dlrm", "--epochs", "1", "--seed", "1", "--data", nul, "--ckpt-dir", ck, "--summary", s], absent=[ck])
+    ok &= summary_ok(s, 4)
+    if ok and not json.load(open(s))["error"].endswith("is not 0 or 1"):
+        print("FAIL: the summary's error is cut", file=sys.stderr)
+        ok = False
+    return ok
+
+
 # ---------------------------------------------------------------------------------- 10c: MPI
 def mpi_usage_once():
     """Argument and validation errors under mpiexec: one line (rank 0), the documented code."""
@@ -433,7 +591,8 @@ def mpi_rank0_alone_aborts():
 CASES = {f.__name__: f for f in [meta_config_not_utf8_eval, meta_config_not_utf8_resume, meta_model_not_utf8_resume, meta_config_values,
                                  meta_position, ckpt_dir_bad, output_files_bad, outputs_alias_inputs, outputs_alias_each_other, from_missing,
                                  data_path_not_utf8, numbers_at_limits, data_bad, mpi_usage_once, mpi_one_rank_fails,
-                                 mpi_rank0_alone_aborts]}
+                                 mpi_rank0_alone_aborts, meta_damaged_hdf5, meta_counters, meta_config_strict, mpi_manifest_values,
+                                 data_header_claims, data_messages]}
 
 if A.case == "prepare":
     sys.exit(0 if prepare() else 1)

@@ -85,6 +85,7 @@ Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data
     const ckpt::Manifest m = ckpt::read_manifest(from);
     for (const auto& shard : m.shards) {
       ckpt::Checkpoint c = ckpt::read(from.parent_path() / shard);
+      check_shard(m, from, c.meta, from.parent_path() / shard);
       if (all.meta.config.empty()) all.meta = c.meta;
       for (auto& [k, v] : c.model) all.model.emplace(k, std::move(v));
       for (auto& [k, v] : c.optimizer) all.optimizer.emplace(k, std::move(v));
@@ -93,7 +94,7 @@ Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data
     all = ckpt::read(from);
   }
   check_meta(all.meta, from.string());
-  TrainConfig cfg = TrainConfig::from_json(all.meta.config, from.string());
+  TrainConfig cfg = config_of(all.meta, from.string());
   if (data_dir) cfg.data = *data_dir;
   if (test_limit) cfg.test_limit = *test_limit;
   if (device) cfg.device = *device;

@@ -79,6 +79,12 @@ Start start(const TrainConfig& cfg, const Comm& comm, const std::optional<std::f
 ckpt::Checkpoint load_for_rank(const std::filesystem::path& from, const Run& run);
 /// /meta values no run writes are corrupt input, not a mismatch or a confusing failure later.
 void check_meta(const ckpt::Meta& m, const std::string& where);
+/// The largest /meta step (and optimizer_step) a checkpoint may hold.
+inline constexpr std::int64_t kMaxStep = std::int64_t{1} << 53;
+/// The checkpoint's config, which must agree with its /meta attributes (model, seed): exit 4.
+TrainConfig config_of(const ckpt::Meta& m, const std::string& where);
+/// A shard of an mp manifest must hold the manifest's model (exit 4 naming both).
+void check_shard(const ckpt::Manifest& man, const std::filesystem::path& manifest, const ckpt::Meta& shard, const std::filesystem::path& file);
 
 Summary base_summary(const TrainConfig& c, const Comm& comm);  // train_config.cpp
 void append_line(const std::filesystem::path& p, const nlohmann::json& record);  // train_report.cpp

@@ -95,15 +95,37 @@ void check_meta(const ckpt::Meta& m, const std::string& where) {
   if (m.step < 0 || m.epoch < 0 || m.epoch > m.step)
     throw CorruptInputError(where + ": /meta step " + std::to_string(m.step) + ", epoch " + std::to_string(m.epoch) +
                             " is not a training position (0 <= epoch <= step)");
+  // No run gets near it (100,000 epochs of 2^30 samples at batch 1 are 2^47 steps), and the
+  // optimizer's step counter counts on from here: near 2^63 it overflowed (undefined behaviour).
+  if (m.step > kMaxStep)
+    throw CorruptInputError(where + ": /meta step " + std::to_string(m.step) + " is beyond 2^53 (no run takes that many steps)");
+  if (m.optimizer_step && (*m.optimizer_step < 0 || *m.optimizer_step > kMaxStep))
+    throw CorruptInputError(where + ": /meta optimizer_step " + std::to_string(*m.optimizer_step) + " is not in 0..2^53");
+}
+
+TrainConfig config_of(const ckpt::Meta& m, const std::string& where) {
+  TrainConfig cfg = TrainConfig::from_json(m.config, where);
+  // The config and the attributes are written from one run: disagreeing, the file was edited.
+  if (name(cfg.model) != m.model)
+    throw CorruptInputError(where + ": /meta model '" + m.model + "' differs from its config's model '" + name(cfg.model) + "'");
+  if (cfg.seed != m.seed)
+    throw CorruptInputError(where + ": /meta seed " + std::to_string(m.seed) + " differs from its config's seed " + std::to_string(cfg.seed));
+  return cfg;
+}
+
+void check_shard(const ckpt::Manifest& man, const stdfs::path& manifest, const ckpt::Meta& shard, const stdfs::path& file) {
+  if (shard.model != man.model)
+    throw CorruptInputError(manifest.string() + ": the manifest's model '" + man.model + "' differs from its shard " + file.string() + " ('" +
+                            shard.model + "')");
 }
 
 /// Resolve what to load on this rank and check compatibility with this run.
 ckpt::Checkpoint load_for_rank(const stdfs::path& from, const Run& run) {
   const bool manifest = from.string().ends_with(".manifest.json");
-  ckpt::Meta meta;
   stdfs::path file = from;
+  ckpt::Manifest m;
   if (manifest) {
-    const ckpt::Manifest m = ckpt::read_manifest(from);
+    m = ckpt::read_manifest(from);
     if (m.world_size != run.comm.size() || m.mode != run.mode)
       throw MismatchError(from.string() + ": written by a " + std::string(ckpt::mode_name(m.mode)) + " run with " + std::to_string(m.world_size) +
                           " ranks; this run is " + name(run.cfg.parallel) + " with " + std::to_string(run.comm.size()) + " ranks");
@@ -114,6 +136,7 @@ ckpt::Checkpoint load_for_rank(const stdfs::path& from, const Run& run) {
   check_meta(c.meta, file.string());
   if (c.meta.model != name(run.cfg.model))
     throw MismatchError(file.string() + ": checkpoint holds model '" + c.meta.model + "', this run trains '" + name(run.cfg.model) + "'");
+  if (manifest) check_shard(m, from, c.meta, file);
   if (c.meta.mode != run.mode || c.meta.world_size != run.comm.size())
     throw MismatchError(file.string() + ": written by a " + std::string(ckpt::mode_name(c.meta.mode)) + " run with " + std::to_string(c.meta.world_size) +
                         " ranks; this run is " + name(run.cfg.parallel) + " with " + std::to_string(run.comm.size()) + " ranks");
@@ -136,14 +159,16 @@ Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& co
   try {
   agree(comm, [&] {
     stdfs::path meta_file = from;
+    std::optional<ckpt::Manifest> m;
     if (from.string().ends_with(".manifest.json")) {
-      const ckpt::Manifest m = ckpt::read_manifest(from);
-      if (m.shards.empty()) throw CorruptInputError(from.string() + ": the manifest lists no shards");
-      meta_file = from.parent_path() / m.shards.front();
+      m = ckpt::read_manifest(from);
+      if (m->shards.empty()) throw CorruptInputError(from.string() + ": the manifest lists no shards");
+      meta_file = from.parent_path() / m->shards.front();
     }
     const ckpt::Meta meta = ckpt::read_meta(meta_file);
+    if (m) check_shard(*m, from, meta, meta_file);
     check_meta(meta, meta_file.string());
-    cfg = TrainConfig::from_json(meta.config, meta_file.string());
+    cfg = config_of(meta, meta_file.string());
     if (o.model && *o.model != cfg.model)
       throw MismatchError(from.string() + ": checkpoint holds model '" + name(cfg.model) + "', --model asks for '" + name(*o.model) + "'");
     if (o.parallel && *o.parallel != cfg.parallel)

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <set>
+#include <vector>
 
 #include "resil/ckpt/fs.hpp"
 #include "resil/config.hpp"
@@ -42,6 +44,12 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& w
       throw bad(prefix + key, v, "an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
     return v.get<std::int64_t>();
   };
+  // Any u64 (--seed, --limit, --test-limit take the whole range): -1 or 2^64 is not one.
+  auto unsigned_integer = [&](const json& o, const std::string& key) {
+    const json& v = o.at(key);
+    if (!v.is_number_unsigned()) throw bad(key, v, "an integer in 0..18446744073709551615");
+    return v.get<std::uint64_t>();
+  };
   auto real = [&](const json& o, const std::string& key, double lo, double hi, bool lo_open, bool hi_open, float dflt) {
     if (!o.contains(key) && !std::isnan(dflt)) return dflt;
     const json& v = o.at(key);
@@ -62,13 +70,22 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& w
     throw bad(prefix + key, v, "one of " + list);
   };
   try {
-    const json j = json::parse(text);
+    // nlohmann keeps the last of two equal keys: a config with "batch" written twice trained at
+    // the second one. No run writes a key twice (the safetensors reader refuses them too).
+    std::vector<std::set<std::string>> keys;  // the keys seen in each open object
+    const json j = json::parse(text, [&](int, json::parse_event_t ev, json& parsed) {
+      if (ev == json::parse_event_t::object_start) keys.emplace_back();
+      else if (ev == json::parse_event_t::object_end) keys.pop_back();
+      else if (ev == json::parse_event_t::key && !keys.back().insert(parsed.get<std::string>()).second)
+        throw CorruptInputError(at + ": key " + parsed.dump(-1, ' ', false, json::error_handler_t::replace) + " appears twice in one object");
+      return true;
+    });
     if (!j.is_object()) throw CorruptInputError(at + ": not a JSON object");
     TrainConfig c;
     c.model = choice(j, "model", std::optional<ModelKind>());
     c.parallel = choice(j, "parallel", std::optional<ckpt::ParallelMode>());
     c.epochs = static_cast<int>(integer(j, "epochs", 1, 100000));
-    c.seed = j.at("seed").get<std::uint64_t>();
+    c.seed = unsigned_integer(j, "seed");
     c.batch = static_cast<int>(integer(j, "batch", 1, 1 << 20));
     c.micro_batches = static_cast<int>(integer(j, "micro_batches", 1, 4096));
     const json& o = j.at("optimizer");
@@ -86,8 +103,8 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& w
     c.device = choice(j, "device", std::optional(DeviceKind::cpu));
     c.reduce = choice(j, "reduce", std::optional(ReduceKind::host));  // written before --reduce existed: the host path
     c.data = j.at("data").get<std::string>();
-    c.limit = j.at("limit").get<std::uint64_t>();
-    c.test_limit = j.at("test_limit").get<std::uint64_t>();
+    c.limit = unsigned_integer(j, "limit");
+    c.test_limit = unsigned_integer(j, "test_limit");
     c.synthetic_samples = static_cast<std::uint64_t>(integer(j, "synthetic_samples", 1, std::int64_t{1} << 30));
     c.ckpt_every = static_cast<int>(integer(j, "ckpt_every", 1, 100000));
     return c;

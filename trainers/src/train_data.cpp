@@ -2,6 +2,7 @@
 #include "train_data.hpp"
 
 #include <algorithm>
+#include <new>
 
 #include "resil/data/sampler.hpp"
 #include "resil/train/dlrm.hpp"
@@ -13,7 +14,8 @@ namespace {
 constexpr std::size_t kDense = data::criteo_num_dense, kSparse = data::criteo_num_sparse;
 }  // namespace
 
-Data load_data(const TrainConfig& c) {
+namespace {
+Data load_data_unchecked(const TrainConfig& c) {
   Data d;
   if (c.model == ModelKind::dlrm) {
     d.clicks = true;
@@ -50,6 +52,21 @@ Data load_data(const TrainConfig& c) {
                               ", the mlp and cnn models need 28x28");
   }
   return d;
+}
+}  // namespace
+
+Data load_data(const TrainConfig& c) {
+  try {
+    return load_data_unchecked(c);
+  } catch (const std::bad_alloc&) {
+    // The data set does not fit this node's memory (or the process limit): one line naming what
+    // was being loaded, an I/O error as ec-train's state that the node cannot hold, and the summary
+    // is still written ("out of memory", exit 1, named nothing and wrote none).
+    const std::string what = c.model == ModelKind::dlrm && c.data.empty()
+                                  ? "--synthetic-samples " + std::to_string(c.synthetic_samples) + " (synthetic clicks)"
+                                  : (c.data.empty() ? std::string(data::default_fashion_mnist_dir) : c.data);
+    throw IoError(what + ": out of memory loading the data set (the node or the process limit cannot hold it)");
+  }
 }
 
 Batch Staging::gather(const Data& d, bool test, std::span<const std::uint32_t> idx) {

@@ -4,6 +4,7 @@
 #include "resil/train/trainer.hpp"
 
 #include <cmath>
+#include <new>
 
 #include "resil/ckpt/fs.hpp"
 #include "resil/data/sampler.hpp"
@@ -146,6 +147,10 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<std::filesy
   } catch (const Error& e) {
     finish(&e);
     throw;
+  } catch (const std::bad_alloc&) {  // outside the data (named by load_data): the summary still says why
+    const Error e("out of memory");
+    finish(&e);
+    throw e;
   }
   return finish(nullptr);
 }

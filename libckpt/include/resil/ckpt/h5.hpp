@@ -105,6 +105,8 @@ void write_attr_i64(hid_t obj, const char* name, std::int64_t v);
 void write_attr_f64(hid_t obj, const char* name, double v);
 void write_attr_str(hid_t obj, const char* name, const std::string& v);
 bool has_attr(hid_t obj, const char* name);
+/// Integer attributes must hold one integer that fits the type as stored (a negative value read
+/// as u64, a float, or an array is CorruptInputError naming the attribute; never clamped).
 std::uint64_t read_attr_u64(hid_t obj, const char* name);
 std::int64_t read_attr_i64(hid_t obj, const char* name);
 double read_attr_f64(hid_t obj, const char* name);
