@@ -27,7 +27,8 @@ int run_replay(const ReplayOptions& o) {
   ckpt::fs::require_distinct({{"FILE", o.file, o.output.empty()}, {"--log", o.log, false}, {"-o", o.output, true}});
   ckpt::fs::require_input_file(o.file);
   if (!o.output.empty()) ckpt::fs::require_output_file(o.output);
-  const auto log = inject::read_log(o.log);
+  const auto log = inject::read_log(o.log);  // a log cut short is refused (exit 4)
+  inject::require_logged_format(o.file, log.header, o.log, o.format);
   inject::set_keep_crc(o.keep_crc || log.header.keep_crc);  // the logged injection's CRCs, exactly
   inject::ApplyStats st;
   if (o.output.empty()) st = inject::apply(o.file, log.records, inject::Direction::forward, o.force, true, true, o.format);

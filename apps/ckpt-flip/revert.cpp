@@ -24,14 +24,16 @@ CLI::App* setup_revert(CLI::App& app, RevertOptions& o) {
 int run_revert(const RevertOptions& o) {
   ckpt::fs::require_distinct({{"FILE", o.file, true}, {"--log", o.log, false}});
   ckpt::fs::require_input_file(o.file);
-  // A kill while the log was being written leaves it cut inside a line. An injection changes its
-  // file only once the header and every record are durable, so such a log has nothing to undo.
+  // A kill while the log was being written leaves it cut inside a line, or between two whole
+  // lines with fewer records than planned and no footer. An injection changes its file only once
+  // the header and every record are durable, so such a log has nothing to undo.
   const auto log = inject::read_log(o.log, inject::Tail::may_be_cut);
   if (log.cut_before_records_complete()) {
     std::cout << "nothing to undo: " << o.log << " was cut short while it was being written (a killed injection), "
               << "before any byte of " << o.file << " changed\n";
     return 0;
   }
+  inject::require_logged_format(o.file, log.header, o.log, o.format);
   // A log made with --keep-crc left the old CRCs: restoring the words must leave them too.
   inject::set_keep_crc(o.keep_crc || log.header.keep_crc);
   const auto st = inject::apply(o.file, log.records, inject::Direction::revert, o.force, true, true, o.format);

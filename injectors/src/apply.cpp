@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <span>
 #include <stdexcept>
@@ -72,15 +73,18 @@ ApplyStats apply_raw(const std::string& file, std::span<const FlipRecord> record
   const Fd fd{::open(file.c_str(), O_RDWR | O_CLOEXEC)};
   if (!fd) throw IoError(file + ": cannot open for writing: " + std::strerror(errno));
   ApplyStats st;
+  // Every byte is checked before the first is written: a mismatch leaves the file as it was.
+  std::vector<std::pair<std::uint64_t, unsigned char>> writes;
   for (const auto& [off, chain] : chains) {
     unsigned char b = 0;
     if (::pread(fd.get(), &b, 1, static_cast<off_t>(off)) != 1)
       throw MismatchError(file + ": byte " + std::to_string(off) + " is beyond the end of the file");
     ++st.words;
     const auto nb = static_cast<unsigned char>(resolve(chain, b, dir, force, file, st));
-    if (nb != b && ::pwrite(fd.get(), &nb, 1, static_cast<off_t>(off)) != 1)
-      throw IoError(file + ": write failed: " + std::strerror(errno));
+    if (nb != b) writes.emplace_back(off, nb);
   }
+  for (const auto& [off, nb] : writes)
+    if (::pwrite(fd.get(), &nb, 1, static_cast<off_t>(off)) != 1) throw IoError(file + ": write failed: " + std::strerror(errno));
   if (::fsync(fd.get()) != 0) throw IoError(file + ": fsync failed: " + std::strerror(errno));
   return st;
 }
@@ -159,17 +163,24 @@ void refuse_external_storage(Storage& wf, const Chains& chains) {
                               ": ckpt-flip never edits external storage (the log names it; nothing was changed)");
 }
 
-// Whether applying the chains changes a word that only HDF5 can write (`wf` in place: a probe
-// before any byte changes; mismatches there throw now). Words at known offsets are not read here.
+// The read-only probe of an in-place edit, before any byte changes: whether applying the chains
+// changes a word that only HDF5 can write (then the edit is staged: a copy is edited and renamed
+// over the file, all or nothing). If not, every other word is checked against its chain here too,
+// so that a mismatch (exit 7) leaves the file as it was rather than with the datasets before it
+// already changed (docs/exit-codes.md). That is one more read of the touched words only: words
+// read with pread are kept by the storage, the others are loads from its mapping.
 bool needs_staging(Storage& wf, const Chains& chains, Direction dir, bool force) {
   // The first word that would change decides: stop reading (and decompressing) there. The staged
   // edit checks every remaining word on the copy, so a mismatch still leaves the file untouched.
   struct Decided {};
   ApplyStats scratch;
+  std::vector<std::vector<std::uint64_t>> at_offsets(chains.size());  // per dataset: the words an in-place edit writes
   try {
-    for (const auto& c : chains) {
+    for (std::size_t d = 0; d < chains.size(); ++d) {
+      const auto& c = chains[d];
       check_width(wf, wf.path(), *c.dataset, *c.recs.front());
       auto only = wf.staged_only(*c.dataset, c.idx);
+      std::set_difference(c.idx.begin(), c.idx.end(), only.begin(), only.end(), std::back_inserter(at_offsets[d]));
       wf.edit(*c.dataset, std::move(only), [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
         for (std::size_t k = 0; k < i.size(); ++k)
           if (resolve(c.at(i[k]), w[k], dir, force, wf.path(), scratch) != w[k]) throw Decided{};
@@ -177,6 +188,13 @@ bool needs_staging(Storage& wf, const Chains& chains, Direction dir, bool force)
     }
   } catch (const Decided&) {
     return true;
+  }
+  if (force) return false;  // every word is written whatever it holds: nothing to check
+  for (std::size_t d = 0; d < chains.size(); ++d) {
+    const auto& c = chains[d];
+    wf.edit(*c.dataset, std::move(at_offsets[d]), [&](std::span<const std::uint64_t> i, std::span<const std::uint64_t> w) {
+      for (std::size_t k = 0; k < i.size(); ++k) resolve(c.at(i[k]), w[k], dir, false, wf.path(), scratch);
+    });
   }
   return false;
 }
@@ -225,6 +243,16 @@ void print_removed(const std::vector<std::string>& removed) {
 }
 
 }  // namespace
+
+void require_logged_format(const std::string& file, const LogHeader& header, const std::string& log, Format format) {
+  if (header.raw || header.file_format.empty()) return;
+  const auto actual = format_name(resolve_format(file, format));
+  if (actual == header.file_format) return;
+  // A file its own format's parser refuses is that error (exit 4), as without the log's field.
+  open_storage(file, Access::read, format)->close();
+  throw MismatchError(file + ": a " + std::string(actual) + " file, but the flip log " + log + " was made from a " +
+                      header.file_format + " file (not the file the log was made from?)");
+}
 
 bool holds_old_bits(const std::string& file, std::span<const FlipRecord> records, Format format) {
   if (records.empty()) return true;

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <unordered_map>
 
 #include "resil/ckpt/fs.hpp"
 #include "resil/core/error.hpp"
@@ -259,7 +261,87 @@ FlipRecord parse_record(const json& j, bool raw, const std::string& where) {
   r.new_bits = parse_hex(j, "new", r.width, where);
   if (j.contains("mask") && parse_hex(j, "mask", r.width, where) != r.mask())
     throw CorruptInputError(where + ": mask does not equal old XOR new");
+  if (j.contains("bits")) {  // the mask's set bits, ascending
+    const auto& bits = j.at("bits");
+    if (!bits.is_array()) throw CorruptInputError(where + ": \"bits\" must be an array");
+    std::uint64_t listed = 0;
+    unsigned next = 0;  // bits must ascend: the lowest position the next one may take
+    for (const auto& b : bits) {
+      const std::uint64_t bit = as_uint(b, where, "bits");
+      if (bit >= r.width || bit < next) throw CorruptInputError(where + ": \"bits\" must list bit positions of the word in ascending order");
+      listed |= std::uint64_t{1} << bit;
+      next = static_cast<unsigned>(bit) + 1;
+    }
+    if (listed != r.mask()) throw CorruptInputError(where + ": \"bits\" does not list the set bits of old XOR new");
+  }
   return r;
+}
+
+// What the records so far say about the words they touch, to check each record against the ones
+// before it: a hand-edited log (records reordered, duplicated, or one replaced) would otherwise be
+// reverted or replayed in part and reported as done (docs/flip-log.md).
+class RecordChecks {
+public:
+  void add(const FlipRecord& r, const std::string& where) {
+    Dataset& d = dataset_of(r);
+    if (d.records == 0) {
+      d.dtype = r.dtype;
+      d.rank = r.nd.size();
+    } else if (!r.raw && (r.dtype != d.dtype || r.nd.size() != d.rank)) {
+      throw CorruptInputError(where + ": dataset " + display_name(r.dataset) +
+                              " has another dtype or N-d index rank than in an earlier record");
+    }
+    ++d.records;
+    // A 1-d index is the flat index itself (a rank above 1 needs the shape, which the log lacks).
+    if (r.nd.size() == 1 && r.nd[0] != r.index) throw CorruptInputError(where + ": \"nd\" does not match \"index\"");
+    // Records of one word chain: each starts from the bits the one before it left.
+    const auto [it, first] = d.words.try_emplace(r.index, Word{r.old_bits, r.new_bits});
+    if (!first) {
+      if (r.old_bits != it->second.last_new)
+        throw CorruptInputError(where + ": \"old\" " + hex_bits(r.old_bits, r.width) + " is not " +
+                                hex_bits(it->second.last_new, r.width) +
+                                ", the \"new\" of the record before it on the same word (records reordered, duplicated or edited)");
+      it->second.last_new = r.new_bits;
+    }
+  }
+  /// Words whose records change them overall (the footer's `applied`: an injection starts from
+  /// every word's first old bits).
+  std::uint64_t words_changed() const {
+    std::uint64_t n = 0;
+    for (const auto& [name, d] : datasets_)
+      for (const auto& [index, w] : d.words) n += w.first_old != w.last_new;
+    return n;
+  }
+
+private:
+  struct Word {
+    std::uint64_t first_old, last_new;
+  };
+  struct Dataset {
+    ckpt::DType dtype = ckpt::DType::u8;
+    std::size_t rank = 0;
+    std::uint64_t records = 0;
+    std::unordered_map<std::uint64_t, Word> words;  // by index (raw: byte offset)
+  };
+  // Records come grouped by dataset: the last one is looked up again without hashing its name.
+  Dataset& dataset_of(const FlipRecord& r) {
+    if (!last_ || last_name_ != r.dataset) {
+      last_ = &datasets_[r.dataset];
+      last_name_ = r.dataset;
+    }
+    return *last_;
+  }
+  std::unordered_map<std::string, Dataset> datasets_;  // raw records: the name ""
+  Dataset* last_ = nullptr;
+  std::string last_name_;
+};
+
+// The formats a header's "file_format" may name (storage.hpp's format_names without "auto";
+// the parser does not depend on the storage layer).
+bool known_file_format(std::string_view f) {
+  for (const std::string_view name : {"hdf5", "torch", "safetensors", "npy", "npz"})
+    if (f == name) return true;
+  return false;
 }
 
 }  // namespace
@@ -268,6 +350,8 @@ FlipLog parse_log(std::string_view text, const std::string& source, Tail tail) {
   FlipLog log;
   std::size_t pos = 0, lineno = 0;
   bool have_header = false, has_planned = false;
+  RecordChecks checks;
+  std::optional<std::pair<std::uint64_t, std::string>> footer_applied;  // the footer's `applied`, and where
   if (tail == Tail::may_be_cut && text.empty()) {  // killed between creating the log and its first write
     log.cut_short = true;
     log.has_header = false;
@@ -316,6 +400,8 @@ FlipLog parse_log(std::string_view text, const std::string& source, Tail tail) {
         h.in_place = j.value("in_place", false);
         h.raw = j.value("raw", false);
         h.file_format = j.value("file_format", "");
+        if (!h.file_format.empty() && !known_file_format(h.file_format))
+          throw CorruptInputError(where + ": unknown \"file_format\" (hdf5, torch, safetensors, npy or npz)");
         h.keep_crc = j.value("keep_crc", false);
         h.planned = j.contains("planned") ? as_uint(j.at("planned"), where, "planned") : 0;
         has_planned = j.contains("planned");
@@ -325,11 +411,17 @@ FlipLog parse_log(std::string_view text, const std::string& source, Tail tail) {
       } else if (type == "flip" || type == "raw") {
         if (log.complete) throw CorruptInputError(where + ": record after the footer");
         if ((type == "raw") != log.header.raw) throw CorruptInputError(where + ": record type does not match the header");
+        // Records are numbered in application order; a duplicate or a moved one breaks the count.
+        if (!j.contains("seq") || as_uint(j.at("seq"), where, "seq") != log.records.size())
+          throw CorruptInputError(where + ": \"seq\" must be " + std::to_string(log.records.size()) +
+                                  " (records number 0..N-1 in application order: one duplicated, moved or removed?)");
         log.records.push_back(parse_record(j, type == "raw", where));
+        checks.add(log.records.back(), where);
       } else if (type == "footer") {
         if (log.complete) throw CorruptInputError(where + ": second footer");
         log.complete = true;
         log.footer_output_sha256 = j.value("output_sha256", "");
+        if (j.contains("applied")) footer_applied.emplace(as_uint(j.at("applied"), where, "applied"), where);
       } else {
         throw CorruptInputError(where + ": unknown record type \"" + type + "\"");
       }
@@ -341,10 +433,23 @@ FlipLog parse_log(std::string_view text, const std::string& source, Tail tail) {
   // A finished log holds exactly the records its header planned: one removed by hand would
   // otherwise be "reverted" as if it were all (its flip left in the file). (The footer's `applied`
   // counts words changed, which two records of one word make fewer; "planned": 0 is also what
-  // hand-made logs without the field say, so only a positive count is held to.)
-  if (log.complete && has_planned && log.header.planned > 0 && log.records.size() != log.header.planned)
+  // hand-made logs without the field say, so only a positive count is held to.) No log holds
+  // more records than planned.
+  const bool counted = has_planned && log.header.planned > 0;
+  const std::uint64_t planned = log.header.planned;
+  if (counted && (log.records.size() > planned || (log.complete && log.records.size() != planned)))
     throw CorruptInputError(source + ": holds " + std::to_string(log.records.size()) + " flip records, but its header planned " +
-                            std::to_string(log.header.planned) + " (records removed or added)");
+                            std::to_string(planned) + " (records removed or added)");
+  // The footer counts the words the records change (checked after the count: a record removed
+  // by hand is named as that).
+  if (footer_applied && footer_applied->first != checks.words_changed())
+    throw CorruptInputError(footer_applied->second + ": \"applied\" is " + std::to_string(footer_applied->first) +
+                            ", but the records change " + std::to_string(checks.words_changed()) + " word(s)");
+  // Fewer records and no footer: cut by a kill between two writes of whole lines, before its
+  // records were complete (nothing of it was applied). A cut log is read only as such (Tail::may_be_cut).
+  if (counted && !log.complete && log.records.size() < planned && tail == Tail::strict)
+    throw CorruptInputError(source + ": holds " + std::to_string(log.records.size()) + " of the " + std::to_string(planned) +
+                            " planned flip records and no footer: a log cut short (an injection killed while writing it)");
   return log;
 }
 

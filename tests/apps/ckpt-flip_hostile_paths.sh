@@ -277,5 +277,94 @@ expect_rc 2 "$FLIP" inject "$T/in.h5" -o "$T/x.h5" --seed 1 --flips 1 --bits '' 
 [ ! -e "$T/x.h5" ] && [ ! -e "$T/x.jsonl" ] || fail "partial output after --bits ''"
 expect_rc 2 "$FLIP" plan "$T/in.h5" --bits ''; expect_msg "\-\-bits"
 
+# ---- 7. Hand-edited and cut logs (hostile round 2): records out of seq order, a duplicate, a broken
+# chain, a lying footer, a wrong file_format are exit 4 (or 7 for a format the file is not),
+# a log cut between whole lines has nothing to undo (revert) and is refused (replay), and an in-place
+# replay/revert whose last word mismatches (exit 7) leaves the file unchanged, not with the words
+# of the datasets before it already written.
+$PY - "$T" <<'PYEOF'
+import sys, h5py, numpy as np
+T = sys.argv[1]
+with h5py.File(f"{T}/two.h5", "w") as f:  # two contiguous datasets: edited in place, word by word
+    f["a/w"] = np.array([1.0, 2.0], "f4")
+    f["b/w"] = np.arange(1, 5, dtype="f4")  # 8 flips on 6 words: some chain
+PYEOF
+expect_rc 0 "$FLIP" inject "$T/two.h5" -o "$T/two-b.h5" --seed 1 --flips 8 --bits mantissa --no-hash --log "$T/two.jsonl"
+TWO_SHA=$(sha "$T/two.h5"); TWOB_SHA=$(sha "$T/two-b.h5")
+$PY - "$T/two.jsonl" "$T" <<'PYEOF'
+import sys, json
+src, T = sys.argv[1], sys.argv[2]
+raw = open(src).read().splitlines(True)
+lines = [json.loads(l) for l in raw]
+recs = [i for i, l in enumerate(lines) if l["type"] == "flip"]
+assert len({lines[i]["dataset"] for i in recs}) == 2, "flips in one dataset only"
+def put(name, ls): open(f"{T}/{name}", "w").write("".join(json.dumps(l) + "\n" for l in ls))
+def word(r): return (r["dataset"], r["index"])
+# 1. Records reversed (seq unchanged), and renumbered too (then the chain of a word breaks, if any).
+rev = lines[:1] + [lines[i] for i in reversed(recs)] + lines[recs[-1] + 1:]
+put("reversed.jsonl", rev)
+renum = [dict(l) for l in rev]
+for k, l in enumerate(renum[1:1 + len(recs)]): l["seq"] = k
+put("renumbered.jsonl", renum)
+# The last record replaced by a copy of the first (count still = planned).
+put("dup.jsonl", lines[:recs[-1]] + [lines[recs[0]]] + lines[recs[-1] + 1:])
+# A chained word (two records on it): the second's old is not the first's new.
+chained = [i for i in recs if sum(word(lines[j]) == word(lines[i]) for j in recs) > 1]
+broken = [dict(l) for l in lines]
+r = broken[chained[-1]]; o = int(r["old"], 16) ^ 0x4; n = int(r["new"], 16) ^ 0x4
+r.update(old="0x%08x" % o, new="0x%08x" % n); r.pop("old_value"); r.pop("new_value")
+put("chain.jsonl", broken)
+# The footer lying about the words changed; bits that are not the mask's; a format no file has.
+put("applied.jsonl", lines[:-1] + [dict(lines[-1], applied=999)])
+put("bits.jsonl", [dict(l, bits=[(l["bits"][0] + 1) % 23]) if i == recs[0] else l for i, l in enumerate(lines)])
+put("fmt-xyz.jsonl", [dict(lines[0], file_format="xyz")] + lines[1:])
+put("fmt-torch.jsonl", [dict(lines[0], file_format="torch")] + lines[1:])
+# Cut between two whole lines: the header and 3 of the records, no footer.
+open(f"{T}/cut3.jsonl", "w").write("".join(raw[:4]))
+# The last record (in the dataset applied last) lies about its old bits (replay) / its new bits
+# (revert) while staying self-consistent: every earlier word would be written before it.
+last = max(recs, key=lambda i: (lines[i]["dataset"], lines[i]["index"], i))
+for name, key in (("lie-old.jsonl", "old"), ("lie-new.jsonl", "new")):
+    ls = [dict(l) for l in lines]; r = ls[last]
+    if key == "old": r["old"] = "0x00000000"; m = int(r["new"], 16)
+    else: r["old"], r["new"] = "0x00000001", "0x00000003"; m = 2
+    r["mask"] = "0x%08x" % m; r["bits"] = [b for b in range(32) if m >> b & 1]; r["anchor"] = r["bits"][0]
+    r.pop("old_value"); r.pop("new_value")
+    ls[-1] = dict(ls[-1]); ls[-1].pop("applied")  # words changed: no longer the injection's
+    put(name, ls)
+PYEOF
+for bad in reversed renumbered dup chain applied bits fmt-xyz; do
+  cp "$T/two-b.h5" "$T/t.h5"
+  expect_rc 4 "$FLIP" revert "$T/t.h5" --log "$T/$bad.jsonl"; expect_msg "$bad.jsonl:[0-9]"
+  same "$T/t.h5" "$TWOB_SHA" "revert with $bad.jsonl"
+  cp "$T/two.h5" "$T/t.h5"
+  expect_rc 4 "$FLIP" replay "$T/t.h5" --log "$T/$bad.jsonl"; expect_msg "$bad.jsonl:[0-9]"
+  expect_rc 4 "$FLIP" replay "$T/t.h5" --log "$T/$bad.jsonl" -o "$T/t-out.h5"
+  [ ! -e "$T/t-out.h5" ] || fail "replay -o with $bad.jsonl left an output"
+  same "$T/t.h5" "$TWO_SHA" "replay with $bad.jsonl"
+done
+cp "$T/two-b.h5" "$T/t.h5"
+expect_rc 7 "$FLIP" revert "$T/t.h5" --log "$T/fmt-torch.jsonl"; expect_msg "torch"
+same "$T/t.h5" "$TWOB_SHA" "revert with a log of a torch file"
+cp "$T/two-b.h5" "$T/t.h5"
+expect_rc 0 "$FLIP" revert "$T/t.h5" --log "$T/cut3.jsonl"; grep -q "nothing to undo" "$T/stdout" || fail "a log cut between lines: no 'nothing to undo'"
+same "$T/t.h5" "$TWOB_SHA" "revert of a log cut between lines"
+cp "$T/two.h5" "$T/t.h5"
+expect_rc 4 "$FLIP" replay "$T/t.h5" --log "$T/cut3.jsonl"; expect_msg "cut"
+expect_rc 4 "$FLIP" replay "$T/t.h5" --log "$T/cut3.jsonl" -o "$T/t-out.h5"
+[ ! -e "$T/t-out.h5" ] || fail "replay -o of a cut log left an output"
+same "$T/t.h5" "$TWO_SHA" "replay of a log cut between lines"
+for io in mapped syscalls; do
+  cp "$T/two.h5" "$T/t.h5"
+  RESIL_INJECT_WORD_IO=$io expect_rc 7 "$FLIP" replay "$T/t.h5" --log "$T/lie-old.jsonl"
+  same "$T/t.h5" "$TWO_SHA" "a failed in-place replay ($io)"
+  cp "$T/two-b.h5" "$T/t.h5"
+  RESIL_INJECT_WORD_IO=$io expect_rc 7 "$FLIP" revert "$T/t.h5" --log "$T/lie-new.jsonl"
+  same "$T/t.h5" "$TWOB_SHA" "a failed in-place revert ($io)"
+done
+# The whole logs still work both ways.
+cp "$T/two.h5" "$T/t.h5"; expect_rc 0 "$FLIP" replay "$T/t.h5" --log "$T/two.jsonl"; same "$T/t.h5" "$TWOB_SHA" "replay"
+expect_rc 0 "$FLIP" revert "$T/t.h5" --log "$T/two.jsonl"; same "$T/t.h5" "$TWO_SHA" "revert"
+
 same "$T/in.h5" "$IN_SHA" "the whole run"
 echo "ckpt-flip hostile paths: OK"

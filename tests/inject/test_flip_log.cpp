@@ -27,6 +27,7 @@ TEST_CASE("flip log lines round-trip and reject malformed input", "[inject][unit
   a.old_bits = 0x3f800000;
   a.new_bits = 0x7f800000;
   FlipRecord b = a;
+  b.dataset = "/model/v";  // a dataset has one dtype
   b.dtype = ckpt::DType::f64;
   b.width = 64;
   b.anchor = 63;
@@ -49,7 +50,10 @@ TEST_CASE("flip log lines round-trip and reject malformed input", "[inject][unit
                                     header_line(h) + "\n" + footer_line(2, "ab") + "\n"})
     CHECK_THROWS_WITH(parse_log(edited, "e.jsonl"), Catch::Contains("e.jsonl: holds") && Catch::Contains("records removed or added"));
   // A log cut after the records (killed --in-place run) still parses, without a footer.
-  CHECK_FALSE(parse_log(header_line(h) + "\n" + record_line(a, 0) + "\n", "t").complete);
+  CHECK_FALSE(parse_log(header_line(h) + "\n" + record_line(a, 0) + "\n" + record_line(b, 1) + "\n", "t").complete);
+  // One cut before its records were complete, between two whole lines, is refused (replay).
+  CHECK_THROWS_WITH(parse_log(header_line(h) + "\n" + record_line(a, 0) + "\n", "c.jsonl"),
+                    Catch::Contains("c.jsonl: holds 1 of the 2 planned") && Catch::Contains("cut short"));
 
   const std::string hdr = header_line(h) + "\n";
   for (const std::string& bad : {std::string(""), std::string("{}\n"), record_line(a, 0) + "\n", hdr + "not json\n",
@@ -131,4 +135,80 @@ TEST_CASE("LogWriter::records writes record_line of every record in order, on on
     const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     CHECK(got == want);
   }
+}
+
+TEST_CASE("flip log records are checked against each other: seq order, chains, bits, footer, format", "[inject][unit]") {
+  // Hand-edited logs (hostile round 2): reordered or duplicated records were reverted in part and
+  // reported as done; a lying footer, bits or format were taken as they came.
+  LogHeader h;
+  h.planned = 3;
+  FlipRecord a;  // two records on one word (a chain), then one on another word
+  a.dataset = "/w";
+  a.index = 4;
+  a.nd = {4};
+  a.dtype = ckpt::DType::f32;
+  a.width = 32;
+  a.anchor = 1;
+  a.old_bits = 0x1;
+  a.new_bits = 0x3;
+  FlipRecord a2 = a;
+  a2.anchor = 2;
+  a2.old_bits = 0x3;
+  a2.new_bits = 0x7;
+  FlipRecord c = a;
+  c.index = 5;
+  c.nd = {5};
+  const std::string hdr = header_line(h) + "\n";
+  const auto line = [](const FlipRecord& r, std::uint64_t seq) { return record_line(r, seq) + "\n"; };
+  const std::string foot = footer_line(2, "") + "\n";
+  const auto log = parse_log(hdr + line(a, 0) + line(a2, 1) + line(c, 2) + foot, "ok.jsonl");
+  CHECK(log.records.size() == 3);
+  const auto refused = [](const std::string& text, const std::string& what) {
+    INFO(text);
+    CHECK_THROWS_WITH(parse_log(text, "e.jsonl"), Catch::Contains(what));
+    CHECK_THROWS_WITH(parse_log(text, "e.jsonl", Tail::may_be_cut), Catch::Contains(what));
+  };
+  // seq: reordered, duplicated, missing.
+  refused(hdr + line(a2, 1) + line(a, 0) + line(c, 2) + foot, "e.jsonl:2: \"seq\" must be 0");
+  refused(hdr + line(a, 0) + line(a2, 1) + line(a, 0) + foot, "e.jsonl:4: \"seq\" must be 2");
+  std::string noseq = line(a, 0);
+  noseq.replace(noseq.find(",\"seq\":0"), 8, "");
+  refused(hdr + noseq + line(a2, 1) + line(c, 2) + foot, "e.jsonl:2: \"seq\"");
+  // Renumbered after reordering: the chain of the word breaks.
+  refused(hdr + line(a2, 0) + line(a, 1) + line(c, 2) + foot, "e.jsonl:3: \"old\" 0x00000001 is not 0x00000007");
+  refused(hdr + line(a, 0) + line(a, 1) + line(c, 2) + foot, "e.jsonl:3: \"old\"");
+  // The footer counts the words changed (2 here: the chain's word and c's).
+  refused(hdr + line(a, 0) + line(a2, 1) + line(c, 2) + footer_line(3, "") + "\n", "e.jsonl:5: \"applied\" is 3");
+  FlipRecord back = a2;  // a chain back to the first old changes nothing overall
+  back.old_bits = 0x3;
+  back.new_bits = 0x1;
+  CHECK_NOTHROW(parse_log(hdr + line(a, 0) + line(back, 1) + line(c, 2) + footer_line(1, "") + "\n", "t"));
+  // bits must be the mask's set bits; a 1-d nd the index; a dataset keeps its dtype.
+  std::string bits = line(c, 2);
+  bits.replace(bits.find("\"bits\":[1]"), 10, "\"bits\":[5]");
+  refused(hdr + line(a, 0) + line(a2, 1) + bits + foot, "e.jsonl:4: \"bits\"");
+  std::string nd = line(c, 2);
+  nd.replace(nd.find("\"nd\":[5]"), 8, "\"nd\":[6]");
+  refused(hdr + line(a, 0) + line(a2, 1) + nd + foot, "e.jsonl:4: \"nd\" does not match");
+  FlipRecord other = c;
+  other.dtype = ckpt::DType::i32;
+  refused(hdr + line(a, 0) + line(a2, 1) + line(other, 2) + foot, "e.jsonl:4: dataset /w has another dtype");
+  // A file_format no adapter has.
+  LogHeader hf = h;
+  hf.file_format = "xyz";
+  refused(header_line(hf) + "\n" + line(a, 0) + line(a2, 1) + line(c, 2) + foot, "e.jsonl:1: unknown \"file_format\"");
+  hf.file_format = "torch";
+  CHECK(parse_log(header_line(hf) + "\n" + line(a, 0) + line(a2, 1) + line(c, 2) + foot, "t").header.file_format == "torch");
+  // More records than planned, footer or not.
+  FlipRecord d = c;
+  d.index = 6;
+  d.nd = {6};
+  refused(hdr + line(a, 0) + line(a2, 1) + line(c, 2) + line(d, 3), "records removed or added");
+  // Fewer records and no footer, every line whole: cut by a kill between two writes. Revert's
+  // reading says nothing was applied; strict reading (replay) refuses it.
+  for (const std::string& cut : {hdr, hdr + line(a, 0), hdr + line(a, 0) + line(a2, 1)}) {
+    CHECK(parse_log(cut, "t", Tail::may_be_cut).cut_before_records_complete());
+    CHECK_THROWS_WITH(parse_log(cut, "t"), Catch::Contains("cut short"));
+  }
+  CHECK_FALSE(parse_log(hdr + line(a, 0) + line(a2, 1) + line(c, 2), "t", Tail::may_be_cut).cut_before_records_complete());
 }

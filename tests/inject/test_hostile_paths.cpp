@@ -117,8 +117,12 @@ TEST_CASE("a flip log cut by a kill: nothing applied before its records are comp
   r.old_bits = 1;
   r.new_bits = 3;
   r.anchor = 1;
+  inject::FlipRecord r2 = r;  // the same word again: its chain goes on from r's new bits
+  r2.old_bits = 3;
+  r2.new_bits = 7;
+  r2.anchor = 2;
   const std::string hdr = inject::header_line(h) + "\n", rec = inject::record_line(r, 0) + "\n",
-                    rec2 = inject::record_line(r, 1) + "\n", foot = inject::footer_line(1, "") + "\n";
+                    rec2 = inject::record_line(r2, 1) + "\n", foot = inject::footer_line(1, "") + "\n";
   using inject::Tail;
   const auto cut = [](const std::string& s) { return inject::parse_log(s, "t", Tail::may_be_cut); };
   CHECK(cut("").cut_before_records_complete());
@@ -130,8 +134,13 @@ TEST_CASE("a flip log cut by a kill: nothing applied before its records are comp
   CHECK(footer_cut.records.size() == 2);
   CHECK_FALSE(footer_cut.complete);
   CHECK_FALSE(cut(hdr + rec + rec2 + foot).cut_short);
-  // Records complete but not fsynced before a kill: a log without a footer, revert handles it.
-  CHECK_FALSE(cut(hdr + rec).cut_before_records_complete());  // 1 of 2 records, lines whole
+  // Cut between two whole lines (a kill between two writes): fewer records than planned and no
+  // footer is a cut log too, whatever its last byte (docs/flip-log.md, "Cut logs").
+  CHECK(cut(hdr + rec).cut_before_records_complete());  // 1 of 2 records, lines whole
+  CHECK(cut(hdr).cut_before_records_complete());
+  CHECK_THROWS_AS(inject::parse_log(hdr + rec, "t"), CorruptInputError);
+  // Every record there, no footer (an interrupted in-place run): revert handles it.
+  CHECK_FALSE(cut(hdr + rec + rec2).cut_before_records_complete());
   // Strict parsing (replay) and damage that is not a cut tail stay errors.
   CHECK_THROWS_AS(inject::parse_log(hdr + rec.substr(0, 5), "t"), CorruptInputError);
   CHECK_THROWS_AS(inject::parse_log("", "t"), CorruptInputError);

@@ -42,6 +42,11 @@ ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, D
 /// other; Access::read is a UsageError. Raw records reopen the file by path.
 ApplyStats apply(Storage& file, std::span<const FlipRecord> records, Direction dir, bool force = false);
 
+/// A log made from a file of one format (its header's `file_format`) applied to a file of another
+/// (`format` forced, or detected from the content) is refused with MismatchError naming both,
+/// before anything is written. Logs without the field (older ones, --raw) pass.
+void require_logged_format(const std::string& file, const LogHeader& header, const std::string& log, Format format = Format::automatic);
+
 /// Whether every word the records touch holds its first record's old bits in `file`: none of them
 /// is applied (a record that changes no bit counts either way). Reads only those words, read-only.
 /// Errors as open_storage and Storage::edit; a raw record beyond the file's end is false.

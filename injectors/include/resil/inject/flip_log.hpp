@@ -61,9 +61,11 @@ struct FlipLog {
   /// written; every line ckpt-flip writes ends with a newline). That line was dropped unless it parses.
   bool cut_short = false;
   bool has_header = true;          // false: the log was cut before its header was complete
-  /// Whether the log was cut while its header or records were being written. An in-place run
-  /// changes the file only after all of them are durable, so then nothing it describes was applied.
-  bool cut_before_records_complete() const noexcept { return !has_header || (cut_short && records.size() < header.planned); }
+  /// Whether the log was cut while its header or records were being written: no header, or fewer
+  /// records than planned and no footer, whether the text ends inside a line or between two whole
+  /// lines (a kill between two writes). An in-place run changes the file only after all of them are
+  /// durable, so then nothing it describes was applied.
+  bool cut_before_records_complete() const noexcept { return !has_header || (!complete && records.size() < header.planned); }
 };
 
 /// How a log whose text ends inside a line is taken: an error (strict, e.g. for replay), or as
@@ -75,9 +77,14 @@ std::string header_line(const LogHeader& h);
 std::string record_line(const FlipRecord& r, std::uint64_t seq);
 std::string footer_line(std::uint64_t applied, const std::string& output_sha256);
 
-/// Parse a whole log; throws CorruptInputError naming `source` and the line number.
+/// Parse a whole log; throws CorruptInputError naming `source` and the line number. Records must
+/// be numbered 0..N-1 in order (`seq`), chain on each word (old = the new of the word's record
+/// before), list their mask's set bits in `bits`, and agree with the footer's `applied` (words
+/// changed) and the header's `planned` (N).
 /// With Tail::may_be_cut, an empty text or an unterminated last line that does not parse is a
-/// log cut short (FlipLog::cut_short, has_header), not an error.
+/// log cut short (FlipLog::cut_short, has_header), not an error, and so is a log with fewer
+/// records than planned and no footer (cut_before_records_complete); with Tail::strict the latter
+/// is an error too.
 FlipLog parse_log(std::string_view text, const std::string& source, Tail tail = Tail::strict);
 /// Read a log file (a regular file: FIFOs and devices are refused with IoError, like a missing one).
 FlipLog read_log(const std::filesystem::path& p, Tail tail = Tail::strict);
