@@ -333,15 +333,18 @@ for name, key in (("lie-old.jsonl", "old"), ("lie-new.jsonl", "new")):
     ls[-1] = dict(ls[-1]); ls[-1].pop("applied")  # words changed: no longer the injection's
     put(name, ls)
 PYEOF
+replay_refused() {  # replay_refused LOG MESSAGE: in place and with -o, exit 4, nothing written
+  cp "$T/two.h5" "$T/t.h5"
+  expect_rc 4 "$FLIP" replay "$T/t.h5" --log "$T/$1"; expect_msg "$2"
+  expect_rc 4 "$FLIP" replay "$T/t.h5" --log "$T/$1" -o "$T/t-out.h5"
+  [ ! -e "$T/t-out.h5" ] || fail "replay -o with $1 left an output"
+  same "$T/t.h5" "$TWO_SHA" "replay with $1"
+}
 for bad in reversed renumbered dup chain applied bits fmt-xyz; do
   cp "$T/two-b.h5" "$T/t.h5"
   expect_rc 4 "$FLIP" revert "$T/t.h5" --log "$T/$bad.jsonl"; expect_msg "$bad.jsonl:[0-9]"
   same "$T/t.h5" "$TWOB_SHA" "revert with $bad.jsonl"
-  cp "$T/two.h5" "$T/t.h5"
-  expect_rc 4 "$FLIP" replay "$T/t.h5" --log "$T/$bad.jsonl"; expect_msg "$bad.jsonl:[0-9]"
-  expect_rc 4 "$FLIP" replay "$T/t.h5" --log "$T/$bad.jsonl" -o "$T/t-out.h5"
-  [ ! -e "$T/t-out.h5" ] || fail "replay -o with $bad.jsonl left an output"
-  same "$T/t.h5" "$TWO_SHA" "replay with $bad.jsonl"
+  replay_refused "$bad.jsonl" "$bad.jsonl:[0-9]"
 done
 cp "$T/two-b.h5" "$T/t.h5"
 expect_rc 7 "$FLIP" revert "$T/t.h5" --log "$T/fmt-torch.jsonl"; expect_msg "torch"
@@ -349,11 +352,7 @@ same "$T/t.h5" "$TWOB_SHA" "revert with a log of a torch file"
 cp "$T/two-b.h5" "$T/t.h5"
 expect_rc 0 "$FLIP" revert "$T/t.h5" --log "$T/cut3.jsonl"; grep -q "nothing to undo" "$T/stdout" || fail "a log cut between lines: no 'nothing to undo'"
 same "$T/t.h5" "$TWOB_SHA" "revert of a log cut between lines"
-cp "$T/two.h5" "$T/t.h5"
-expect_rc 4 "$FLIP" replay "$T/t.h5" --log "$T/cut3.jsonl"; expect_msg "cut"
-expect_rc 4 "$FLIP" replay "$T/t.h5" --log "$T/cut3.jsonl" -o "$T/t-out.h5"
-[ ! -e "$T/t-out.h5" ] || fail "replay -o of a cut log left an output"
-same "$T/t.h5" "$TWO_SHA" "replay of a log cut between lines"
+replay_refused cut3.jsonl cut
 for io in mapped syscalls; do
   cp "$T/two.h5" "$T/t.h5"
   RESIL_INJECT_WORD_IO=$io expect_rc 7 "$FLIP" replay "$T/t.h5" --log "$T/lie-old.jsonl"
