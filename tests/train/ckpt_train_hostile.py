@@ -288,6 +288,17 @@ def mpi_manifest_values():
         ok &= expect(4, r"\.manifest\.json: .*" + regex, [CT, "eval", "--from", man], unchanged=[man])
         ok &= expect(4, r"\.manifest\.json: .*" + regex, [CT, "resume", "--from", man, "--epochs", "2", "--ckpt-dir", out], mpi=2,
                      unchanged=[man], absent=[out])
+    # One rank's shard truncated: every rank stops, and rank 0, whose shard was fine, made no
+    # --ckpt-dir (it made an empty one: the directories were made in the same agreed step as the loads).
+    d = case_dir("mpi_manifest_values")
+    mp = os.path.join(d, "mp")
+    shutil.copytree(src, mp)
+    man = os.path.join(mp, os.path.basename(MP2))
+    shard = os.path.join(mp, json.load(open(man))["shards"][1])
+    with open(shard, "r+b") as f:
+        f.truncate(5000)
+    out = os.path.join(d, "out")
+    ok &= expect(4, r"rank-1\.h5", [CT, "resume", "--from", man, "--epochs", "2", "--ckpt-dir", out], mpi=2, unchanged=[man, shard], absent=[out])
     return ok
 
 

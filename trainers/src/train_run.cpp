@@ -89,6 +89,10 @@ Start start(const TrainConfig& cfg, const Comm& comm, const std::optional<stdfs:
                               " does not fit this data set (" + std::to_string(s.steps) + " steps of " + std::to_string(batch) + " per epoch)");
       }
     }
+  });
+  // Outputs only once every rank's setup succeeded: a rank that failed to load its shard must not
+  // leave an empty --ckpt-dir made by one that did.
+  agree(comm, [&] {
     if (comm.rank() == 0) {
       std::error_code ec;
       stdfs::create_directories(cfg.ckpt_dir, ec);
