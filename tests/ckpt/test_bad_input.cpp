@@ -99,7 +99,11 @@ TEST_CASE("bad inputs raise typed errors naming the file or dataset", "[ckpt][un
     }
     check_throws_naming<resil::CorruptInputError>([&] { read(p); }, "/meta cannot be opened as a group");
     // A damaged /meta object header (its size field points past the end of the file), as in the
-    // hostile round's fuzzed files: the same, and HDF5 prints nothing of its own at exit.
+    // hostile round's fuzzed files: the same, and HDF5 prints nothing of its own at exit. Not under
+    // AddressSanitizer: HDF5 1.10 itself keeps a free-list block when loading the damaged header
+    // fails and never frees it (LeakSanitizer reports it at exit; no handle of ours is open). The
+    // normal build runs it, and ckpt-train on such a file in train_hostile_meta_damaged_hdf5.
+#if !defined(__SANITIZE_ADDRESS__)
     stdfs::copy_file(good, dir / "damaged.h5");
     haddr_t addr = 0;
     {
@@ -124,6 +128,7 @@ TEST_CASE("bad inputs raise typed errors naming the file or dataset", "[ckpt][un
     void* data = nullptr;
     H5Eget_auto2(H5E_DEFAULT, &func, &data);
     CHECK(func == nullptr);  // "HDF5: infinite loop closing library" is printed only while it is set
+#endif
   }
   SECTION("integer attributes are read as stored, never clamped or truncated") {
     const auto p = (dir / "attrs.h5").string();
