@@ -4,11 +4,29 @@
 # flip log -> diff/scan -> evaluate the altered checkpoint -> revert it exactly -> size a campaign
 # (Leveugle) -> a fault-injection campaign of a few dozen trials -> report with classes, Wilson and
 # Clopper-Pearson intervals and plots -> two-level FIT with a fault model from published DRAM field data.
-#   OUT (default out/demo), JOBS (default nproc), BUILD_DIR (default build), TRIALS (default 36)
+#   OUT (default out/demo in the source tree; a relative OUT is from the caller's directory),
+#   JOBS (default nproc), BUILD_DIR (default build), TRIALS (default 36). No arguments.
+# OUT is replaced: it must be absent, empty, or an earlier demo's output (it holds .resil-demo, or
+# the layout the demo writes); anything else is refused (exit 2), never deleted.
 set -euo pipefail
+case "${1:-}" in
+  '') ;;
+  -h|--help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  *) echo "demo.sh: error: unknown argument '$1' (settings are environment variables: OUT, JOBS, BUILD_DIR, TRIALS; see --help)" >&2; exit 2 ;;
+esac
+if [[ -n ${OUT:-} && $OUT != /* ]]; then OUT=$PWD/$OUT; fi
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 out=${OUT:-out/demo}
+if [[ -e $out || -L $out ]]; then
+  if [[ -L $out || ! -d $out ]]; then
+    echo "demo.sh: error: OUT=$out exists and is not a directory: choose another OUT" >&2; exit 2
+  fi
+  if [[ -n $(ls -A "$out") && ! -e $out/.resil-demo && ! ( -d $out/ckpt && -e $out/flips.jsonl ) ]]; then
+    echo "demo.sh: error: OUT=$out holds files that are not an earlier demo's output (no .resil-demo): choose another OUT, or empty it yourself" >&2
+    exit 2
+  fi
+fi
 jobs=${JOBS:-$(nproc)}
 trials=${TRIALS:-36}
 
@@ -21,6 +39,7 @@ fi
 bin=$build/bin
 rm -rf "$out"
 mkdir -p "$out"
+: >"$out/.resil-demo"  # an earlier demo's output, which the next run may replace
 
 echo "== 1. train an MLP on Fashion-MNIST (1 epoch on 12000 samples, seed 7)"
 "$bin/ckpt-train" train --model mlp --epochs 1 --seed 7 --limit 12000 --ckpt-dir "$out/ckpt" \
