@@ -16,6 +16,8 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "resil/core/error.hpp"
 #include "resil/core/frames.hpp"
@@ -61,6 +63,21 @@ std::pair<int, int> socket_pair() {
 }
 
 /// In a freshly forked child: die with the parent (checked again in case it is already gone).
+// Whether `pid` is a child of `worker` that leads its own process group (/proc/PID/stat: the
+// fields after the command's closing parenthesis are state, ppid, pgrp), as a trial it started is.
+bool trial_group_of(pid_t pid, pid_t worker) {
+  if (pid <= 1 || worker <= 0) return false;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream rest(stat.substr(close + 1));
+  char state = 0;
+  long long ppid = 0, pgrp = 0;
+  return static_cast<bool>(rest >> state >> ppid >> pgrp) && ppid == worker && pgrp == pid;
+}
+
 void die_with_parent(pid_t parent) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(1);
@@ -147,9 +164,13 @@ std::optional<CommandResult> TrialWorker::run(const std::vector<std::string>& ar
   auto left = [&] { return std::max(timeout_s - (now() - t0), 0.0); };
   auto timed_out = [&](std::optional<long long> pid) {
     r.timed_out = true;
-    if (pid) ::kill(-static_cast<pid_t>(*pid), SIGKILL);  // the trial's group; the worker reaps it and answers
-    // A worker that did not even start the trial, or does not answer after the kill, is replaced.
-    if (!pid || !wait_readable(sock_, 30) || !frames::read_frame(sock_)) restart();
+    // The trial's group, which the worker reaps before it answers; only a group led by a child of
+    // this worker is killed (a worker that named another pid, even 1, would have had us kill it).
+    const bool ours = pid && trial_group_of(static_cast<pid_t>(*pid), pid_);
+    if (ours) ::kill(-static_cast<pid_t>(*pid), SIGKILL);
+    // A worker that did not even start the trial, named no trial of its own, or does not answer
+    // after the kill, is replaced.
+    if (!ours || !wait_readable(sock_, 30) || !frames::read_frame(sock_)) restart();
     r.wall_seconds = now() - t0;
     r.output_tail = tail_of(log, 400);
     return r;
