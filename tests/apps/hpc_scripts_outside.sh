@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The scheduler scripts run by hand, outside Slurm/PBS (hostile testing, fifteenth session):
+# train.sbatch and train.pbs keep a preemption's exit 75 (they ended on an unbound SLURM_JOB_ID /
+# PBS_JOBID, exit 1), and ec-train.sbatch says at once that it needs Slurm (exit 2; it ran srun 11
+# times first). run-train.sh is replaced by a stand-in that reports a preemption.
+set -u
+src=$(cd "$(dirname "$0")/../.." && pwd)
+dir=$1/hpc_scripts_outside
+rm -rf "$dir"; mkdir -p "$dir/root/scripts/hpc"; cd "$dir" || exit 1
+fail() { echo "FAIL: $*" >&2; exit 1; }
+printf '#!/bin/sh\necho "stand-in: preempted"\nexit 75\n' >root/scripts/hpc/run-train.sh
+chmod +x root/scripts/hpc/run-train.sh
+for s in slurm/train.sbatch pbs/train.pbs; do
+  env -u SLURM_JOB_ID -u PBS_JOBID RESIL_ROOT="$dir/root" bash "$src/scripts/$s" >out 2>err
+  rc=$?
+  [ $rc = 75 ] || fail "$s outside its scheduler, preempted: exit $rc, expected 75: $(cat out err)"
+  grep -q "run the script again to continue" out || fail "$s: $(cat out)"
+  [ -s err ] && fail "$s printed errors: $(cat err)"
+done
+env -u SLURM_JOB_ID bash "$src/scripts/slurm/ec-train.sbatch" >out 2>err
+rc=$?
+[ $rc = 2 ] && [ "$(grep -c . err)" = 1 ] && grep -q "not inside a Slurm job" err || fail "ec-train.sbatch outside Slurm: exit $rc: $(cat err)"
+echo "ok: scheduler scripts outside their schedulers"
