@@ -21,8 +21,17 @@ mkdir -p "$ckpt_dir"
 
 summary=$ckpt_dir/summary.json
 rm -f "$summary"
-latest=$("$bin/ckpt-train" latest --ckpt-dir "$ckpt_dir" 2>/dev/null || true)
-if [[ -n $latest ]]; then
+# Exit 5 means "no complete checkpoint": a new run. Any other failure (checkpoints there but
+# damaged, a directory that cannot be read) stops here: starting over would write over them.
+latest=$("$bin/ckpt-train" latest --ckpt-dir "$ckpt_dir" 2>"$ckpt_dir/.latest.err")
+lrc=$?
+if [[ $lrc != 0 && $lrc != 5 ]]; then
+  echo "resil: error: ckpt-train latest --ckpt-dir $ckpt_dir failed (exit $lrc): $(head -c 500 "$ckpt_dir/.latest.err"); not starting over" >&2
+  rm -f "$ckpt_dir/.latest.err"
+  exit "$lrc"
+fi
+rm -f "$ckpt_dir/.latest.err"
+if [[ $lrc == 0 && -n $latest ]]; then
   echo "resil: resuming from $latest"
   # shellcheck disable=SC2086
   $launch "$bin/ckpt-train" resume --from "$latest" --epochs "${EPOCHS:-2}" --ckpt-dir "$ckpt_dir" --summary "$summary" ${RESUME_ARGS:-}

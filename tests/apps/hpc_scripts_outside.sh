@@ -2,7 +2,8 @@
 # The scheduler scripts run by hand, outside Slurm/PBS (hostile testing, fifteenth session):
 # train.sbatch and train.pbs keep a preemption's exit 75 (they ended on an unbound SLURM_JOB_ID /
 # PBS_JOBID, exit 1), and ec-train.sbatch says at once that it needs Slurm (exit 2; it ran srun 11
-# times first). run-train.sh is replaced by a stand-in that reports a preemption.
+# times first). run-train.sh is replaced by a stand-in that reports a preemption; then run-train.sh
+# itself with a stand-in ckpt-train.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$1/hpc_scripts_outside
@@ -20,4 +21,13 @@ done
 env -u SLURM_JOB_ID bash "$src/scripts/slurm/ec-train.sbatch" >out 2>err
 rc=$?
 [ $rc = 2 ] && [ "$(grep -c . err)" = 1 ] && grep -q "not inside a Slurm job" err || fail "ec-train.sbatch outside Slurm: exit $rc: $(cat err)"
+# run-train.sh: a `ckpt-train latest` that fails other than with 5 ("no complete checkpoint") stops
+# the step; it started a new run over the directory (its errors went to /dev/null).
+mkdir -p stub ck
+printf '#!/bin/sh\ncase "$1" in latest) echo "ckpt-train: error: ck: boom" >&2; exit 4 ;; *) echo ran >>"%s/ran"; exit 0 ;; esac\n' "$dir" >stub/ckpt-train
+chmod +x stub/ckpt-train
+RESIL_BIN=$dir/stub CKPT_DIR=ck LAUNCH=env bash "$src/scripts/hpc/run-train.sh" >out 2>err
+rc=$?
+[ $rc = 4 ] && grep -q "ckpt-train latest --ckpt-dir ck failed (exit 4): ckpt-train: error: ck: boom" err || fail "run-train.sh with a failing latest: exit $rc: $(cat out err)"
+[ -e ran ] && fail "run-train.sh started a run after latest failed"
 echo "ok: scheduler scripts outside their schedulers"
