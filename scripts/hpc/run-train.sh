@@ -23,14 +23,12 @@ summary=$ckpt_dir/summary.json
 rm -f "$summary"
 # Exit 5 means "no complete checkpoint": a new run. Any other failure (checkpoints there but
 # damaged, a directory that cannot be read) stops here: starting over would write over them.
-latest=$("$bin/ckpt-train" latest --ckpt-dir "$ckpt_dir" 2>"$ckpt_dir/.latest.err")
+latest=$("$bin/ckpt-train" latest --ckpt-dir "$ckpt_dir" 2>&1)  # on success only the path is printed
 lrc=$?
 if [[ $lrc != 0 && $lrc != 5 ]]; then
-  echo "resil: error: ckpt-train latest --ckpt-dir $ckpt_dir failed (exit $lrc): $(head -c 500 "$ckpt_dir/.latest.err"); not starting over" >&2
-  rm -f "$ckpt_dir/.latest.err"
+  echo "resil: error: ckpt-train latest --ckpt-dir $ckpt_dir failed (exit $lrc): ${latest:0:500}; not starting over" >&2
   exit "$lrc"
 fi
-rm -f "$ckpt_dir/.latest.err"
 if [[ $lrc == 0 && -n $latest ]]; then
   echo "resil: resuming from $latest"
   # shellcheck disable=SC2086
