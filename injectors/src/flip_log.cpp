@@ -17,6 +17,7 @@
 #include "resil/core/error.hpp"
 #include "resil/inject/names.hpp"
 #include "resil/inject/selection.hpp"
+#include "resil/inject/storage.hpp"
 #include "two_threads.hpp"
 
 namespace resil::inject {
@@ -336,12 +337,9 @@ private:
   std::string last_name_;
 };
 
-// The formats a header's "file_format" may name (storage.hpp's format_names without "auto";
-// the parser does not depend on the storage layer).
+// The formats a header's "file_format" may name: format_names without "auto" (header-only table).
 bool known_file_format(std::string_view f) {
-  for (const std::string_view name : {"hdf5", "torch", "safetensors", "npy", "npz"})
-    if (f == name) return true;
-  return false;
+  return std::any_of(std::begin(format_names), std::end(format_names), [&](const auto& n) { return n.second != Format::automatic && n.first == f; });
 }
 
 }  // namespace
