@@ -65,6 +65,9 @@ const char* examples = R"(Examples:
       three failures in a stripe exceed m = 2: restart from the newest checkpoint instead of exit 8
   mpiexec -n 6 ec-train --bottom-mlp 512,256,64 --top-mlp 512,256 --tables 26 --batch 1024 --seed 3
       the DLRM reference's Criteo Kaggle shape (dense MLPs that dominate the step, as in ECRM's runs)
+  scripts/hpc/ec-train-run.sh -n 4 -- --k 3 --m 1 --commit in-step --kill 1@100:node --job-id j1 --seed 3
+      a real kill -9 with node loss at step 100, relaunched; step 99 was committed when it ended,
+      so nothing is redone (with the default --commit next-step step 99 is redone)
   python3 scripts/plot_ec_timeline.py r.json timeline.png
 SIGTERM or SIGUSR1: checkpoint at the next step boundary into --ckpt-dir and exit 75; the same
 command run again resumes from that checkpoint (or name one with --resume).)";
@@ -82,6 +85,12 @@ void setup(CLI::App& app, Options& o) {
   app.add_option("--seed", o.seed, "root seed (default: drawn once and printed)")->transform(app::Decimal());
   const std::map<std::string, ecrm::Ft> fts{{"none", ecrm::Ft::none}, {"ec", ecrm::Ft::ec}, {"ckpt", ecrm::Ft::ckpt}};
   app::add_choice(app, "--ft", c.ft, fts, "fault tolerance (default ec)")->option_text("none|ec|ckpt");
+  const std::map<std::string, ecrm::Commit> commits{{"next-step", ecrm::Commit::next_step}, {"in-step", ecrm::Commit::in_step}};
+  app::add_choice(app, "--commit", c.commit, commits,
+                  "--ft ec: a step's parity deltas go with the next step's first exchange (next-step, default: a death before it "
+                  "redoes the step) or in a round of their own at the step's end (in-step: no completed step is ever redone, one "
+                  "more exchange per step)")
+      ->option_text("next-step|in-step");
   app.add_option("--fail", o.fail, "RANK@STEP[,RANK@STEP...]: the rank loses its memory at the start of STEP");
   app.add_option("--kill", o.kill, "RANK@STEP[:node][,...]: the rank SIGKILLs itself at the start of STEP (:node: removing its state segment first)");
   app.add_option("--job-id", o.job_id, "state segments /dev/shm/resil-ec-JOB-RANK (default: SLURM_JOB_ID, PBS_JOBID, else a hash of the command line)");

@@ -26,6 +26,7 @@ usage: bench_ec_kill.py EC_TRAIN [--sizes 64M,1G,4G] [--ranks 4] [--k 3] [--m 1]
        [--rebuild-bytes 256K] [--rebuild-sweep 64K,1M] [--max-ckpt-kill 1500] [--reps 3]
        [--mlp BOTTOM/TOP]   (ec-train's --bottom-mlp/--top-mlp, e.g. 512,256,64/512,256: the DLRM
                              reference's Criteo Kaggle MLPs; default ec-train's own, 32/32)
+       [--commit next-step|in-step]   (ec-train's --commit for the ec runs; default next-step)
        bench_ec_kill.py EC_TRAIN --replot A.json[,B.json...] [--out DIR]   (table and plot only)
 """
 import json
@@ -71,6 +72,8 @@ REPS = int(arg("--reps", "3"))
 MAX_CKPT_KILL = int(arg("--max-ckpt-kill", "1500"))
 VICTIM = 1
 MLP = arg("--mlp", "32/32")
+COMMIT = arg("--commit", "next-step")  # ec-train's --commit for every ec run
+EC = ["--ft", "ec", "--commit", COMMIT]
 if MLP.count("/") != 1:
     sys.exit(f"bench_ec_kill.py: --mlp {MLP}: expected BOTTOM/TOP, like 512,256,64/512,256")
 BOTTOM_MLP, TOP_MLP = MLP.split("/")
@@ -176,7 +179,7 @@ def bench_size(state):
     label = human(state)
     tag = label.replace(" ", "")
     need, avail, why = fits(state)
-    res = {"state_bytes": state, "rows": rows, "label": label, "mem_need": need, "mem_available": avail, "mlp": MLP,
+    res = {"state_bytes": state, "rows": rows, "label": label, "mem_need": need, "mem_available": avail, "mlp": MLP, "commit": COMMIT,
            "ranks": RANKS, "k": K, "m": M}
     print(f"\n== {label}: {TABLES} tables x {rows} rows x dim {DIM}; needs ~{human(need)}, {human(avail)} available;"
           f" load {load()}", flush=True)
@@ -200,10 +203,10 @@ def bench_size(state):
     # run of a pair tends to be slower on this shared machine); overhead = median over the pairs.
     pairs, hashes, wall = [], set(), {"pairs": 0.0}
     for i in range(REPS):
-        order = [("none", []), ("ec", [])] if i % 2 == 0 else [("ec", []), ("none", [])]
+        order = [("none", ["--ft", "none"]), ("ec", EC)] if i % 2 == 0 else [("ec", EC), ("none", ["--ft", "none"])]
         t = {}
         for ft, extra in order:
-            rep, w_s = run(f"ss_{ft}_{tag}_{i}", sizes + ["--ft", ft, "--steps", str(WARM + STEADY), "--ckpt-dir", os.path.join(CKPT_ROOT, "none")])
+            rep, w_s = run(f"ss_{ft}_{tag}_{i}", sizes + extra + ["--steps", str(WARM + STEADY), "--ckpt-dir", os.path.join(CKPT_ROOT, "none")])
             t[ft] = steady_dt(rep, WARM + STEADY)[0]
             hashes.add(rep["state_hash"])
             wall["pairs"] += w_s
@@ -212,7 +215,7 @@ def bench_size(state):
     ov_ec = statistics.median(p[0] for p in pairs)
     t_none, t_ec = statistics.median(p[1] for p in pairs), statistics.median(p[2] for p in pairs)
     ck_ec = os.path.join(CKPT_ROOT, f"ec_{tag}")
-    ec, wall["ec"] = run(f"ec_{tag}", sizes + ["--ft", "ec", "--steps", str(steps), "--rebuild-stripes", str(per_step),
+    ec, wall["ec"] = run(f"ec_{tag}", sizes + EC + ["--steps", str(steps), "--rebuild-stripes", str(per_step),
                                               "--kill", f"{VICTIM}@{kill}:node", "--fallback-ckpt", "--ckpt-interval", "1000000000",
                                               "--ckpt-dir", ck_ec])
     shutil.rmtree(ck_ec, ignore_errors=True)
@@ -247,7 +250,7 @@ def bench_size(state):
     for b in SWEEP:
         per = max(1, b // frag)
         ck_rb = os.path.join(CKPT_ROOT, f"ec_{tag}_rb{per}")  # the same flags as the ec run above
-        rep, _ = run(f"ec_{tag}_rb{per}", sizes + ["--ft", "ec", "--steps", str(kill + math.ceil(lost / per) + 20),
+        rep, _ = run(f"ec_{tag}_rb{per}", sizes + EC + ["--steps", str(kill + math.ceil(lost / per) + 20),
                                                  "--rebuild-stripes", str(per), "--kill", f"{VICTIM}@{kill}:node",
                                                  "--fallback-ckpt", "--ckpt-interval", "1000000000", "--ckpt-dir", ck_rb])
         shutil.rmtree(ck_rb, ignore_errors=True)
@@ -316,8 +319,8 @@ def plot(results, path):
         a.plot(x, ec, "o-", label="ec (relaunch, rebuild from parity)")
         a.plot(x, ck, "s--", label="ckpt (relaunch, reload, redo)")
         a.set_xscale("log", base=2)
-        if logy:
-            a.set_yscale("log")
+        if logy:  # steps redone may be 0 (--commit in-step): linear below 1
+            a.set_yscale("symlog", linthresh=1) if title == "steps redone" else a.set_yscale("log")
         a.set_title(title)
         a.set_xlabel("embedding state (MiB)")
         a.grid(True, which="both", alpha=0.3)
@@ -325,7 +328,8 @@ def plot(results, path):
     ax[0][1].plot(x, [r["ckpt"]["first_step_s"] for r in rs], "s:", label="ckpt: first (redone) step")
     ax[0][0].legend(fontsize=8)
     ax[0][1].legend(fontsize=8)
-    fig.suptitle(f"ec-train, kill -9 with node loss: {RANKS} ranks, k={K} m={M}, {os.cpu_count()} cores")
+    commit = rs[0].get("commit", "next-step")
+    fig.suptitle(f"ec-train, kill -9 with node loss: {RANKS} ranks, k={K} m={M}, --commit {commit}, {os.cpu_count()} cores")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"plot: {path}")
@@ -358,7 +362,7 @@ def main():
         table(results)
         plot(results, os.path.join(OUT, "bench_ec_kill.png"))
         return 0
-    print(f"bench_ec_kill: {RANKS} ranks, k={K} m={M}, {TABLES} tables x dim {DIM}, batch {BATCH}, MLPs {MLP}, {FRAG_ROWS} rows per fragment,"
+    print(f"bench_ec_kill: {RANKS} ranks, k={K} m={M}, --commit {COMMIT}, {TABLES} tables x dim {DIM}, batch {BATCH}, MLPs {MLP}, {FRAG_ROWS} rows per fragment,"
           f" kill -9 of rank {VICTIM} with node loss; machine: {os.cpu_count()} cores, {human(meminfo('MemTotal'))}; load {load()}")
     results = []
     for s in SIZES:

@@ -8,6 +8,8 @@
 # inside a checkpoint write), rebuild-external-SEED (an external kill -9 during a rebuild),
 # before-first-commit (a death before anything was committed: a fresh start, recorded);
 # phases-root-replaced (the timeline's phases survive a relaunch whose root was a replacement);
+# commit-modes (--commit next-step redoes the step before a --kill, in-step none), external-instep-SEED
+# and external-instep-node-SEED (external kills with --commit in-step);
 # stale-data and stale-steps (a segment of other --data content or --steps is refused, exit 7),
 # cleanup-running (--cleanup of a running job removes nothing), report-paths (a --report that
 # names an input, a FIFO or a checkpoint's name in --ckpt-dir is refused before training, a missing
@@ -163,15 +165,33 @@ sys.exit(0 if r["relaunches"]==1 and len(f)==1 and f[0]["outcome"]=="restarted-f
       || fail "the external kill did not fall inside the rebuild: $(cat r.json)"
     check r.json ;;
   external-*)
-    seed=${case##*-}; node=0; [[ $case == external-node-* ]] && node=1
+    seed=${case##*-}; node=0; [[ $case == external-node-* || $case == external-instep-node-* ]] && node=1
+    mode=(); [[ $case == external-instep-* ]] && mode=(--commit in-step)
     RANDOM=$seed; rank=$((RANDOM % 4)); delay=0.$((2 + RANDOM % 8))
     S=("${S[@]/#40/160}")  # long enough (~2 s) for the kill to land mid-run
     ref 4 2 1
     killer "$delay" "$rank" "$node" &
-    "$run" -n 4 --ec-train "$bin" --max-restarts 3 -- "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --report r.json >r.out 2>&1 || fail "launcher exit $?"
+    "$run" -n 4 --ec-train "$bin" --max-restarts 3 -- "${S[@]}" --k 2 --m 1 --ft ec "${mode[@]}" --job-id "$job" --report r.json >r.out 2>&1 || fail "launcher exit $?"
     wait
     [ "$(field r.json relaunches)" -ge 1 ] || fail "the kill did not land during the run"
     check r.json ;;
+  commit-modes)
+    # --commit next-step: a --kill at the start of step S finds step S - 1's deltas still unsent, so
+    # S - 1 is not committed and is redone; --commit in-step sends them at S - 1's end: nothing
+    # completed is redone. Both end in the failure-free state (the same bytes either way).
+    ref 4 2 1
+    for c in next-step in-step; do
+      "$run" -n 4 --ec-train "$bin" --max-restarts 2 -- "${S[@]}" --k 2 --m 1 --ft ec --commit $c --job-id "$job" --kill 1@12:node,2@25 --report $c.json >$c.out 2>&1 || fail "launcher ($c)"
+      check $c.json
+    done
+    /usr/bin/python3 -c 'import json
+for c, first in (("next-step", [11, 24]), ("in-step", [12, 25])):
+    r = json.load(open(c + ".json"))
+    assert r["commit_mode"] == c, r["commit_mode"]
+    got = [f["step"] for f in r["failures"]]  # the first step not committed everywhere
+    assert got == first, (c, got)' || fail "commit modes: the first uncommitted steps differ from next-step [11, 24], in-step [12, 25]"
+    grep -q "death of rank 1 after step 11 was committed" in-step.out || fail "in-step summary: $(grep death in-step.out)"
+    echo "ok: next-step redoes the step before each kill, in-step none" ;;
   two-node-m2)
     ref 4 2 2
     "$run" -n 4 --ec-train "$bin" --max-restarts 2 -- "${S[@]}" --k 2 --m 2 --ft ec --job-id "$job" --kill 1@12:node,2@12:node --report r.json >r.out 2>&1 || fail "launcher"

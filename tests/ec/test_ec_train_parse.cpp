@@ -69,6 +69,20 @@ TEST_CASE("the resume key changes with every setting that defines the computatio
   CHECK_FALSE(differs([](Config& c) { c.steps = 5; }));
   CHECK_FALSE(differs([](Config& c) { c.ft = resil::ecrm::Ft::ckpt; }));
   CHECK_FALSE(differs([](Config& c) { c.report = "r.json"; }));
+  // When the deltas travel changes no byte of the state: a relaunch may switch --commit.
+  CHECK_FALSE(differs([](Config& c) { c.commit = resil::ecrm::Commit::in_step; }));
+}
+
+TEST_CASE("--commit in-step goes with --ft ec only", "[ec][unit]") {
+  Config c;
+  c.commit = resil::ecrm::Commit::in_step;
+  CHECK_NOTHROW(c.validate(6));
+  for (auto ft : {resil::ecrm::Ft::none, resil::ecrm::Ft::ckpt}) {
+    c.ft = ft;
+    CHECK_THROWS_WITH(c.validate(6), Catch::Contains("--commit in-step goes with --ft ec"));
+  }
+  CHECK(resil::ecrm::commit_name(resil::ecrm::Commit::next_step) == "next-step");
+  CHECK(resil::ecrm::commit_name(resil::ecrm::Commit::in_step) == "in-step");
 }
 
 TEST_CASE("--bottom-mlp / --top-mlp: 1 to 8 widths in 1..8192, decimal digits only", "[ec][unit]") {

@@ -19,6 +19,8 @@ std::string_view ft_name(Ft ft) noexcept {
   }
 }
 
+std::string_view commit_name(Commit c) noexcept { return c == Commit::in_step ? "in-step" : "next-step"; }
+
 namespace {
 // Decimal digits only: std::stoi would take "+5", " 5" and "0x5"-like prefixes.
 template <class T>
@@ -131,6 +133,7 @@ void Config::validate(int world) const {
     throw UsageError("--k " + std::to_string(k) + " --m " + std::to_string(m) + " needs at least k + m = " + std::to_string(k + m) +
                      " ranks; this job has " + std::to_string(world));
   if (fallback_ckpt && ft != Ft::ec) throw UsageError("--fallback-ckpt goes with --ft ec");
+  if (commit == Commit::in_step && ft != Ft::ec) throw UsageError("--commit in-step goes with --ft ec (only ec has parity deltas to commit)");
 }
 
 }  // namespace resil::ecrm

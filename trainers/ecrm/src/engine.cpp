@@ -1,5 +1,6 @@
 // The ECRM step loop. One step, top to bottom (Engine::train_step): request rows -> serve ->
-// decode -> forward/backward -> reduce dense -> apply row updates -> send deltas -> commit.
+// decode -> forward/backward -> reduce dense -> apply row updates -> send deltas -> commit (with the
+// next step's requests, or at once with --commit in-step).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -88,7 +89,10 @@ void Engine::train_step(std::int64_t step) {
 
   // Send deltas: XOR of each updated row to its stripe's parity holders, sent with the next
   // step's requests (or flushed); commit: when every holder applied them (next step), this step.
-  if (cfg_.ft == Ft::ec) deltas_.build(step, rows_.owned(), rows_.places(), rows_.old_bytes());
+  // --commit in-step: in a round of their own now, so that this step is committed when it ends.
+  if (cfg_.ft != Ft::ec) return;
+  deltas_.build(step, rows_.owned(), rows_.places(), rows_.old_bytes());
+  if (cfg_.commit == Commit::in_step) flush();
 }
 
 void Engine::reduce_dense(double loss_sum) {
@@ -373,7 +377,7 @@ int Engine::run_steps(const Progress& progress) {
     std::cout << "ec-train: " << net_.size() << " ranks, --ft " << ft_name(cfg_.ft) << ", k=" << cfg_.k << " m=" << cfg_.m << ", "
               << cfg_.tables << " tables x " << cfg_.rows << " rows x dim " << cfg_.dim << ", batch " << cfg_.batch
               << (cfg_.default_mlps() ? std::string() : ", MLPs " + mlp_text(cfg_.bottom_mlp) + " / " + mlp_text(cfg_.top_mlp))
-              << ", seed "
+              << (cfg_.commit == Commit::in_step ? ", --commit in-step" : "") << ", seed "
               << cfg_.seed << (cfg_.seed_given ? "" : seed_from_segment ? " (of the job's segments)" : " (drawn)")
               << (resume ? ", resumed from " + resume->string() : "") << (cfg_.job_id.empty() ? "" : ", job " + cfg_.job_id) << "\n"
               << std::flush;

@@ -17,6 +17,15 @@ namespace resil::ecrm {
 enum class Ft { none, ec, ckpt };
 std::string_view ft_name(Ft ft) noexcept;
 
+/// When step S's parity deltas travel (`--commit`, docs/ec-train.md "Commit protocol"):
+///   next_step : with step S+1's first exchange, no round of their own; step S commits when that
+///               exchange returns, so a death before it redoes step S;
+///   in_step   : in a round of their own at the end of step S, which commits S before S+1 begins:
+///               a death never redoes a completed step, for one more exchange per step.
+/// The state is the same either way (same bytes, same state_hash).
+enum class Commit { next_step, in_step };
+std::string_view commit_name(Commit c) noexcept;
+
 /// `--fail RANK@STEP`: at the start of STEP, RANK loses its memory and a replacement takes its slot.
 struct FailSpec {
   int rank = 0;
@@ -52,6 +61,7 @@ struct Config {
   std::uint64_t seed = 0;
   bool seed_given = false;
   Ft ft = Ft::ec;
+  Commit commit = Commit::next_step;     // --ft ec only
   std::vector<FailSpec> fail;
   std::vector<KillSpec> kill;
   /// The job whose state segments (/dev/shm/resil-ec-<job_id>-<rank>) this run attaches or
@@ -81,7 +91,7 @@ struct Config {
   /// The fields that define the computation: a resume must match them.
   std::string computation_json(int world) const;
   /// Checks that need the world size (UsageError naming the option): k + m <= world, every --fail
-  /// rank in the world and step within --steps, --fallback-ckpt only with --ft ec.
+  /// rank in the world and step within --steps, --fallback-ckpt and --commit in-step only with --ft ec.
   void validate(int world) const;
 };
 
