@@ -3,7 +3,7 @@
 # train.sbatch and train.pbs keep a preemption's exit 75 (they ended on an unbound SLURM_JOB_ID /
 # PBS_JOBID, exit 1), and ec-train.sbatch says at once that it needs Slurm (exit 2; it ran srun 11
 # times first). run-train.sh is replaced by a stand-in that reports a preemption; then run-train.sh
-# itself with a stand-in ckpt-train.
+# itself with a stand-in ckpt-train; submit-campaign.sh's arguments with a stand-in sbatch.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$1/hpc_scripts_outside
@@ -30,4 +30,21 @@ RESIL_BIN=$dir/stub CKPT_DIR=ck LAUNCH=env bash "$src/scripts/hpc/run-train.sh" 
 rc=$?
 [ $rc = 4 ] && grep -q "ckpt-train latest --ckpt-dir ck failed (exit 4): ckpt-train: error: ck: boom" err || fail "run-train.sh with a failing latest: exit $rc: $(cat out err)"
 [ -e ran ] && fail "run-train.sh started a run after latest failed"
+# submit-campaign.sh: SHARDS must be a count (0, -2, abc, 1e3 made an --array of 0--1), CONFIG a
+# file; refused before anything is submitted or made. A stand-in sbatch records any submission.
+mkdir -p sb; printf '#!/bin/sh\necho submitted >>"%s/submitted"; echo 1\n' "$dir" >sb/sbatch; chmod +x sb/sbatch
+echo '{}' >c.json
+for a in "c.json o 0" "c.json o -2" "c.json o abc" "c.json o 1e3" "c.json o 1000001" "c.json o 007" "c.json" "c.json o 2 x"; do
+  # shellcheck disable=SC2086
+  PATH=$dir/sb:$PATH bash "$src/scripts/slurm/submit-campaign.sh" $a >out 2>err
+  rc=$?
+  [ $rc = 2 ] && [ "$(grep -c . err)" = 1 ] && grep -q "^submit-campaign.sh: " err || fail "submit-campaign.sh $a: exit $rc, expected 2 and one line: $(cat err)"
+done
+PATH=$dir/sb:$PATH bash "$src/scripts/slurm/submit-campaign.sh" missing.json o 2 >out 2>err
+rc=$?
+[ $rc = 3 ] && grep -q "CONFIG missing.json: not a readable file" err || fail "submit-campaign.sh with a missing CONFIG: exit $rc: $(cat err)"
+[ -e submitted ] && fail "a refused submit-campaign.sh submitted a job"
+[ -e o ] && fail "a refused submit-campaign.sh made OUT"
+PATH=$dir/sb:$PATH bash "$src/scripts/slurm/submit-campaign.sh" c.json o 3 >out 2>err || fail "submit-campaign.sh c.json o 3: $(cat err)"
+[ "$(grep -c . submitted)" = 2 ] || fail "expected the array and the report job"
 echo "ok: scheduler scripts outside their schedulers"
