@@ -1,10 +1,10 @@
 #include <iostream>
 #include <memory>
-#include <thread>
 
 #include "commands.hpp"
 #include "resil/app/main.hpp"
 #include "resil/app/validators.hpp"
+#include "resil/core/cpus.hpp"
 #include "resil/inject/campaign.hpp"
 
 namespace resil::app::ckpt_flip {
@@ -16,18 +16,19 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
       "  ckpt-flip campaign examples/campaigns/eval-mlp.json --out res\n"
       "  ckpt-flip campaign study.json --shard 3/8 --out res          # one Slurm array task (trial id mod 8 == 3)\n"
       "  ckpt-flip campaign study.json --out res --max-trials 10      # a slice now; a re-run skips finished trials\n"
-      "  ckpt-flip campaign study.json --out res --jobs 1             # one trial at a time (default: one per core)\n"
+      "  ckpt-flip campaign study.json --out res --jobs 1             # one trial at a time (default: one per allocated CPU)\n"
       "  ckpt-flip report res --json res/report.json --markdown res/report.md\n"
       "Config (JSON, docs/campaigns.md): checkpoint (HDF5, torch.save, safetensors, .npy/.npz, mp manifest), format, keep_crc,\n"
       "command with {ckpt} {out} {dir} {trial} {seed}, trials, seed,\n"
       "timeout_s, inject{flips, model, role, bits, include, exclude, strata}, metric, tolerance, restore revert|copy,\n"
       "mode command|worker (worker: a resident `ckpt-train serve` per job forks each trial; same results, less overhead).\n"
-      "Classes: load_failure hang crash nan_at_load nan_later critical_sdc tolerable_sdc masked bit_masked.");
+      "Classes: load_failure hang crash nan_at_load nan_later critical_sdc tolerable_sdc masked bit_masked.\n"
+      "SIGINT/SIGTERM: the trials in flight are dropped, the recorded ones kept; exit 75, and the same command continues.");
   c->add_option("CONFIG", o.config, "campaign configuration (JSON)")->required();
   c->add_option("--out", o.out, "campaign directory (results/, campaign.json, golden.json)")->required();
   c->add_option("--shard", o.shard, "this process's part i/n of the trial ids (trial mod n == i)");
   c->add_option("--max-trials", o.max_trials, "run at most this many new trials now")->transform(app::Decimal(1, std::uint64_t{1} << 40));
-  c->add_option("--jobs", o.jobs, "trials at once, each on its own checkpoint copy (default: the number of cores); records as a serial run's")
+  c->add_option("--jobs", o.jobs, "trials at once, each on its own checkpoint copy (default: the CPUs this process may run on, as nproc counts them); records as a serial run's")
       ->transform(app::Decimal(1, inject::max_jobs));
   add_format_option(*c, o.format);  // other than auto: replaces the config's "format" (recorded in campaign.json)
   c->add_flag("--keep-work", o.keep_work, "keep OUT/work/ (the private checkpoint copy and the last trial's log)");
@@ -44,7 +45,7 @@ int run_campaign(const CampaignOptions& o) {
   ro.config = o.config;  // an input: never inside what the campaign writes
   ro.max_trials = o.max_trials;
   ro.keep_work = o.keep_work;
-  ro.jobs = o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
+  ro.jobs = o.jobs ? o.jobs : usable_cpus();  // the allocation's CPUs, not the node's
   std::cout << "campaign " << cfg.name << ": " << cfg.trials << " trials (shard " << o.shard << "), seed " << cfg.seed << ", model "
             << cfg.model << " x" << cfg.flips << ", timeout " << cfg.timeout_s << " s, " << ro.jobs
             << (ro.jobs == 1 ? " job" : " jobs") << (cfg.mode == inject::TrialMode::worker ? " (trial workers)" : "") << " -> " << o.out << std::endl;
@@ -55,13 +56,24 @@ int run_campaign(const CampaignOptions& o) {
     for (const auto& [k, v] : counts) s += (s.empty() ? "" : " ") + k + "=" + std::to_string(v);
     return s;
   };
-  const auto rs = inject::run_campaign(cfg, ro, [&](const nlohmann::json& rec, std::uint64_t done, std::uint64_t total,
-                                                    const std::map<std::string, std::uint64_t>& counts) {
-    (void)total;
-    if (!o.quiet && !app::stderr_is_tty())
-      std::cout << "trial " << rec.at("trial") << ": " << rec.at("class").get<std::string>() << " (" << done << "/" << total << ")" << std::endl;
-    bar->update(done, counts_text(counts));
-  });
+  // ^C or a scheduler's SIGTERM: the recorded trials stay, one line says how far it got, exit 75.
+  inject::install_stop_handlers();
+  inject::RunSummary rs;
+  std::string last_counts;
+  try {
+    rs = inject::run_campaign(cfg, ro, [&](const nlohmann::json& rec, std::uint64_t done, std::uint64_t total,
+                                           const std::map<std::string, std::uint64_t>& counts) {
+      if (!o.quiet && !app::stderr_is_tty())
+        std::cout << "trial " << rec.at("trial") << ": " << rec.at("class").get<std::string>() << " (" << done << "/" << total << ")" << std::endl;
+      last_counts = counts_text(counts);
+      bar->update(done, last_counts);
+    });
+  } catch (const StoppedError& e) {
+    bar->finish(last_counts);  // ends the progress line before the message
+    std::cout.flush();
+    std::cerr << "ckpt-flip: " << e.what() << std::endl;
+    return exit_code_of(e);
+  }
   if (rs.ran > 0) bar->finish(counts_text(rs.counts));
   if (!rs.replaced.empty())
     std::cout << "note: " << o.out << " held another configuration (" << rs.replaced << ") with no trial recorded; it was replaced by this one\n";

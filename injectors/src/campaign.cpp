@@ -216,71 +216,82 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
   const std::uint64_t left = rs.planned - rs.skipped;
   const std::uint64_t to_run = o.max_trials ? std::min(left, *o.max_trials) : left;
 
-  // A private copy of the golden checkpoint for this shard; never the user's file.
-  stdfs::remove_all(wdir);
-  stdfs::create_directories(wdir);
-  CkptFiles work = copy_checkpoint(golden_files, wdir / "ckpt");
-  bool golden_ran = false;
-  const Golden golden = golden_reference(c, o, work, wdir, golden_ran);
-  if (golden_ran) {  // the command has had the work copy: start the trials from golden bytes again
-    stdfs::remove_all(wdir / "ckpt");
-    work = copy_checkpoint(golden_files, wdir / "ckpt");
-  }
   auto cleanup = [&] {
     if (o.keep_work) return;
     std::error_code ec;
     stdfs::remove_all(wdir, ec);
     stdfs::remove(o.out / "work", ec);  // only when no other shard is working there
   };
-  if (to_run == 0) {
+  // Everything from the work copy to the last record. SIGINT/SIGTERM (install_stop_handlers)
+  // throw StoppedError where a trial is waited for (its processes killed, the trial not recorded):
+  // the records stay, the work copies go, and the message says how far the campaign got.
+  auto trials = [&] {
+    // A private copy of the golden checkpoint for this shard; never the user's file.
+    stdfs::remove_all(wdir);
+    stdfs::create_directories(wdir);
+    CkptFiles work = copy_checkpoint(golden_files, wdir / "ckpt");
+    bool golden_ran = false;
+    const Golden golden = golden_reference(c, o, work, wdir, golden_ran);
+    if (golden_ran) {  // the command has had the work copy: start the trials from golden bytes again
+      stdfs::remove_all(wdir / "ckpt");
+      work = copy_checkpoint(golden_files, wdir / "ckpt");
+    }
+    if (to_run == 0) return;
+    const auto gsum = golden_checksums(golden_files, c.format);
+    auto make_context = [&](const stdfs::path& dir) {
+      return std::make_unique<detail::TrialContext>(
+          detail::TrialContext{c, golden, fmodel, strata, golden_files, gsum, o.shard, campaign_id(recorded_cfg), dir, {}, {}, {}});
+    };
+    // Trial ids in order, skipping those already recorded, until to_run have been handed out.
+    std::uint64_t next_t = o.shard.index, handed = 0;
+    auto next = [&]() -> std::optional<std::uint64_t> {
+      detail::throw_if_stopped();
+      if (handed == to_run) return std::nullopt;
+      while (done_before.count(next_t)) next_t += o.shard.count;
+      const std::uint64_t t = next_t;
+      next_t += o.shard.count;
+      ++handed;
+      return t;
+    };
+    std::uint64_t done = rs.skipped;
+    auto record = [&](const json& rec) {
+      results.append(rec.dump());
+      ++rs.ran;
+      ++rs.counts[rec.at("class").get<std::string>()];
+      ++done;
+      if (on_trial) on_trial(rec, done, rs.planned, rs.counts);
+    };
+    const unsigned jobs = static_cast<unsigned>(std::min<std::uint64_t>(o.jobs, to_run));
+    if (jobs <= 1) {
+      auto ctx = make_context(wdir);
+      ctx->work = work;
+      ctx->prepare();
+      while (const auto t = next()) record(ctx->run(*t));
+    } else {
+      // Each job process works in OUT/work/<shard>/job-<k>/ on its own copy of the golden checkpoint;
+      // only this process appends records (one writer, one lock, one fsync per record).
+      std::unique_ptr<detail::TrialContext> ctx;
+      detail::run_jobs(
+          jobs, next,
+          [&](unsigned k) -> detail::TrialRunner {
+            const stdfs::path dir = wdir / ("job-" + std::to_string(k));
+            stdfs::remove_all(dir);
+            stdfs::create_directories(dir);
+            ctx = make_context(dir);
+            ctx->work = copy_checkpoint(golden_files, dir / "ckpt");
+            ctx->prepare();
+            return [&](std::uint64_t t) { return ctx->run(t); };
+          },
+          record, [&] { results.close(); });
+    }
+  };
+  try {
+    trials();
+  } catch (const StoppedError& e) {
     cleanup();
-    return rs;
-  }
-  const auto gsum = golden_checksums(golden_files, c.format);
-  auto make_context = [&](const stdfs::path& dir) {
-    return std::make_unique<detail::TrialContext>(
-        detail::TrialContext{c, golden, fmodel, strata, golden_files, gsum, o.shard, campaign_id(recorded_cfg), dir, {}, {}, {}});
-  };
-  // Trial ids in order, skipping those already recorded, until to_run have been handed out.
-  std::uint64_t next_t = o.shard.index, handed = 0;
-  auto next = [&]() -> std::optional<std::uint64_t> {
-    if (handed == to_run) return std::nullopt;
-    while (done_before.count(next_t)) next_t += o.shard.count;
-    const std::uint64_t t = next_t;
-    next_t += o.shard.count;
-    ++handed;
-    return t;
-  };
-  std::uint64_t done = rs.skipped;
-  auto record = [&](const json& rec) {
-    results.append(rec.dump());
-    ++rs.ran;
-    ++rs.counts[rec.at("class").get<std::string>()];
-    ++done;
-    if (on_trial) on_trial(rec, done, rs.planned, rs.counts);
-  };
-  const unsigned jobs = static_cast<unsigned>(std::min<std::uint64_t>(o.jobs, to_run));
-  if (jobs <= 1) {
-    auto ctx = make_context(wdir);
-    ctx->work = work;
-    ctx->prepare();
-    while (const auto t = next()) record(ctx->run(*t));
-  } else {
-    // Each job process works in OUT/work/<shard>/job-<k>/ on its own copy of the golden checkpoint;
-    // only this process appends records (one writer, one lock, one fsync per record).
-    std::unique_ptr<detail::TrialContext> ctx;
-    detail::run_jobs(
-        jobs, next,
-        [&](unsigned k) -> detail::TrialRunner {
-          const stdfs::path dir = wdir / ("job-" + std::to_string(k));
-          stdfs::remove_all(dir);
-          stdfs::create_directories(dir);
-          ctx = make_context(dir);
-          ctx->work = copy_checkpoint(golden_files, dir / "ckpt");
-          ctx->prepare();
-          return [&](std::uint64_t t) { return ctx->run(t); };
-        },
-        record, [&] { results.close(); });
+    throw StoppedError("campaign " + c.name + " " + e.what() + ": " + std::to_string(rs.ran) + " trial(s) recorded by this run, " +
+                       std::to_string(rs.skipped + rs.ran) + " of " + std::to_string(rs.planned) + " in " + rs.results.string() +
+                       " (the trials in flight were dropped); run the same command again to continue");
   }
   cleanup();
   return rs;

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -67,9 +68,17 @@ std::string tail_of(const stdfs::path& p, std::size_t n) {
   return s;
 }
 
+void throw_if_stopped() {
+  const int s = stop_signal();
+  if (!s) return;
+  throw StoppedError(std::string("stopped by ") + (s == SIGINT ? "SIGINT" : s == SIGTERM ? "SIGTERM" : "signal " + std::to_string(s)));
+}
+
 }  // namespace detail
 
 namespace {
+
+volatile std::sig_atomic_t stop_requested = 0;
 
 double now() {
   using namespace std::chrono;
@@ -117,6 +126,21 @@ double now() {
 
 }  // namespace
 
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = [](int sig) { stop_requested = sig; };
+  ::sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a blocking wait returns EINTR and looks at the flag
+  for (const int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    // A signal the caller ignores stays ignored (a shell's background job, nohup's convention).
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+int stop_signal() noexcept { return stop_requested; }
+
 CommandResult run_command(const std::vector<std::string>& argv, double timeout_s, const stdfs::path& log) {
   if (argv.empty()) throw UsageError("campaign: empty command");
   std::vector<std::string> args = argv.size() == 1 ? std::vector<std::string>{"/bin/sh", "-c", argv[0]} : argv;
@@ -150,6 +174,12 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
     const pid_t w = ::waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
     if (w < 0 && errno != EINTR) throw IoError(std::string("campaign: waitpid failed: ") + std::strerror(errno));
+    if (stop_signal()) {  // the trial is dropped, not recorded: its group goes now
+      ::kill(-pid, SIGKILL);
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      detail::throw_if_stopped();
+    }
     if (now() - t0 > timeout_s) {
       r.timed_out = true;
       ::kill(-pid, SIGKILL);

@@ -42,6 +42,9 @@ bool wait_readable(int fd, double timeout_s) {
     if (left <= 0) return false;
     pollfd p{fd, POLLIN, 0};
     const int r = ::poll(&p, 1, static_cast<int>(std::min(left * 1000 + 1, 60'000.0)));
+    // Before the worker's answer or death, which the same signal (a terminal's ^C) may have caused;
+    // the worker and its trial die with this process (PR_SET_PDEATHSIG).
+    throw_if_stopped();
     if (r > 0) return true;
     if (r < 0 && errno != EINTR) return true;  // let the read report the failure
   }
@@ -288,10 +291,12 @@ void run_jobs(unsigned n, const std::function<std::optional<std::uint64_t>()>& n
         which.push_back(k);
       }
     if (fds.empty()) break;
+    throw_if_stopped();  // the guard kills the job processes, and their trials with them
     if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
       throw IoError(std::string("campaign: poll failed: ") + std::strerror(errno));
     }
+    throw_if_stopped();  // before a job's error or death, which the same signal may have caused
     for (std::size_t i = 0; i < fds.size(); ++i) {
       if (!fds[i].revents) continue;
       Job& j = jobs[which[i]];

@@ -19,6 +19,9 @@ namespace resil::inject::detail {
 /// The last `n` bytes of a file ("" when unreadable).
 std::string tail_of(const std::filesystem::path& p, std::size_t n);
 
+/// StoppedError ("stopped by SIGTERM") once a stop signal arrived (install_stop_handlers).
+void throw_if_stopped();
+
 /// One `ckpt-train serve` process, started from this process and ended with it (PR_SET_PDEATHSIG).
 /// run() sends it one trial's argv and returns what run_command would have seen of the same
 /// command; nothing when the worker died before a result came back.

@@ -6,6 +6,7 @@
 // would produce without the two passes over the chunk.
 #include "resil/inject/deflate_chunks.hpp"
 
+#include "resil/core/cpus.hpp"
 #include "resil/inject/deflate_patch.hpp"
 
 #include <libdeflate.h>
@@ -219,7 +220,7 @@ std::vector<bool> edit_deflate_chunks(hid_t dset, const std::string& where, cons
   if (threads == 0) threads = env_threads();
   // By default at most 8: HDF5's calls on this thread keep up with about that many codecs, and
   // the window (2 chunks of buffers per slot) stays small with large chunks on large machines.
-  if (threads == 0) threads = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  if (threads == 0) threads = std::clamp(usable_cpus(), 1u, 8u);
   threads = static_cast<unsigned>(std::min<std::size_t>({threads, 64, tasks.size()}));
   // One thread: no pool, the codec runs on the calling thread between the HDF5 calls.
   const unsigned workers = threads > 1 ? threads : 0;

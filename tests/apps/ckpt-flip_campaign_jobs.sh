@@ -46,6 +46,11 @@ run "$FLIP" campaign "$T/eval-command.json" --out "$T/e-ref" --jobs 1
 grep -q "1 job" "$T/stdout" || fail "the first line names the job count"
 run "$FLIP" campaign "$T/eval-command.json" --out "$T/e-c3" --jobs 3
 grep -q "3 jobs" "$T/stdout" || fail "the first line names the job count"
+# Without --jobs: the CPUs the process may run on (a batch system's cpuset), not the node's.
+if command -v taskset >/dev/null; then
+  run taskset -c 0 "$FLIP" campaign "$T/eval-command.json" --out "$T/e-aff" --max-trials 1
+  grep -q "timeout 60 s, 1 job -> " "$T/stdout" || fail "default --jobs under taskset -c 0: $(head -1 "$T/stdout")"
+fi
 run "$FLIP" campaign "$T/eval-worker.json" --out "$T/e-w1" --jobs 1
 grep -q "trial workers" "$T/stdout" || fail "the first line names worker mode"
 run "$FLIP" campaign "$T/eval-worker.json" --out "$T/e-w3" --jobs 3
@@ -88,6 +93,35 @@ kill9_campaign "$T/k9" 3 "$FLIP" campaign "$T/slow.json" --out "$T/k9" --jobs 2
 run "$FLIP" campaign "$T/slow.json" --out "$T/k9" --jobs 2
 grep -q "already done" "$T/stdout" || fail "the re-run did not skip the recorded trials"
 same "$T/e-ref" "$T/k9"
+
+# 3b. SIGTERM (a scheduler) to a worker-mode campaign with --jobs 2, SIGINT (^C) to a serial
+#     command-mode one: exit 75, one line saying how far it got, no process or work copy left
+#     behind, and the same command completes to the reference's records.
+stop_campaign() {  # stop_campaign SIGNAL DIR CONFIG JOBS
+  local sig=$1 dir=$2 cfg=$3 jobs=$4 rc
+  # Background jobs of a script start with SIGINT ignored, which the campaign keeps: undone here.
+  $PY -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' \
+    "$FLIP" campaign "$cfg" --out "$dir" --jobs "$jobs" > "$dir.out" 2> "$dir.err" &
+  CAMPAIGN_PID=$!
+  for _ in $(seq 2400); do
+    [ "$(cat "$dir"/results/*.jsonl 2> /dev/null | wc -l)" -ge 2 ] && break
+    sleep 0.05
+  done
+  kill -"$sig" "$CAMPAIGN_PID"
+  wait "$CAMPAIGN_PID"; rc=$?
+  CAMPAIGN_PID=
+  [ "$rc" = 75 ] || { cat "$dir.out" "$dir.err"; fail "SIG$sig: exit $rc, expected 75"; }
+  [ "$(grep -c . "$dir.err")" = 1 ] && grep -q "^ckpt-flip: campaign [a-z-]* stopped by SIG$sig: [0-9]* trial(s) recorded by this run, [0-9]* of 16 in .*; run the same command again to continue\$" "$dir.err" \
+    || fail "SIG$sig: not one line saying how far it got: $(cat "$dir.err")"
+  sleep 0.5
+  [ -z "$(pgrep -f -- "$dir/")" ] && [ -z "$(pgrep -f -- "serve --preload $CK")" ] || fail "SIG$sig: processes outlived the campaign: $(pgrep -a -f -- "$dir/")"
+  [ ! -e "$dir/work" ] || fail "SIG$sig: the work copies were left in $dir/work"
+  run "$FLIP" campaign "$cfg" --out "$dir" --jobs "$jobs"
+  grep -q "already done" "$T/stdout" || fail "SIG$sig: the re-run did not skip the recorded trials"
+  same "$T/e-ref" "$dir"
+}
+stop_campaign TERM "$T/st" "$T/slow.json" 2
+stop_campaign INT "$T/si" "$T/eval-command.json" 1
 
 # 4. A worker killed while the campaign runs is restarted and its trial retried: same records.
 "$FLIP" campaign "$T/eval-worker.json" --out "$T/wd" --jobs 1 > "$T/wd.log" 2>&1 &

@@ -48,6 +48,9 @@ RESIL_DEFINE_ERROR(DataLossError, data_loss);
 RESIL_DEFINE_ERROR(MpiError, mpi);
 RESIL_DEFINE_ERROR(CudaError, internal);
 RESIL_DEFINE_ERROR(EcError, internal);
+/// Work stopped by SIGINT/SIGTERM after committing what it had done (a campaign's recorded trials):
+/// the same command continues it (exit 75, EX_TEMPFAIL, like a preempted training run).
+RESIL_DEFINE_ERROR(StoppedError, preempted);
 
 #undef RESIL_DEFINE_ERROR
 

@@ -212,6 +212,14 @@ struct RunSummary {
 /// OUT/results/shard-<i>-of-<n>.jsonl; works in OUT/work/shard-<i>-of-<n>/ (removed at the end).
 RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const TrialCallback& on_trial = {});
 
+/// SIGINT and SIGTERM stop a campaign between two waits instead of killing it: run_campaign then
+/// kills the trials in flight (not recorded), removes its work copies and throws StoppedError
+/// (exit 75) naming the signal; the recorded trials stay and the same command continues. For the
+/// command line (ckpt-flip campaign): the handlers stay installed, and job processes inherit them.
+void install_stop_handlers();
+/// The signal that asked the campaign to stop, or 0.
+int stop_signal() noexcept;
+
 /// Fault space of the configuration's selection over the golden checkpoint (all shard files of a manifest).
 FaultSpace fault_space(const CampaignConfig& c);
 

@@ -36,7 +36,7 @@ std::optional<DeflatePipeline> deflate_pipeline(hid_t dset, unsigned elem_size);
 /// Process-wide switches (tests compare with the HDF5 path; benchmarks pick thread counts).
 struct ChunkCodecOptions {
   bool direct = true;    // false: every filtered chunk goes through HDF5's filters
-  unsigned threads = 0;  // codec threads; 0: $RESIL_INJECT_THREADS, else hardware_concurrency() up to 8
+  unsigned threads = 0;  // codec threads; 0: $RESIL_INJECT_THREADS, else the usable CPUs (affinity) up to 8
   bool patch = true;     // false (or $RESIL_INJECT_PATCH=0): every changed chunk is deflated in full
 };
 ChunkCodecOptions chunk_codec_options() noexcept;
