@@ -320,7 +320,11 @@ def plot(results, path):
         a.plot(x, ck, "s--", label="ckpt (relaunch, reload, redo)")
         a.set_xscale("log", base=2)
         if logy:  # steps redone may be 0 (--commit in-step): linear below 1
-            a.set_yscale("symlog", linthresh=1) if title == "steps redone" else a.set_yscale("log")
+            if title == "steps redone":
+                a.set_yscale("symlog", linthresh=1)
+                a.set_ylim(bottom=0)
+            else:
+                a.set_yscale("log")
         a.set_title(title)
         a.set_xlabel("embedding state (MiB)")
         a.grid(True, which="both", alpha=0.3)
