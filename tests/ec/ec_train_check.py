@@ -95,6 +95,11 @@ def check_timeline(run):
                 fail(f"entry {i} (step {s}) follows step {s0} at {t0}: t {t}, dt {dt}, step_s {step_s}")
         elif step_s != dt:
             fail(f"entry {i} (step {s}) follows nothing but step_s {step_s} != dt {dt}")
+    # A step that ran and committed keeps its entry, also when a death followed its commit before
+    # the entry was written (--commit in-step; a checkpoint step): steps go up by one or roll back.
+    for i in range(1, len(rows)):
+        if rows[i][0] > rows[i - 1][0] + 1:
+            fail(f"entry {i}: step {rows[i][0]} after step {rows[i - 1][0]}: steps {rows[i - 1][0] + 1}..{rows[i][0] - 1} have no entry")
     for f in run["failures"]:
         after = [r for r in rows if r[1] - r[2] > f["t_fail"]]
         if after and after[0][4]:

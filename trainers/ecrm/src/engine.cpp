@@ -89,10 +89,11 @@ void Engine::train_step(std::int64_t step) {
 
   // Send deltas: XOR of each updated row to its stripe's parity holders, sent with the next
   // step's requests (or flushed); commit: when every holder applied them (next step), this step.
-  // --commit in-step: in a round of their own now, so that this step is committed when it ends.
+  // --commit in-step: in a round of their own now (committed by the caller, after the step's
+  // timeline entry: the commit records the timeline's length).
   if (cfg_.ft != Ft::ec) return;
   deltas_.build(step, rows_.owned(), rows_.places(), rows_.old_bytes());
-  if (cfg_.commit == Commit::in_step) flush();
+  if (cfg_.commit == Commit::in_step) deltas_.flush();
 }
 
 void Engine::reduce_dense(double loss_sum) {
@@ -431,10 +432,17 @@ int Engine::run_steps(const Progress& progress) {
     const double t0 = now_seconds();
     const std::string phase = redo_until_ > 0 ? "redo" : recovery_.any_lost() ? "degraded" : "normal";
     train_step(step);
-    if (checkpoints && step % cfg_.ckpt_interval == 0 && step > last_ckpt_) save_ckpt(step, false);
+    // The step's timeline entry goes in before any commit of the step (each commit records the
+    // timeline's length, so an entry written after it would be lost with a death before the next).
     const double t1 = now_seconds();
     log_step({step, t1 - t_start_, t1 - t0, loss_sum_ / cfg_.batch, phase, follows && failing.empty()});
     follows = true;
+    if (cfg_.ft == Ft::ec && cfg_.commit == Commit::in_step) commit(step);  // its deltas are applied everywhere
+    if (checkpoints && step % cfg_.ckpt_interval == 0 && step > last_ckpt_) {
+      save_ckpt(step, false);  // ec next-step: flushes the step's deltas and commits it first
+      const double t2 = now_seconds();
+      amend_last_step(t2 - t_start_, t2 - t0);  // the write counts in the step (dt)
+    }
     if (cfg_.ft != Ft::ec) commit(step);  // no parity: the step is complete here
     if (progress.step) {
       std::ostringstream extra;

@@ -99,6 +99,8 @@ private:
   void invalidate_segment() noexcept;
   void kill_if_scheduled(std::int64_t step);
   void log_step(const StepLog& s);
+  /// The last entry ends later (a checkpoint written after it was logged): its end and dt.
+  void amend_last_step(double t_end, double dt);
   void remove_segment() noexcept;
   // checkpoint.cpp
   void save_ckpt(std::int64_t step, bool preempted);

@@ -197,6 +197,14 @@ void Engine::log_step(const StepLog& s) {
   seg_->log_put(log_.size() - 1, log_entry(s));
 }
 
+void Engine::amend_last_step(double t_end, double dt) {
+  auto& s = log_.back();
+  s.t_end = t_end, s.dt = dt;
+  // Written over an entry that may be committed already: a death during the write leaves the
+  // entry as logged before the checkpoint (each field is one aligned 8-byte store).
+  if (seg_) seg_->log_put(log_.size() - 1, log_entry(s));
+}
+
 void Engine::kill_if_scheduled(std::int64_t step) {
   std::uint64_t now = 0;
   bool dies = false, node = false;
