@@ -57,7 +57,7 @@ void Engine::write_report(const std::string& state_hash, int exit_code, std::int
   j["version"] = resil::version;
   j["world_size"] = net_.size();
   j["ft"] = std::string(ft_name(cfg_.ft));
-  j["commit_mode"] = std::string(commit_name(cfg_.commit));
+  j["commit_mode"] = cfg_.ft == Ft::ec ? nlohmann::json(std::string(commit_name(cfg_.commit))) : nlohmann::json(nullptr);  // --commit
   j["k"] = cfg_.k;
   j["m"] = cfg_.m;
   j["seed"] = cfg_.seed;
