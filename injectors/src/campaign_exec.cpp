@@ -174,17 +174,13 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
     const pid_t w = ::waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
     if (w < 0 && errno != EINTR) throw IoError(std::string("campaign: waitpid failed: ") + std::strerror(errno));
-    if (stop_signal()) {  // the trial is dropped, not recorded: its group goes now
+    // Past its timeout, or a stop signal (the trial is then dropped, not recorded): its group goes now.
+    if (stop_signal() || now() - t0 > timeout_s) {
       ::kill(-pid, SIGKILL);
       while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
       detail::throw_if_stopped();
-    }
-    if (now() - t0 > timeout_s) {
       r.timed_out = true;
-      ::kill(-pid, SIGKILL);
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
       break;
     }
     std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));

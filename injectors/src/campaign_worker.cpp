@@ -65,7 +65,6 @@ std::pair<int, int> socket_pair() {
   return {sv[0], sv[1]};
 }
 
-/// In a freshly forked child: die with the parent (checked again in case it is already gone).
 // Whether `pid` is a child of `worker` that leads its own process group (/proc/PID/stat: the
 // fields after the command's closing parenthesis are state, ppid, pgrp), as a trial it started is.
 bool trial_group_of(pid_t pid, pid_t worker) {
@@ -81,6 +80,7 @@ bool trial_group_of(pid_t pid, pid_t worker) {
   return static_cast<bool>(rest >> state >> ppid >> pgrp) && ppid == worker && pgrp == pid;
 }
 
+/// In a freshly forked child: die with the parent (checked again in case it is already gone).
 void die_with_parent(pid_t parent) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(1);
