@@ -7,13 +7,14 @@
 #include <string>
 #include <string_view>
 
+#include "resil/core/dmath.hpp"
 #include "resil/core/error.hpp"
 
 namespace resil::data {
 
 void append_preprocessed(ClickSet& out, const RawClick& r) {
   for (std::size_t j = 0; j < criteo_num_dense; ++j)
-    out.dense.push_back(std::log1p(static_cast<float>(std::max<std::int64_t>(r.ints[j], 0))));
+    out.dense.push_back(dmath::log1p(static_cast<float>(std::max<std::int64_t>(r.ints[j], 0))));
   for (std::size_t j = 0; j < criteo_num_sparse; ++j)
     out.sparse.push_back(static_cast<std::int32_t>(r.cats[j] % out.table_sizes[j]));
   out.labels.push_back(static_cast<float>(r.label));

@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "resil/core/dmath.hpp"
 #include "resil/core/error.hpp"
 #include "resil/core/rng.hpp"
 #include "resil/data/criteo.hpp"
@@ -26,9 +27,9 @@ std::vector<RawClick> synthetic_raw_clicks(std::size_t n, std::uint64_t seed, st
     double logit = -1.0;
     for (std::size_t j = 0; j < criteo_num_dense; ++j) {
       // Heavy-tailed counts, occasionally negative like Criteo's I2.
-      const double x = std::floor(std::exp(1.5 * rng.normal() + 1.0)) - (j == 1 ? 2.0 : 0.0);
+      const double x = std::floor(dmath::exp(1.5 * rng.normal() + 1.0)) - (j == 1 ? 2.0 : 0.0);
       r.ints[j] = static_cast<std::int64_t>(x);
-      const double lx = std::log1p(std::max(x, 0.0));
+      const double lx = dmath::log1p(std::max(x, 0.0));
       logit += (j % 3 == 0 ? 0.25 : -0.1) * (lx - 1.5);
     }
     for (std::size_t j = 0; j < criteo_num_sparse; ++j) {
@@ -37,7 +38,7 @@ std::vector<RawClick> synthetic_raw_clicks(std::size_t n, std::uint64_t seed, st
       r.cats[j] = (rank * 0x9E3779B1u) ^ static_cast<std::uint32_t>(j * 0x85EBCA6Bu);
       logit += 0.6 * hidden_weight(seed, j, rank);
     }
-    r.label = rng.uniform() < 1.0 / (1.0 + std::exp(-logit)) ? 1 : 0;
+    r.label = rng.uniform() < 1.0 / (1.0 + dmath::exp(-logit)) ? 1 : 0;
   }
   return out;
 }

@@ -1,7 +1,6 @@
 #include "resil/train/optimizer.hpp"
 
-#include <cmath>
-
+#include "resil/core/dmath.hpp"
 #include "resil/core/error.hpp"
 
 namespace resil::train {
@@ -14,8 +13,8 @@ Optimizer::Optimizer(Backend& be, OptimizerConfig cfg) : be_(be), cfg_(std::move
 }
 
 void Optimizer::set_epoch(std::int64_t e) {
-  // Computed in double from the epoch index alone, then rounded once: the same on every rank and run.
-  lr_ = static_cast<float>(static_cast<double>(cfg_.lr) * std::pow(static_cast<double>(cfg_.lr_decay), static_cast<double>(e)));
+  // Computed in double from the epoch index alone, then rounded once: the same on every rank, run and machine.
+  lr_ = static_cast<float>(static_cast<double>(cfg_.lr) * dmath::powi(static_cast<double>(cfg_.lr_decay), e));
 }
 
 std::vector<std::string> Optimizer::slot_names() const {

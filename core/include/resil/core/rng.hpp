@@ -6,6 +6,8 @@
 
 #include <array>
 #include <cstdint>
+
+#include "resil/core/dmath.hpp"
 #include <limits>
 #include <random>
 
@@ -61,7 +63,7 @@ public:
   /// Uniform double in [0, 1) with 53 random bits.
   double uniform() noexcept { return static_cast<double>((*this)() >> 11) * 0x1.0p-53; }
 
-  /// Standard normal (Box-Muller), deterministic given the stream.
+  /// Standard normal (Box-Muller with resil::dmath), the same bits on every machine given the stream.
   double normal() noexcept;
 
   std::uint64_t seed() const noexcept { return seed_; }
@@ -77,7 +79,7 @@ inline double Rng::normal() noexcept {
   double u1 = uniform();
   while (u1 <= 0.0) u1 = uniform();
   const double u2 = uniform();
-  return __builtin_sqrt(-2.0 * __builtin_log(u1)) * __builtin_cos(two_pi * u2);
+  return __builtin_sqrt(-2.0 * dmath::log(u1)) * dmath::cos(two_pi * u2);
 }
 
 /// Derive a child key from a parent seed and a label (e.g. trial number): used to give each
