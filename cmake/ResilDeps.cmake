@@ -27,9 +27,9 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(Threads REQUIRED)
 
-# BLAS: OpenBLAS through its pkg-config file, which also gives cblas.h.
 find_package(PkgConfig REQUIRED)
-pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+# OpenMP: the CPU GEMM's threads for --threads > 1 (the bits do not depend on them).
+find_package(OpenMP REQUIRED COMPONENTS CXX)
 
 # MPI
 set(_mpi_found FALSE)

@@ -19,7 +19,7 @@ debs=$root/.debs
 prefix=$debs/prefix
 pkgs=(libhdf5-dev libhdf5-103-1 libhdf5-hl-100 libhdf5-cpp-103-1 libsz2 libaec0
       libisal-dev libisal2 mpich libmpich-dev libmpich12 hwloc libhwloc15 libucx0
-      libcli11-dev catch2 nlohmann-json3-dev libopenblas-dev libopenblas0-pthread libopenblas0
+      libcli11-dev catch2 nlohmann-json3-dev
       libxxhash-dev libxxhash0 zlib1g-dev libssl-dev)
 # Never unpacked into the prefix: the machine's own C runtime and toolchain must stay in charge.
 skip='^(libc6|libc6-dev|libgcc-s1|libstdc\+\+6|gcc-.*-base|libc-dev-bin|linux-libc-dev|debconf|perl-base|dpkg|libcrypt1|libcrypt-dev|libgomp1|libgfortran5|libquadmath0|libselinux1|libzstd1|liblzma5|libbz2-1.0|zlib1g|libssl3|libnsl.*|libtirpc.*)$'
@@ -50,14 +50,13 @@ if compgen -G "$debs/*.deb" > /dev/null; then
   done
   arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
   lib=$prefix/usr/lib/$arch
-  # Debian's alternatives symlinks (libblas.so, mpiexec) are created by maintainer scripts, which
+  # Debian's alternatives symlinks (mpiexec, mpicc) are created by maintainer scripts, which
   # dpkg -x does not run: recreate the ones the build needs.
-  [[ -e $lib/libopenblas.so || ! -d $lib/openblas-pthread ]] || ln -sf openblas-pthread/libopenblas.so "$lib/libopenblas.so"
   [[ -e $prefix/usr/bin/mpiexec || ! -e $prefix/usr/bin/mpiexec.hydra ]] || ln -sf mpiexec.hydra "$prefix/usr/bin/mpiexec"
   [[ -e $prefix/usr/bin/mpicc || ! -e $prefix/usr/bin/mpicc.mpich ]] || ln -sf mpicc.mpich "$prefix/usr/bin/mpicc"
   [[ -e $prefix/usr/bin/mpicxx || ! -e $prefix/usr/bin/mpicxx.mpich ]] || ln -sf mpicxx.mpich "$prefix/usr/bin/mpicxx"
   export PATH=$PATH:$prefix/usr/bin
-  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$lib:$lib/openblas-pthread:$lib/hdf5/serial
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$lib:$lib/hdf5/serial
   export PKG_CONFIG_PATH=${PKG_CONFIG_PATH:+$PKG_CONFIG_PATH:}$lib/pkgconfig:$prefix/usr/share/pkgconfig
   export CPATH=${CPATH:+$CPATH:}$prefix/usr/include:$prefix/usr/include/hdf5/serial
   export LIBRARY_PATH=${LIBRARY_PATH:+$LIBRARY_PATH:}$lib:$lib/hdf5/serial

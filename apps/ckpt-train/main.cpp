@@ -17,7 +17,6 @@
 using namespace resil::app::ckpt_train;
 
 int main(int argc, char** argv) {
-  resil::train::stop_idle_blas_threads();  // until a backend asks for more than one BLAS thread
   // serve forks a child per trial: no MPI in that process (a world of one, as for a plain eval).
   std::optional<resil::train::MpiSession> mpi;
   if (argc < 2 || std::string_view(argv[1]) != "serve") mpi.emplace(&argc, &argv);

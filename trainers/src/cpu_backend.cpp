@@ -1,6 +1,5 @@
-// The CPU backend: OpenBLAS for gemm, plain loops (fixed order) for everything else.
-#include <cblas.h>
-#include <dlfcn.h>
+// The CPU backend: resil's GEMM (gemm.hpp), plain loops (fixed order) for everything else, and
+// resil::dmath wherever an elementary function is needed: nothing here depends on the CPU model.
 
 #include <algorithm>
 #include <cmath>
@@ -9,17 +8,12 @@
 #include <new>
 #include <utility>
 
+#include "gemm.hpp"
+#include "resil/core/dmath.hpp"
 #include "resil/core/error.hpp"
 #include "resil/train/backend.hpp"
 
 namespace resil::train {
-
-void stop_idle_blas_threads() noexcept {
-  // The function OpenBLAS's own fork handler calls; looked up rather than linked, so that another
-  // BLAS (or an OpenBLAS without a pool) is simply left alone.
-  using Shutdown = int (*)();
-  if (const auto fn = reinterpret_cast<Shutdown>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"))) fn();
-}
 
 namespace {
 
@@ -35,12 +29,13 @@ std::pair<int, int> valid_x(const ConvGeom& g, int kj, int ow) {
 
 class CpuBackend final : public Backend {
 public:
-  explicit CpuBackend(int threads) : threads_(std::max(1, threads)) {
-    openblas_set_num_threads(threads_);
-    if (threads_ == 1) stop_idle_blas_threads();
-  }
+  explicit CpuBackend(int threads) : threads_(std::max(1, threads)), path_(gemm::select_path()) {}
   std::string name() const override { return "cpu"; }
   int threads() const override { return threads_; }
+  NumericConfig numeric() const override {
+    return {cpu_numeric_id, std::string(gemm::path_name(path_)) + (path_ == gemm::Path::avx2 ? " FMA, " : ", ") + std::to_string(threads_) +
+                                (threads_ == 1 ? " thread" : " threads")};
+  }
 
   float* alloc(std::size_t n) override {
     auto* p = static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64}));
@@ -60,10 +55,7 @@ public:
 
   void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb, float beta,
             float* c, int ldc) override {
-    // Another library in the process (or a test) may have changed the global thread count.
-    if (openblas_get_num_threads() != threads_) openblas_set_num_threads(threads_);
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
-                beta, c, ldc);
+    gemm::sgemm(path_, threads_, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
   void add_bias(float* y, const float* bias, int rows, int cols) override {
     for (int r = 0; r < rows; ++r)
@@ -199,13 +191,13 @@ public:
       for (int c = 1; c < classes; ++c)
         if (z[c] > mx) { mx = z[c]; arg = c; }
       float sum = 0.0f;
-      for (int c = 0; c < classes; ++c) sum += std::exp(z[c] - mx);
+      for (int c = 0; c < classes; ++c) sum += dmath::exp(z[c] - mx);
       const int y = labels[i];
-      total += static_cast<double>(std::log(sum) - (z[y] - mx));
+      total += static_cast<double>(dmath::log(sum) - (z[y] - mx));
       ok += arg == y;
       if (dz) {
         const float inv = 1.0f / sum;
-        for (int c = 0; c < classes; ++c) dz[c] = grad_scale * (std::exp(z[c] - mx) * inv - (c == y ? 1.0f : 0.0f));
+        for (int c = 0; c < classes; ++c) dz[c] = grad_scale * (dmath::exp(z[c] - mx) * inv - (c == y ? 1.0f : 0.0f));
       }
     }
     if (correct) *correct += ok;
@@ -215,8 +207,8 @@ public:
     double total = 0.0;
     for (int i = 0; i < n; ++i) {
       const float x = logits[i], t = targets[i];
-      total += static_cast<double>(std::max(x, 0.0f) - x * t + std::log1p(std::exp(-std::fabs(x))));
-      if (dlogits) dlogits[i] = grad_scale * (1.0f / (1.0f + std::exp(-x)) - t);
+      total += static_cast<double>(std::max(x, 0.0f) - x * t + dmath::log1p(dmath::exp(-std::fabs(x))));
+      if (dlogits) dlogits[i] = grad_scale * (1.0f / (1.0f + dmath::exp(-x)) - t);
     }
     return total;
   }
@@ -287,8 +279,8 @@ public:
   }
   void adam_update(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps, float wd,
                    std::int64_t step) override {
-    const float c1 = 1.0f - static_cast<float>(std::pow(static_cast<double>(b1), static_cast<double>(step)));
-    const float c2 = 1.0f - static_cast<float>(std::pow(static_cast<double>(b2), static_cast<double>(step)));
+    const float c1 = 1.0f - static_cast<float>(dmath::powi(static_cast<double>(b1), step));
+    const float c2 = 1.0f - static_cast<float>(dmath::powi(static_cast<double>(b2), step));
     for (std::size_t i = 0; i < n; ++i) {
       const float gi = g[i] + wd * w[i];
       m[i] = b1 * m[i] + (1.0f - b1) * gi;
@@ -306,6 +298,7 @@ public:
 
 private:
   int threads_;
+  gemm::Path path_;
 };
 
 }  // namespace

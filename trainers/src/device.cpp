@@ -24,8 +24,9 @@ std::string resolve_device(const std::string& requested) {
 
 std::unique_ptr<Backend> make_backend(const std::string& device, int threads, int local_rank, std::string* description) {
   if (device == "cpu") {
-    if (description) *description = "cpu (openblas, " + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
-    return make_cpu_backend(threads);
+    auto be = make_cpu_backend(threads);
+    if (description) *description = "cpu (" + be->numeric().detail + ")";
+    return be;
   }
   if (device != "cuda") throw UsageError("unknown device '" + device + "' (expected cpu or cuda)");
   if (!cuda_built()) throw UsageError("--device cuda: this build of resil has no CUDA backend (RESIL_HAVE_CUDA=0); use --device cpu");

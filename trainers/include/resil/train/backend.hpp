@@ -3,9 +3,9 @@
 // Pointers are backend memory (host memory for the CPU backend); host data crosses the boundary only
 // through upload/download. All matrices are row-major.
 //
-// Determinism contract: every kernel gives bit-identical results for identical inputs and the same
-// backend configuration (CPU: the BLAS thread count is pinned by the backend and recorded in the
-// checkpoint config); reductions run in a fixed order.
+// Determinism contract: every kernel gives bit-identical results for identical inputs and equal
+// NumericConfig ids. The CPU backend's id does not depend on the CPU model, its instruction set or
+// the thread count (docs/design/determinism.md); reductions run in a fixed order.
 #pragma once
 
 #include <cstddef>
@@ -22,12 +22,20 @@ struct ConvGeom {
   int ow() const noexcept { return (w + 2 * pad - kw) / stride + 1; }
 };
 
+/// What decides the bits of a backend's results besides its inputs, recorded in every checkpoint
+/// and summary: equal ids give bit-identical results for equal inputs.
+struct NumericConfig {
+  std::string id;      // "cpu-fma-seqk-1": resil's GEMM order and math (any x86-64); "cuda-sm90-cublas-130100"
+  std::string detail;  // how this process computes, not deciding the bits: "avx2 FMA, 1 thread"
+};
+
 class Backend {
 public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
-  /// Threads the backend computes with (CPU: OpenBLAS threads), part of the run's config.
+  /// Threads the backend computes with (CPU: GEMM threads; they do not change the bits).
   virtual int threads() const = 0;
+  virtual NumericConfig numeric() const = 0;
 
   // ---- memory ----
   virtual float* alloc(std::size_t n) = 0;  // zero-filled
@@ -98,15 +106,11 @@ public:
   virtual void adagrad_update(float* w, const float* g, float* sum, std::size_t n, float lr, float eps, float weight_decay) = 0;
 };
 
-/// The CPU backend: OpenBLAS sgemm with `threads` BLAS threads (pinned with openblas_set_num_threads,
-/// since sgemm's result may depend on the thread count), plain loops for everything else.
+/// The CPU backend: resil's GEMM (a fixed FMA order per output element, trainers/src/gemm.hpp) on
+/// `threads` threads, resil::dmath for exp and log, plain loops in a fixed order for the rest.
 std::unique_ptr<Backend> make_cpu_backend(int threads = 1);
 
-/// Stops OpenBLAS's idle thread pool, if it runs. OpenBLAS (pthreads build) starts nproc - 1
-/// threads when it loads, and they poll for work with sched_yield for ~0.1 s before sleeping: a
-/// 40 ms `ckpt-train eval` spent ~60 ms more CPU in them, taken from the other trials of a
-/// `--jobs` campaign or the other ranks of a job. Programs call it first thing; a CPU backend with
-/// one thread calls it too; a backend with more threads makes OpenBLAS start the pool again.
-void stop_idle_blas_threads() noexcept;
+/// The CPU backend's NumericConfig id.
+inline constexpr const char* cpu_numeric_id = "cpu-fma-seqk-1";
 
 }  // namespace resil::train
