@@ -196,6 +196,15 @@ def full_grid():
     return names
 
 
+def golden_numeric(d):
+    """The numeric configuration a golden run's summary names; runs from before it was recorded used OpenBLAS."""
+    try:
+        n = json.load(open(os.path.join(d, "golden-train.json"))).get("numeric")
+    except (OSError, ValueError):
+        n = None
+    return f"`{n['id']}`" if isinstance(n, dict) and "id" in n else "`blas-openblas` (not recorded)"
+
+
 def machine_load(out):
     """What else ran on the machine: the load average as each invocation started (recorded by the script)."""
     path = os.path.join(out, "start-load")
@@ -248,8 +257,8 @@ def main(argv):
           "bits (f32: 1/32, 8/32, 23/32), i.e. they estimate the rate for a flip anywhere in the state.", ""]
 
     # Golden runs.
-    L += ["## Golden runs", "", "| model | mode | recipe (`ckpt-train train` options) | test acc per epoch (test limit) | final, all 10,000 test images | train wall |",
-          "|---|---|---|---|---:|---:|"]
+    L += ["## Golden runs", "", "| model | mode | recipe (`ckpt-train train` options) | test acc per epoch (test limit) | final, all 10,000 test images | train wall | numeric configuration |",
+          "|---|---|---|---|---:|---:|---|"]
     for m in models:
         for mode in ("dp", "mp"):
             d = os.path.join(out, f"{m}-{mode}")
@@ -259,8 +268,11 @@ def main(argv):
             full = json.load(open(os.path.join(d, "golden-eval-full.json")))["test_accuracy"]
             tsec = open(os.path.join(d, "train-seconds")).read().strip()
             rec = open(os.path.join(d, "recipe")).read().strip()
-            L.append(f"| {m} | {mode} | `{rec}` | {' '.join(f'{100 * a:.2f}' for a in accs)} | {100 * full:.2f}% | {tsec} s |")
-    L += [""]
+            L.append(f"| {m} | {mode} | `{rec}` | {' '.join(f'{100 * a:.2f}' for a in accs)} | {100 * full:.2f}% | {tsec} s | "
+                     f"{golden_numeric(d)} |")
+    L += ["", "The numeric configuration decides the bits of a golden run besides its seed and world size "
+          "(docs/design/determinism.md): `blas-openblas` runs were computed with OpenBLAS, whose kernel depends on the CPU, and "
+          "reproduce bit for bit only where OpenBLAS picks the same kernel; `cpu-fma-seqk-1` runs reproduce on any x86-64 CPU.", ""]
 
     # Per campaign.
     L += ["## Campaigns", "", "Per campaign: reweighted SDC and DUE (field campaigns) or unweighted (bit campaigns), 95% CP interval "

@@ -35,6 +35,7 @@ struct ResumeOptions {
   resil::train::ResumeOverrides over;
   std::string data;
   std::uint64_t test_limit = 0;
+  int threads = 0;  // 0: the checkpoint's
   int mpi_wait = resil::train::poll_auto;
 };
 void setup_resume(CLI::App& app, ResumeOptions& o);

@@ -18,6 +18,8 @@ void setup_resume(CLI::App& app, ResumeOptions& o) {
   app.add_option("--summary", o.over.summary, "JSON summary written at the end (also on failure)")->check(NonEmptyPath());
   app.add_option("--data", o.data, "override the stored data location")->check(NonEmptyPath());
   app.add_option("--test-limit", o.test_limit, "override the stored test limit")->transform(Decimal());
+  app.add_option("--threads", o.threads, "CPU GEMM threads per rank (default: the checkpoint's; the results do not depend on them)")
+      ->transform(Decimal(1, 256));
   add_mpi_wait(app, o.mpi_wait);
 }
 
@@ -25,6 +27,7 @@ int run_resume(const ResumeOptions& o, const resil::train::Comm& comm) {
   resil::train::ResumeOverrides over = o.over;
   if (!o.data.empty()) over.data = o.data;
   if (o.test_limit) over.test_limit = o.test_limit;
+  if (o.threads) over.threads = o.threads;
   const auto s = resil::train::resume(o.from, over, comm, progress_printer(), stdout_logger());
   return report_end(s, over.epochs, comm);
 }

@@ -60,7 +60,7 @@ void setup_train(CLI::App& app, TrainOptions& o) {
                  "dp gradients / mp activations: host (rank-ordered over MPI, GPU dp == CPU dp) | nccl (on the GPUs) | auto "
                  "(nccl on cuda when built and each rank has its own GPU, else host); recorded");
   add_mpi_wait(app, o.mpi_wait);
-  app.add_option("--threads", c.threads, "BLAS threads per rank (recorded: results depend on it)")->transform(Decimal(1, 256));
+  app.add_option("--threads", c.threads, "CPU GEMM threads per rank (the results do not depend on them)")->transform(Decimal(1, 256));
   app.add_option("--limit", c.limit, "train on the first N samples (0 = all)")->transform(Decimal());
   app.add_option("--synthetic-samples", c.synthetic_samples, "dlrm without --data: synthetic training samples")->transform(Decimal(1, 1 << 30));
   app.add_option("--metrics", c.metrics, "JSONL file, one record per epoch")->check(NonEmptyPath());

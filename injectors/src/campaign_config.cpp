@@ -79,7 +79,7 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   const json j = detail::parse_object(text, source, "a campaign configuration");
   const Fields f(j, "", source);
   f.only({"name", "checkpoint", "format", "keep_crc", "golden", "command", "timeout_s", "trials", "seed", "inject", "metric", "higher_is_better", "tolerance",
-          "load_failure_codes", "nan_codes", "restore", "verify", "confidence", "mode", "comment"});
+          "load_failure_codes", "nan_codes", "restore", "verify", "confidence", "mode", "allow_numeric_mismatch", "comment"});
   f.string("name", c.name);
   f.string("checkpoint", c.checkpoint);
   f.choice("format", c.format, format_names);
@@ -109,6 +109,7 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   f.string("metric", c.metric);
   f.boolean("higher_is_better", c.higher_is_better);
   f.number("tolerance", c.tolerance, [](double x) { return x >= 0; }, "a number >= 0");
+  f.boolean("allow_numeric_mismatch", c.allow_numeric_mismatch);
   f.exit_codes("load_failure_codes", c.load_failure_codes);
   f.exit_codes("nan_codes", c.nan_codes);
   f.choice("restore", c.copies, restore_names);
@@ -165,6 +166,7 @@ json CampaignConfig::to_json() const {
   if (keep_crc) j["keep_crc"] = true;
   if (!golden_summary.empty()) j["golden"] = {{"summary", absolute_path(golden_summary)}, {"final_checkpoint", absolute_path(golden_final_checkpoint)}};
   if (finite) j["inject"]["finite"] = true;  // absent when false: campaign.json of older runs compares equal
+  if (allow_numeric_mismatch) j["allow_numeric_mismatch"] = true;
   return j;
 }
 

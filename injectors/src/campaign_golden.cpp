@@ -30,6 +30,22 @@ std::optional<std::string> final_weights_of(const json& summary) {
   }
 }
 
+std::optional<std::string> numeric_id_of(const json& summary) {
+  if (!summary.is_object() || !summary.contains("numeric")) return std::nullopt;
+  const json& n = summary.at("numeric");
+  if (!n.is_object() || !n.contains("id") || !n.at("id").is_string()) return std::nullopt;
+  return n.at("id").get<std::string>();
+}
+
+void check_numeric(const CampaignConfig& c, const Golden& g, const json& trial_summary, std::uint64_t t) {
+  if (c.allow_numeric_mismatch) return;
+  const auto want = numeric_id_of(g.summary), got = numeric_id_of(trial_summary);
+  if (want && got && *want != *got)
+    throw MismatchError("campaign " + c.name + ": trial " + std::to_string(t) + " computed under numeric configuration " + *got +
+                        ", the golden run under " + *want + ": its outcome would include differences no fault caused (run the golden "
+                        "run under " + *got + " with another --out, or set \"allow_numeric_mismatch\": true)");
+}
+
 Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const CkptFiles& work, const stdfs::path& wdir, bool& ran) {
   ran = false;
   const stdfs::path gpath = o.out / "golden.json";

@@ -26,6 +26,13 @@ GoldenSums golden_checksums(const CkptFiles& f, Format format);
 /// trial may name a file it never finished or damaged: then the weights are unknown, not an error).
 std::optional<std::string> final_weights_of(const nlohmann::json& summary);
 
+/// The numeric configuration a summary names ("numeric": {"id": ...}), if it names one.
+std::optional<std::string> numeric_id_of(const nlohmann::json& summary);
+
+/// Throws MismatchError when trial `t`'s summary names another numeric configuration than the
+/// golden run's and the campaign does not allow it (CampaignConfig::allow_numeric_mismatch).
+void check_numeric(const CampaignConfig& c, const Golden& g, const nlohmann::json& trial_summary, std::uint64_t t);
+
 /// The golden reference (OUT/golden.json, else the given summary, else a golden run of the command
 /// on `work`; `ran` tells the caller the command has had the work copy). Written to OUT/golden.json.
 Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const CkptFiles& work, const std::filesystem::path& wdir, bool& ran);

@@ -9,6 +9,7 @@
 #include "resil/core/error.hpp"
 #include "resil/inject/campaign.hpp"
 #include "resil/inject/stats.hpp"
+#include "campaign_golden.hpp"
 
 namespace resil::inject {
 
@@ -195,6 +196,15 @@ json build_report(const stdfs::path& out) {
   return rep;
 }
 
+namespace {
+/// ", numeric configuration ID" when the golden run's summary names one (docs/design/determinism.md).
+std::string golden_numeric_text(const json& golden) {
+  if (!golden.contains("summary")) return "";
+  const auto id = detail::numeric_id_of(golden.at("summary"));
+  return id ? ", numeric configuration " + *id : "";
+}
+}  // namespace
+
 std::string report_text(const json& rep) {
   std::ostringstream o;
   const json& cfg = rep.at("campaign");
@@ -204,7 +214,8 @@ std::string report_text(const json& rep) {
     << std::llround(rep.at("space").at("total_bits").get<double>()) << " bits, confidence " << rep.at("confidence").get<double>() << "\n";
   if (rep.at("golden").is_object())
     o << "golden " << cfg.value("metric", std::string()) << " = " << rep.at("golden").at("metric").get<double>()
-      << (rep.at("golden").at("final_weights_xxh64").is_string() ? " (final weights known: bit-masked detectable)" : "") << "\n";
+      << (rep.at("golden").at("final_weights_xxh64").is_string() ? " (final weights known: bit-masked detectable)" : "")
+      << golden_numeric_text(rep.at("golden")) << "\n";
   o << "\n" << pad("class", 16) << pad("count", 8) << pad("rate", 10) << pad("Wilson", 20) << "Clopper-Pearson\n";
   auto row = [&](const std::string& name, const json& r) {
     o << pad(name, 16) << pad(std::to_string(r.at("x").get<std::uint64_t>()), 8) << pad(pct(r.at("p").get<double>()), 10)

@@ -205,6 +205,7 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
   for (const auto& [f, rv] : recs) stdfs::remove(wdir / ("pending-" + std::to_string(f) + ".jsonl"));
   stdfs::remove_all(scratch);
   if (worker_died && !last) return std::nullopt;
+  if (r.summary) check_numeric(c, golden, *r.summary, t);  // after the restore: the work copy is golden again
 
   json rec = {{"trial", t},
               {"shard", std::to_string(shard.index) + "/" + std::to_string(shard.count)},
@@ -225,6 +226,8 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
               {"injected_nonfinite", nonfinite},
               {"restore", restore},
               {"wall_seconds", r.wall_seconds}};
+  if (r.summary)
+    if (const auto id = numeric_id_of(*r.summary)) rec["numeric"] = *id;
   if (r.summary && r.summary->is_object()) {
     json s;
     for (const char* key : {"final_loss", "test_loss", "test_accuracy", "test_auc", "nan_detected", "nan_step", "steps", "error"})

@@ -108,6 +108,8 @@ Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data
   Summary s = base_summary(cfg, solo);
   s.command = "eval";
   s.device = run.device;
+  s.numeric_id = run.cfg.numeric_id;
+  s.numeric_detail = run.cfg.numeric_detail;
   s.parallel = std::string(ckpt::mode_name(all.meta.mode));
   s.world_size = static_cast<int>(all.meta.world_size);
   s.steps = all.meta.step;

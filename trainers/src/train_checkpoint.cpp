@@ -194,6 +194,7 @@ Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& co
   cfg.summary = o.summary;
   if (o.data) cfg.data = *o.data;
   if (o.test_limit) cfg.test_limit = *o.test_limit;
+  if (o.threads) cfg.threads = *o.threads;
   if (o.device && *o.device != cfg.device) cfg.reduce = ReduceKind::automatic;  // re-chosen for the new device
   if (o.device) cfg.device = *o.device;
   if (o.reduce) cfg.reduce = *o.reduce;

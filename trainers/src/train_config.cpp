@@ -25,7 +25,7 @@ std::string TrainConfig::to_json() const {
                   {"optimizer", {{"kind", name(optimizer.kind)}, {"lr", optimizer.lr}, {"momentum", optimizer.momentum},
                                  {"beta1", optimizer.beta1}, {"beta2", optimizer.beta2}, {"eps", optimizer.eps},
                                  {"weight_decay", optimizer.weight_decay}, {"lr_decay", optimizer.lr_decay}}},
-                  {"threads", threads}, {"blas", "openblas"}, {"device", name(device)}, {"reduce", name(reduce)}, {"data", data}, {"limit", limit}, {"test_limit", test_limit},
+                  {"threads", threads}, {"numeric", {{"id", numeric_id}, {"detail", numeric_detail}}}, {"device", name(device)}, {"reduce", name(reduce)}, {"data", data}, {"limit", limit}, {"test_limit", test_limit},
                   {"synthetic_samples", synthetic_samples}, {"ckpt_every", ckpt_every}};
   return j.dump();
 }
@@ -100,6 +100,18 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& w
                    real(o, "weight_decay", 0, 1, false, false, nan),
                    real(o, "lr_decay", 0, 1, true, false, 1.0f)};
     c.threads = static_cast<int>(integer(j, "threads", 1, 256));
+    if (j.contains("numeric")) {
+      const json& n = j.at("numeric");
+      if (!n.is_object() || !n.contains("id") || !n.at("id").is_string() || n.at("id").get<std::string>().empty())
+        throw bad("numeric", n, "an object with a non-empty string \"id\"");
+      c.numeric_id = n.at("id").get<std::string>();
+      c.numeric_detail = n.contains("detail") && n.at("detail").is_string() ? n.at("detail").get<std::string>() : "";
+    } else {
+      // Written before the numeric configuration was recorded: OpenBLAS's sgemm, whose kernel (and
+      // so the bits) depended on the CPU model and OPENBLAS_CORETYPE.
+      c.numeric_id = "blas-" + (j.contains("blas") && j.at("blas").is_string() ? j.at("blas").get<std::string>() : std::string("unknown"));
+      c.numeric_detail = "not recorded";
+    }
     c.device = choice(j, "device", std::optional(DeviceKind::cpu));
     c.reduce = choice(j, "reduce", std::optional(ReduceKind::host));  // written before --reduce existed: the host path
     c.data = j.at("data").get<std::string>();
@@ -118,7 +130,8 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& w
 std::string Summary::to_json() const {
   json j = {{"command", command}, {"model", model}, {"parallel", parallel}, {"device", device}, {"world_size", world_size}, {"seed", seed},
             {"steps", steps}, {"epochs", epochs}, {"final_loss", std::isfinite(final_loss) ? json(final_loss) : json(nullptr)},
-            {"test_loss", std::isfinite(test_loss) ? json(test_loss) : json(nullptr)}, {"test_accuracy", test_accuracy},
+            {"test_loss", std::isfinite(test_loss) ? json(test_loss) : json(nullptr)},
+            {"numeric", {{"id", numeric_id}, {"detail", numeric_detail}}}, {"test_accuracy", test_accuracy},
             {"nan_detected", nan_detected}, {"nan_step", nan_step}, {"preempted", preempted}, {"wall_seconds", wall_seconds},
             {"last_checkpoint", last_checkpoint}, {"exit_code", exit_code}, {"error", error},
             {"program_version", resil::version}};

@@ -1,4 +1,5 @@
 // Setting up a run on one rank: backend, model, optimizer, the mp stage; and the agreed start.
+#include <cstdio>
 #include <fstream>
 
 #include "resil/data/sampler.hpp"
@@ -24,6 +25,14 @@ Run::Run(TrainConfig c, const Comm& cm, bool random_init) : cfg(std::move(c)), c
   cfg.reduce = *from_name<ReduceKind>(resolve_reduce(name(cfg.reduce), name(cfg.device), comm));
   const int local_rank = comm.size() > 1 ? comm.local_rank() : 0;
   be = make_backend(name(cfg.device), cfg.threads, local_rank, &device);
+  // A state computed under another numeric configuration continues (or is evaluated) correctly,
+  // but not bit for bit as it would have been there: say so once, then record this run's.
+  const NumericConfig nc = be->numeric();
+  if (!cfg.numeric_id.empty() && cfg.numeric_id != nc.id && comm.rank() == 0)
+    std::fprintf(stderr, "ckpt-train: note: the checkpoint was computed under numeric configuration %s, this run computes under %s: "
+                         "results are not bit-identical to a run that stayed there\n", cfg.numeric_id.c_str(), nc.id.c_str());
+  cfg.numeric_id = nc.id;
+  cfg.numeric_detail = nc.detail;
   if (cfg.reduce == ReduceKind::nccl && comm.size() > 1 && mode != ckpt::ParallelMode::none) {
     dcomm = make_device_comm(*be, comm);
     device += ", " + dcomm->name();

@@ -90,6 +90,8 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<std::filesy
   try {
     auto [run, data, steps, first] = start(cfg, comm, resume_from);
     sum.device = run->device;
+    sum.numeric_id = run->cfg.numeric_id;
+    sum.numeric_detail = run->cfg.numeric_detail;
     sum.steps = run->step;
     sum.epochs = run->epoch;
     Staging st;

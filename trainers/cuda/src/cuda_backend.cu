@@ -245,6 +245,15 @@ public:
   }
   std::string name() const override { return "cuda"; }
   int threads() const override { return 1; }
+  NumericConfig numeric() const override {
+    // cuBLAS picks its kernels by architecture and library version, so both are part of the id.
+    int major = 0, minor = 0, runtime = 0;
+    RESIL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_));
+    RESIL_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_));
+    RESIL_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+    return {"cuda-sm" + std::to_string(major * 10 + minor) + "-cudart" + std::to_string(runtime),
+            "cuBLAS sgemm and resil's kernels on device " + std::to_string(device_)};
+  }
   cudaStream_t stream() const noexcept { return stream_->get(); }
   int device() const noexcept { return device_; }
 

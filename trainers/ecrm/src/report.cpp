@@ -81,6 +81,8 @@ void Engine::write_report(const std::string& state_hash, int exit_code, std::int
   j["preempted"] = preempted_;
   j["resumed_from"] = resumed_from_ >= 0 ? nlohmann::json(resumed_from_) : nlohmann::json(nullptr);
   j["state_hash"] = state_hash.empty() ? nlohmann::json(nullptr) : nlohmann::json(state_hash);
+  const train::NumericConfig nc = be_->numeric();  // what the state_hash's bits depend on besides the inputs
+  j["numeric"] = {{"id", nc.id}, {"detail", nc.detail}};
   j["parity_mismatches"] = parity_mismatches >= 0 ? nlohmann::json(parity_mismatches) : nlohmann::json(nullptr);
   j["stripes"] = store_.layout().stripes();
   j["wall_s"] = now_seconds() - t_start_;
@@ -161,7 +163,8 @@ void Engine::print_summary(const std::string& state_hash) const {
   }
   for (const auto& [when, rate] : throughput(log_, cfg_.batch))
     std::printf("  throughput %-6s: %.0f samples/s over %.2f s\n", when.c_str(), rate.per_s(), rate.seconds);
-  std::printf("state_hash %s\n", state_hash.c_str());
+  const train::NumericConfig nc = be_->numeric();
+  std::printf("state_hash %s\nnumeric %s (%s)\n", state_hash.c_str(), nc.id.c_str(), nc.detail.c_str());
   if (!cfg_.report.empty()) std::printf("report: %s\n", cfg_.report.string().c_str());
   std::fflush(stdout);
 }

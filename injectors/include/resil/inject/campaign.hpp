@@ -96,6 +96,9 @@ struct CampaignConfig {
   std::string metric = "test_accuracy";
   bool higher_is_better = true;
   double tolerance = 0.01;             // absolute: critical SDC when worse than golden by more
+  // A trial whose summary names another numeric configuration ("numeric": {"id"}) than the golden
+  // run's differs from it for reasons no fault caused: the campaign stops (exit 7) unless this is set.
+  bool allow_numeric_mismatch = false;
   std::vector<int> load_failure_codes = {4, 7};
   std::vector<int> nan_codes = {6};
   // restore

@@ -25,7 +25,7 @@ struct TrainConfig {
   int batch = 64;                  // global batch (dp: split across ranks; mp: split into micro-batches)
   int micro_batches = 4;           // mp (GPipe)
   OptimizerConfig optimizer;
-  int threads = 1;                 // BLAS threads per rank (pinned: results depend on it)
+  int threads = 1;                 // CPU GEMM threads per rank (results do not depend on them)
   DeviceKind device = DeviceKind::cpu;        // the checkpoint records the resolved one (cpu | cuda)
   ReduceKind reduce = ReduceKind::automatic;  // dp gradients / mp activations; recorded resolved (host | nccl)
   std::string data;                // mlp/cnn: MNIST-format dir; dlrm: Criteo TSV file or "" (synthetic)
@@ -33,6 +33,9 @@ struct TrainConfig {
   std::uint64_t test_limit = 0;    // test samples kept (0 = all)
   std::uint64_t synthetic_samples = 20000;  // dlrm synthetic: training samples (test: a quarter)
   int ckpt_every = 1;              // epochs between checkpoints (the last epoch is always saved)
+  // The numeric configuration that computed the state (Backend::numeric): set by the run from its
+  // backend; read back from a checkpoint it is what the state was computed under.
+  std::string numeric_id, numeric_detail;
   std::filesystem::path ckpt_dir;
   std::filesystem::path metrics;   // JSONL, one record per epoch ("" = none)
   std::filesystem::path summary;   // JSON at the end ("" = none)
@@ -45,7 +48,8 @@ struct TrainConfig {
 struct Summary {
   std::string command = "train";
   std::string model, parallel;
-  std::string device;              // e.g. "cpu (openblas, 1 thread)", "cuda:0 (NVIDIA H100 ...)"
+  std::string device;              // e.g. "cpu (avx2 FMA, 1 thread)", "cuda:0 (NVIDIA H100 ...)"
+  std::string numeric_id, numeric_detail;  // the numeric configuration of this run (Backend::numeric)
   int world_size = 1;
   std::string mpi_wait;            // more than one rank: how they waited for MPI (poll_name)
   std::uint64_t seed = 0;
@@ -90,6 +94,7 @@ struct ResumeOverrides {
   std::filesystem::path ckpt_dir, metrics, summary;
   std::optional<std::string> data;
   std::optional<std::uint64_t> test_limit;
+  std::optional<int> threads;                  // CPU GEMM threads (they do not change the results)
 };
 /// Resume: config from the checkpoint's /meta, then overrides (mismatch -> MismatchError).
 Summary resume(const std::filesystem::path& from, const ResumeOverrides& o, const Comm& comm, const ProgressFn& progress = {},
