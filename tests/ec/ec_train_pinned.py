@@ -1,9 +1,11 @@
 #!/usr/bin/python3
-"""ec-train's results pinned to the values main produced before the protocol became a library
-(issue #16): every configuration below must end with exactly this state_hash and final loss.
-The refactor is proven bit-identical by these constants: never change them to make a run pass.
+"""ec-train's results pinned bit for bit: every configuration below (none / ec / ckpt, with and
+without failures, 3-6 ranks, synthetic and TSV data) must end with exactly this state_hash and
+final loss, in every environment of tests/support/numeric_variants.py (OPENBLAS_CORETYPE set to
+each kernel the CPU runs, resil's portable GEMM path). The values belong to numeric configuration
+cpu-fma-seqk-1 (docs/design/determinism.md): never change them to make a run pass.
 
-usage: ec_train_pinned.py EC_TRAIN MPIEXEC WORKDIR [--record] [--only NAME]
+usage: ec_train_pinned.py EC_TRAIN MPIEXEC WORKDIR [--variant NAME] [--record] [--only NAME[,NAME...]]
   --record   print the values of this binary as a PINNED table instead of checking
 """
 import json
@@ -14,6 +16,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ec_train_check import make_tsv  # noqa: E402  the same generator as ec_train_make_tsv
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from numeric_variants import variant  # noqa: E402
 
 SMALL = ["--tables", "4", "--rows", "600", "--dim", "8", "--batch", "48", "--rows-per-fragment", "4",
          "--rebuild-stripes", "20", "--seed", "11", "--steps", "20"]
@@ -33,21 +38,19 @@ CASES = {
 }
 
 PINNED = {
-    # name: (state_hash, final_loss), recorded with main's ec-train (00f4801) plus issue #15's
-    # command-line fixes (41d972d, which changed no computation: the same values).
-    "n3_none": ("a1eda019dba68e64", "0.692155917485555"),
-    "n4_ec_k2m1": ("0e9916288c14a24a", "0.692155917485555"),
-    "n4_ec_k2m1_fail": ("0e9916288c14a24a", "0.692155917485555"),
-    "n6_ec_k4m2_two": ("12c023f70eef7225", "0.692155917485555"),
-    "n5_ec_k3m2_twice": ("290f65a99103d11c", "0.6112862030665079"),
-    "n6_ckpt_fail": ("12c023f70eef7225", "0.692155917485555"),
-    "n4_ec_fallback": ("0e9916288c14a24a", "0.692155917485555"),
-    "n4_ec_lr": ("7cee6667b2b5d677", "0.6214610417683919"),
-    "n4_tsv_ec": ("c5b9122ff2e2b74a", "0.6707994937896729"),
+    "n3_none": ("e06b1a3d77bf2e85", "0.692155917485555"),
+    "n4_ec_k2m1": ("dff1258d1bb42d62", "0.692155917485555"),
+    "n4_ec_k2m1_fail": ("dff1258d1bb42d62", "0.692155917485555"),
+    "n6_ec_k4m2_two": ("a7900dfd995e1c53", "0.692155917485555"),
+    "n5_ec_k3m2_twice": ("9e3eeebc433b81da", "0.6112862030665079"),
+    "n6_ckpt_fail": ("a7900dfd995e1c53", "0.692155917485555"),
+    "n4_ec_fallback": ("dff1258d1bb42d62", "0.692155917485555"),
+    "n4_ec_lr": ("2034387f4ba76c45", "0.6214610417683919"),
+    "n4_tsv_ec": ("f23ad61b201a649c", "0.6707994937896729"),
 }
 
 
-def run(exe, mpiexec, work, name):
+def run(exe, mpiexec, work, name, env):
     n, extra = CASES[name]
     tsv = os.path.join(work, "pinned.tsv")
     extra = [tsv if a == "@TSV@" else a for a in extra]
@@ -67,33 +70,42 @@ def run(exe, mpiexec, work, name):
     ckpt = os.path.join(work, "ckpt_" + name)
     shutil.rmtree(ckpt, ignore_errors=True)
     cmd = [mpiexec, "-n", str(n), exe, *args, "--report", report, "--ckpt-dir", ckpt]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     if p.returncode != 0:
         sys.stdout.write(p.stdout + p.stderr)
         raise SystemExit(f"FAIL: {name}: exit {p.returncode}: {' '.join(cmd)}")
     with open(report) as f:
         r = json.load(f)
+    if r.get("numeric", {}).get("id") != "cpu-fma-seqk-1":
+        raise SystemExit(f"FAIL: {name}: the report names numeric configuration {r.get('numeric')}, not cpu-fma-seqk-1")
     return r["state_hash"], repr(r["final_loss"])
 
 
 def main():
     exe, mpiexec, work = sys.argv[1:4]
     record = "--record" in sys.argv
-    names = [sys.argv[sys.argv.index("--only") + 1]] if "--only" in sys.argv else list(CASES)
+    names = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else list(CASES)
+    vname = sys.argv[sys.argv.index("--variant") + 1] if "--variant" in sys.argv else "default"
+    v = variant(vname)
+    if isinstance(v, str):
+        print(f"skipped: variant {vname}: {v}")
+        return
+    env = v[0]
+    work = os.path.join(work, vname)
     os.makedirs(work, exist_ok=True)
     make_tsv([os.path.join(work, "pinned.tsv"), "400"])
     bad = 0
     for name in names:
-        got = run(exe, mpiexec, work, name)
+        got = run(exe, mpiexec, work, name, env)
         if record:
             print(f'    "{name}": ("{got[0]}", "{got[1]}"),')
             continue
-        want = PINNED[name]
+        want = PINNED.get(name, ("?", "?"))
         if got != want:
             bad += 1
-            print(f"FAIL: {name}: state_hash {got[0]} final_loss {got[1]}; pinned {want[0]} {want[1]}")
+            print(f"FAIL: {name} under {vname}: state_hash {got[0]} final_loss {got[1]}; pinned {want[0]} {want[1]}")
         else:
-            print(f"ok: {name}: state_hash {got[0]} final_loss {got[1]}")
+            print(f"ok: {name} under {vname}: state_hash {got[0]} final_loss {got[1]}")
     if bad:
         raise SystemExit(f"FAIL: {bad} of {len(names)} configurations differ from the pinned values")
 

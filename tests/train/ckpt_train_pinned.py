@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""ckpt-train's results pinned bit for bit: MLP, CNN and DLRM under --parallel none, dp and mp, a
+resume and an eval must give exactly these checkpoint digests and losses, in every environment of
+tests/support/numeric_variants.py (OPENBLAS_CORETYPE set to each kernel the CPU runs, resil's
+portable GEMM path, more threads). The values belong to numeric configuration cpu-fma-seqk-1
+(docs/design/determinism.md): a change of them is a change of every result users have.
+
+usage: ckpt_train_pinned.py CKPT_TRAIN MPIEXEC WORKDIR [--variant NAME] [--record] [--only CASE]
+  --record   print this binary's values as a PINNED table instead of checking
+"""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import h5py
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from numeric_variants import variant  # noqa: E402
+
+DATA = "/usr/share/datasets/fashion-mnist"
+COMMON = ["--seed", "7", "--limit", "1024", "--test-limit", "300", "--batch", "64", "--epochs", "1"]
+DLRM = ["--optimizer", "adagrad", "--lr", "0.05", "--synthetic-samples", "1024"]
+
+# name: (ranks, arguments after `train`)
+CASES = {
+    "mlp_none": (1, ["--model", "mlp", "--parallel", "none"]),
+    "mlp_dp2": (2, ["--model", "mlp", "--parallel", "dp"]),
+    "mlp_mp2": (2, ["--model", "mlp", "--parallel", "mp"]),
+    "cnn_none": (1, ["--model", "cnn", "--parallel", "none", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"]),
+    "cnn_dp2": (2, ["--model", "cnn", "--parallel", "dp"]),
+    "cnn_mp2": (2, ["--model", "cnn", "--parallel", "mp", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"]),
+    "dlrm_none": (1, ["--model", "dlrm", "--parallel", "none", *DLRM]),
+    "dlrm_dp2": (2, ["--model", "dlrm", "--parallel", "dp", *DLRM]),
+}
+# Derived cases: mlp_none's checkpoint resumed to a second epoch, and evaluated.
+DERIVED = ["mlp_none_resume", "mlp_none_eval"]
+
+PINNED = {
+    "mlp_none": ("ed832b6501a416ce", "1.8741945048095658"),
+    "mlp_none_resume": ("66c54121e764b7f6", "1.0991627483454067"),
+    "mlp_none_eval": ("0.5666666666666667", "1.3118156472345193"),
+    "mlp_dp2": ("861d395863dd2b7f", "1.874194499454461"),
+    "mlp_mp2": ("5de2e863d4875df1", "1.8741945033252705"),
+    "cnn_none": ("59f00e7e2d7837f7", "2.303125604055822"),
+    "cnn_dp2": ("3f2d58ceb21da74d", "2.0501343069481663"),
+    "cnn_mp2": ("1232b0fb458d4f95", "2.3031256042886525"),
+    "dlrm_none": ("23f75742d6559661", "0.6872922154434491"),
+    "dlrm_dp2": ("d93884898f5cac88", "0.6872922162219766"),
+}
+
+
+def digest(path):
+    """SHA-256 over every /model and /optimizer dataset (name, dtype, shape, bytes) of a checkpoint
+    file or mp manifest, in name order: what a run computed, nothing about when or where."""
+    files = [path]
+    if path.endswith(".manifest.json"):
+        with open(path) as f:
+            files = [os.path.join(os.path.dirname(path), s) for s in json.load(f)["shards"]]
+    items = {}
+    for fn in files:
+        with h5py.File(fn, "r") as h:
+            def visit(name, obj):
+                if isinstance(obj, h5py.Dataset) and name.split("/")[0] in ("model", "optimizer"):
+                    a = obj[()]
+                    items[name] = f"{name}|{a.dtype.str}|{a.shape}|".encode() + a.tobytes()
+            h.visititems(visit)
+    h = hashlib.sha256()
+    for k in sorted(items):
+        h.update(items[k])
+    return h.hexdigest()[:16]
+
+
+def run(cmd, env, what):
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        sys.stdout.write(p.stdout + p.stderr)
+        raise SystemExit(f"FAIL: {what}: exit {p.returncode}: {' '.join(cmd)}")
+    return p
+
+
+def summary(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def main():
+    exe, mpiexec, work = sys.argv[1:4]
+    record = "--record" in sys.argv
+    vname = sys.argv[sys.argv.index("--variant") + 1] if "--variant" in sys.argv else "default"
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    v = variant(vname)
+    if isinstance(v, str):
+        print(f"skipped: variant {vname}: {v}")
+        return
+    env, extra = v
+    work = os.path.join(work, vname)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    got = {}
+    for name, (ranks, args) in CASES.items():
+        if only and name != only and not (only in DERIVED and name == "mlp_none"):
+            continue
+        d = os.path.join(work, name)
+        launch = [exe] if ranks == 1 else [mpiexec, "-n", str(ranks), exe]
+        data = [] if "dlrm" in args else ["--data", DATA]  # dlrm: its synthetic click data
+        run([*launch, "train", *args, *COMMON, *extra, *data, "--ckpt-dir", d, "--summary", d + ".json"], env, name)
+        s = summary(d + ".json")
+        got[name] = (digest(s["last_checkpoint"]), repr(s["final_loss"]))
+        if s.get("numeric", {}).get("id") != "cpu-fma-seqk-1":
+            raise SystemExit(f"FAIL: {name}: the summary names numeric configuration {s.get('numeric')}, not cpu-fma-seqk-1")
+        if name == "mlp_none":
+            first = s["last_checkpoint"]
+            r = os.path.join(work, "mlp_none_resume")
+            run([exe, "resume", "--from", first, "--epochs", "2", *extra, "--ckpt-dir", r, "--summary", r + ".json"], env, "resume")
+            rs = summary(r + ".json")
+            got["mlp_none_resume"] = (digest(rs["last_checkpoint"]), repr(rs["final_loss"]))
+            e = os.path.join(work, "mlp_none_eval.json")
+            run([exe, "eval", "--from", first, "--data", DATA, "--test-limit", "300", "--summary", e], env, "eval")
+            es = summary(e)
+            got["mlp_none_eval"] = (repr(es["test_accuracy"]), repr(es["test_loss"]))
+    bad = 0
+    for name, value in got.items():
+        if only and name != only:
+            continue
+        if record:
+            print(f'    "{name}": ("{value[0]}", "{value[1]}"),')
+        elif PINNED.get(name) != value:
+            bad += 1
+            print(f"FAIL: {name} under {vname}: {value[0]} {value[1]}; pinned {PINNED.get(name)}")
+        else:
+            print(f"ok: {name} under {vname}: {value[0]} {value[1]}")
+    if bad:
+        raise SystemExit(f"FAIL: {bad} of {len(got)} results differ from the pinned values under variant {vname}")
+
+
+if __name__ == "__main__":
+    main()
