@@ -5,7 +5,7 @@
 # given), not from mpiexec's exit code. A deliberate end is not retried: a report of this attempt
 # with completed false (data loss, exit 8; preemption, 75) or a usage/input/mismatch error
 # (exit 2, 3, 4, 7). Each relaunch runs the same command, so ec-train finds the same job id and
-# its ranks' state segments (docs/ec-train.md, "Real failures"). Exit: ec-train's code of the last
+# its ranks' state segments (docs/design/ec-train-protocol.md, "Real failures"). Exit: ec-train's code of the last
 # attempt, 0 when completed, 1 when --max-restarts was used up; 126/127 (the launcher or ec-train
 # could not be run) is not retried either.
 set -u
