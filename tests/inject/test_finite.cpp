@@ -26,7 +26,7 @@ namespace {
 
 using WordOf = std::function<std::uint64_t(std::uint32_t target, std::uint64_t index)>;
 
-// The definition of docs/ckpt-flip.md "--finite", one candidate at a time: the first draw in the
+// The definition of docs/reference/ckpt-flip.md "--finite", one candidate at a time: the first draw in the
 // order of stream_finite, then each stratum's redraws one by one until it has its share. Finiteness
 // from word_to_double, not finite_word.
 Sampled sample_finite_reference(std::span<const Target> targets, const PlanOptions& opt, const WordOf& word) {

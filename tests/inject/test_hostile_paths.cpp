@@ -135,7 +135,7 @@ TEST_CASE("a flip log cut by a kill: nothing applied before its records are comp
   CHECK_FALSE(footer_cut.complete);
   CHECK_FALSE(cut(hdr + rec + rec2 + foot).cut_short);
   // Cut between two whole lines (a kill between two writes): fewer records than planned and no
-  // footer is a cut log too, whatever its last byte (docs/flip-log.md, "Cut logs").
+  // footer is a cut log too, whatever its last byte (docs/reference/flip-log.md, "Cut logs").
   CHECK(cut(hdr + rec).cut_before_records_complete());  // 1 of 2 records, lines whole
   CHECK(cut(hdr).cut_before_records_complete());
   CHECK_THROWS_AS(inject::parse_log(hdr + rec, "t"), CorruptInputError);

@@ -1,4 +1,4 @@
-// The state that outlives a process and start-up as recovery (docs/ec-train.md, "Real failures").
+// The state that outlives a process and start-up as recovery (docs/design/ec-train-protocol.md, "Real failures").
 //
 // Every rank keeps its store in its segment (segment.hpp) and commits once per step: ec at the
 // moment the step's parity deltas are applied everywhere (when the next step's first exchange
