@@ -338,7 +338,7 @@ private:
 
 // The formats a header's "file_format" may name (storage.hpp's format_names without "auto").
 // Not that table: storage.hpp includes HDF5's headers, and this parser is also built alone, without
-// HDF5, into the log fuzzer (tests/inject/fuzz; including it broke that build).
+// HDF5, into the log fuzzer (tests/inject/fuzz), which including it would break.
 bool known_file_format(std::string_view f) {
   for (const std::string_view name : {"hdf5", "torch", "safetensors", "npy", "npz"})
     if (f == name) return true;

@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$n" in ''|*[!0-9]*|0*) echo "ec-train-run.sh: error: -n RANKS is required, a positive number ($usage)" >&2; exit 2 ;; esac
-# At most 9 digits: a longer number is beyond what the shell compares (it relaunched without end).
+# At most 9 digits: a longer number is beyond what the shell compares (it would relaunch without end).
 case "$max" in ''|*[!0-9]*|??????????*) echo "ec-train-run.sh: error: --max-restarts takes a number 0..999999999" >&2; exit 2 ;; esac
 args=("$@")
 report=""

@@ -186,8 +186,8 @@ struct RunOptions {
   std::filesystem::path out;
   /// The configuration file, when the configuration came from one: an input like the checkpoint
   /// (never inside what the campaign writes), and the directory its relative paths were read from
-  /// (how a campaign.json of an earlier version, which stored them relative to the working
-  /// directory, is recognised as the same configuration).
+  /// (how a campaign.json that stores them relative to the working directory is recognised as
+  /// the same configuration).
   std::filesystem::path config;
   ShardSpec shard;
   std::optional<std::uint64_t> max_trials;  // stop after this many new trials (this invocation)
