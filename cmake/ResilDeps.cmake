@@ -1,4 +1,4 @@
-# Every dependency comes from Debian's packages (scripts/setup.sh); see docs/dependencies.md.
+# Every dependency comes from Debian's packages (scripts/setup.sh); see docs/reference/dependencies.md.
 # HDF5 is linked statically by default: Debian's shared libhdf5 needs ~30 more shared libraries
 # (curl, gnutls, krb5, ... for its S3 driver, which resil never uses), and loading them doubled
 # the start of every process (ckpt-flip --version 6.0 ms vs 2.9 ms), which injection campaigns pay

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Full Fashion-MNIST accuracy runs behind docs/training.md's quality targets (long on 2 cores):
+# Full Fashion-MNIST accuracy runs for ckpt-train's quality targets (long on 2 cores; the last run:
+# docs/results/2026-11-21-accuracy.md):
 #   MLP >= 88% and CNN >= 90% test accuracy within 10 epochs; DP with 4 ranks within 0.5 points of 1 rank.
 # Usage: scripts/accuracy.sh [BUILD_DIR] [OUT_DIR]   (BUILD_DIR default build, OUT_DIR default accuracy-runs)
 set -euo pipefail

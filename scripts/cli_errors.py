@@ -1,4 +1,4 @@
-"""One-line errors for resil's plotting scripts, with resil's exit codes (docs/exit-codes.md):
+"""One-line errors for resil's plotting scripts, with resil's exit codes (docs/reference/exit-codes.md):
 2 a bad command line, 3 a file that cannot be read or written, 4 an input that is not what it
 should be. No traceback reaches the user."""
 import json

@@ -93,7 +93,7 @@ sed -e 's/"model": "flip"/"model": "adjacent:2"/' -e 's/demo-mlp-eval/demo-mlp-e
 echo "== 9. report: classes and rates with Wilson / Clopper-Pearson intervals, reweighted to the fault space"
 "$bin/ckpt-flip" report "$out/campaign" --json "$out/campaign/report.json" --markdown "$out/campaign/report.md"
 
-echo "== 10. two-level SDC/DUE FIT: DRAM field-data fault model, no ECC (sources and assumptions: docs/fault-models.md)"
+echo "== 10. two-level SDC/DUE FIT: DRAM field-data fault model, no ECC (sources and assumptions: docs/reference/fault-models.md)"
 "$bin/ckpt-flip" fit --fault-model examples/fault-models/dram-field-noecc.json --seed 1 \
   --results "$out/campaign" --results "$out/campaign-adj2" --json "$out/fit.json"
 

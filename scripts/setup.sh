@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install everything resil needs from Debian 12's packages (root, idempotent).
-# Every package is justified in docs/dependencies.md.
+# Every package is justified in docs/reference/dependencies.md.
 set -euo pipefail
 
 packages=(

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The data-parallel vs model-parallel sensitivity study (docs/campaigns.md "The dp-vs-mp study").
+# The data-parallel vs model-parallel sensitivity study (docs/guide/campaigns.md, "The dp-vs-mp study").
 # Fashion-MNIST MLP and CNN, trained with dp (RANKS ranks) and with mp (RANKS pipeline stages). Per
 # (model, mode) one golden run of EPOCHS epochs with a checkpoint after every epoch; then resume
 # campaigns: each trial flips bits in one checkpoint, resumes it under mpiexec to the END of the golden
@@ -13,12 +13,12 @@
 # Writes $RESULTS/dp-vs-mp.md (tables, plots, Findings; scripts/study_dp_vs_mp_report.py), its PNGs and
 # $RESULTS/dp-vs-mp-results.jsonl.gz (every trial, slimmed); campaign data stays under $OUT.
 # Resumable: re-running with the same parameters reuses the golden runs and skips finished trials, so
-# kill it at any point (or run MODELS=mlp, then MODELS=cnn, in separate sessions) and start it again.
+# kill it at any point (or run MODELS=mlp, then MODELS=cnn, in separate invocations) and start it again.
 #
 # Usage: scripts/study_dp_vs_mp.sh [--full]
-# --full is 26 campaigns, 8,480 trials: about 24 h on the 2-core development machine, 1.5-3 h on 16
-# cores with JOBS=4; docs/campaigns.md ("The dp-vs-mp study") splits it into pieces of 2-9 h.
-# Parameters (environment): small default (about a minute on 2 cores) / --full (issue 21's sizes)
+# --full is 26 campaigns, 8,480 trials: 8.8 h on the 2-core development machine (docs/results/dp-vs-mp.md);
+# use JOBS=4 on 16 cores; docs/guide/campaigns.md ("The dp-vs-mp study") splits it into pieces.
+# Parameters (environment): small default (about a minute on 2 cores) / --full
 #   MODELS            mlp / "mlp cnn"         MODES       "dp mp"       RANKS  4
 #   EPOCHS            3 / 3 (golden epochs; trials resume to EPOCHS)
 #   MLP_TRAIN         "--limit 512 --batch 64" / "--limit 40000 --batch 256 --lr 3e-3 --lr-decay 0.5"
@@ -84,8 +84,8 @@ trap record_wall EXIT
 # The 1-minute load average as this invocation starts (before its own processes): other work on the
 # machine, which the report states (a loaded machine slows trials; hangs are judged by the timeout).
 awk '{print $1}' /proc/loadavg >> "$out/start-load"
-# name model mode role point flips strata dir, one line per campaign ever run in $out (sessions that run
-# other MODELS/MODES add theirs): what the report reads.
+# name model mode role point flips strata dir, one line per campaign ever run in $out (invocations that
+# run other MODELS/MODES add theirs): what the report reads.
 campaigns=$out/campaigns.tsv
 touch "$campaigns"
 

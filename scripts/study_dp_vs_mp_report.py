@@ -21,7 +21,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 HARMFUL = ("critical_sdc", "load_failure", "hang", "crash", "nan_at_load", "nan_later")  # critical SDC or DUE
 DUE = ("load_failure", "hang", "crash", "nan_at_load", "nan_later")
-FULL_FIELD_TRIALS, FULL_BIT_TRIALS = 300, 640  # issue 21: 100 per field; 20 per bit position
+FULL_FIELD_TRIALS, FULL_BIT_TRIALS = 300, 640  # --full: 100 per field; 20 per bit position
 MIN_N, MIN_BIT_N = 100, 20  # fewer trials than this on a side of a comparison: no verdict (the intervals say nothing)
 EXP_MSB = 30  # f32: bit 31 sign, 30..23 exponent (30 its most significant bit), 22..0 mantissa
 SIGN_BIT = 31
@@ -234,7 +234,7 @@ def main(argv):
           f"seed {params['seed']}; `ckpt-flip campaign --jobs {params['jobs']}`. "
           f"Wall time of the run(s) that wrote this file: {secs} s ({secs / 3600:.2f} h, summed over {len(open(os.path.join(out, 'wall-seconds')).read().split())} "
           f"invocation(s)) on {os.cpu_count()} cores ({cpu}){machine_load(out)}.", ""]
-    # Below issue 21's sizes: say so first, from the records themselves.
+    # Below --full's sizes: say so first, from the records themselves.
     short = [f"{c['name']} ({len(c['recs'])})" for c in camps
              if len(c["recs"]) < (FULL_FIELD_TRIALS if c["strata"] == "field" else FULL_BIT_TRIALS)]
     have = {c["name"] for c in camps}
@@ -249,7 +249,7 @@ def main(argv):
                          f"{', '.join(missing[:8])}{f' and {len(missing) - 8} more' if len(missing) > 8 else ''}")
         L += ["**Partial run, not the study's full grid:** " + "; ".join(parts) +
               ". Intervals and verdicts below are only what these trials support. The full study is "
-              "`scripts/study_dp_vs_mp.sh --full` (docs/campaigns.md, \"The dp-vs-mp study\").", ""]
+              "`scripts/study_dp_vs_mp.sh --full` (docs/guide/campaigns.md, \"The dp-vs-mp study\").", ""]
     L += ["Outcomes are classified against the golden resume of the same checkpoint: **critical SDC** = test accuracy more than 1 "
           "point below golden, **SDC** = any change of the test accuracy (critical or not), **DUE** = load failure, crash, hang or "
           "NaN/Inf. Intervals: 95% Clopper-Pearson. Field campaigns allocate trials equally to sign / exponent / mantissa (each "
@@ -330,8 +330,8 @@ def main(argv):
 
     # Findings.
     L += ["## Findings", "",
-          "Each claim of the seed studies (Rojas, Pérez, Meneses et al.: CLUSTER 2021, SBAC-PAD 2022, JPDC 2024) as the issue states "
-          "it, resil's numbers, and a verdict computed by the rules given with each. Differences are tested with the two-sided Fisher "
+          "Each claim of the seed studies (Rojas, Pérez, Meneses et al.: CLUSTER 2021, SBAC-PAD 2022, JPDC 2024), "
+          "resil's numbers, and a verdict computed by the rules given with each. Differences are tested with the two-sided Fisher "
           "exact test (a two-proportion test exact for small counts) at 5%, without correction for the number of comparisons "
           "(read isolated p-values near 0.05 accordingly); the intervals are 95% Clopper-Pearson. *Harmful* = critical SDC or DUE.", ""]
 
@@ -488,7 +488,7 @@ def main(argv):
                 when.add(grp, p, diff)
                 L.append(f"- {c['model']} {c['mode']} {c['role']}, {c['flips']} flip(s), {grp}: {line}.")
     if when.t:
-        # Not one of the issue's claims (the seed studies vary the injection time as part of their
+        # Not one of the seed studies' claims (they vary the injection time as part of their
         # setup): a result, computed by the same rule as claim 3.
         res = (f"Result (rule as for claim 3: the paired test significant at 5% in a pair of campaigns): harmful outcomes differ "
                f"between an early and a late injection {when.said('harmful')}; any SDC differs {when.said('SDC')}.")

@@ -18,7 +18,7 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
       "  ckpt-flip campaign study.json --out res --max-trials 10      # a slice now; a re-run skips finished trials\n"
       "  ckpt-flip campaign study.json --out res --jobs 1             # one trial at a time (default: one per allocated CPU)\n"
       "  ckpt-flip report res --json res/report.json --markdown res/report.md\n"
-      "Config (JSON, docs/campaigns.md): checkpoint (HDF5, torch.save, safetensors, .npy/.npz, mp manifest), format, keep_crc,\n"
+      "Config (JSON, docs/reference/campaign.md): checkpoint (HDF5, torch.save, safetensors, .npy/.npz, mp manifest), format, keep_crc,\n"
       "command with {ckpt} {out} {dir} {trial} {seed}, trials, seed,\n"
       "timeout_s, inject{flips, model, role, bits, include, exclude, strata}, metric, tolerance, restore revert|copy,\n"
       "mode command|worker (worker: a resident `ckpt-train serve` per job forks each trial; same results, less overhead).\n"

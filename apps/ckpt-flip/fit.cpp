@@ -26,7 +26,7 @@ CLI::App* setup_fit(CLI::App& app, FitOptions& o) {
       "unmeasured patterns give [0, 1] bounds. Output next to it: what the low-level model alone and the single-bit\n"
       "campaign alone would say. Uncertainty: conservative bounds (interval arithmetic) and a seeded Monte Carlo\n"
       "propagation (raw rate log-uniform over its range, Jeffreys posteriors of P(outcome | pattern), Dirichlet\n"
-      "pattern mix when the model gives counts): median and 2.5/97.5 percentiles. See docs/fault-models.md.");
+      "pattern mix when the model gives counts): median and 2.5/97.5 percentiles. See docs/reference/fault-models.md.");
   c->add_option("--fault-model", o.fault_model, "fault model JSON (raw FIT/Mbit, exposure, ECC, patterns)")->required();
   c->add_option("--results", o.results, "campaign directory (repeatable; one per pattern's fault model)")->required()->check(app::NonEmptyPath());
   c->add_option("--mbit", o.mbit, "exposed memory in Mbit (2^20 bits); default: the fault model's, else the campaign's fault space")->check(app::Real(0.0, 1e15));

@@ -22,6 +22,7 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
   c->footer(
       "Examples:\n"
       "  ckpt-flip inject ckpt.h5 -o bad.h5 --seed 7 --flips 1 --log flips.jsonl\n"
+      "  ckpt-flip inject model.pt -o bad.pt --seed 7 --flips 1 --log flips.jsonl      (torch.save; safetensors, .npy, .npz alike)\n"
       "  ckpt-flip inject ckpt.h5 -o bad.h5 --seed 7 --ber 1e-9 --role model --log flips.jsonl\n"
       "  ckpt-flip inject model.h5 --in-place --seed 3 --flips 10 --bits exponent --include '*.weight' --log f.jsonl\n"
       "  ckpt-flip inject ckpt.h5 -o bad.h5 --seed 1 --flips 64 --stratify bits --model adjacent:2 --log f.jsonl\n"
@@ -53,7 +54,7 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
   add_keep_crc_option(*c, o.keep_crc);
   c->add_flag("--finite", o.finite,
               "redraw a site whose fault would leave a float NaN or Inf (the log's header counts the rejected draws; "
-              "rates are then conditional on a finite outcome: docs/ckpt-flip.md)");
+              "rates are then conditional on a finite outcome: docs/guide/ckpt-flip.md)");
   c->add_flag("--raw", o.raw, "flip bits anywhere in the file's bytes (HDF5 metadata included)");
   c->add_flag("--no-hash", o.no_hash, "skip the SHA-256 of input and output (logged as empty)");
   c->add_flag("--no-sync", o.no_sync,

@@ -1,4 +1,5 @@
-// ckpt-flip: precise, fast, reproducible bit flips in HDF5 checkpoints (docs/ckpt-flip.md).
+// ckpt-flip: precise, fast, reproducible bit flips in checkpoint files: HDF5, torch.save, safetensors,
+// NumPy (docs/guide/ckpt-flip.md).
 #include "commands.hpp"
 
 #include "resil/app/main.hpp"
@@ -6,8 +7,10 @@
 
 int main(int argc, char** argv) {
   using namespace resil::app::ckpt_flip;
-  CLI::App app{"ckpt-flip: flip bits in HDF5 checkpoints in their stored width, reproducibly, with an exact undo.\n"
-               "Bit 0 is the least significant bit of the stored word. See docs/ckpt-flip.md."};
+  CLI::App app{"ckpt-flip: flip bits in checkpoint files (HDF5, torch.save .pt, safetensors, NumPy .npy/.npz; told by\n"
+               "their content) in their stored width, reproducibly, with an exact undo; find damage, compare files,\n"
+               "and run fault-injection campaigns with statistics.\n"
+               "Bit 0 is the least significant bit of the stored word. See docs/guide/ckpt-flip.md."};
   app.set_version_flag("--version", std::string("ckpt-flip ") + resil::version);
   app.require_subcommand(1);
   InspectOptions inspect;

@@ -11,7 +11,7 @@ namespace resil::app::ckpt_flip {
 
 void add_format_option(CLI::App& c, inject::Format& format) {
   add_choice(c, "--format", format, inject::format_names,
-             "the file format (default auto: detected from the content, never from the name; docs/ckpt-flip.md)");
+             "the file format (default auto: detected from the content, never from the name; docs/reference/ckpt-flip.md)");
 }
 
 void add_keep_crc_option(CLI::App& c, bool& keep_crc) {

@@ -102,7 +102,7 @@ int run_report(const ReportOptions& o) {
   namespace stdfs = std::filesystem;
   require_report_outputs_apart({{"--json", o.json, true}, {"--markdown", o.markdown, true}, {"--records", o.records, true}}, {o.dir});
   if (!o.markdown.empty() && !o.no_plots) {
-    // A script the user named must be there (it was skipped without a word); the default one may
+    // A script the user named must be there (never skipped without a word); the default one may
     // be absent (an install without the source tree): a warning below.
     if (!o.plot_script.empty()) ckpt::fs::require_input_file(o.plot_script, "--plot-script");
     // The plots go beside the markdown as plot-*.png: an output of that name there would be replaced.

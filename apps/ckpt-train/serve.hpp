@@ -1,4 +1,4 @@
-// ckpt-train serve: the resident trial worker of campaigns ("mode": "worker", docs/campaigns.md).
+// ckpt-train serve: the resident trial worker of campaigns ("mode": "worker", docs/design/campaigns.md).
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -29,7 +29,7 @@ namespace resil::app::ckpt_train {
 void setup_serve(CLI::App& app, ServeOptions& o) {
   app.add_option("--preload", o.preload, "checkpoint whose configuration names the dataset to keep decoded (the campaign's golden one)");
   app.add_option("--data", o.data, "dataset directory to keep decoded instead of the checkpoint's");
-  app.footer("Started by `ckpt-flip campaign` for a configuration with \"mode\": \"worker\"; stdin is its socket (docs/campaigns.md).");
+  app.footer("Started by `ckpt-flip campaign` for a configuration with \"mode\": \"worker\"; stdin is its socket (docs/guide/campaigns.md).");
 }
 
 namespace {

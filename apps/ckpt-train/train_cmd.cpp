@@ -70,7 +70,7 @@ void setup_train(CLI::App& app, TrainOptions& o) {
 
 int run_train(const TrainOptions& o, const resil::train::Comm& comm) {
   resil::train::TrainConfig cfg = o.cfg;
-  // Per-model recipes measured for docs/training.md's quality targets: a decaying rate lets the
+  // Per-model recipes that meet the quality targets (docs/results/2026-11-21-accuracy.md): a decaying rate lets the
   // classifiers settle (the cnn starts higher); DLRM's Adagrad already shrinks its steps.
   cfg.optimizer.lr = o.lr.value_or(cfg.model == ModelKind::cnn ? 2e-3f : 1e-3f);
   cfg.optimizer.lr_decay = o.lr_decay.value_or(cfg.model == ModelKind::dlrm ? 1.0f : cfg.model == ModelKind::cnn ? 0.8f : 0.75f);

@@ -118,9 +118,9 @@ void setup(CLI::App& app, Options& o) {
 }
 
 // The paths this run writes, checked before any training (rank 0, for the job): the report must be
-// a regular file or new, in an existing directory (renamed onto /dev/null as root it replaced the
-// device), neither an input nor a checkpoint's name inside --ckpt-dir (a manifest's: it replaced
-// one). Found only at the end, a bad --report cost the whole run.
+// a regular file or new, in an existing directory (renamed onto /dev/null as root it would replace
+// the device), neither an input nor a checkpoint's name inside --ckpt-dir (a manifest's: it would
+// replace one). Found only at the end, a bad --report would cost the whole run.
 void check_paths(const Options& o) {
   namespace fs = ckpt::fs;
   const auto& c = o.cfg;

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Campaign throughput (docs/performance.md, issue #20): the demo's eval campaign (ckpt-train eval
+"""Campaign throughput (docs/performance.md): the demo's eval campaign (ckpt-train eval
 on 2,000 test samples) and a 1-epoch resume campaign (12,000 training samples), the same trials, run
 (a) "mode": "command", --jobs 1; (b) "mode": "worker", --jobs 1; (c) worker, --jobs = cores; and
 (d) the seed study's way: one Python process per trial, element-wise flip with h5py, PyTorch.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Real deaths, ec vs checkpoints, by embedding state size (issue #17; CTest bench_ec_kill, label
+"""Real deaths, ec vs checkpoints, by embedding state size (CTest bench_ec_kill, label
 perf). For each size, through scripts/hpc/ec-train-run.sh (the launcher that relaunches):
 
   pairs  --reps failure-free pairs of --ft none and --ft ec runs (order alternating): the

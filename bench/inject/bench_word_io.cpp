@@ -6,7 +6,7 @@
 //   pread+mapping   pread, then stores through the mapping, unmapped at the end
 //   pread+release   pread, then stores through the mapping in two processes (a forked child takes
 //                   the upper half), each 2 MiB region unmapped (MADV_DONTNEED) right after its
-//                   last store: ckpt-flip's mapped word I/O since the fifth session
+//                   last store (ckpt-flip stores on one thread: docs/design/ckpt-flip-io.md)
 // Prints, per way, the read / write / munmap seconds and the total. bench_inject.py runs it on its
 // own contiguous files right after ckpt-flip, so the tool's time can be read against the floor the
 // page cache sets (ext4 with large folios: the first write to a page walks its folio's buffer heads).

@@ -1,5 +1,5 @@
 """The PyTorch reference networks the training benchmarks compare ckpt-train against, defined once:
-the same layers as ckpt-train's models (docs/training.md). Imports torch, so import this module only
+the same layers as ckpt-train's models (docs/guide/ckpt-train.md). Imports torch, so import this module only
 after checking that torch is there."""
 import numpy as np
 import torch

@@ -92,11 +92,11 @@ IdxArray read_idx_prefix(const std::filesystem::path& p, std::size_t max_items, 
     total = total / a.dims[0] * max_items;
     a.dims[0] = static_cast<std::uint32_t>(max_items);
   }
-  // The header alone must not set memory use (a 7.8 KB file claiming 2,000,000 images allocated
-  // and zeroed 1.5 GB before its payload was found short): the payload is read in chunks of at
-  // most 64 MiB, so memory follows the bytes the stream really holds (the vector grows
-  // geometrically: at most twice them plus a chunk). Fashion-MNIST's 47 MB training images are one
-  // chunk, read as before.
+  // The header alone must not set memory use (a 7.8 KB file claiming 2,000,000 images would make a
+  // reader that trusts it allocate and zero 1.5 GB before its payload is found short): the payload
+  // is read in chunks of at most 64 MiB, so memory follows the bytes the stream really holds (the
+  // vector grows geometrically: at most twice them plus a chunk). Fashion-MNIST's 47 MB training
+  // images are one chunk.
   constexpr std::uint64_t chunk = std::uint64_t{64} << 20;
   const std::size_t start = r.offset();
   std::size_t got = 0;

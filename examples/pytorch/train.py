@@ -6,7 +6,7 @@ A small CNN with BatchNorm, trained with Adam on Fashion-MNIST read from Debian'
 checkpoints and summaries. The checkpoint is a torch.save file in the common layout
 {"model": state_dict, "optimizer": state_dict, "epoch": completed epochs, "seed": s, "args": {...}}.
 
-Exit codes follow resil's (docs/exit-codes.md), so a campaign's defaults classify them:
+Exit codes follow resil's (docs/reference/exit-codes.md), so a campaign's defaults classify them:
   0 ok, 1 internal, 2 usage, 3 io (missing/unwritable file),
   4 the checkpoint (or a data file) cannot be read (torch.load fails, damaged IDX file),
   6 NaN/Inf in the training loss, the test loss or the weights,
@@ -38,7 +38,7 @@ EPILOG = """examples:
   train.py eval --from golden.pt --test-limit 1000 --out eval.json
 
 exit codes: 0 ok, 2 usage, 3 io, 4 checkpoint or data unreadable, 6 NaN/Inf, 7 checkpoint
-does not fit the model (docs/exit-codes.md). --out is written for every outcome but 2.
+does not fit the model (docs/reference/exit-codes.md). --out is written for every outcome but 2.
 """
 
 

@@ -155,7 +155,7 @@ void check_width(Storage& wf, const std::string& file, const std::string& datase
 // Datasets whose elements live in external raw files (HDF5 external storage) are never edited:
 // those files are not part of the HDF5 file, so an -o copy would share them with its input (HDF5
 // writes them through, wherever it resolves their names) and an in-place edit could be neither
-// staged nor undone by a rename. Refused before any byte changes (docs/ckpt-flip.md).
+// staged nor undone by a rename. Refused before any byte changes (docs/design/ckpt-flip-io.md).
 void refuse_external_storage(Storage& wf, const Chains& chains) {
   for (const auto& c : chains)
     if (const auto why = wf.unwritable(*c.dataset); !why.empty())
@@ -167,7 +167,7 @@ void refuse_external_storage(Storage& wf, const Chains& chains) {
 // changes a word that only HDF5 can write (then the edit is staged: a copy is edited and renamed
 // over the file, all or nothing). If not, every other word is checked against its chain here too,
 // so that a mismatch (exit 7) leaves the file as it was rather than with the datasets before it
-// already changed (docs/exit-codes.md). That is one more read of the touched words only: words
+// already changed (docs/reference/exit-codes.md). That is one more read of the touched words only: words
 // read with pread are kept by the storage, the others are loads from its mapping.
 bool needs_staging(Storage& wf, const Chains& chains, Direction dir, bool force) {
   // The first word that would change decides: stop reading (and decompressing) there. The staged

@@ -83,8 +83,8 @@ json golden_identity(const CkptFiles& g) {
 
 /// The configuration `old_cfg` (OUT/campaign.json's) with each path that names the same file as
 /// `new_cfg`'s spelled as there: the same file through another working directory or a link is the
-/// same configuration. A relative path is from a campaign.json of an earlier version, relative to
-/// the working directory of its run: tried from this one's and from the configuration file's
+/// same configuration. A relative path (a campaign.json that records paths relative to the
+/// working directory of its run) is tried from this one's and from the configuration file's
 /// directory (`config_dir`, where a campaign is most often started).
 json with_paths_of(json old_cfg, const json& new_cfg, const stdfs::path& config_dir) {
   if (!old_cfg.is_object()) return old_cfg;
@@ -153,7 +153,7 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
   require_regular_or_absent(o.out / "campaign.json");
   // The identity every record carries is that of the configuration campaign.json holds, as it holds
   // it (read_results checks records against it): a campaign.json kept below may spell the paths as
-  // an earlier run, or an earlier version, did.
+  // another run did (another working directory, or relative paths).
   json recorded_cfg = meta_full["config"];
   if (auto old = read_json_file(o.out / "campaign.json")) {
     json new_cfg = meta_full["config"];

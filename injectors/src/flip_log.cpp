@@ -279,7 +279,7 @@ FlipRecord parse_record(const json& j, bool raw, const std::string& where) {
 
 // What the records so far say about the words they touch, to check each record against the ones
 // before it: a hand-edited log (records reordered, duplicated, or one replaced) would otherwise be
-// reverted or replayed in part and reported as done (docs/flip-log.md).
+// reverted or replayed in part and reported as done (docs/reference/flip-log.md).
 class RecordChecks {
 public:
   void add(const FlipRecord& r, const std::string& where) {
@@ -338,7 +338,7 @@ private:
 
 // The formats a header's "file_format" may name (storage.hpp's format_names without "auto").
 // Not that table: storage.hpp includes HDF5's headers, and this parser is also built alone, without
-// HDF5, into the log fuzzer (tests/inject/fuzz; including it broke that build).
+// HDF5, into the log fuzzer (tests/inject/fuzz), which including it would break.
 bool known_file_format(std::string_view f) {
   for (const std::string_view name : {"hdf5", "torch", "safetensors", "npy", "npz"})
     if (f == name) return true;
@@ -480,7 +480,7 @@ void LogWriter::line(const std::string& json_line) {
 
 void LogWriter::records(std::span<const FlipRecord> records) {
   // Two threads from a few thousand records on: formatting is a visible share of an in-place
-  // injection's time (docs/performance.md, "Word I/O"). The halves are joined in order, so the text
+  // injection's time (docs/design/ckpt-flip-io.md, "Word I/O"). The halves are joined in order, so the text
   // is the same.
   // Batches of 64 Ki records (~16 MB of text) keep the buffer bounded for --ber runs with millions.
   constexpr std::size_t two_threads_from = 4096, batch = std::size_t{1} << 16;

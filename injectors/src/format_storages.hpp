@@ -1,6 +1,6 @@
 // The adapters built on ExtentStorage, opened by open_storage (storage.cpp): one file each
-// (safetensors_storage.cpp, numpy_storage.cpp, torch_storage.cpp). docs/ckpt-flip.md, "Storage
-// layer: formats", gives each one's fault space and limits.
+// (safetensors_storage.cpp, numpy_storage.cpp, torch_storage.cpp). docs/reference/ckpt-flip.md,
+// "Fault space per format", gives each one's fault space and limits.
 #pragma once
 
 #include <memory>

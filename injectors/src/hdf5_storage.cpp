@@ -63,7 +63,7 @@ std::vector<Extent> WordFile::extents(const std::string& dataset) {
 }
 
 // External raw data files are not part of the HDF5 file: an -o copy would share them with its
-// input and an in-place edit could be neither staged nor undone by a rename (docs/ckpt-flip.md).
+// input and an in-place edit could be neither staged nor undone by a rename (docs/design/ckpt-flip-io.md).
 std::string WordFile::unwritable(const std::string& dataset) {
   const auto d = h5::open_dataset(file_, dataset, path_, false);
   const auto ext = ckpt::external_files(d);

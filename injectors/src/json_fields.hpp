@@ -35,7 +35,7 @@ public:
   void only(std::initializer_list<const char*> known) const {
     for (const auto& [k, v] : j_.items())
       if (std::none_of(known.begin(), known.end(), [&](const char* n) { return k == n; }))
-        throw UsageError(source_ + ": unknown key '" + prefix_ + k + "' (see docs/campaigns.md)");
+        throw UsageError(source_ + ": unknown key '" + prefix_ + k + "' (see docs/reference/campaign.md)");
   }
   const json* find(const char* key) const {
     const auto it = j_.find(key);

@@ -16,7 +16,7 @@ bool is_counter(const ckpt::DatasetInfo& d) {
 }
 
 bool flippable(const ckpt::DatasetInfo& d) {
-  // Virtual and external-storage data live in other files: never edited (docs/ckpt-flip.md).
+  // Virtual and external-storage data live in other files: never edited (docs/design/ckpt-flip-io.md).
   if (!d.dtype || d.layout == ckpt::Layout::virtual_ || !d.external.empty() || d.numel() == 0) return false;
   // A contiguous dataset never written has no storage: a fault in it makes HDF5 allocate and fill
   // all of it (10^11 f64: 800 GB for one flip). Chunks are allocated one at a time instead.

@@ -1,6 +1,6 @@
 // torch.save zip archives. The fault space is storage bytes: each storage (zip member
 // `<archive>/data/<key>`) is one tensor, whole, however many tensors view it and however much of
-// it they view (docs/ckpt-flip.md, "torch.save: storages"). It is named after the first tensor that
+// it they view (docs/design/storage-layer.md, "torch.save: the fault space is the storages"). It is named after the first tensor that
 // views it in pickle (dict) order, the other viewers' names are its aliases; its shape is that
 // tensor's when it views all of the storage contiguously from offset 0, else the storage's element
 // count (flat indices are always element offsets in the storage). Role: the first viewer's.

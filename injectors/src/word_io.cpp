@@ -69,7 +69,7 @@ void pwrite_all(int fd, const void* buf, std::size_t n, std::uint64_t off, const
 // (512 per 2 MiB folio). Each store region (2 MiB, aligned in the file) is released with
 // MADV_DONTNEED as soon as a store goes to another region (stores go in file order), while those
 // buffer heads are still in the CPU's cache, instead of by the munmap at close() (which finds them
-// evicted when thousands of folios were touched; docs/performance.md, "Word I/O"). The last
+// evicted when thousands of folios were touched; docs/design/ckpt-flip-io.md, "Word I/O"). The last
 // region stored into stays mapped across blocks and edits (small chunks and tensors share regions).
 constexpr unsigned store_region_shift = 21;
 constexpr std::uint64_t no_region = ~std::uint64_t{0};
@@ -142,7 +142,7 @@ RawWords::Way RawWords::way_for(std::uint64_t words, std::uint64_t first, std::u
   // Sparse words are read with pread even when they are written through the mapping: a read fault
   // maps (and munmap later unmaps) 16 pages around each word, and a store into a page that is not
   // mapped yet costs no more than one into a page mapped read-only (measured with bench_word_io:
-  // docs/performance.md, "Word I/O").
+  // docs/design/ckpt-flip-io.md, "Word I/O").
   w.map_reads = w.map && (end - first) / 4096 <= sparse_pages_per_word * words;
   return w;
 }
@@ -190,7 +190,7 @@ void RawWords::edit(const Way& way, std::uint64_t addr, std::span<const std::uin
   // Write word by word, each all-or-nothing whenever the process dies: one store instruction into
   // the mapping (sizes 1, 2, 4, 8), else one pwrite. One thread, in file order: releasing a region
   // flushes the TLB of every CPU running the process, so a second thread storing alongside was no
-  // faster (docs/performance.md, "Word I/O").
+  // faster (docs/design/ckpt-flip-io.md, "Word I/O").
   const bool stores = way.map && (size == 1 || size == 2 || size == 4 || size == 8);
   std::byte w[8];
   for (std::size_t k = 0; k < n; ++k) {

@@ -2,7 +2,7 @@
 // members are edited in place (ExtentStorage); finish() then updates the CRC-32 of each touched
 // member in its local header (or data descriptor) and in the central directory, from the changed
 // bytes alone (formats::crc32_patch: cost proportional to the change, not to the member), unless
-// keep_crc() asks to leave the old CRCs (docs/ckpt-flip.md, "--keep-crc").
+// keep_crc() asks to leave the old CRCs (docs/design/storage-layer.md, "Zip CRC-32").
 #pragma once
 
 #include <cstdint>

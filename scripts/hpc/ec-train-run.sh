@@ -5,7 +5,7 @@
 # given), not from mpiexec's exit code. A deliberate end is not retried: a report of this attempt
 # with completed false (data loss, exit 8; preemption, 75) or a usage/input/mismatch error
 # (exit 2, 3, 4, 7). Each relaunch runs the same command, so ec-train finds the same job id and
-# its ranks' state segments (docs/ec-train.md, "Real failures"). Exit: ec-train's code of the last
+# its ranks' state segments (docs/design/ec-train-protocol.md, "Real failures"). Exit: ec-train's code of the last
 # attempt, 0 when completed, 1 when --max-restarts was used up; 126/127 (the launcher or ec-train
 # could not be run) is not retried either.
 set -u
@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$n" in ''|*[!0-9]*|0*) echo "ec-train-run.sh: error: -n RANKS is required, a positive number ($usage)" >&2; exit 2 ;; esac
-# At most 9 digits: a longer number is beyond what the shell compares (it relaunched without end).
+# At most 9 digits: a longer number is beyond what the shell compares (it would relaunch without end).
 case "$max" in ''|*[!0-9]*|??????????*) echo "ec-train-run.sh: error: --max-restarts takes a number 0..999999999" >&2; exit 2 ;; esac
 args=("$@")
 report=""

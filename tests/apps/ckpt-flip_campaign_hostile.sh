@@ -1,5 +1,5 @@
 #!/bin/bash
-# ckpt-flip campaign / report / fit against hostile input (issue #15): numeric configuration fields
+# ckpt-flip campaign / report / fit against hostile input: numeric configuration fields
 # at and past their limits, wrong JSON types, planned trials far beyond memory, trial commands that
 # truncate, delete or replace {ckpt}, kill -9 of the campaign while a trial runs, inputs inside the
 # output directory, results files that are directories, FIFOs or hold foreign records (another
@@ -60,7 +60,7 @@ check_bad "inject.role" '"inject": {"role": 3}'
 check_bad name '"name": 7'
 check_bad "golden.final_checkpoint needs golden.summary" '"golden": {"final_checkpoint": "x.h5"}'
 
-# 2. Far more planned trials than memory: -5 used to wrap to 2^64 - 5 and 1e15 to be listed up
+# 2. Far more planned trials than memory: -5 must not wrap to 2^64 - 5, nor 1e15 be listed up
 #    front (7-8 GB within seconds). 1e15 planned trials with --max-trials 3 run 3 trials in bounded
 #    memory (the address space is capped at 2 GiB here).
 config "$T/huge.json" '"trials": 1e15'
@@ -204,8 +204,8 @@ for m in nan -3 inf; do
   expect_err 2 "--mbit" "$FLIP" fit --fault-model "$T/fm-ok.json" --results "$T/rec" --mbit "$m" --draws 100
 done
 
-# 11. report and fit outputs over their own inputs (they replaced campaign.json, a results file, the
-#     fault model), two outputs on one file, a .jsonl written into results/ (read back as records):
+# 11. report and fit outputs over their own inputs (they would replace campaign.json, a results file,
+#     the fault model), two outputs on one file, a .jsonl written into results/ (read back as records):
 #     exit 2 naming the option, every input unchanged.
 cp "$T/rec/campaign.json" "$T/rec.campaign"
 sums() { for f in "$T/rec/campaign.json" "$T/rec/golden.json" "$R" "$T/fm-ok.json"; do sha "$f"; done; }
@@ -378,7 +378,7 @@ expect_err 3 "$T/pf" "$FLIP" plan "$T/pf.json"
 # 22. A campaign continued from another working directory, its configuration given by a relative
 #     or an absolute path: the paths in it are relative to the configuration file, so it is the
 #     same configuration (refused as "another configuration" when campaign.json held them relative
-#     to the first run's working directory). So is a campaign.json of an earlier version, written
+#     to the first run's working directory). So is a campaign.json holding relative paths, written
 #     by a run in the configuration's directory; its records keep its identity.
 mkdir -p "$T/cwd/A" "$T/cwd/B"
 cp "$T/g.h5" "$T/cwd/A/golden.h5"
@@ -404,7 +404,7 @@ import json, sys, glob
 d = sys.argv[1]
 c = json.load(open(d + "/campaign.json"))
 assert c["config"]["checkpoint"].startswith("/"), c["config"]["checkpoint"]
-c["config"]["checkpoint"] = "golden.h5"  # as an earlier version wrote it, run in A
+c["config"]["checkpoint"] = "golden.h5"  # a relative path, as written by a run in A
 json.dump(c, open(d + "/campaign.json", "w"), indent=2)
 for f in glob.glob(d + "/results/*.jsonl"):
     recs = [json.loads(l) for l in open(f)]
@@ -415,13 +415,13 @@ PYEOF
 OLD_META=$(sha "$T/cwd/A/out/campaign.json")
 (cd "$T/cwd/B" && expect_rc 0 "$FLIP" campaign ../A/c.json --out ../A/out --max-trials 1 -q) || exit 1
 (cd / && expect_rc 0 "$FLIP" campaign "$T/cwd/A/c.json" --out "$T/cwd/A/out" -q) || exit 1
-[ "$(sha "$T/cwd/A/out/campaign.json")" = "$OLD_META" ] || fail "an earlier version's campaign.json was rewritten"
+[ "$(sha "$T/cwd/A/out/campaign.json")" = "$OLD_META" ] || fail "a campaign.json with relative paths was rewritten"
 expect_rc 0 "$FLIP" report "$T/cwd/A/out" --no-plots
-grep -q "8/8 trials" "$T/stdout" || fail "the campaign of an earlier version, continued: $(head -1 "$T/stdout")"
+grep -q "8/8 trials" "$T/stdout" || fail "the campaign with relative paths, continued: $(head -1 "$T/stdout")"
 
-# 23. The configuration file inside what the campaign writes (OUT/campaign.json was replaced by the
-#     campaign's own; in results/ or as golden.json it was read back as records or as the golden
-#     record): exit 2 naming it, before anything in OUT is made or changed; the file unchanged.
+# 23. The configuration file inside what the campaign writes (OUT/campaign.json would be replaced by
+#     the campaign's own; in results/ or as golden.json it would be read back as records or as the
+#     golden record): exit 2 naming it, before anything in OUT is made or changed; the file unchanged.
 for at in campaign.json results/c.jsonl golden.json work/c.json; do
   rm -rf "$T/cfg-in"
   mkdir -p "$(dirname "$T/cfg-in/$at")"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # ckpt-flip diff --json: a dataset that is not compared element by element (another shape, another
-# dtype, only in one file) has null counts, not 0 (hostile testing, fifteenth session: "differing": 0
-# beside "status": "shape-mismatch" read as equal to a script); a compared one keeps its numbers.
+# dtype, only in one file) has null counts, not 0 ("differing": 0 beside "status": "shape-mismatch"
+# would read as equal to a script); a compared one keeps its numbers.
 . "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-diff-json
 FLIP=$1
 $PY - "$T" <<'PYEOF'

@@ -1,5 +1,5 @@
 #!/bin/bash
-# inject --finite (issue #19): on a file where 1000 plain flips leave NaN/Inf (f32 in [1, 2) and f16
+# inject --finite: on a file where 1000 plain flips leave NaN/Inf (f32 in [1, 2) and f16
 # near 65504: an exponent flip makes the exponent all ones), 1000 flips with --finite leave none
 # (h5py); the log header says finite and how many draws were rejected (the same number the run
 # prints; every record's new value is finite); the same seed gives the same log with -o, --in-place

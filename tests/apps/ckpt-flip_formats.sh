@@ -2,7 +2,7 @@
 # Formats are told by their content: an HDF5 file named .pt, or behind a 512-byte user block, is
 # HDF5; a torch.save zip, an npz, a .npy and a safetensors file named .h5 go through their own
 # adapters; unknown bytes are exit 4 naming the file; --format forces an adapter and an unknown
-# --format value is exit 2 (issue #19).
+# --format value is exit 2.
 . "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-formats
 FLIP=$1
 

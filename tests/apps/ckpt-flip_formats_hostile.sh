@@ -3,9 +3,9 @@
 # bad central directory, pickle opcodes outside the subset, a pickle calling os.system, the legacy
 # non-zip torch format, safetensors headers lying about offsets or overlapping tensors, .npz members
 # that are not .npy, a zero-length file, a directory and a FIFO where a file is expected), through
-# every subcommand: the documented exit code (docs/exit-codes.md: 4 for content, 3 for what is not
+# every subcommand: the documented exit code (docs/reference/exit-codes.md: 4 for content, 3 for what is not
 # a regular file), exactly one line `ckpt-flip: error: ...` naming the file, the input byte-identical,
-# no output, log or temporary left, and the pickle's command never run (issue #19).
+# no output, log or temporary left, and the pickle's command never run.
 . "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-formats-hostile
 FLIP=$1
 EXPECT_TIMEOUT=60  # a FIFO opened for reading would block: fail, not hang

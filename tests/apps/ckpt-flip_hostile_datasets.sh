@@ -22,7 +22,7 @@ cp "$T/stdout" "$T/empty.json"
 [ "$(json "$T/empty.json" "j['total_bits']")" = 160 ] || fail "total of empty.h5: scalar 32 + w 128 bits"
 expect_rc 5 "$FLIP" inject "$T/empty.h5" -o "$T/o.h5" --log "$T/o.log" --flips 1 --seed 1 --include /e
 [ ! -e "$T/o.h5" ] && [ ! -e "$T/o.log" ] || fail "partial output after nothing selected"
-# Every draw lands in /s or /w (a campaign over this file used to abort at trial 0).
+# Every draw lands in /s or /w, the only datasets with stored bits: null and zero-sized ones are never hit.
 for seed in 1 2 3 4 5 6 7 8; do
   expect_rc 0 "$FLIP" inject "$T/empty.h5" -o "$T/o.h5" --log "$T/o.log" --flips 5 --seed $seed
   grep '"type":"flip"' "$T/o.log" | grep -qv '"dataset":"/[sw]"' && fail "a flip outside /s and /w (seed $seed)"

@@ -4,7 +4,7 @@
 # unreadable, locked and missing files, outputs in missing directories; datasets whose data lives in
 # external raw files; flip logs cut by a kill; a failed in-place edit; out-of-range seeds, empty --bits. After every refusal: the
 # documented exit code, one error line naming the user's path (never a `.NAME.tmp.PID`), and every
-# input byte-identical (issue #15).
+# input byte-identical.
 . "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-hostile
 FLIP=$1
 chmod 755 "$T"  # the permission checks run a command as nobody inside it
@@ -79,7 +79,7 @@ expect_rc 0 "$FLIP" revert "$T/via-link.h5" --log "$T/link.jsonl"
 [ -L "$T/via-link.h5" ] || fail "revert through a symbolic link replaced the link by a file"
 expect_rc 0 "$FLIP" diff "$T/in.h5" "$T/target.h5"; grep -q identical "$T/stdout" || fail "revert through a link"
 # -o and --log through symbolic links (one to a file, one dangling): written to the targets, the
-# links stay links (they were replaced by regular files, the targets left alone).
+# links stay links (not replaced by regular files with the targets left alone).
 mkdir -p "$T/real"; echo old >"$T/real/out.h5"
 ln -s real/out.h5 "$T/out-link.h5"; ln -s real/new.jsonl "$T/log-link.jsonl"
 expect_rc 0 "$FLIP" inject "$T/in.h5" -o "$T/out-link.h5" --include /model/w --seed 5 --flips 2 --log "$T/log-link.jsonl"
@@ -107,7 +107,7 @@ for bad in "$T/fifo" "$T/dir" "$nul" "$T/missing.h5"; do
   expect_rc 3 "$FLIP" replay "$bad" --log "$T/o.jsonl" -o "$T/x.h5"
   expect_rc 3 "$FLIP" revert "$T/w.h5" --log "$bad"
   expect_rc 3 "$FLIP" replay "$T/w.h5" --log "$bad" -o "$T/x.h5"
-  # A pattern table is an input like the others (it was read with a plain stream: the FIFO hung).
+  # A pattern table is an input like the others (a FIFO is refused, not read until it hangs).
   expect_rc 3 "$FLIP" inject "$T/in.h5" --dry-run --seed 1 --flips 1 --model "pattern:$bad"; expect_msg "$bad"
   expect_rc 3 "$FLIP" inject "$T/w.h5" --in-place --seed 1 --flips 1 --model "pattern:$bad" --log "$T/x.jsonl"
   expect_rc 3 "$FLIP" plan "$T/in.h5" --model "pattern:$bad"; expect_msg "$bad"
@@ -160,8 +160,8 @@ if [ "$(id -u)" != 0 ] || [ ${#as_nobody[@]} -gt 0 ]; then
   expect_rc 3 "${as_nobody[@]}" "$FLIP" revert "$T/rw/ro-in.h5" --log "$T/o.jsonl"
   same "$T/rw/ro-in.h5" "$IN_SHA" "read-only input"
   # A staged in-place edit (gzip chunks) of a file the user may write, in a directory the user may
-  # not: exit 3, the file unchanged, and no flip log of flips never made (it was kept, complete
-  # but for its footer). The message names the temporary copy that could not be created (not
+  # not: exit 3, the file unchanged, and no flip log of flips never made (a log complete but for
+  # its footer would read as flips made). The message names the temporary copy that could not be created (not
   # "FILE: cannot create"), so test_lib's check is used, not the one against temporary names.
   mkdir "$T/ro2"; cp "$T/in.h5" "$T/ro2/mine.h5"
   if [ "$(id -u)" = 0 ]; then chown 65534 "$T/ro2/mine.h5"; fi
@@ -277,7 +277,7 @@ expect_rc 2 "$FLIP" inject "$T/in.h5" -o "$T/x.h5" --seed 1 --flips 1 --bits '' 
 [ ! -e "$T/x.h5" ] && [ ! -e "$T/x.jsonl" ] || fail "partial output after --bits ''"
 expect_rc 2 "$FLIP" plan "$T/in.h5" --bits ''; expect_msg "\-\-bits"
 
-# ---- 7. Hand-edited and cut logs (hostile round 2): records out of seq order, a duplicate, a broken
+# ---- 7. Hand-edited and cut logs: records out of seq order, a duplicate, a broken
 # chain, a lying footer, a wrong file_format are exit 4 (or 7 for a format the file is not),
 # a log cut between whole lines has nothing to undo (revert) and is refused (replay), and an in-place
 # replay/revert whose last word mismatches (exit 7) leaves the file unchanged, not with the words

@@ -328,7 +328,7 @@ def sweep(kind, orig_path, d, fractions, args=(), staged=False, after_rename=Fal
             fail(f"{what}: revert not exact: {out}")
         # In place: the bytes too (HDF5 never wrote). Staged unfiltered: bytes too, unless flips landed in
         # never-written chunks and their allocation reached the disk. gzip: a rewritten compressed chunk
-        # may move (docs/ckpt-flip.md), datasets only.
+        # may move (docs/design/ckpt-flip-io.md), datasets only.
         allocated = chunks_allocated(k) != orig_chunks
         exact = same_bytes(orig_path, k)
         if not staged and not exact:

@@ -2,8 +2,6 @@
 # ckpt-flip report on a campaign whose files were edited by hand: a record field of the wrong type
 # is exit 4 naming the file and line, a golden.json that is no golden record is exit 4 naming it,
 # a --plot-script that is not there is exit 3 naming the option, before anything is written.
-# (Hostile testing, fifteenth session: "v/: a malformed campaign file (campaign.json, golden.json
-# or a record)" named no file; a missing --plot-script was skipped without a word.)
 . "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-report-hostile
 FLIP=$1
 $PY - "$T/g.h5" <<'PYEOF'

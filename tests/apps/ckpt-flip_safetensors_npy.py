@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""ckpt-flip on safetensors, .npy and .npz files (issue #19). safetensors files come from a tiny
+"""ckpt-flip on safetensors, .npy and .npz files. safetensors files come from a tiny
 writer here (8-byte length, JSON header, data), NumPy's from np.save/np.savez/np.savez_compressed.
 After inject --flips N exactly N bits differ (arrays compared as integer words), the header bytes
 are unchanged, zip members stay valid, and revert restores the file byte for byte.

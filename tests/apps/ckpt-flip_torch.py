@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""ckpt-flip on torch.save checkpoints (issue #19): a CNN with BatchNorm, a tied weight, f16 and
+"""ckpt-flip on torch.save checkpoints: a CNN with BatchNorm, a tied weight, f16 and
 bf16 tensors and its Adam state, saved with torch.save. After inject --flips N (in place and with
 -o) torch.load reads the file, exactly N bits differ over all storages (each compared once, as
 integer words), counters are untouched, zipfile's testzip() is clean (or names the touched member

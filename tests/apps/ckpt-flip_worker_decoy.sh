@@ -2,7 +2,7 @@
 # Campaign "mode": "worker": at a trial's timeout the campaign kills the process group the worker
 # named only when it is a child of that worker leading its own group. A worker that names another
 # process (here an unrelated `setsid sleep`; it could as well name 1) gets replaced instead, and the
-# other process lives. (Hostile testing, fifteenth session: the campaign SIGKILLed the decoy's group.)
+# other process lives: its group is never SIGKILLed.
 . "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-worker-decoy
 FLIP=$1
 DECOY=

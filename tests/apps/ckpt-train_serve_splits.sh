@@ -1,7 +1,6 @@
 #!/bin/bash
-# ckpt-train serve keeps decoded only the splits its trials read (#20): an eval-only campaign never
-# decodes the 60,000 training images (the worker used to decode both splits at start-up); a resume
-# campaign keeps both. The worker names each split it keeps in its log (OUT/work/.../worker.log),
+# ckpt-train serve keeps decoded only the splits its trials read: an eval-only campaign never
+# decodes the 60,000 training images; a resume campaign keeps both. The worker names each split it keeps in its log (OUT/work/.../worker.log),
 # and its records equal the command-mode run's.
 . "$(dirname "$0")/../support/test_lib.sh" ckpt-train-serve-splits
 FLIP=$1

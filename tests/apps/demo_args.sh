@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/demo.sh's own checks, which end it before it installs, builds or deletes anything: --help,
 # an unknown argument (exit 2), and an OUT that is a file or a directory of other files (exit 2,
-# untouched). (Hostile testing, fifteenth session: every argument ran the whole demo, and its
-# `rm -rf "$OUT"` deleted whatever OUT named.)
+# untouched): an argument never runs the whole demo, and its `rm -rf "$OUT"` deletes only a demo's
+# own output.
 set -u
 demo=$(cd "$(dirname "$0")/../../scripts" && pwd)/demo.sh
 dir=$1/demo_args

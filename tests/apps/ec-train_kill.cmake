@@ -1,4 +1,4 @@
-# Issue #17: real deaths (kill -9, --kill R@S[:node]) of ec-train ranks under mpiexec, survived by
+# Real deaths (kill -9, --kill R@S[:node]) of ec-train ranks under mpiexec, survived by
 # relaunching through scripts/hpc/ec-train-run.sh; each run ends with the failure-free state_hash
 # and parity equal to a fresh encode (included by tests/apps/CMakeLists.txt).
 if(TARGET ec-train AND RESIL_HAVE_MPI)

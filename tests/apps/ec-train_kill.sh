@@ -141,7 +141,7 @@ sys.exit(0 if ok and f["relaunch"] else 1)' "$hit" || fail "unexpected recovery 
     /usr/bin/python3 -c 'import json,sys; r=json.load(open("r.json")); f=r["failures"]
 sys.exit(0 if r["relaunches"]==1 and len(f)==1 and f[0]["outcome"]=="restarted-fresh" and f[0]["relaunch"] and f[0]["node_loss"] and f[0]["rank"]==int(sys.argv[1]) else 1)' "$hrank" \
       || fail "the death before the first commit is not in the report: $(cat r.json)"
-    # The summary says the time of that death is unknown (it printed "relaunched in -1.000 s").
+    # The summary says the time of that death is unknown (not "relaunched in -1.000 s").
     grep -q "relaunched (it died before its first commit: when is unknown)" r.out || fail "summary of the fresh restart: $(grep death r.out)"
     check r.json ;;
   rebuild-external-*)
@@ -307,7 +307,7 @@ sys.exit(0 if [(x["rank"], x["outcome"], x["relaunch"]) for x in f] == [(1, "reb
     [ $? = 2 ] && grep -q "is a checkpoint's name inside --ckpt-dir" o.err || fail "--report ck/ckpt-step* with --ckpt-dir ./ck: $(cat o.err)"
     # --report naming a file of the checkpoint --resume reads, however --resume names it (the step
     # directory, the manifest, the directory of checkpoints; a link; a hard link), with --ckpt-dir
-    # elsewhere: exit 2 naming --report, the checkpoint unchanged (it was overwritten, exit 0).
+    # elsewhere: exit 2 naming --report, the checkpoint unchanged (not overwritten with exit 0).
     "$mpiexec" -n 3 "$bin" "${S[@]/#40/10}" --k 2 --m 1 --ft ckpt --ckpt-interval 5 --ckpt-dir c1 --job-id "$job-c1" >o.out 2>&1 || fail "checkpoint run: $(cat o.out)"
     ln -s c1/ckpt-step00000005.manifest.json mlink; ln c1/ckpt-step00000005/rank-1.h5 hlink.h5
     before=$(cat c1/ckpt-step00000005.manifest.json c1/ckpt-step00000005/* | sha256sum)
@@ -326,8 +326,8 @@ sys.exit(0 if [(x["rank"], x["outcome"], x["relaunch"]) for x in f] == [(1, "reb
     # A missing --data is exit 3 (io) like every missing input, one line naming the option.
     "$mpiexec" -n 3 "$bin" "${S[@]}" --k 2 --m 1 --data missing.tsv --job-id "$job" >o.out 2>o.err
     [ $? = 3 ] && [ "$(grep -c . o.err)" = 1 ] && grep -q "^ec-train: error: --data missing.tsv: no such file" o.err || fail "--data missing.tsv: $(cat o.err)"
-    # A completed report of an earlier run is not taken for this attempt's: --kill dies, the
-    # launcher relaunches (it did not read the stale "completed": true) and the run completes.
+    # A completed report of another run is not taken for this attempt's: --kill dies, the
+    # launcher relaunches (the stale "completed": true does not stop it) and the run completes.
     "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 --ft none --job-id "$job-old" --report=r.json >/dev/null 2>&1 || fail "first run"
     "$run" -n 4 --ec-train "$bin" -- "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --kill 1@5 --report=r.json >r.out 2>&1 || fail "launcher: $(cat r.out)"
     [ "$(field r.json relaunches)" = 1 ] && [ "$(field r.json job_id)" = "$job" ] || fail "the launcher stopped at the old report"

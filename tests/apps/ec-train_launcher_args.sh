@@ -2,8 +2,7 @@
 # scripts/hpc/ec-train-run.sh's own arguments, with stand-ins for mpiexec and ec-train (no MPI):
 # values it cannot use are exit 2 at once, a launcher or binary that cannot be run (126/127) is
 # not relaunched, a path with spaces is one path, and an attempt that fails is relaunched
-# --max-restarts times. (Hostile testing, fifteenth session: a 20-digit --max-restarts relaunched
-# without end, an --ec-train path with a space split, and 127 was retried.)
+# --max-restarts times (a 20-digit --max-restarts is refused, not relaunched without end).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 run=$here/../../scripts/hpc/ec-train-run.sh

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# The scheduler scripts run by hand, outside Slurm/PBS (hostile testing, fifteenth session):
-# train.sbatch and train.pbs keep a preemption's exit 75 (they ended on an unbound SLURM_JOB_ID /
-# PBS_JOBID, exit 1), and ec-train.sbatch says at once that it needs Slurm (exit 2; it ran srun 11
-# times first). run-train.sh is replaced by a stand-in that reports a preemption; then run-train.sh
+# The scheduler scripts run by hand, outside Slurm/PBS: train.sbatch and train.pbs keep a
+# preemption's exit 75 (not exit 1 on an unbound SLURM_JOB_ID / PBS_JOBID), and ec-train.sbatch
+# says at once that it needs Slurm (exit 2, before any srun). run-train.sh is replaced by a stand-in that reports a preemption; then run-train.sh
 # itself with a stand-in ckpt-train; submit-campaign.sh's arguments with a stand-in sbatch.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)

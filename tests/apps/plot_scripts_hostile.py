@@ -2,7 +2,7 @@
 """The plotting scripts (scripts/plot_ec_timeline.py, scripts/report_plots.py) on inputs that are
 not what they expect: one error line naming the file or option, resil's exit code (2 usage, 3 a
 file that cannot be read or written, 4 not the expected report), never a Python traceback, and no
-output written. (Hostile testing, fifteenth session: each of these printed a traceback.)
+output written.
 
   plot_scripts_hostile.py SOURCE_DIR WORK_DIR
 """

@@ -1,4 +1,4 @@
-# examples/pytorch/campaign.json end to end (issue #19): train.py trains a tiny golden .pt,
+# examples/pytorch/campaign.json end to end: train.py trains a tiny golden .pt,
 # `ckpt-flip campaign` runs the example's 6 trials on it and `ckpt-flip report` summarizes them;
 # records, logged flips, reverts and the untouched golden file are checked, and a campaign killed
 # with -9 and resumed gives the same records. Skipped (77) only when /usr/bin/python3 cannot import torch.

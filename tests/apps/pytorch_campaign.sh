@@ -1,5 +1,5 @@
 #!/bin/bash
-# A PyTorch user's campaign end to end (issue #19): examples/pytorch/train.py trains a tiny golden
+# A PyTorch user's campaign end to end: examples/pytorch/train.py trains a tiny golden
 # .pt, `ckpt-flip campaign` runs examples/pytorch/campaign.json on it (its 6 trials, its command,
 # run from the repository root as the README says; only "checkpoint" points into the scratch
 # directory), and `ckpt-flip report` summarizes it. Checked: 6 trials recorded with valid classes,

@@ -98,8 +98,8 @@ TEST_CASE("bad inputs raise typed errors naming the file or dataset", "[ckpt][un
       write_tensor(f, "/meta", tiny().model.at("w"));
     }
     check_throws_naming<resil::CorruptInputError>([&] { read(p); }, "/meta cannot be opened as a group");
-    // A damaged /meta object header (its size field points past the end of the file), as in the
-    // hostile round's fuzzed files: the same, and HDF5 prints nothing of its own at exit. Not under
+    // A damaged /meta object header (its size field points past the end of the file), as in
+    // fuzzed files: the same, and HDF5 prints nothing of its own at exit. Not under
     // AddressSanitizer: HDF5 1.10 itself keeps a free-list block when loading the damaged header
     // fails and never frees it (LeakSanitizer reports it at exit; no handle of ours is open). The
     // normal build runs it, and ckpt-train on such a file in train_hostile_meta_damaged_hdf5.

@@ -76,7 +76,7 @@ TEST_CASE("malformed IDX files give CorruptInputError with a byte offset", "[dat
   SECTION("unsupported element type") {
     write_bytes(d / "f.idx", std::string("\x00\x00\x0d\x01\x00\x00\x00\x01\x00\x00\x00\x00", 12));
     CHECK_THROWS_AS(read_idx(d / "f.idx"), resil::CorruptInputError);
-    // In hexadecimal, as the 0x says (it printed "0x13").
+    // In hexadecimal, as the 0x says (not "0x13").
     CHECK_THROWS_WITH(read_idx(d / "f.idx"), Catch::Contains("element type 0x0D at byte 2"));
   }
   SECTION("a header claiming more than the payload holds") {

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""ec-train and the checkpoint format versions (docs/checkpoint-format.md, "Versions").
+"""ec-train and the checkpoint format versions (docs/reference/checkpoint-format.md, "Versions").
 
 usage: ec_ckpt_versions.py EC_TRAIN MPIEXEC WORKDIR
 

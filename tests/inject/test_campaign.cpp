@@ -260,7 +260,7 @@ TEST_CASE("resume of an interrupted campaign and shard merge equal the single ru
   stdfs::remove_all(dir);
 }
 
-// Issue #15: hostile configurations, commands and records, in process.
+// Hostile configurations, commands and records, in process.
 TEST_CASE("a command that truncates, deletes or replaces {ckpt} is recorded and the copy restored from golden", "[campaign][integration]") {
   const auto dir = scratch_dir("damage");
   const auto golden = dir / "golden.h5";

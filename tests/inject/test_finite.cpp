@@ -1,4 +1,4 @@
-// --finite (issue #19): which words are finite for every float layout, and the redraw against an
+// --finite: which words are finite for every float layout, and the redraw against an
 // HDF5 file whose values make known bits unsafe: exact rejection counts (against a one-candidate-
 // at-a-time reference), only finite outcomes, determinism, bounded failure.
 #include <catch2/catch.hpp>
@@ -26,7 +26,7 @@ namespace {
 
 using WordOf = std::function<std::uint64_t(std::uint32_t target, std::uint64_t index)>;
 
-// The definition of docs/ckpt-flip.md "--finite", one candidate at a time: the first draw in the
+// The definition of docs/reference/ckpt-flip.md "--finite", one candidate at a time: the first draw in the
 // order of stream_finite, then each stratum's redraws one by one until it has its share. Finiteness
 // from word_to_double, not finite_word.
 Sampled sample_finite_reference(std::span<const Target> targets, const PlanOptions& opt, const WordOf& word) {
@@ -321,7 +321,7 @@ TEST_CASE("--finite is uniform over the sites that stay finite (chi-square)", "[
   CHECK(chi2 < 75);
 }
 
-TEST_CASE("the log header records --finite and its rejected draws; older logs read as before", "[inject][unit]") {
+TEST_CASE("the log header records --finite and its rejected draws; a header without them reads as not finite, 0 rejected", "[inject][unit]") {
   LogHeader h;
   h.seed = 4;
   h.model = "flip";

@@ -138,8 +138,8 @@ TEST_CASE("LogWriter::records writes record_line of every record in order, on on
 }
 
 TEST_CASE("flip log records are checked against each other: seq order, chains, bits, footer, format", "[inject][unit]") {
-  // Hand-edited logs (hostile round 2): reordered or duplicated records were reverted in part and
-  // reported as done; a lying footer, bits or format were taken as they came.
+  // Hand-edited logs: a reordered or duplicated record, a lying footer, bits or format is refused,
+  // never reverted in part and reported as done.
   LogHeader h;
   h.planned = 3;
   FlipRecord a;  // two records on one word (a chain), then one on another word

@@ -1,4 +1,4 @@
-// The dataset model at its limits (issue #15): names that are not UTF-8 (escaping, logs, globs),
+// The dataset model at its limits: names that are not UTF-8 (escaping, logs, globs),
 // counts beyond 64 bits (weights, sampling, JSON), null dataspaces, hard links (C API files,
 // including a group linked under two names and into itself), never-written huge datasets.
 #include <catch2/catch.hpp>
@@ -96,7 +96,7 @@ TEST_CASE("globs select names that are not UTF-8 by their bytes or by \\xHH", "[
   CHECK(Glob("*\\xFF").matches("/a/w\xff"));
   CHECK(Glob("/g\\xfe\\\\x/*").matches("/g\xfe\\x/v\xc3"));
   CHECK_FALSE(Glob("/w\\xff").matches("/wxff"));
-  // A backslash not followed by x and two hex digits escapes one character, as before.
+  // A backslash not followed by x and two hex digits escapes the one character after it.
   CHECK(Glob("/w\\xz").matches("/wxz"));
   CHECK(Glob("/w\\x4").matches("/wx4"));
   CHECK(Glob("/a\\*").matches("/a*"));
@@ -122,8 +122,8 @@ Target make_target(const std::string& path, DType t, ckpt::Shape shape) {
   return x;
 }
 
-// The sampler as it was before 128-bit fault spaces (64-bit Floyd): plans over spaces below 2^64
-// must not change.
+// Floyd's algorithm in 64 bits: the 128-bit sampler must draw the same plans over spaces below
+// 2^64.
 std::vector<std::uint64_t> draw_without_replacement_reference(std::uint64_t total, std::uint64_t n, Rng& rng) {
   std::unordered_set<std::uint64_t> chosen;
   std::vector<std::uint64_t> out;
@@ -138,7 +138,7 @@ std::vector<std::uint64_t> draw_without_replacement_reference(std::uint64_t tota
 
 TEST_CASE("fault spaces beyond 64 bits: exact weights, draws over the whole space", "[inject][unit]") {
   CHECK(make_target("/wide", DType::f64, {std::uint64_t{1} << 31, std::uint64_t{1} << 31}).weight() == uint128_t{1} << 68);
-  // Three f32[2^58]: 3 x 2^63 bits (the 64-bit total wrapped to 2^63 and only /t0 was ever drawn).
+  // Three f32[2^58]: 3 x 2^63 bits (a 64-bit total would wrap to 2^63, and only /t0 would ever be drawn).
   const std::uint64_t n58 = std::uint64_t{1} << 58;
   const std::vector<Target> t = {make_target("/t0", DType::f32, {n58}), make_target("/t1", DType::f32, {n58}),
                                  make_target("/t2", DType::f32, {n58})};

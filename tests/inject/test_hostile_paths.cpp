@@ -1,5 +1,5 @@
 // Paths that name one file twice, files that are not regular files, datasets kept in external raw
-// files, flip logs cut by a kill, errors met on temporary copies, failed in-place injections (issue #15).
+// files, flip logs cut by a kill, errors met on temporary copies, failed in-place injections.
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
@@ -98,7 +98,7 @@ TEST_CASE("inputs must be readable regular files, outputs regular or new; refuse
   CHECK_THROWS_AS(fs::require_output_file(dir.path()), IoError);
   CHECK_THROWS_AS(fs::require_output_file(dir / "nodir" / "x"), IoError);
   // Every JSON report goes through write_file_atomic: its rename must never land on a FIFO, a
-  // device node (as root it replaced /dev/null: ec-train --report /dev/null) or a directory.
+  // device node (as root a rename would replace /dev/null: ec-train --report /dev/null) or a directory.
   CHECK_THROWS_AS(fs::write_file_atomic(dir / "fifo", "{}"), IoError);
   CHECK_THROWS_AS(fs::write_file_atomic(dir.path(), "{}"), IoError);
   CHECK_THROWS_AS(fs::write_file_atomic("/dev/null", "{}"), IoError);
@@ -135,7 +135,7 @@ TEST_CASE("a flip log cut by a kill: nothing applied before its records are comp
   CHECK_FALSE(footer_cut.complete);
   CHECK_FALSE(cut(hdr + rec + rec2 + foot).cut_short);
   // Cut between two whole lines (a kill between two writes): fewer records than planned and no
-  // footer is a cut log too, whatever its last byte (docs/flip-log.md, "Cut logs").
+  // footer is a cut log too, whatever its last byte (docs/reference/flip-log.md, "Cut logs").
   CHECK(cut(hdr + rec).cut_before_records_complete());  // 1 of 2 records, lines whole
   CHECK(cut(hdr).cut_before_records_complete());
   CHECK_THROWS_AS(inject::parse_log(hdr + rec, "t"), CorruptInputError);

@@ -45,7 +45,7 @@ TEST_CASE("regularized incomplete beta and its inverse", "[stats][unit]") {
 
 TEST_CASE("Wilson and Clopper-Pearson intervals against R/scipy", "[stats][unit]") {
   // R: binom.test(5, 20)$conf.int = 0.08657147 0.49104587; Wilson: scipy.stats.binomtest(5, 20)
-  // .proportion_ci(method="wilson") = 0.1118617014, 0.4687008776 (the 4-digit values: [0.1119, 0.4687]).
+  // .proportion_ci(method="wilson") = 0.1118617014, 0.4687008776 (to 4 digits, as docs/design/campaigns.md quotes them: [0.1119, 0.4687]).
   const auto cp = clopper_pearson_interval(5, 20, 0.95);
   CHECK(cp.lo == Approx(0.08657147).epsilon(1e-6));
   CHECK(cp.hi == Approx(0.49104587).epsilon(1e-6));

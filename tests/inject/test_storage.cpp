@@ -1,4 +1,4 @@
-// The storage layer (issue #19): formats from magic bytes only, the byte-extent adapters (word I/O,
+// The storage layer: formats from magic bytes only, the byte-extent adapters (word I/O,
 // bulk reads, parser errors naming the file), fp8/bool bit fields,
 // shared storage counted once in the fault space, and the HDF5 adapter's extents equal the bytes
 // HDF5 reads.

@@ -74,7 +74,7 @@ void check_paths(const std::vector<OutputPath>& outputs, const std::vector<Input
     if (target != o->path && !stdfs::exists(st) && !stdfs::is_directory(target.parent_path(), ec))
       throw IoError(name(*o) + ": a symbolic link to " + target.string() + ", whose directory does not exist");
     if (stdfs::exists(st)) {
-      // The wrong kind of thing is an I/O error (3), as in every resil command (docs/exit-codes.md).
+      // The wrong kind of thing is an I/O error (3), as in every resil command (docs/reference/exit-codes.md).
       if (o->directory && !stdfs::is_directory(st)) throw IoError(name(*o) + ": exists and is not a directory");
       if (!o->directory && stdfs::is_directory(st)) throw IoError(name(*o) + ": is a directory (" + o->option + " names a file)");
       if (!o->directory && !stdfs::is_regular_file(st))

@@ -1,4 +1,4 @@
-// The state that outlives a process and start-up as recovery (docs/ec-train.md, "Real failures").
+// The state that outlives a process and start-up as recovery (docs/design/ec-train-protocol.md, "Real failures").
 //
 // Every rank keeps its store in its segment (segment.hpp) and commits once per step: ec at the
 // moment the step's parity deltas are applied everywhere (when the next step's first exchange
@@ -61,7 +61,7 @@ FailRecord get_fail(Reader& r) {
 const char* phase_names[] = {"normal", "degraded", "redo"};
 
 // A timeline entry as the segment keeps it: the phase by its index, `follows` in bit 0 of the
-// spare word (segments written before it have 0 there: dt stands for the step, as it did then).
+// spare word (0 there in a segment that does not record it: dt then stands for the step).
 LogEntry log_entry(const StepLog& s) {
   const auto ph = static_cast<std::uint32_t>(std::find(std::begin(phase_names), std::end(phase_names), s.phase) - std::begin(phase_names));
   return {s.step, s.t_end, s.dt, s.loss, ph, s.follows ? 1u : 0u};

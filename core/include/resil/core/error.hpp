@@ -1,5 +1,5 @@
 // The one resil error hierarchy. Every error maps to a documented process exit code
-// (docs/exit-codes.md); `main` catches resil::Error at the top and returns exit_code().
+// (docs/reference/exit-codes.md); `main` catches resil::Error at the top and returns exit_code().
 #pragma once
 
 #include <stdexcept>

@@ -1,5 +1,5 @@
 // Length-prefixed messages over a local stream socket: the protocol between a campaign and its
-// trial workers (`ckpt-train serve`, docs/campaigns.md). A frame is a 4-byte little-endian length
+// trial workers (`ckpt-train serve`, docs/design/campaigns.md). A frame is a 4-byte little-endian length
 // and that many bytes; a list of strings is a count and a length-prefixed string each.
 #pragma once
 

@@ -28,7 +28,7 @@ struct ClickSet {
 ClickSet read_criteo_tsv(const std::filesystem::path& p, const std::vector<std::uint32_t>& table_sizes,
                          std::size_t limit = 0);
 
-/// Write raw (unprocessed) Criteo-format lines: used to round-trip the synthetic generator.
+/// Write raw (unprocessed) Criteo-format lines: round-trips the synthetic generator through the reader.
 struct RawClick {
   int label = 0;
   std::int64_t ints[criteo_num_dense] = {};

@@ -1,4 +1,4 @@
-// Fault-injection campaigns (docs/campaigns.md): a golden run, then per trial inject (own seed) ->
+// Fault-injection campaigns (docs/design/campaigns.md): a golden run, then per trial inject (own seed) ->
 // run a resume/eval command with a timeout -> read its summary JSON -> classify -> append a JSONL
 // record (fsync). Trials are partitioned by `--shard i/n` (trial id mod n) and a re-run skips the
 // trial ids already recorded anywhere in OUT/results/, so shards and restarts merge into exactly the
@@ -70,7 +70,7 @@ inline constexpr std::pair<std::string_view, Verify> verify_names[] = {{"touched
 enum class TrialMode : std::uint8_t { command, worker };
 inline constexpr std::pair<std::string_view, TrialMode> trial_mode_names[] = {{"command", TrialMode::command}, {"worker", TrialMode::worker}};
 
-/// A campaign configuration (JSON, docs/campaigns.md). Relative paths resolve against the config's
+/// A campaign configuration (JSON, docs/reference/campaign.md). Relative paths resolve against the config's
 /// directory.
 struct CampaignConfig {
   std::string name = "campaign";
@@ -189,8 +189,8 @@ struct RunOptions {
   std::filesystem::path out;
   /// The configuration file, when the configuration came from one: an input like the checkpoint
   /// (never inside what the campaign writes), and the directory its relative paths were read from
-  /// (how a campaign.json of an earlier version, which stored them relative to the working
-  /// directory, is recognised as the same configuration).
+  /// (how a campaign.json that stores them relative to the working directory is recognised as
+  /// the same configuration).
   std::filesystem::path config;
   ShardSpec shard;
   std::optional<std::uint64_t> max_trials;  // stop after this many new trials (this invocation)

@@ -1,6 +1,6 @@
 // Campaign reports: merge every shard's records, rates with Wilson and Clopper-Pearson intervals
 // per class and group, per stratum of each dimension (field, bit, role, dtype, tensor), and
-// estimates reweighted to the whole fault space by stratum size (docs/campaigns.md).
+// estimates reweighted to the whole fault space by stratum size (docs/design/campaigns.md, "Statistics").
 #pragma once
 
 #include <filesystem>

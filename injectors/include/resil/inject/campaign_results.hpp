@@ -1,4 +1,4 @@
-// A campaign's results (docs/campaigns.md): one JSONL file of trial records per shard in
+// A campaign's results (docs/reference/campaign.md): one JSONL file of trial records per shard in
 // OUT/results/, appended one fsynced record at a time, read back (all shards merged) by a re-run,
 // which skips the trials already recorded, and by the report.
 #pragma once

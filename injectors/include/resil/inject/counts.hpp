@@ -1,6 +1,6 @@
 // Exact counts beyond 64 bits (fault spaces: a dataset of 2^62 f64 elements holds 2^68 stored
 // bits) and how they appear in JSON: a number up to 2^53 (exact in every JSON reader, JavaScript
-// and jq included), else a string of decimal digits (docs/ckpt-flip.md).
+// and jq included), else a string of decimal digits (docs/reference/ckpt-flip.md, "Selection").
 #pragma once
 
 #include <cstdint>

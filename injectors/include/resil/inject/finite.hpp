@@ -1,5 +1,5 @@
 // --finite (the peer tool's allowNaNValues=false): a fault site whose fault would leave a float
-// NaN or Inf is redrawn, so every planned fault ends in a finite value. docs/ckpt-flip.md, "--finite",
+// NaN or Inf is redrawn, so every planned fault ends in a finite value. docs/reference/ckpt-flip.md, "--finite",
 // says how this conditions the rates.
 #pragma once
 

@@ -2,7 +2,7 @@
 // Model", arXiv 2005.01445): a low-level fault model (raw upset rate, exposure, ECC coverage and the
 // distribution of manifestation patterns) combined with campaign estimates of P(outcome | pattern).
 // Two kinds of uncertainty come out: conservative bounds (interval arithmetic) and a seeded Monte
-// Carlo propagation of the posteriors (docs/fault-models.md, docs/campaigns.md).
+// Carlo propagation of the posteriors (docs/reference/fault-models.md, docs/design/campaigns.md).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,7 @@
 
 namespace resil::inject {
 
-/// JSON (docs/fault-models.md, examples/fault-models/):
+/// JSON (docs/reference/fault-models.md, examples/fault-models/):
 /// {"name", "source", "illustrative": bool, "assumptions": ["..."],
 ///  "raw_fit_per_mbit": X, "raw_fit_per_mbit_range": [lo, hi],
 ///  "raw_fit_distribution": "log-uniform" (default) | "uniform",

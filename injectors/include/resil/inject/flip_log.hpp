@@ -1,4 +1,4 @@
-// The flip log (JSONL, docs/flip-log.md): the single source for revert, replay, campaigns and
+// The flip log (JSONL, docs/reference/flip-log.md): the single source for revert, replay, campaigns and
 // reports. Line 1 is a header, then one record per fault, then a footer with the output hash.
 // Parsing has no HDF5 dependency so it can be fuzzed on its own.
 #pragma once

@@ -1,6 +1,6 @@
 // Dataset names in JSON (flip logs, --json outputs). HDF5 link names are bytes in any encoding,
 // JSON strings are UTF-8: a name that is not valid UTF-8 is written escaped, reversibly, and
-// flagged, so revert/replay find the very dataset again (docs/flip-log.md). Header-only and
+// flagged, so revert/replay find the very dataset again (docs/reference/flip-log.md). Header-only and
 // without HDF5, so the fuzzed log parser uses it as it is.
 #pragma once
 

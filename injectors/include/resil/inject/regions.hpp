@@ -38,7 +38,7 @@ struct StoredLayout {
 /// iterator): probing every chunk of the grid (an index lookup each) or fetching the i-th chunk
 /// for each i (H5Dget_chunk_info walks the index from its start every time: quadratic). The
 /// cheaper one is taken; each limit bounds the search to tens of seconds (costs per lookup in
-/// docs/performance.md, "Word I/O").
+/// docs/design/ckpt-flip-io.md, "Large extents, little data").
 inline constexpr std::uint64_t max_chunk_probes = std::uint64_t{1} << 24;
 inline constexpr std::uint64_t max_chunk_index_visits = std::uint64_t{1} << 31;
 

@@ -3,7 +3,7 @@
 // file's tensors (name, role, dtype, shape, and where their bytes are) and reads/writes their stored
 // words; the rest of the injector (selection, sampling, planning, applying, logs) never sees the
 // format. HDF5 is one adapter (hdf5_storage.hpp); the table of what an adapter provides is in
-// docs/ckpt-flip.md, "Storage layer".
+// docs/design/storage-layer.md.
 #pragma once
 
 #include <cstdint>

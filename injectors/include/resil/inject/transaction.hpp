@@ -1,4 +1,4 @@
-// The injection transaction of an in-place edit (docs/flip-log.md), one for `ckpt-flip inject
+// The injection transaction of an in-place edit (docs/reference/flip-log.md), one for `ckpt-flip inject
 // --in-place` and for every campaign trial: the flip log's header and records are durable (fsync)
 // before the first byte of the file changes, then the records are applied, then the footer (words
 // changed, output hash) completes the log. A kill at any point leaves a log revert and replay can

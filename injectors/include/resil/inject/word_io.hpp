@@ -30,7 +30,7 @@ namespace resil::inject {
 ///    mapping on dense ones, whose touched folios cover the file either way; without the sync, a
 ///    file freshly written or read (the common case, cached in 2 MiB folios) favours the mapping,
 ///    since each pwrite walks the folio's 512 buffer heads twice. The timings behind this choice
-///    are in docs/performance.md, "Word I/O: mapping or pread/pwrite".
+///    are in docs/design/ckpt-flip-io.md, "Word I/O: mapping or pread/pwrite".
 inline constexpr std::uint64_t sparse_pages_per_word = 4;
 /// $RESIL_INJECT_WORD_IO=mapped|syscalls overrides automatic (read when a file opens).
 enum class WordIo { automatic, mapped, syscalls };

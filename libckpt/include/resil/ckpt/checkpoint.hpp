@@ -1,4 +1,4 @@
-// The resil checkpoint schema (docs/checkpoint-format.md) and its crash-safe commit protocol.
+// The resil checkpoint schema (docs/reference/checkpoint-format.md) and its crash-safe commit protocol.
 //
 //   /model/<param>                 tensors of the model
 //   /optimizer/<param>/<slot>      optimizer state (momentum, adam m/v, adagrad sum, ...)

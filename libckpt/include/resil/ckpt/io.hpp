@@ -72,7 +72,7 @@ struct DatasetInfo {
   std::optional<std::uint64_t> checksum;  // resil_xxh64 when present
   /// Names of the external raw data files holding the elements (HDF5 external storage, h5py's
   /// `external=`), as stored; empty when the data is in the HDF5 file. Such datasets are read but
-  /// never edited: the raw files are not part of an `-o` copy (docs/ckpt-flip.md).
+  /// never edited: the raw files are not part of an `-o` copy (docs/design/ckpt-flip-io.md).
   std::vector<std::string> external;
   /// Elements: 0 for a null dataspace, the product of the dims saturated at UINT64_MAX (such
   /// datasets are unsupported: dtype is nullopt beyond max_elements).

@@ -57,7 +57,7 @@ public:
 
   void allreduce_sum(std::vector<float>& buf) const;
   void allreduce_sum(std::vector<double>& buf) const;
-  /// Maximum over ranks (used to agree on failures).
+  /// Maximum over ranks (how ranks agree on failures).
   int allreduce_max(int v) const;
   /// Element-wise maximum over ranks.
   void allreduce_max(std::vector<int>& buf) const;

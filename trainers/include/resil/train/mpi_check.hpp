@@ -35,7 +35,7 @@ namespace resil::train {
 /// for this thread: Linux's default 50 µs slack turned a 20 µs sleep into ~70 µs, a third of a
 /// step's time with 4 ranks on 2 cores), poll_yield (-1) yields the core to whatever else is
 /// runnable (as fast as spinning when nothing is, and far faster than sleeping when every rank has
-/// a core: docs/performance.md), 0 spins.
+/// a core: docs/design/ec-train-protocol.md, "How ranks wait"), 0 spins.
 inline void mpi_wait(MPI_Request& req, int poll_us = 20) {
   for (;;) {
     int done = 0;

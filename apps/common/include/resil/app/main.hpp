@@ -1,5 +1,5 @@
 // Shared `main` plumbing for resil's executables: one clear error line on stderr, documented exit
-// codes (docs/exit-codes.md), the error policy of an MPI job, progress lines on a terminal.
+// codes (docs/reference/exit-codes.md), the error policy of an MPI job, progress lines on a terminal.
 #pragma once
 
 #include <CLI/CLI.hpp>

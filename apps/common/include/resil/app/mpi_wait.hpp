@@ -1,5 +1,5 @@
 // --mpi-wait (alias --poll-us), the one option by which ec-train and ckpt-train say how their ranks
-// wait for MPI (resil::train::Comm::set_poll_us; docs/ec-train.md, "MPI").
+// wait for MPI (resil::train::Comm::set_poll_us; docs/reference/ec-train.md, "--mpi-wait").
 #pragma once
 
 #include <CLI/CLI.hpp>

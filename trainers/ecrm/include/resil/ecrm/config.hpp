@@ -17,7 +17,7 @@ namespace resil::ecrm {
 enum class Ft { none, ec, ckpt };
 std::string_view ft_name(Ft ft) noexcept;
 
-/// When step S's parity deltas travel (`--commit`, docs/ec-train.md "Commit protocol"):
+/// When step S's parity deltas travel (`--commit`, docs/design/ec-train-protocol.md, "Commit protocol"):
 ///   next_step : with step S+1's first exchange, no round of their own; step S commits when that
 ///               exchange returns, so a death before it redoes step S;
 ///   in_step   : in a round of their own at the end of step S, which commits S before S+1 begins:

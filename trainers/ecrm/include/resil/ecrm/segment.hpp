@@ -1,6 +1,6 @@
 // A rank's state that outlives its process: a named POSIX shared-memory segment
 // `/dev/shm/resil-ec-<job>-<rank>` (shm_open + ftruncate + mmap), so that after a real death the
-// relaunched job finds every survivor's state where it left it (docs/ec-train.md, "Real failures").
+// relaunched job finds every survivor's state where it left it (docs/design/ec-train-protocol.md, "Real failures").
 //
 // Layout (each region 4 KiB aligned):
 //   header   magic, version, identity (config hash, seed, rank, world), region sizes, two commit

@@ -39,7 +39,7 @@ inline constexpr std::size_t prefetch_ahead = 8;
 
 /// Start loading a row that a loop will write a few rows from now. The rows a step touches are
 /// scattered over the whole store: in a store of 1 GiB each costs a TLB and a cache miss (~300 ns
-/// here, measured in docs/performance.md), and loops that ask ahead overlap those misses.
+/// here, measured in docs/design/ec-train-protocol.md, "Steady-state cost of a commit"), and loops that ask ahead overlap those misses.
 inline void prefetch_row(std::span<const std::byte> row) noexcept {
   for (std::size_t i = 0; i < row.size(); i += 64) __builtin_prefetch(row.data() + i, 1);
 }
