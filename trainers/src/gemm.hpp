@@ -37,9 +37,10 @@ inline constexpr int nr = 16;  // columns of a register tile (two 8-float vector
 
 /// One mr x nr tile with AVX2 and FMA: rows [0, rows) of op(A) start at `a` (element (i, p) at
 /// a[i * rsa + p * csa]), the k x nr panel of op(B) at `b` (row p at b + p * ldb, columns past
-/// `cols` zero), written to C at `c` for the first `rows` x `cols` elements.
+/// `cols` zero), written to C at `c` for the first `rows` x `cols` elements (element (i, j) at
+/// c[i * rsc + j * csc]).
 void tile_avx2(int k, const float* a, std::ptrdiff_t rsa, std::ptrdiff_t csa, int rows, const float* b, std::ptrdiff_t ldb,
-               int cols, float alpha, float beta, float* c, std::ptrdiff_t ldc);
+               int cols, float alpha, float beta, float* c, std::ptrdiff_t rsc, std::ptrdiff_t csc);
 
 /// Packs `cols` <= nr columns of a transposed op(B) (column j of op(B) is row j of `b`, starting
 /// at `b`) into `out` as k rows of nr floats, zero past `cols`, with 8 x 8 AVX2 transposes: data

@@ -8,7 +8,7 @@
 namespace resil::train::gemm::detail {
 
 void tile_avx2(int k, const float* a, std::ptrdiff_t rsa, std::ptrdiff_t csa, int rows, const float* b, std::ptrdiff_t ldb,
-               int cols, float alpha, float beta, float* c, std::ptrdiff_t ldc) {
+               int cols, float alpha, float beta, float* c, std::ptrdiff_t rsc, std::ptrdiff_t csc) {
   // Rows past `rows` read row 0 again: their sums are computed and dropped.
   const float* a0 = a;
   const float* a1 = a + (rows > 1 ? rsa : 0);
@@ -42,10 +42,10 @@ void tile_avx2(int k, const float* a, std::ptrdiff_t rsa, std::ptrdiff_t csa, in
     s51 = _mm256_fmadd_ps(t, b1, s51);
   }
   const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
-  if (cols == nr) {
+  if (cols == nr && csc == 1) {
     auto emit = [&](int r, __m256 lo, __m256 hi) {
       if (r >= rows) return;
-      float* cr = c + r * ldc;
+      float* cr = c + r * rsc;
       lo = _mm256_mul_ps(va, lo);
       hi = _mm256_mul_ps(va, hi);
       if (beta != 0.0f) {
@@ -63,8 +63,8 @@ void tile_avx2(int k, const float* a, std::ptrdiff_t rsa, std::ptrdiff_t csa, in
     emit(5, s50, s51);
     return;
   }
-  // A partial tile: the same operations one element at a time (scalar IEEE operations round as
-  // the vector lanes do; -ffp-contract=off keeps them unfused).
+  // A partial tile, or C written transposed: the same operations one element at a time (scalar
+  // IEEE operations round as the vector lanes do; -ffp-contract=off keeps them unfused).
   alignas(32) float sums[mr][nr];
   _mm256_store_ps(sums[0], s00);
   _mm256_store_ps(sums[0] + 8, s01);
@@ -82,10 +82,10 @@ void tile_avx2(int k, const float* a, std::ptrdiff_t rsa, std::ptrdiff_t csa, in
     for (int j = 0; j < cols; ++j) {
       float t = alpha * sums[r][j];
       if (beta != 0.0f) {
-        const float u = beta * c[r * ldc + j];
+        const float u = beta * c[r * rsc + j * csc];
         t = t + u;
       }
-      c[r * ldc + j] = t;
+      c[r * rsc + j * csc] = t;
     }
 }
 
