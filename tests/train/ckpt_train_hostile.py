@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""ckpt_train_hostile.py --ckpt-train CT --dir W [--mpiexec M] CASE: hostile inputs for ckpt-train
-(issue #15): a damaged /meta, bad or aliased paths, numbers at their limits, wrong data, errors under
+"""ckpt_train_hostile.py --ckpt-train CT --dir W [--mpiexec M] CASE: hostile inputs for ckpt-train:
+a damaged /meta, bad or aliased paths, numbers at their limits, wrong data, errors under
 MPI. Each case checks the exit code, exactly one stderr line naming the file or option, that the
 input checkpoint is unchanged and that nothing was left behind. `prepare` makes the checkpoints the
 cases start from (CTest fixture); `list` prints the case names."""
@@ -189,7 +189,7 @@ def meta_position():
 
 
 def meta_damaged_hdf5():
-    """A damaged /meta object header (hostile round 2, item 4) or a /meta that is a dataset: one line,
+    """A damaged /meta object header or a /meta that is a dataset: one line,
     exit 4, in eval and resume (HDF5 printed "infinite loop closing library" and a second line at
     exit, and ckpt-train said 3)."""
     ok = True
@@ -216,7 +216,7 @@ def meta_damaged_hdf5():
 
 
 def meta_counters():
-    """/meta counters no run writes (hostile round 2, items 5 and 7): a step near 2^63 (the optimizer's
+    """/meta counters no run writes: a step near 2^63 (the optimizer's
     step overflowed: exit 2, an internal message), negative values read into unsigned fields (HDF5
     clamped them to 0), a non-integer step (truncated). Exit 4 naming the file and the field."""
     ok = True
@@ -239,7 +239,7 @@ def meta_counters():
 
 
 def meta_config_strict():
-    """Config values no run writes (hostile round 2, item 7): limits out of the u64 range, a key
+    """Config values no run writes: limits out of the u64 range, a key
     written twice (the last one won: the resume trained at batch 1), a config model that is not the
     /meta model (resume said 7 although no model was asked for; eval evaluated the other model)."""
     ok = True
@@ -268,8 +268,8 @@ def meta_config_strict():
 
 
 def mpi_manifest_values():
-    """A manifest newer than this resil, or naming another model than its shards (hostile round 2,
-    item 7): eval and resume exit 4 naming the manifest (both ran with exit 0)."""
+    """A manifest newer than this resil, or naming another model than its shards: eval and resume
+    exit 4 naming the manifest."""
     ok = True
     src = os.path.dirname(MP2)
     for what, regex in [("version", r"format version 99 is newer than this resil reads"),
@@ -412,7 +412,7 @@ def outputs_alias_each_other():
 
 
 def from_missing():
-    """A missing or unreadable --from is exit 3 (io, docs/exit-codes.md), one line naming the option."""
+    """A missing or unreadable --from is exit 3 (io, docs/reference/exit-codes.md), one line naming the option."""
     d = case_dir("from_missing")
     ok = expect(3, r"^ckpt-train: error: --from .*missing\.h5: no such file", [CT, "eval", "--from", os.path.join(d, "missing.h5")])
     ok &= expect(3, r"^ckpt-train: error: --from .*missing\.h5: no such file",
@@ -480,7 +480,7 @@ def data_bad():
 
 
 def data_header_claims():
-    """An IDX header claiming 2,000,000 images in a 7.8 KB file (hostile round 2, item 6) fails fast
+    """An IDX header claiming 2,000,000 images in a 7.8 KB file fails fast
     with exit 4 naming the file within a 1 GiB address space (it allocated and zeroed 1.5 GB; with
     less memory: exit 1 "out of memory", no file named, no summary). Out of memory while loading is
     one line naming what was loaded, and the summary is written."""
@@ -504,8 +504,8 @@ def data_header_claims():
 
 
 def data_messages():
-    """Small message bugs (hostile round 2): the IDX type byte in hexadecimal (0x0D printed as
-    "0x13"), and a NUL byte in a Criteo field no longer ends the error line and the summary there."""
+    """Messages: the IDX type byte in hexadecimal (0x0D, not "0x13"), and a NUL byte in a Criteo
+    field does not end the error line and the summary there."""
     import gzip, struct
     d = case_dir("data_messages")
     ft = os.path.join(d, "floattype")

@@ -189,7 +189,7 @@ void Engine::set_mlp_state(const ByteVec& b) {
 std::optional<std::int64_t> Engine::inject(const std::vector<int>& ranks, std::int64_t step, bool fresh) {
   const int me = net_.rank(), N = net_.size();
   // Failures strike at a commit boundary: the last step's deltas are applied first (see
-  // docs/ec-train.md, "Commit protocol").
+  // docs/design/ec-train-protocol.md, "Commit protocol").
   flush();
   const double t0 = now_seconds();
   // The failed rank loses everything it held in memory; a replacement with garbage memory takes
