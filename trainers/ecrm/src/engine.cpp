@@ -43,10 +43,9 @@ Engine::Engine(Config cfg, const Transport& net)
     : cfg_(std::move(cfg)), net_(net), be_(train::make_cpu_backend(1)), net_model_(*be_, dlrm_config(cfg_), fetched_rows(*be_, rows_, cfg_.dim, emb_)),
       opt_(*be_, train::OptimizerConfig{train::OptimizerKind::adam, cfg_.mlp_lr}),
       store_(net, cfg_.k, cfg_.m, cfg_.tables, cfg_.rows, cfg_.dim, cfg_.rows_per_fragment, false), recovery_(net, store_, cfg_.m),
-      deltas_(net, store_, recovery_), rows_(net, store_, recovery_) {
+      deltas_(net, store_, recovery_), rows_(net, store_, recovery_), schedule_(cfg_.fail, cfg_.kill) {
   opt_.attach(net_model_.params());
   active_.assign(static_cast<std::size_t>(net_.size()), -1);
-  fired_.assign(cfg_.fail.size(), false);
 }
 
 void Engine::train_step(std::int64_t step) {
@@ -129,7 +128,7 @@ void Engine::update_rows(const std::vector<float>& gsum) {
   const auto old = rows_.old_bytes();
   for (std::size_t i = 0; i < owned.size(); ++i) {
     if (i + prefetch_ahead < owned.size()) prefetch_row(store_.row(owned[i + prefetch_ahead], place[i + prefetch_ahead]));
-    float v[512];
+    float v[2 * max_dim];  // [w | s] of one row: Config::dim <= max_dim (config.cpp)
     std::memcpy(v, old.data() + i * rb, rb);
     const float* g = gsum.data() + i * sd;
     for (std::size_t q = 0; q < sd; ++q) {
@@ -326,6 +325,27 @@ int Engine::run(const Progress& progress) {
 }
 
 int Engine::run_steps(const Progress& progress) {
+  start_up();
+  std::int64_t step = start_step_ + 1;
+  bool follows = false;  // the previous step's end is this step's start (StepLog::follows)
+  while (step <= cfg_.steps) {
+    end_redo_if_done(step);
+    kill_if_scheduled(step);
+    if (const auto code = preempt_if_signalled(step, progress)) return *code;
+    bool failed = false;
+    if (const auto next = fail_if_scheduled(step, failed)) {
+      step = *next;
+      follows = false;
+      continue;
+    }
+    step_and_commit(step, follows && !failed, progress);
+    follows = true;
+    ++step;
+  }
+  return finish(progress);
+}
+
+void Engine::start_up() {
   const int me = net_.rank();
   t_start_ = now_seconds();
   wall_start_ns_ = static_cast<std::uint64_t>(
@@ -382,75 +402,70 @@ int Engine::run_steps(const Progress& progress) {
               << cfg_.seed << (cfg_.seed_given ? "" : seed_from_segment ? " (of the job's segments)" : " (drawn)")
               << (resume ? ", resumed from " + resume->string() : "") << (cfg_.job_id.empty() ? "" : ", job " + cfg_.job_id) << "\n"
               << std::flush;
-  const bool checkpoints = cfg_.ft == Ft::ckpt || cfg_.fallback_ckpt;
   if (!relaunch) {
     if (cfg_.ft == Ft::ec) store_.encode_all();
     // Rollbacks need a checkpoint of the starting state in --ckpt-dir.
-    if (checkpoints && !(resume && ckpt::manifest_complete(ckpt::manifest_path(cfg_.ckpt_dir, start_step_)))) save_ckpt(start_step_, false);
-    for (std::size_t i = 0; i < cfg_.fail.size(); ++i) fired_[i] = cfg_.fail[i].step <= start_step_;
+    if (checkpoints() && !(resume && ckpt::manifest_complete(ckpt::manifest_path(cfg_.ckpt_dir, start_step_)))) save_ckpt(start_step_, false);
+    schedule_.skip_through(start_step_);
     commit(start_step_);
   }
+}
 
-  std::int64_t step = start_step_ + 1;
-  bool follows = false;  // the previous step's end is this step's start (StepLog::follows)
-  while (step <= cfg_.steps) {
-    if (redo_until_ == step) {  // a rollback's redo is done: redundancy is back
-      for (auto i : redo_records_) {
-        fails_[i].redo_s = now_seconds() - t_redo_start_;
-        fails_[i].time_to_redundancy_s = now_seconds() - t_start_ - fails_[i].t_fail;
-        fails_[i].redundant_after_step = step - 1;
-      }
-      redo_records_.clear();
-      redo_until_ = -1;
-    }
-    kill_if_scheduled(step);
-    // Preemption: at a step boundary every rank learns whether any rank was signalled.
-    if (cfg_.signal_at == step && me == 0 && resumed_from_ < 0 && restarts_ == 0) std::raise(SIGUSR1);
-    if (net_.allreduce_max(train::preempt_signal() != 0 ? 1 : 0)) {
-      save_ckpt(step - 1, true);
-      remove_segment();  // the checkpoint holds the state now
-      preempted_ = true;
-      if (progress.end) progress.end();
-      if (me == 0)
-        std::cout << "ec-train: preempted: checkpoint of step " << step - 1 << " in " << cfg_.ckpt_dir.string()
-                  << "; run the same command again to continue\n";
-      write_report("", static_cast<int>(ExitCode::preempted), -1);
-      return static_cast<int>(ExitCode::preempted);
-    }
-    std::vector<int> failing;
-    for (std::size_t i = 0; i < cfg_.fail.size(); ++i)
-      if (!fired_[i] && cfg_.fail[i].step == step) {
-        fired_[i] = true;
-        failing.push_back(cfg_.fail[i].rank);
-      }
-    if (!failing.empty())
-      if (const auto next = inject(failing, step)) {
-        step = *next;
-        follows = false;
-        continue;
-      }
-    const double t0 = now_seconds();
-    const std::string phase = redo_until_ > 0 ? "redo" : recovery_.any_lost() ? "degraded" : "normal";
-    train_step(step);
-    // The step's timeline entry goes in before any commit of the step (each commit records the
-    // timeline's length, so an entry written after it would be lost with a death before the next).
-    const double t1 = now_seconds();
-    log_step({step, t1 - t_start_, t1 - t0, loss_sum_ / cfg_.batch, phase, follows && failing.empty()});
-    follows = true;
-    if (cfg_.ft == Ft::ec && cfg_.commit == Commit::in_step) commit(step);  // its deltas are applied everywhere
-    if (checkpoints && step % cfg_.ckpt_interval == 0 && step > last_ckpt_) {
-      save_ckpt(step, false);  // ec next-step: flushes the step's deltas and commits it first
-      const double t2 = now_seconds();
-      amend_last_step(t2 - t_start_, t2 - t0);  // the write counts in the step (dt)
-    }
-    if (cfg_.ft != Ft::ec) commit(step);  // no parity: the step is complete here
-    if (progress.step) {
-      std::ostringstream extra;
-      extra << "loss " << loss_sum_ / cfg_.batch << (phase == "normal" ? "" : " [" + phase + "]");
-      progress.step(static_cast<std::uint64_t>(step), extra.str());
-    }
-    ++step;
+void Engine::end_redo_if_done(std::int64_t step) {
+  if (redo_until_ != step) return;
+  for (auto i : redo_records_) {
+    fails_[i].redo_s = now_seconds() - t_redo_start_;
+    fails_[i].time_to_redundancy_s = now_seconds() - t_start_ - fails_[i].t_fail;
+    fails_[i].redundant_after_step = step - 1;
   }
+  redo_records_.clear();
+  redo_until_ = -1;
+}
+
+std::optional<int> Engine::preempt_if_signalled(std::int64_t step, const Progress& progress) {
+  // At a step boundary every rank learns whether any rank was signalled.
+  if (cfg_.signal_at == step && net_.rank() == 0 && resumed_from_ < 0 && restarts_ == 0) std::raise(SIGUSR1);
+  if (!net_.allreduce_max(train::preempt_signal() != 0 ? 1 : 0)) return std::nullopt;
+  save_ckpt(step - 1, true);
+  remove_segment();  // the checkpoint holds the state now
+  preempted_ = true;
+  if (progress.end) progress.end();
+  if (net_.rank() == 0)
+    std::cout << "ec-train: preempted: checkpoint of step " << step - 1 << " in " << cfg_.ckpt_dir.string()
+              << "; run the same command again to continue\n";
+  write_report("", static_cast<int>(ExitCode::preempted), -1);
+  return static_cast<int>(ExitCode::preempted);
+}
+
+std::optional<std::int64_t> Engine::fail_if_scheduled(std::int64_t step, bool& failed) {
+  const std::vector<int> failing = schedule_.fail_at(step);
+  failed = !failing.empty();
+  return failed ? inject(failing, step) : std::nullopt;
+}
+
+void Engine::step_and_commit(std::int64_t step, bool follows, const Progress& progress) {
+  const double t0 = now_seconds();
+  const std::string phase = redo_until_ > 0 ? "redo" : recovery_.any_lost() ? "degraded" : "normal";
+  train_step(step);
+  // The step's timeline entry goes in before any commit of the step (each commit records the
+  // timeline's length, so an entry written after it would be lost with a death before the next).
+  const double t1 = now_seconds();
+  log_step({step, t1 - t_start_, t1 - t0, loss_sum_ / cfg_.batch, phase, follows});
+  if (cfg_.ft == Ft::ec && cfg_.commit == Commit::in_step) commit(step);  // its deltas are applied everywhere
+  if (checkpoints() && step % cfg_.ckpt_interval == 0 && step > last_ckpt_) {
+    save_ckpt(step, false);  // ec next-step: flushes the step's deltas and commits it first
+    const double t2 = now_seconds();
+    amend_last_step(t2 - t_start_, t2 - t0);  // the write counts in the step (dt)
+  }
+  if (cfg_.ft != Ft::ec) commit(step);  // no parity: the step is complete here
+  if (progress.step) {
+    std::ostringstream extra;
+    extra << "loss " << loss_sum_ / cfg_.batch << (phase == "normal" ? "" : " [" + phase + "]");
+    progress.step(static_cast<std::uint64_t>(step), extra.str());
+  }
+}
+
+int Engine::finish(const Progress& progress) {
   flush();
   // Finish any rebuild still running, so the final state is fully redundant before it is hashed.
   while (cfg_.ft == Ft::ec && recovery_.any_lost()) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "failure_schedule.hpp"
 #include "fetched_rows.hpp"
 #include "resil/ecrm/batches.hpp"
 #include "resil/ecrm/engine.hpp"
@@ -62,8 +63,24 @@ public:
   int run(const Progress& progress);
 
 private:
-  // engine.cpp
+  // engine.cpp: the run as phases (start_up, then per step: end_redo_if_done, kill_if_scheduled,
+  // preempt_if_signalled, fail_if_scheduled, train_step with its commit; finish), the step itself
   int run_steps(const Progress& progress);
+  /// The seed, the state segment, and the state to start from (an earlier launch's segments, a
+  /// checkpoint, or fresh), committed; sets start_step_.
+  void start_up();
+  /// A rollback's redo that ends before `step` restored redundancy: its failure records say so.
+  void end_redo_if_done(std::int64_t step);
+  /// Some rank was signalled: checkpoint at step - 1 and return the exit code (75), else nullopt.
+  std::optional<int> preempt_if_signalled(std::int64_t step, const Progress& progress);
+  /// The --fail failures at `step`: the step to continue from when the job rolled back.
+  std::optional<std::int64_t> fail_if_scheduled(std::int64_t step, bool& failed);
+  /// Train `step`, log it, commit it (and checkpoint it when due).
+  void step_and_commit(std::int64_t step, bool follows, const Progress& progress);
+  /// After the last step: flush, complete redundancy, verify parity, hash, report; returns 0.
+  int finish(const Progress& progress);
+  /// Checkpoints are written (--ft ckpt, or --fallback-ckpt).
+  bool checkpoints() const noexcept { return cfg_.ft == Ft::ckpt || cfg_.fallback_ckpt; }
   void train_step(std::int64_t step);
   void reduce_dense(double loss_sum);
   void update_rows(const std::vector<float>& gsum);
@@ -131,7 +148,7 @@ private:
   std::vector<FailRecord> fails_;
   std::vector<int> active_;                 // per rank: index in fails_ of its ongoing rebuild, or -1
   std::vector<std::size_t> redo_records_;   // fails_ rolled back and waiting for the redo to finish
-  std::vector<bool> fired_;                 // per cfg_.fail entry
+  FailureSchedule schedule_;                // --fail and --kill, and which have fired
   double loss_sum_ = 0;                     // this step's global loss (rank 0's view)
   std::optional<Segment> seg_;              // the state that outlives the process (job_id given)
   std::vector<std::byte> heap_;             // the store without a segment
@@ -139,7 +156,6 @@ private:
   std::int64_t restarts_ = 0;
   double attach_s_ = 0;                     // this launch: attaching (or creating) the segment
   int found_segment_ = 0;                   // this launch found 1: an uncommitted segment, 2: a committed one
-  std::uint64_t kills_fired_ = 0;
   bool preempted_ = false;
   std::filesystem::path preempt_source_;    // the preemption checkpoint this run resumed on its own, if any
   std::size_t commit_small_bytes_ = 0, commit_undo_peak_ = 0;  // this launch's commits, for the report

@@ -143,7 +143,7 @@ ByteVec Engine::small_state_rest() {
   w.put(static_cast<std::uint64_t>(redo_records_.size()));
   for (auto i : redo_records_) w.put(static_cast<std::uint64_t>(i));
   w.put(redo_until_), w.put(last_ckpt_), w.put(ckpt_writes_), w.put(ckpt_write_s_), w.put(wall_start_ns_), w.put(resumed_from_);
-  w.put(restarts_), w.put(kills_fired_), w.put(t_redo_start_ - t_start_), w.put(static_cast<std::uint64_t>(log_.size()));
+  w.put(restarts_), w.put(schedule_.kills_fired()), w.put(t_redo_start_ - t_start_), w.put(static_cast<std::uint64_t>(log_.size()));
   return g;
 }
 
@@ -160,7 +160,8 @@ void Engine::set_small_state(ByteView bytes) {
   for (auto& i : redo_records_) i = static_cast<std::size_t>(r.get<std::uint64_t>());
   redo_until_ = r.get<std::int64_t>(), last_ckpt_ = r.get<std::int64_t>(), ckpt_writes_ = r.get<std::int64_t>();
   ckpt_write_s_ = r.get<double>(), wall_start_ns_ = r.get<std::uint64_t>(), resumed_from_ = r.get<std::int64_t>();
-  restarts_ = r.get<std::int64_t>(), kills_fired_ = r.get<std::uint64_t>();
+  restarts_ = r.get<std::int64_t>();
+  schedule_.set_kills_fired(r.get<std::uint64_t>());
   const double redo_rel = r.get<double>();
   log_.resize(static_cast<std::size_t>(r.get<std::uint64_t>()));
   // Times are kept relative to the first launch's start (CLOCK_REALTIME), across relaunches.
@@ -206,19 +207,17 @@ void Engine::amend_last_step(double t_end, double dt) {
 }
 
 void Engine::kill_if_scheduled(std::int64_t step) {
-  std::uint64_t now = 0;
-  bool dies = false, node = false;
-  for (std::size_t i = 0; i < cfg_.kill.size(); ++i) {
-    const auto& k = cfg_.kill[i];
-    if (k.step != step || (kills_fired_ >> i & 1u)) continue;
-    now |= std::uint64_t{1} << i;
-    if (k.rank == net_.rank()) dies = true, node = node || k.node;
-  }
+  const std::uint64_t now = schedule_.kills_due(step);
   if (!now) return;
+  bool dies = false, node = false;
+  for (std::size_t i = 0; i < schedule_.kills().size(); ++i) {
+    const auto& k = schedule_.kills()[i];
+    if ((now >> i & 1u) && k.rank == net_.rank()) dies = true, node = node || k.node;
+  }
   // Every rank records the kill in its segment before anyone dies, so that the relaunch does not
   // repeat it (the slots are not committed again before the job ends).
-  kills_fired_ |= now;
-  if (seg_) seg_->set_kills_fired(kills_fired_);
+  schedule_.set_kills_fired(schedule_.kills_fired() | now);
+  if (seg_) seg_->set_kills_fired(schedule_.kills_fired());
   if (dies && node) remove_segment();
   net_.barrier();
   if (!dies) return;
@@ -320,11 +319,11 @@ std::optional<std::int64_t> Engine::restart_from_segments() {
   if (!bits.empty()) net_.allreduce_max(bits);
   std::uint64_t mask = 0;
   for (std::size_t i = 0; i < bits.size(); ++i) mask |= static_cast<std::uint64_t>(bits[i]) << i;
-  const std::uint64_t fresh = mask & ~kills_fired_;
-  kills_fired_ = mask;
+  const std::uint64_t fresh = mask & ~schedule_.kills_fired();
+  schedule_.set_kills_fired(mask);
   seg_->set_kills_fired(mask);
   ++restarts_;
-  for (std::size_t i = 0; i < cfg_.fail.size(); ++i) fired_[i] = cfg_.fail[i].step <= G;
+  schedule_.skip_through(G);
 
   // How long the restart took: from the last commit anywhere (the job stopped training after it)
   // to every rank attached and agreed; the slowest rank's attach.
