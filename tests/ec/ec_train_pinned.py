@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ec_train_check import make_tsv  # noqa: E402  the same generator as ec_train_make_tsv
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from numeric_variants import variant  # noqa: E402
+from numeric_variants import compare, variant  # noqa: E402
 
 SMALL = ["--tables", "4", "--rows", "600", "--dim", "8", "--batch", "48", "--rows-per-fragment", "4",
          "--rebuild-stripes", "20", "--seed", "11", "--steps", "20"]
@@ -94,21 +94,7 @@ def main():
     work = os.path.join(work, vname)
     os.makedirs(work, exist_ok=True)
     make_tsv([os.path.join(work, "pinned.tsv"), "400"])
-    bad = 0
-    for name in names:
-        got = run(exe, mpiexec, work, name, env)
-        if record:
-            print(f'    "{name}": ("{got[0]}", "{got[1]}"),')
-            continue
-        want = PINNED.get(name, ("?", "?"))
-        if got != want:
-            bad += 1
-            print(f"FAIL: {name} under {vname}: state_hash {got[0]} final_loss {got[1]}; pinned {want[0]} {want[1]}")
-        else:
-            print(f"ok: {name} under {vname}: state_hash {got[0]} final_loss {got[1]}")
-    if bad:
-        raise SystemExit(f"FAIL: {bad} of {len(names)} configurations differ from the pinned values")
-
+    compare({name: run(exe, mpiexec, work, name, env) for name in names}, PINNED, vname, record)
 
 if __name__ == "__main__":
     main()

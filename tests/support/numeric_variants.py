@@ -41,3 +41,20 @@ def variant(name):
         env["OPENBLAS_CORETYPE"] = core
         return env, []
     raise SystemExit(f"unknown variant {name!r} (one of {', '.join(NAMES)})")
+
+
+def compare(got, pinned, vname, record):
+    """Print each result against its pinned value (or, with record, as a PINNED table line); exit
+    non-zero naming how many differ. got and pinned map a name to a tuple of strings."""
+    bad = 0
+    for name, value in got.items():
+        shown = " ".join(value)
+        if record:
+            print(f'    "{name}": ({", ".join(chr(34) + v + chr(34) for v in value)}),')
+        elif pinned.get(name) != value:
+            bad += 1
+            print(f"FAIL: {name} under {vname}: {shown}; pinned {' '.join(pinned.get(name, ('(none)',)))}")
+        else:
+            print(f"ok: {name} under {vname}: {shown}")
+    if bad:
+        raise SystemExit(f"FAIL: {bad} of {len(got)} results differ from the pinned values under variant {vname}")

@@ -18,7 +18,7 @@ import sys
 import h5py
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from numeric_variants import variant  # noqa: E402
+from numeric_variants import compare, variant  # noqa: E402
 
 DATA = "/usr/share/datasets/fashion-mnist"
 COMMON = ["--seed", "7", "--limit", "1024", "--test-limit", "300", "--batch", "64", "--epochs", "1"]
@@ -121,20 +121,7 @@ def main():
             run([exe, "eval", "--from", first, "--data", DATA, "--test-limit", "300", "--summary", e], env, "eval")
             es = summary(e)
             got["mlp_none_eval"] = (repr(es["test_accuracy"]), repr(es["test_loss"]))
-    bad = 0
-    for name, value in got.items():
-        if only and name != only:
-            continue
-        if record:
-            print(f'    "{name}": ("{value[0]}", "{value[1]}"),')
-        elif PINNED.get(name) != value:
-            bad += 1
-            print(f"FAIL: {name} under {vname}: {value[0]} {value[1]}; pinned {PINNED.get(name)}")
-        else:
-            print(f"ok: {name} under {vname}: {value[0]} {value[1]}")
-    if bad:
-        raise SystemExit(f"FAIL: {bad} of {len(got)} results differ from the pinned values under variant {vname}")
-
+    compare({k: v for k, v in got.items() if not only or k == only}, PINNED, vname, record)
 
 if __name__ == "__main__":
     main()
