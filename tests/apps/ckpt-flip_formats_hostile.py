@@ -65,6 +65,35 @@ torch.save(model.state_dict(), legacy, _use_new_zipfile_serialization=False)
 case("legacy_torch", "model.pt", legacy.getvalue(), 4, "unknown file format|legacy")
 
 
+def saved(obj):
+    b = io.BytesIO()
+    torch.save(obj, b)
+    return b.getvalue()
+
+
+def with_pickle(pt_bytes, edit):
+    """The archive `pt_bytes` with its data.pkl replaced by edit(data.pkl), every other member as it was."""
+    src, dst = zipfile.ZipFile(io.BytesIO(pt_bytes)), io.BytesIO()
+    with zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zf:
+        for info in src.infolist():
+            data = src.read(info)
+            zf.writestr(info.filename, edit(data) if info.filename.endswith("/data.pkl") else data)
+    return dst.getvalue()
+
+
+# One name for two tensors (each of its own storage): dict keys are joined by '/', integer keys are
+# written in decimal, an empty path is "tensor", and a pickle may repeat a key (torch.load keeps the
+# last value). A name must say which tensor a flip log means: the file is refused, naming it.
+two = ": a second tensor with this name"
+case("torch_name_slash", "model.pt", saved({"model": {"a/b": torch.ones(3), "a": {"b": torch.zeros(5)}}}), 4,
+     "'model/a/b'" + two)
+case("torch_name_int_key", "model.pt", saved({"model": {1: torch.ones(3), "1": torch.zeros(5)}}), 4, "'model/1'" + two)
+case("torch_name_empty_key", "model.pt", saved({"": torch.ones(3), "tensor": torch.zeros(5)}), 4, "'tensor'" + two)
+repeated = with_pickle(saved({"model": {"key_aaaa": torch.ones(3), "key_bbbb": torch.zeros(5)}}),
+                       lambda pkl: pkl.replace(b"key_bbbb", b"key_aaaa"))
+case("torch_name_repeated_key", "model.pt", repeated, 4, "'model/key_aaaa'" + two)
+
+
 def safetensors(entries):
     """entries: name -> (dtype, shape, data_offsets); data: as many bytes as the largest end."""
     header = {n: {"dtype": d, "shape": s, "data_offsets": o} for n, (d, s, o) in entries.items()}
