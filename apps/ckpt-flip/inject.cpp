@@ -184,7 +184,7 @@ int run_inject(const InjectOptions& o) {
         st = inject::apply(tmp, records, inject::Direction::forward, false, false, true, o.format);
         if (!o.no_hash) out_sha = ckpt::sha256_file(tmp);
         h.output_sha256 = out_sha;
-        inject::LogWriter log(log_tmp);
+        inject::LogWriter log(log_tmp, o.input);
         log.line(inject::header_line(h));
         log.records(records);
         log.line(inject::footer_line(st.changed, out_sha));

@@ -329,6 +329,13 @@ ApplyStats apply(Storage& wf, std::span<const FlipRecord> records, Direction dir
     // created (a directory the user may not write, say, beside a file the user may).
     rethrow_renamed(e, tmp.string(), file + ": its staged copy " + tmp.string());
   }
+  // The copy replaces the file: it gets the file's owner, group and mode first (a private 0600
+  // checkpoint stays private), or the edit is refused before anything changed.
+  try {
+    ckpt::fs::keep_owner_and_mode(target, tmp);
+  } catch (const Error& e) {
+    rethrow_renamed(e, target, file);
+  }
   ApplyStats st;
   try {
     st = apply(tmp.string(), records, dir, force, false, true, wf.format());
