@@ -94,6 +94,26 @@ repeated = with_pickle(saved({"model": {"key_aaaa": torch.ones(3), "key_bbbb": t
 case("torch_name_repeated_key", "model.pt", repeated, 4, "'model/key_aaaa'" + two)
 
 
+def zip64_record_at(pt):
+    """The zip64 locator's offset in `pt` and the zip64 record's offset it names."""
+    loc = pt.rfind(b"PK\x05\x06") - 20
+    assert pt[loc:loc + 4] == b"PK\x06\x07"
+    return loc, struct.unpack_from("<Q", pt, loc + 8)[0]
+
+
+# The zip64 end record copied into a tensor's bytes (the tensor's values are those bytes, so every
+# CRC holds and torch.load reads the file) and the locator pointing at the copy: an edit of the
+# tensor would change archive metadata. Refused: the record must follow the central directory.
+loc, off = zip64_record_at(saved({"model": {"w": torch.zeros(64)}}))
+record = saved({"model": {"w": torch.zeros(64)}})[off:off + 56]
+holder = bytearray(saved({"model": {"w": torch.frombuffer(bytearray(record + bytes(200)), dtype=torch.float32).clone()}}))
+info = zipfile.ZipFile(io.BytesIO(bytes(holder))).getinfo("archive/data/0")
+data = info.header_offset + 30 + sum(struct.unpack_from("<HH", holder, info.header_offset + 26))
+assert holder[data:data + 56] == record and zip64_record_at(holder)[1] == off
+struct.pack_into("<Q", holder, loc + 8, data)
+case("zip64_record_in_tensor", "model.pt", bytes(holder), 4, "zip64 end of central directory record at offset [0-9]+ lies before")
+
+
 def safetensors(entries):
     """entries: name -> (dtype, shape, data_offsets); data: as many bytes as the largest end."""
     header = {n: {"dtype": d, "shape": s, "data_offsets": o} for n, (d, s, o) in entries.items()}
