@@ -10,6 +10,7 @@
 #include "resil/ckpt/hash.hpp"
 #include "resil/config.hpp"
 #include "resil/inject/apply.hpp"
+#include "resil/inject/file_lock.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/raw.hpp"
 #include "resil/inject/storage.hpp"
@@ -104,6 +105,10 @@ int run_inject(const InjectOptions& o) {
   // chunk-address lookup, so each touched page is faulted in once (it only reads until apply).
   // --raw flips the file's bytes whatever its format: it is never opened through an adapter.
   std::unique_ptr<inject::Storage> wf;
+  // One in-place run per file, held from before the draw reads the file until its log is complete:
+  // another run's flips landing in between would be lost or mixed with these.
+  std::optional<inject::InPlaceLock> hold;
+  if (o.in_place) hold.emplace(o.input);
   if (o.in_place && !o.raw) {
     wf = inject::open_storage(o.input, inject::Access::in_place, o.format);
     wf->set_sync(!o.no_sync);
@@ -185,7 +190,7 @@ int run_inject(const InjectOptions& o) {
         st = inject::apply(tmp, records, inject::Direction::forward, false, false, true, o.format);
         if (!o.no_hash) out_sha = ckpt::sha256_file(tmp);
         h.output_sha256 = out_sha;
-        inject::LogWriter log(log_tmp);
+        inject::LogWriter log(log_tmp, o.input);
         log.line(inject::header_line(h));
         log.records(records);
         log.line(inject::footer_line(st.changed, out_sha));

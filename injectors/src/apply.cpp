@@ -13,6 +13,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <unordered_map>
@@ -20,6 +21,7 @@
 #include "resil/core/fd.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/inject/apply.hpp"
+#include "resil/inject/file_lock.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/sampling.hpp"
 #include "resil/inject/storage.hpp"
@@ -282,6 +284,9 @@ bool holds_old_bits(const std::string& file, std::span<const FlipRecord> records
 ApplyStats apply(const std::string& file, std::span<const FlipRecord> records, Direction dir, bool force, bool crash_safe,
                  bool sync, Format format) {
   if (records.empty()) return {};
+  // One in-place run per file: held from before the file is opened until the edit is complete.
+  std::optional<InPlaceLock> hold;
+  if (crash_safe) hold.emplace(file);
   if (records.front().raw) {
     if (crash_safe) print_removed(remove_stale_temporaries(file));
     return apply_raw(file, records, dir, force);
@@ -296,6 +301,9 @@ ApplyStats apply(Storage& wf, std::span<const FlipRecord> records, Direction dir
   const std::string file = wf.path();
   if (wf.access() == Access::read) throw UsageError(file + ": apply needs a file opened for writing");
   const bool crash_safe = wf.access() == Access::in_place;
+  // Held already when the caller took the file before opening it (inject --in-place, apply(path)).
+  std::optional<InPlaceLock> hold;
+  if (crash_safe) hold.emplace(file);
   if (records.empty()) {
     wf.close();
     return {};
@@ -328,6 +336,13 @@ ApplyStats apply(Storage& wf, std::span<const FlipRecord> records, Direction dir
     // Named as what it is: "FILE: cannot create" would read as if the file itself could not be
     // created (a directory the user may not write, say, beside a file the user may).
     rethrow_renamed(e, tmp.string(), file + ": its staged copy " + tmp.string());
+  }
+  // The copy replaces the file: it gets the file's owner, group and mode first (a private 0600
+  // checkpoint stays private), or the edit is refused before anything changed.
+  try {
+    ckpt::fs::keep_owner_and_mode(target, tmp);
+  } catch (const Error& e) {
+    rethrow_renamed(e, target, file);
   }
   ApplyStats st;
   try {

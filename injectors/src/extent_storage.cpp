@@ -72,9 +72,16 @@ ExtentStorage::ExtentStorage(const std::string& path, Access access) : Storage(p
 void ExtentStorage::add(Item it) {
   if (!it.tensor.staged && !inside(it.extent.offset, it.extent.length, raw_.file_size()))
     throw CorruptInputError(path_ + ": tensor " + display_name(it.tensor.info.path) + " lies beyond the end of the file");
+  // A name is how flip logs, selections and revert find a tensor again: it must mean one tensor.
+  // The parsers refuse the ways they know to build one name twice; this holds it for any adapter.
   const std::size_t i = items_.size();
-  by_name_.emplace(it.tensor.info.path, i);
-  for (const auto& a : it.tensor.info.aliases) by_name_.emplace(a, i);
+  auto claim = [&](const std::string& name) {
+    const auto [at, fresh] = by_name_.emplace(name, i);
+    if (!fresh && at->second != i)
+      throw CorruptInputError(path_ + ": two tensors are named " + display_name(name) + " (a name must identify one tensor)");
+  };
+  claim(it.tensor.info.path);
+  for (const auto& a : it.tensor.info.aliases) claim(a);
   items_.push_back(std::move(it));
 }
 

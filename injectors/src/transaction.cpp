@@ -14,7 +14,7 @@ namespace {
 template <class Apply>
 TransactionResult logged(const std::filesystem::path& log, const LogHeader& header, std::span<const FlipRecord> records,
                          const std::string& path, Format format, const TransactionOptions& opt, Apply&& apply_records) {
-  LogWriter w(log);  // nothing of this run exists before it
+  LogWriter w(log, path);  // nothing of this run exists before it
   try {
     w.line(header_line(header));
     w.records(records);

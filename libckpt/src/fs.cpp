@@ -180,13 +180,44 @@ std::string read_file(const stdfs::path& p) {
   return ss.str();
 }
 
+unsigned derived_mode(const stdfs::path& input) {
+  struct stat st {};
+  if (input.empty() || ::stat(input.c_str(), &st) != 0) return 0644;
+  return (st.st_mode & 0666) | 0600;
+}
+
+void bound_mode(int fd, unsigned mode, const stdfs::path& p) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail("cannot stat", p);
+  if ((st.st_mode & 07777 & ~mode) != 0 && ::fchmod(fd, st.st_mode & 07777 & mode) != 0) fail("cannot change its permissions", p);
+}
+
+void keep_owner_and_mode(const stdfs::path& original, const stdfs::path& copy) {
+  struct stat want {};
+  if (::stat(original.c_str(), &want) != 0) fail("cannot stat", original);
+  Fd f{::open(copy.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.get() < 0) fail("cannot open", copy);
+  struct stat have {};
+  if (::fstat(f.get(), &have) != 0) fail("cannot stat", copy);
+  // Owner and group first: chown clears set-user-ID and set-group-ID bits, chmod then restores them.
+  if ((have.st_uid != want.st_uid || have.st_gid != want.st_gid) && ::fchown(f.get(), want.st_uid, want.st_gid) != 0) {
+    const int err = errno;
+    throw IoError(original.string() + ": owned by uid " + std::to_string(want.st_uid) + ", gid " + std::to_string(want.st_gid) +
+                  ", which a copy made by uid " + std::to_string(::geteuid()) + " cannot keep (" + std::strerror(err) +
+                  "): a staged edit would replace it by a file of another owner or group; edit a copy (-o) instead");
+  }
+  if (::fchmod(f.get(), want.st_mode & 07777) != 0) fail("cannot change its permissions", copy);
+}
+
 void copy_file(const stdfs::path& from, const stdfs::path& to) {
   Fd in{::open(from.c_str(), O_RDONLY | O_CLOEXEC)};
   if (in.get() < 0) fail("cannot open", from);
   struct stat st {};
   if (::fstat(in.get(), &st) != 0) fail("cannot stat", from);
-  Fd out{::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+  const unsigned mode = (st.st_mode & 0666) | 0600;  // derived_mode, from the open file
+  Fd out{::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)};
   if (out.get() < 0) fail("cannot create", to);
+  bound_mode(out.get(), mode, to);
   off_t left = st.st_size;
   while (left > 0) {
     // copy_file_range lets the kernel (or the filesystem, by reflink) move the bytes.

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Submit a campaign as a job array of SHARDS tasks plus the merge/report job chained with afterok.
 #   scripts/slurm/submit-campaign.sh CONFIG OUT [SHARDS]     (SHARDS 1..100000, default 4; prints both job ids)
-# Exit 2: bad arguments (one line naming them); 3: CONFIG is not a readable file. Nothing is
+# Exit 2: bad arguments (one line naming them; CONFIG or OUT beginning with '-' too); 3: CONFIG is
+# not a readable file. Nothing is
 # submitted or made unless the arguments are good.
 set -euo pipefail
 usage="usage: submit-campaign.sh CONFIG OUT [SHARDS]"
 case "${1:-}" in -h|--help) echo "$usage"; echo "  submits ckpt-flip campaign CONFIG --out OUT as a Slurm job array of SHARDS tasks (--shard i/SHARDS), then ckpt-flip report OUT after it (afterok)"; exit 0 ;; esac
 [[ $# -ge 2 && $# -le 3 ]] || { echo "submit-campaign.sh: $usage" >&2; exit 2; }
+# A path that begins with '-' reads as an option to realpath (and to the user): a bad argument.
+for a in "CONFIG:$1" "OUT:$2"; do
+  [[ ${a#*:} != -* ]] || { echo "submit-campaign.sh: ${a%%:*} '${a#*:}' begins with '-' (for a file so named, write ./${a#*:})" >&2; exit 2; }
+done
 [[ -f $1 && -r $1 ]] || { echo "submit-campaign.sh: CONFIG $1: not a readable file" >&2; exit 3; }
 [[ -n $2 ]] || { echo "submit-campaign.sh: OUT is empty" >&2; exit 2; }
 shards=${3:-4}

@@ -63,6 +63,55 @@ torch.save(model.state_dict(), legacy, _use_new_zipfile_serialization=False)
 case("legacy_torch", "model.pt", legacy.getvalue(), 4, "unknown file format|legacy")
 
 
+def saved(obj):
+    b = io.BytesIO()
+    torch.save(obj, b)
+    return b.getvalue()
+
+
+def with_pickle(pt_bytes, edit):
+    """The archive `pt_bytes` with its data.pkl replaced by edit(data.pkl), every other member as it was."""
+    src, dst = zipfile.ZipFile(io.BytesIO(pt_bytes)), io.BytesIO()
+    with zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zf:
+        for info in src.infolist():
+            data = src.read(info)
+            zf.writestr(info.filename, edit(data) if info.filename.endswith("/data.pkl") else data)
+    return dst.getvalue()
+
+
+# One name for two tensors (each of its own storage): dict keys are joined by '/', integer keys are
+# written in decimal, an empty path is "tensor", and a pickle may repeat a key (torch.load keeps the
+# last value). A name must say which tensor a flip log means: the file is refused, naming it.
+two = ": a second tensor with this name"
+case("torch_name_slash", "model.pt", saved({"model": {"a/b": torch.ones(3), "a": {"b": torch.zeros(5)}}}), 4,
+     "'model/a/b'" + two)
+case("torch_name_int_key", "model.pt", saved({"model": {1: torch.ones(3), "1": torch.zeros(5)}}), 4, "'model/1'" + two)
+case("torch_name_empty_key", "model.pt", saved({"": torch.ones(3), "tensor": torch.zeros(5)}), 4, "'tensor'" + two)
+repeated = with_pickle(saved({"model": {"key_aaaa": torch.ones(3), "key_bbbb": torch.zeros(5)}}),
+                       lambda pkl: pkl.replace(b"key_bbbb", b"key_aaaa"))
+case("torch_name_repeated_key", "model.pt", repeated, 4, "'model/key_aaaa'" + two)
+
+
+def zip64_record_at(pt):
+    """The zip64 locator's offset in `pt` and the zip64 record's offset it names."""
+    loc = pt.rfind(b"PK\x05\x06") - 20
+    assert pt[loc:loc + 4] == b"PK\x06\x07"
+    return loc, struct.unpack_from("<Q", pt, loc + 8)[0]
+
+
+# The zip64 end record copied into a tensor's bytes (the tensor's values are those bytes, so every
+# CRC holds and torch.load reads the file) and the locator pointing at the copy: an edit of the
+# tensor would change archive metadata. Refused: the record must follow the central directory.
+loc, off = zip64_record_at(saved({"model": {"w": torch.zeros(64)}}))
+record = saved({"model": {"w": torch.zeros(64)}})[off:off + 56]
+holder = bytearray(saved({"model": {"w": torch.frombuffer(bytearray(record + bytes(200)), dtype=torch.float32).clone()}}))
+info = zipfile.ZipFile(io.BytesIO(bytes(holder))).getinfo("archive/data/0")
+data = info.header_offset + 30 + sum(struct.unpack_from("<HH", holder, info.header_offset + 26))
+assert holder[data:data + 56] == record and zip64_record_at(holder)[1] == off
+struct.pack_into("<Q", holder, loc + 8, data)
+case("zip64_record_in_tensor", "model.pt", bytes(holder), 4, "zip64 end of central directory record at offset [0-9]+ lies before")
+
+
 def safetensors(entries):
     """entries: name -> (dtype, shape, data_offsets); data: as many bytes as the largest end."""
     header = {n: {"dtype": d, "shape": s, "data_offsets": o} for n, (d, s, o) in entries.items()}

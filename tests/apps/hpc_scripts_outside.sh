@@ -30,10 +30,12 @@ rc=$?
 [ $rc = 4 ] && grep -q "ckpt-train latest --ckpt-dir ck failed (exit 4): ckpt-train: error: ck: boom" err || fail "run-train.sh with a failing latest: exit $rc: $(cat out err)"
 [ -e ran ] && fail "run-train.sh started a run after latest failed"
 # submit-campaign.sh: SHARDS must be a count (0, -2, abc, 1e3 made an --array of 0--1), CONFIG a
-# file; refused before anything is submitted or made. A stand-in sbatch records any submission.
+# file, neither CONFIG nor OUT begins with '-'; refused before anything is submitted or made. A stand-in sbatch records any submission.
 mkdir -p sb; printf '#!/bin/sh\necho submitted >>"%s/submitted"; echo 1\n' "$dir" >sb/sbatch; chmod +x sb/sbatch
 echo '{}' >c.json
-for a in "c.json o 0" "c.json o -2" "c.json o abc" "c.json o 1e3" "c.json o 1000001" "c.json o 007" "c.json" "c.json o 2 x"; do
+echo '{}' >./-c.json  # CONFIG and OUT that begin with '-' (realpath took them for options: exit 1)
+for a in "c.json o 0" "c.json o -2" "c.json o abc" "c.json o 1e3" "c.json o 1000001" "c.json o 007" "c.json" "c.json o 2 x" \
+         "-c.json o" "c.json -o" "c.json --out 2"; do
   # shellcheck disable=SC2086
   PATH=$dir/sb:$PATH bash "$src/scripts/slurm/submit-campaign.sh" $a >out 2>err
   rc=$?

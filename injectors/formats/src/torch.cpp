@@ -7,6 +7,7 @@
 #include <optional>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace resil::inject::formats {
 namespace {
@@ -110,7 +111,14 @@ private:
           path_.pop_back();
         }
         return;
-      case PickleKind::call: out_.tensors.push_back(tensor(i, role, 0)); return;
+      case PickleKind::call:
+        // Keys are joined by '/' (and integer keys written in decimal), so {'a/b': x, 'a': {'b': y}},
+        // {1: x, '1': y} or a key repeated in the pickle give two tensors one name: a name would no
+        // longer say which tensor a flip log means. Refused (the same tensor under two names is fine).
+        out_.tensors.push_back(tensor(i, role, 0));
+        if (!names_.insert(out_.tensors.back().name).second)
+          fail(i, "a second tensor with this name (a name is the dict keys and indices joined by '/': two tensors must not share one)");
+        return;
       case PickleKind::integer:
       case PickleKind::real:
         out_.scalars.push_back({name(), role, n.kind == PickleKind::integer, n.integer, n.real});
@@ -223,6 +231,7 @@ private:
   TorchState out_;
   std::vector<std::string> path_;
   std::unordered_map<std::string, std::size_t> index_;
+  std::unordered_set<std::string> names_;
   std::size_t visits_ = 0;
 };
 

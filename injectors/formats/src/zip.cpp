@@ -19,6 +19,7 @@ constexpr std::uint16_t kFlagEncrypted = 0x0001, kFlagDescriptor = 0x0008, kFlag
 struct Eocd {
   std::uint64_t entries, central_size, central_offset, offset;
   bool zip64;
+  std::uint64_t zip64_offset = 0;  // the zip64 record's offset, when zip64
 };
 
 // The end-of-central-directory record: the last signature whose comment ends exactly at the end
@@ -53,6 +54,7 @@ Eocd find_eocd(Bytes file) {
       e.central_size = z.le<std::uint64_t>("central directory size");
       e.central_offset = z.le<std::uint64_t>("central directory offset");
       e.zip64 = true;
+      e.zip64_offset = z_off;
     } else if (disk != 0 || cd_disk != 0 || disk_entries != entries) {
       r.fail_at("multi-disk archive", pos);
     } else if (entries == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF) {
@@ -148,6 +150,13 @@ ZipDirectory parse_zip(Bytes file) {
   dir.zip64 = eocd.zip64;
   if (!in_bounds(eocd.central_offset, eocd.central_size, eocd.offset))
     corrupt(kFormat, "central directory (" + std::to_string(eocd.central_size) + " bytes at " + std::to_string(eocd.central_offset) + ") lies outside the file", eocd.offset);
+  // The zip64 record follows the directory (APPNOTE 4.3.6): one pointed to inside an entry's data
+  // (a tensor's bytes that hold a copy of it) would make those bytes archive metadata, which an
+  // edit of the entry then changes. Entries end before the directory (checked below), so this
+  // keeps every end record out of every entry.
+  if (eocd.zip64 && eocd.zip64_offset < eocd.central_offset + eocd.central_size)
+    corrupt(kFormat, "zip64 end of central directory record at offset " + std::to_string(eocd.zip64_offset) +
+                         " lies before the end of the central directory (inside an entry's data or the directory)", eocd.zip64_offset);
   // Each entry takes at least 46 bytes: a count beyond that is a lie (and must not size anything).
   if (eocd.entries > eocd.central_size / kCentralSize)
     corrupt(kFormat, "end of central directory claims " + std::to_string(eocd.entries) + " entries in " + std::to_string(eocd.central_size) + " bytes", eocd.offset);

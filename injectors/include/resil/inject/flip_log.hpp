@@ -96,7 +96,9 @@ std::string hex_bits(std::uint64_t v, unsigned width);
 /// Append-only log file; `sync()` makes everything written so far durable (fsync).
 class LogWriter {
 public:
-  explicit LogWriter(const std::filesystem::path& p);  // truncates; throws IoError
+  /// Creates or truncates `p`; throws IoError. A log of the file `of` is no more readable than it
+  /// (ckpt::fs::derived_mode: its records hold the file's values).
+  explicit LogWriter(const std::filesystem::path& p, const std::filesystem::path& of = {});
   ~LogWriter();
   LogWriter(const LogWriter&) = delete;
   LogWriter& operator=(const LogWriter&) = delete;

@@ -23,7 +23,20 @@ void durable_rename(const stdfs::path& from, const stdfs::path& to);
 void write_file_atomic(const stdfs::path& p, const std::string& text);
 std::string read_file(const stdfs::path& p);
 /// Copy a whole file efficiently (copy_file_range / reflink where the filesystem can), then fsync.
+/// The copy is no more readable than `from` (derived_mode; the umask applies on top).
 void copy_file(const stdfs::path& from, const stdfs::path& to);
+/// The permission bits of a file made from `input` (a copy, an edited copy, its flip log): the
+/// input's read and write bits plus the owner's, so whoever may not read the input may not read
+/// what was made from it either. 0644 when `input` is empty or cannot be stat'ed. open() applies
+/// the umask on top; bound_mode narrows a file that already existed.
+unsigned derived_mode(const stdfs::path& input);
+/// Clear the permission bits of the open file `fd` (path `p`, for messages) that `mode` does not
+/// have: O_TRUNC keeps the bits of a file that existed. Throws IoError naming `p`.
+void bound_mode(int fd, unsigned mode, const stdfs::path& p);
+/// Give `copy` the owner, group and mode bits of `original`, so renaming the copy over it changes
+/// no one's access (a staged edit). Throws IoError naming `original` when this process cannot (its
+/// owner or group is not this user's to give: only root may), before anything is renamed.
+void keep_owner_and_mode(const stdfs::path& original, const stdfs::path& copy);
 /// A temporary sibling name for `p` that the loader never picks: ".<name>.tmp.<pid>".
 stdfs::path temp_sibling(const stdfs::path& p);
 
