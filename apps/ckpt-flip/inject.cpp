@@ -11,6 +11,7 @@
 #include "resil/config.hpp"
 #include "resil/inject/apply.hpp"
 #include "resil/inject/file_lock.hpp"
+#include "resil/inject/names.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/raw.hpp"
 #include "resil/inject/storage.hpp"
@@ -146,7 +147,7 @@ int run_inject(const InjectOptions& o) {
     if (o.finite) std::cout << ", " << rejected << " draw(s) rejected (--finite)";
     std::cout << "\n";
     for (const auto& r : records) {
-      std::string where = r.raw ? std::string("(file)") : r.dataset + ckpt::shape_string(r.nd);
+      std::string where = r.raw ? std::string("(file)") : inject::display_name(r.dataset) + ckpt::shape_string(r.nd);
       std::string bits;
       for (unsigned b = 0; b < 64; ++b)
         if ((r.mask() >> b) & 1) bits += (bits.empty() ? "" : ",") + std::to_string(b);

@@ -134,10 +134,15 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
   const FaultSpace space = space_of(base, golden_files);
 
   // A string command's placeholders are checked before OUT is touched (substitute refuses values
-  // the shell would interpret; the golden run would find them only after OUT/work was made).
+  // the shell would interpret; the golden run would find them only after OUT/work was made), with
+  // the values the first command run receives, so that a refusal names a path it would get: the
+  // golden run's (OUT/work/<shard>/ckpt/...), or with a golden summary given the first trial's.
   const stdfs::path wdir = o.out / "work" / shard_name(o.shard);
-  substitute(c.command, {{"ckpt", (wdir / "copy" / golden_files.entry.filename()).string()}, {"out", (wdir / "summary.json").string()},
-                         {"dir", (wdir / "scratch").string()}, {"trial", "0"}, {"seed", std::to_string(c.seed)}});
+  const bool golden_run = c.golden_summary.empty();
+  const stdfs::path first = golden_run || o.jobs <= 1 ? wdir : wdir / "job-0";
+  substitute(c.command, {{"ckpt", (first / (golden_run || !c.copies ? "ckpt" : "copy") / golden_files.entry.filename()).string()},
+                         {"out", (first / "summary.json").string()}, {"dir", (first / "scratch").string()},
+                         {"trial", golden_run ? "golden" : "0"}, {"seed", std::to_string(c.seed)}});
 
   stdfs::create_directories(o.out / "results");
   // One process per shard at a time: a second one would wipe the first's work copy under it.

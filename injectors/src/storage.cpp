@@ -90,7 +90,20 @@ std::optional<Format> detect_format(const std::string& path) {
     std::array<std::byte, 8> sig{};
     return read_at(off, sig.data(), sig.size()) == sig.size() && std::memcmp(sig.data(), hdf5_magic.data(), sig.size()) == 0;
   };
-  return detect_format(std::span(head.data(), n), static_cast<std::uint64_t>(end), hdf5_at);
+  const auto head_span = std::span<const std::byte>(head.data(), n);
+  const auto found = detect_format(head_span, static_cast<std::uint64_t>(end), hdf5_at);
+  if (found != Format::hdf5 || hdf5_at(0)) return found;
+  // HDF5's signature after a user block, and another format's magic at offset 0: a tensor's bytes
+  // may hold the signature (a .pt whose data has it at offset 1024), so the format at offset 0
+  // wins when its parser takes the whole file; else the bytes before the signature are a user block.
+  const auto first = detect_format(head_span, static_cast<std::uint64_t>(end), [](std::uint64_t) { return false; });
+  if (!first) return found;
+  try {
+    open_storage(path, Access::read, *first)->close();
+    return first;
+  } catch (const CorruptInputError&) {
+    return found;
+  }
 }
 
 Format resolve_format(const std::string& path, Format forced) {

@@ -249,13 +249,18 @@ expect_err 4 "$T/rec" "$FLIP" report "$T/rec" --no-plots
 cp "$T/rec.campaign" "$T/rec/campaign.json"
 
 # 14. A string command (run by /bin/sh -c) with an --out the shell would interpret: refused before
-#     anything runs (`$(touch X)` was executed). A campaign that failed before its first trial does
+#     anything runs (`$(touch X)` was executed), naming a value the command would really receive. A campaign that failed before its first trial does
 #     not tie OUT to its configuration: the corrected one replaces it.
 rm -f "$T/PWNED"
 expect_err 2 "argv array" "$FLIP" campaign "$T/ok.json" --out "$T/"'q$(touch PWNED)' -q
 expect_err 2 "argv array" "$FLIP" campaign "$T/ok.json" --out "$T/q;touch PWNED" -q
 expect_err 2 "argv array" "$FLIP" campaign "$T/ok.json" --out "$T/q a" -q
 [ ! -e "$T/PWNED" ] && [ ! -e PWNED ] || fail "a string command ran code from --out"
+[ ! -e "$T/q a" ] || fail "a refused --out was made (OUT/work, golden.json left behind)"
+# The refusal names the path the command would get for {ckpt} (the golden run's work copy), not one
+# it never receives.
+config "$T/ckpt-cmd.json" '"trials": 2' 'cat {ckpt} > /dev/null; '"$OK"
+expect_err 2 "{ckpt} would be $T/q a/work/shard-0-of-1/ckpt/g.h5," "$FLIP" campaign "$T/ckpt-cmd.json" --out "$T/q a" -q
 [ ! -e "$T/q a" ] || fail "a refused --out was made (OUT/work, golden.json left behind)"
 echo '{"test_accuracy": 0.5}' > "$T/summary.json"
 config "$T/argv.json" '"trials": 2, "command": ["cp", "'"$T/summary.json"'", "{out}"]'

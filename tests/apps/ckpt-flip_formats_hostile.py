@@ -127,6 +127,12 @@ case("safetensors_offsets", "model.safetensors", lying[:-64], 4, "outside the")
 case("safetensors_overlap", "model.safetensors", safetensors({"a": ("F32", [8], [0, 32]), "b": ("F32", [8], [16, 48])}), 4,
      "overlap")
 
+# A safetensors key that is not UTF-8 (RFC 8259: JSON text exchanged between systems is UTF-8).
+bad_utf8 = b'{"w\xff\xfe": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}'
+bad_utf8 += b" " * (-len(bad_utf8) % 8)
+case("safetensors_not_utf8", "model.safetensors", struct.pack("<Q", len(bad_utf8)) + bad_utf8 + bytes(8), 4,
+     "string is not valid UTF-8")
+
 
 def npz(members):
     z = io.BytesIO()

@@ -2,10 +2,10 @@
 # Hostile files in every format PyTorch users have (ckpt-flip_formats_hostile.py: a truncated zip, a
 # bad central directory, pickle opcodes outside the subset, a pickle calling os.system, the legacy
 # non-zip torch format, torch.save dicts giving two tensors one name, a zip64 end record inside a
-# tensor's bytes, safetensors headers lying about offsets or overlapping tensors, .npz members that
-# are not .npy, a zero-length file, a directory and a FIFO where a file is expected), through every
-# subcommand: the documented exit code (docs/reference/exit-codes.md: 4 for content, 3 for what is not a
-# regular file), exactly one line `ckpt-flip: error: ...` naming the file, the input
+# tensor's bytes, safetensors headers lying about offsets, overlapping tensors or not UTF-8, .npz
+# members that are not .npy, a zero-length file, a directory and a FIFO where a file is expected),
+# through every subcommand: the documented exit code (docs/reference/exit-codes.md: 4 for content, 3 for
+# what is not a regular file), exactly one line `ckpt-flip: error: ...` naming the file, the input
 # byte-identical, no output, log or temporary left, and the pickle's command never run.
 . "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-formats-hostile
 FLIP=$1
@@ -55,5 +55,5 @@ diff "$T/good.h5" "$F"
 scan "$F"
 CMDS
 done < "$T/cases/cases.tsv"
-[ "$n" = $((18 * 11)) ] || fail "ran $n checks, expected $((18 * 11))"
+[ "$n" = $((19 * 11)) ] || fail "ran $n checks, expected $((19 * 11))"
 echo "PASS ($n checks)"

@@ -4,7 +4,7 @@
 if(TARGET ec-train AND RESIL_HAVE_MPI)
   foreach(c external-1 external-2 external-3 external-node-4 external-node-5 two-node-m2 second-during-rebuild
             over-m-exit8 over-m-fallback ckpt-kill stale-segment ckpt-in-write ec-in-write rebuild-external-1
-            rebuild-external-2 before-first-commit phases-root-replaced stale-data stale-steps cleanup-running report-paths
+            rebuild-external-2 before-first-commit phases-root-replaced stale-data stale-steps cleanup-running foreign-segment report-paths
             commit-modes external-instep-6 external-instep-node-7)
     resil_add_test(NAME ec-train_kill_${c} LABELS mpi integration TIMEOUT 120
       COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ec-train_kill.sh ${c} $<TARGET_FILE:ec-train> ${MPIEXEC_EXECUTABLE}

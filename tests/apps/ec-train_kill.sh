@@ -11,7 +11,8 @@
 # commit-modes (--commit next-step redoes the step before a --kill, in-step none), external-instep-SEED
 # and external-instep-node-SEED (external kills with --commit in-step);
 # stale-data and stale-steps (a segment of other --data content or --steps is refused, exit 7),
-# cleanup-running (--cleanup of a running job removes nothing), report-paths (a --report that
+# cleanup-running (--cleanup of a running job removes nothing), foreign-segment (a segment open to
+# others or another user's is never attached; --cleanup says what it could not remove), report-paths (a --report that
 # names an input, a FIFO or a checkpoint's name in --ckpt-dir is refused before training, a missing
 # --data is exit 3; the launcher never
 # removes a report and does not take an older one for this attempt's).
@@ -333,5 +334,41 @@ sys.exit(0 if [(x["rank"], x["outcome"], x["relaunch"]) for x in f] == [(1, "reb
     [ "$(field r.json relaunches)" = 1 ] && [ "$(field r.json job_id)" = "$job" ] || fail "the launcher stopped at the old report"
     "$run" -n 1 --ec-train "$bin" -- --help >h.out 2>&1 || fail "--help through the launcher: exit $?"
     echo "ok: refused, input intact, stale report ignored" ;;
+  foreign-segment)
+    # /dev/shm is every user's and job ids are predictable: a leftover segment opened to others
+    # (mode 0666) or owned by another user is never attached (exit 3, one line naming its owner and
+    # mode) and is left as it was; --cleanup by a user who may not remove the segments says which it
+    # could not remove and exits 3. The other-user steps need root (chown, setpriv to nobody).
+    "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --kill 2@5 >a.out 2>&1
+    seg=/dev/shm/resil-ec-$job-1
+    [ -e "$seg" ] || fail "the killed run left no segment"
+    chmod 0666 "$seg"
+    sum=$(sha256sum <"$seg")
+    refused() {  # refused WHAT PATTERN: the same command is refused with one line matching PATTERN
+      "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --kill 2@5 >b.out 2>b.err
+      rc=$?
+      [ $rc = 3 ] || fail "$1 was attached: exit $rc: $(cat b.err b.out)"
+      [ "$(grep -c . b.err)" = 1 ] && grep -q "^ec-train: error: \(rank 1: \)\?$seg: $2" b.err || fail "$1: $(cat b.err)"
+      [ "$(sha256sum <"$seg")" = "$sum" ] || fail "$1 was changed"
+    }
+    refused "a segment of mode 0666" "mode 0666 lets group or others read or write this job's state (owner uid $(id -u)"
+    chmod 0600 "$seg"
+    if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+      chown 65534 "$seg"
+      refused "another user's segment" "owned by uid 65534 (nobody), not by this user (uid 0 (root))"
+      chown 0 "$seg"
+      setpriv --reuid 65534 --regid 65534 --clear-groups "$bin" --cleanup --job-id "$job" >c.out 2>c.err
+      rc=$?
+      [ $rc = 3 ] || fail "--cleanup by a user who cannot remove the segments: exit $rc: $(cat c.out c.err)"
+      grep -q "^ec-train: error: removed 0 state segment(s) of job $job but could not remove 4: /dev/shm/resil-ec-$job-[0-9] (owner uid 0 (root): Permission denied)" c.err ||
+        fail "--cleanup does not say what it left: $(cat c.err)"
+      [ "$(ls /dev/shm | grep -c "^resil-ec-$job-[0-9]*\$")" = 4 ] || fail "--cleanup by another user removed segments"
+    else
+      echo "skipped: the other-user steps need root and setpriv"
+    fi
+    # Left as they were, the owner's own segments still continue the run.
+    "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --kill 2@5 --report r.json >d.out 2>&1 || fail "relaunch: $(cat d.out)"
+    [ "$(field r.json relaunches)" = 1 ] || fail "the relaunch did not continue from the segments"
+    echo "ok: refused, then continued" ;;
   *) fail "unknown case $case" ;;
 esac

@@ -51,7 +51,21 @@ TEST_CASE("names that are not UTF-8 escape reversibly; valid names stay as they 
     put_name(j, "dataset", s);
     REQUIRE_NOTHROW(j.dump());
     REQUIRE(j.contains("dataset_escaped") == !is_utf8(s));
+    // Human text: no control character reaches a terminal, and the bytes are still recoverable.
+    const std::string shown = display_name(s);
+    REQUIRE(is_printable_name(shown));
+    if (!is_printable_name(s)) REQUIRE(unescape_name(shown) == s);
   }
+}
+
+TEST_CASE("names with control characters print escaped; others as they are", "[inject][unit]") {
+  // ESC [ 31 m turns a terminal red, ESC ] 0 ; ... BEL retitles it, a newline adds a listing line;
+  // NUL, DEL and C1 (U+0085) are controls too.
+  CHECK(display_name("/a\x1b[31mred\nb") == "/a\\x1b[31mred\\x0ab");
+  CHECK(display_name(std::string("/\x1b]0;t\x07\0\x7f\xc2\x85", 11)) == "/\\x1b]0;t\\x07\\x00\\x7f\\xc2\\x85");
+  CHECK(display_name("/\xc2\xa0nbsp\xc3\xa9") == "/\xc2\xa0nbsp\xc3\xa9");  // U+00A0 and U+00E9: printable
+  CHECK(display_name("/tab\there\\x") == "/tab\\x09here\\\\x");  // once escaped, a backslash is doubled
+  CHECK(escape_name("/a\nb") == "/a\nb");                          // JSON escapes controls itself
 }
 
 TEST_CASE("flip logs carry names and paths that are not UTF-8 and give back their bytes", "[inject][unit]") {

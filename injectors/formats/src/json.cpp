@@ -9,6 +9,27 @@ namespace {
 
 constexpr int kMaxDepth = 64;
 
+// Length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlong forms, no surrogates, at
+// most U+10FFFF), 0 when the bytes there are not one. RFC 8259 8.1: JSON text is UTF-8.
+std::size_t utf8_length(std::string_view s, std::size_t i) noexcept {
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned c = b(i);
+  std::size_t n = 0;
+  unsigned lo = 0x80, hi = 0xBF;  // the second byte's range
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  else if (c == 0xE0) n = 3, lo = 0xA0;
+  else if (c >= 0xE1 && c <= 0xEF) n = 3, hi = c == 0xED ? 0x9F : 0xBF;
+  else if (c == 0xF0) n = 4, lo = 0x90;
+  else if (c >= 0xF1 && c <= 0xF3) n = 4;
+  else if (c == 0xF4) n = 4, hi = 0x8F;
+  else return 0;
+  if (i + n > s.size() || b(i + 1) < lo || b(i + 1) > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k)
+    if (b(i + k) < 0x80 || b(i + k) > 0xBF) return 0;
+  return n;
+}
+
 class Parser {
 public:
   Parser(std::string_view s, std::string_view format, std::uint64_t base) : s_(s), format_(format), base_(base) {}
@@ -152,6 +173,18 @@ private:
       const char c = s_[i_++];
       if (c == '"') return out;
       if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
+      if (static_cast<unsigned char>(c) >= 0x80) {
+        const std::size_t n = utf8_length(s_, i_ - 1);
+        if (n == 0) {
+          --i_;
+          static constexpr char hex[] = "0123456789abcdef";
+          const auto u = static_cast<unsigned char>(c);
+          fail(std::string("string is not valid UTF-8 (byte 0x") + hex[u >> 4] + hex[u & 15] + ")");
+        }
+        out.append(s_.substr(i_ - 1, n));
+        i_ += n - 1;
+        continue;
+      }
       if (c != '\\') {
         out += c;
         continue;

@@ -57,6 +57,12 @@ TEST_CASE("safetensors: refusals", "[formats][unit]") {
   CHECK_THAT(error_of(file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", 8)), Catch::Contains("unknown key 'x'"));
   CHECK_THAT(error_of(file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})", 8)), Catch::Contains("unexpected end of JSON"));
   CHECK_THAT(error_of(file(R"({"a":"\ud800"})", 0)), Catch::Contains("unpaired surrogate"));
+  // RFC 8259: JSON text is UTF-8. Bytes that are not (a lone 0xff, an overlong '/', a surrogate,
+  // a cut sequence) are refused where they are; valid multi-byte names are kept.
+  for (const std::string bad : {"\xff", "\xc0\xaf", "\xed\xa0\x80", "\xe2\x82"})
+    CHECK_THAT(error_of(file("{\"w" + bad + "\":" + a.substr(4) + "}", 8)), Catch::Contains("string is not valid UTF-8") && Catch::Contains("at offset 11"));
+  const std::string utf8_name = file("{\"w\xc3\xa9\":" + a.substr(4) + "}", 8);
+  CHECK(f::parse_safetensors(f::bytes_of(utf8_name.data(), utf8_name.size())).tensors.at(0).name == "w\xc3\xa9");
   CHECK_THAT(error_of(file(std::string(200, '[') , 0)), Catch::Contains("header does not start with '{'"));
   CHECK_THAT(error_of(file("{\"a\":" + std::string(100, '[') + std::string(100, ']') + "}", 0)), Catch::Contains("nested deeper than 64"));
   CHECK_THAT(error_of(std::string("\x01\x02", 2)), Catch::Contains("truncated header length"));

@@ -1,6 +1,7 @@
 #include "resil/ecrm/segment.hpp"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -78,6 +79,41 @@ std::uint64_t wall_ns() {
   return static_cast<std::uint64_t>(duration_cast<nanoseconds>(system_clock::now().time_since_epoch()).count());
 }
 std::string shm_name(const std::string& job, int rank) { return "/resil-ec-" + job + "-" + std::to_string(rank); }
+
+// "uid 1001 (alice)".
+std::string user_name(uid_t uid) {
+  std::string out = "uid " + std::to_string(uid);
+  struct passwd pw{}, *found = nullptr;
+  std::vector<char> buf(16384);
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found) out += std::string(" (") + found->pw_name + ")";
+  return out;
+}
+
+std::string mode_text(mode_t m) {
+  char b[8];
+  std::snprintf(b, sizeof b, "0%03o", static_cast<unsigned>(m & 0777));
+  return b;
+}
+
+// /dev/shm is shared by every user of the node and a job id is predictable (the same command gives
+// the same one): a segment this run did not make for itself could hand it another user's state, or
+// let someone else read and change this job's state while it runs. Only a segment owned by this
+// user and open to no one else is attached. IoError naming the owner and mode otherwise.
+void require_private(const struct stat& st, const std::string& p, const std::string& job) {
+  if (st.st_uid != ::geteuid())
+    throw IoError(p + ": owned by " + user_name(st.st_uid) + ", not by this user (" + user_name(::geteuid()) +
+                  "): another user's segment is never attached; use another --job-id");
+  if ((st.st_mode & 077) != 0)
+    throw IoError(p + ": mode " + mode_text(st.st_mode) + " lets group or others read or write this job's state (owner " + user_name(st.st_uid) +
+                  "): not attached; remove it with ec-train --cleanup --job-id " + job + " or use another --job-id");
+}
+
+// The owner of an existing segment this user could not open or create.
+[[noreturn]] void refuse_unopenable(const std::string& p, const std::string& what, int err, const std::string& job) {
+  struct stat st{};
+  if (::stat(p.c_str(), &st) == 0) require_private(st, p, job);
+  throw IoError(p + ": " + what + ": " + std::strerror(err));
+}
 
 // Another process (the previous launch's rank, being killed) may still hold the segment for a
 // moment after mpiexec returned.
@@ -173,22 +209,42 @@ std::size_t Segment::cleanup(const std::string& job) {
   // Every segment is locked first (a running rank holds its lock): when any is in use the job is
   // running and none is removed; the locks are held until the names are gone.
   std::vector<std::pair<std::string, Fd>> held;
+  std::vector<std::string> left;  // "/dev/shm/NAME (owner uid N (user): why)"
+  auto keep = [&](const std::string& name, int err) {
+    struct stat st{};
+    const std::string p = "/dev/shm/" + name;
+    left.push_back(p + " (" + (::stat(p.c_str(), &st) == 0 ? "owner " + user_name(st.st_uid) + ": " : std::string()) + std::strerror(err) + ")");
+  };
   for (const auto& name : job_segments(job)) {
     Fd fd(::shm_open(("/" + name).c_str(), O_RDONLY, 0));
-    if (!fd) continue;  // gone meanwhile
+    if (!fd) {
+      if (errno != ENOENT) keep(name, errno);  // another user's, not readable by this one
+      continue;                                // else gone meanwhile
+    }
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0)
       throw IoError("/dev/shm/" + name + ": in use by a running ec-train of job " + job + " (nothing removed; --cleanup is for a run that ended)");
     held.emplace_back(name, std::move(fd));
   }
   std::size_t n = 0;
-  for (const auto& [name, fd] : held)
+  for (const auto& [name, fd] : held) {
     if (::shm_unlink(("/" + name).c_str()) == 0) ++n;
+    else if (errno != ENOENT) keep(name, errno);  // /dev/shm is sticky: only the owner (or root) removes
+  }
+  if (!left.empty()) {
+    std::string list;
+    for (const auto& l : left) list += (list.empty() ? "" : ", ") + l;
+    throw IoError("removed " + std::to_string(n) + " state segment(s) of job " + job + " but could not remove " + std::to_string(left.size()) +
+                  ": " + list + " (another user's: only its owner or root can remove it)");
+  }
   return n;
 }
 
 std::optional<std::uint64_t> Segment::peek_seed(const std::string& job, int rank) {
   Fd fd(::shm_open(shm_name(job, rank).c_str(), O_RDONLY, 0));
   if (!fd) return std::nullopt;
+  // Only from a segment attach() would take (it refuses the others with their owner).
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0 || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) return std::nullopt;
   Header h{};
   if (::pread(fd.get(), &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) || std::memcmp(h.magic, magic, sizeof magic) != 0) return std::nullopt;
   return h.seed;
@@ -235,11 +291,12 @@ std::optional<Segment> Segment::attach(const std::string& job, const SegmentIden
   Fd fd(::shm_open(shm_name(job, id.rank).c_str(), O_RDWR, 0));
   if (!fd) {
     if (errno == ENOENT) return std::nullopt;
-    throw IoError(p + ": cannot open: " + std::strerror(errno));
+    refuse_unopenable(p, "cannot open", errno, job);
   }
-  lock_or_throw(fd.get(), p);
   struct stat st{};
   if (::fstat(fd.get(), &st) != 0) throw IoError(p + ": " + std::strerror(errno));
+  require_private(st, p, job);  // before anything of it is read, or its lock taken
+  lock_or_throw(fd.get(), p);
   Header h{};
   if (static_cast<std::size_t>(st.st_size) < page || ::pread(fd.get(), &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) ||
       std::memcmp(h.magic, magic, sizeof magic) != 0)
@@ -274,7 +331,7 @@ Segment Segment::create(const std::string& job, const SegmentIdentity& id, const
   const auto p = path(job, id.rank);
   ::shm_unlink(shm_name(job, id.rank).c_str());
   Fd fd(::shm_open(shm_name(job, id.rank).c_str(), O_RDWR | O_CREAT | O_EXCL, 0600));
-  if (!fd) throw IoError(p + ": cannot create: " + std::strerror(errno));
+  if (!fd) refuse_unopenable(p, "cannot create", errno, job);  // a file another user put there names its owner
   lock_or_throw(fd.get(), p);
   const auto o = offsets(lay);
   if (::ftruncate(fd.get(), static_cast<off_t>(o.total)) != 0) {

@@ -4,6 +4,7 @@
 // without HDF5, so the fuzzed log parser uses it as it is.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,20 +43,31 @@ inline bool is_utf8(std::string_view s) noexcept {
   return true;
 }
 
+/// Whether the sequence of `n` bytes at s[i] is a control character: C0 (below 0x20), DEL, or C1
+/// (U+0080-U+009F). A terminal acts on them (ESC starts a sequence that recolours, moves the cursor
+/// or retitles the window), and a newline splits a listing's line.
+inline bool is_control(std::string_view s, std::size_t i, std::size_t n) noexcept {
+  const auto c = static_cast<unsigned char>(s[i]);
+  return (n == 1 && (c < 0x20 || c == 0x7f)) || (n == 2 && c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0);
+}
+
 /// The escaped form of a name: valid UTF-8 sequences as they are, each backslash as "\\", each
-/// byte that is not part of a valid sequence as "\xHH" (two lower-case hex digits). Valid UTF-8,
-/// and unescape_name gives the bytes back.
-inline std::string escape_name(std::string_view s) {
+/// byte that is not part of a valid sequence as "\xHH" (two lower-case hex digits); with
+/// `controls`, each byte of a control character (is_control) as "\xHH" too. Valid UTF-8, and
+/// unescape_name gives the bytes back.
+inline std::string escape_name(std::string_view s, bool controls = false) {
   static constexpr char hex[] = "0123456789abcdef";
   std::string out;
   out.reserve(s.size() + 8);
   for (std::size_t i = 0; i < s.size();) {
     const std::size_t n = utf8_sequence(s, i);
-    if (n == 0) {
-      const auto c = static_cast<unsigned char>(s[i++]);
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
+    if (n == 0 || (controls && is_control(s, i, n))) {
+      for (const std::size_t end = i + std::max<std::size_t>(n, 1); i < end;) {
+        const auto c = static_cast<unsigned char>(s[i++]);
+        out += "\\x";
+        out += hex[c >> 4];
+        out += hex[c & 15];
+      }
     } else if (s[i] == '\\') {
       out += "\\\\";
       ++i;
@@ -95,8 +107,20 @@ inline std::optional<std::string> unescape_name(std::string_view s) {
   return out;
 }
 
-/// Human text: the name itself when it is valid UTF-8, else its escaped form.
-inline std::string display_name(std::string_view s) { return is_utf8(s) ? std::string(s) : escape_name(s); }
+/// Whether a name prints as it is: valid UTF-8 without control characters.
+inline bool is_printable_name(std::string_view s) noexcept {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = utf8_sequence(s, i);
+    if (n == 0 || is_control(s, i, n)) return false;
+    i += n;
+  }
+  return true;
+}
+
+/// Human text (listings, --dry-run, messages): the name itself when it is valid UTF-8 without
+/// control characters, else its escaped form with the controls escaped too, so that a name never
+/// moves a terminal's cursor, recolours it or adds a line to a listing.
+inline std::string display_name(std::string_view s) { return is_printable_name(s) ? std::string(s) : escape_name(s, true); }
 
 /// obj[key] = name when it is valid UTF-8; else obj[key] = escape_name(name) and
 /// obj[key + "_escaped"] = true.

@@ -36,8 +36,10 @@ std::string_view format_name(Format f) noexcept;
 /// more than the file and '{' at offset 8; npy: \x93NUMPY. nullopt when none matches.
 std::optional<Format> detect_format(std::span<const std::byte> head, std::uint64_t file_size,
                                     const std::function<bool(std::uint64_t offset)>& hdf5_signature_at);
-/// The same for a file (reads its first bytes and the candidate HDF5 offsets). Throws IoError
-/// naming the file when it cannot be read.
+/// The same for a file (reads its first bytes and the candidate HDF5 offsets), except that an
+/// HDF5 signature after a user block loses to another format's magic at offset 0 when that
+/// format's parser takes the file: detection is not decided by what a tensor's bytes hold. Throws
+/// IoError naming the file when it cannot be read.
 std::optional<Format> detect_format(const std::string& path);
 /// The format a command works with: `forced` unless automatic, else the detected one. Throws
 /// CorruptInputError naming the file when the content matches no known format.

@@ -70,17 +70,21 @@ public:
   static std::string path(const std::string& job, int rank);
   /// Remove one segment (false: there was none).
   static bool remove(const std::string& job, int rank);
-  /// Remove every segment of `job`; returns how many.
+  /// Remove every segment of `job`; returns how many. Nothing when one is in use (IoError). A
+  /// segment this user may not remove (another user's: /dev/shm is sticky) is left, and after the
+  /// others are removed an IoError lists each with its owner.
   static std::size_t cleanup(const std::string& job);
   /// IoError when what `job`'s segments on this node have not yet taken (they are sparse until
   /// written) exceeds the memory available (MemAvailable) or /dev/shm's free space.
   static void require_room(const std::string& job);
-  /// The seed recorded in an existing segment's header (no other check), for a run without --seed.
+  /// The seed recorded in an existing segment's header, for a run without --seed: only from a
+  /// segment of this user's open to no one else (attach refuses the others); no other check.
   static std::optional<std::uint64_t> peek_seed(const std::string& job, int rank);
 
-  /// Attach the existing segment: nullopt when there is none. A segment of another configuration,
-  /// rank, world size or format is refused (MismatchError, CorruptInputError naming it), never
-  /// attached or changed. Waits up to ~3 s for a dying process of the previous launch to let go of
+  /// Attach the existing segment: nullopt when there is none. A segment owned by another user, or
+  /// that grants group or others any access, is refused (IoError naming its owner and mode) before
+  /// anything of it is read; one of another configuration, rank, world size or format too
+  /// (MismatchError, CorruptInputError naming it). Refused segments are never attached or changed. Waits up to ~3 s for a dying process of the previous launch to let go of
   /// it (IoError when it stays in use).
   static std::optional<Segment> attach(const std::string& job, const SegmentIdentity& id, const SegmentLayout& lay);
   /// A new, empty segment (any old one of that name is removed first); no committed state.
