@@ -54,6 +54,11 @@ if(NOT RESIL_ENABLE_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 90)  # H100; set it on the command line for other GPUs
     endif()
     enable_language(CUDA)
+    # Debian 12's CMake 3.25.1 sets a property on CUDA::nvToolsExt even where the toolkit has no
+    # libnvToolsExt (CUDA 13 has none) and fails; resil never links it, so an empty target stands in.
+    if(CMAKE_VERSION VERSION_LESS 3.26 AND NOT TARGET CUDA::nvToolsExt)
+      add_library(CUDA::nvToolsExt INTERFACE IMPORTED)
+    endif()
     find_package(CUDAToolkit)
     if(CUDAToolkit_FOUND)
       set(_cuda_found TRUE)

@@ -11,6 +11,9 @@ foreach(opt RESIL_ENABLE_CUDA RESIL_ENABLE_NCCL RESIL_ENABLE_MPI)
 endforeach()
 
 option(RESIL_BUILD_TESTS "Build the tests and benchmarks" ON)
+# The interpreter of the Python tests in tests/train and tests/gpu (they need numpy and h5py): on a
+# machine whose packages live in a virtual environment, point it there.
+set(RESIL_PYTHON /usr/bin/python3 CACHE FILEPATH "Python 3 with numpy and h5py for tests/train and tests/gpu")
 option(RESIL_WERROR "Treat compiler warnings as errors" OFF)
 option(RESIL_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
 

@@ -32,7 +32,7 @@ def run(args, np=2, expect=0):
     return p
 
 def same(a, b):
-    if subprocess.run(["/usr/bin/python3", compare, os.path.join(d, a), os.path.join(d, b)]).returncode != 0:
+    if subprocess.run([sys.executable, compare, os.path.join(d, a), os.path.join(d, b)]).returncode != 0:
         print(f"FAIL: {a} and {b} differ", file=sys.stderr)
         sys.exit(1)
 

@@ -29,7 +29,7 @@ def run(args, np=1, ok=True):
     return p
 
 def same(a, b, tol=None):
-    cmd = ["/usr/bin/python3", os.path.join(here, "compare_ckpt.py"), os.path.join(d, a), os.path.join(d, b)]
+    cmd = [sys.executable, os.path.join(here, "compare_ckpt.py"), os.path.join(d, a), os.path.join(d, b)]
     if tol:
         cmd += ["--tol", str(tol)]
     if subprocess.run(cmd).returncode != 0:
