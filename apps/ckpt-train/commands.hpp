@@ -24,7 +24,10 @@ struct TrainOptions {
   resil::train::TrainConfig cfg;
   std::optional<std::uint64_t> seed;
   std::optional<float> lr;        // default: 2e-3 for cnn, 1e-3 otherwise
-  std::optional<float> lr_decay;  // default: 0.75 mlp, 0.8 cnn, 1 (none) dlrm
+  std::optional<float> lr_decay;  // default: 0.75 mlp, 0.8 cnn, 1 (none) dlrm and gpt
+  // Defaults that depend on the model (gpt: AdamW with decay 0.1, beta2 0.99, clipping at 1).
+  std::optional<resil::train::OptimizerKind> optimizer;
+  std::optional<float> weight_decay, beta2, clip;
   int mpi_wait = resil::train::poll_auto;
 };
 void setup_train(CLI::App& app, TrainOptions& o);
@@ -48,6 +51,16 @@ struct EvalOptions {
 };
 void setup_eval(CLI::App& app, EvalOptions& o);
 int run_eval(const EvalOptions& o, const resil::train::Comm& comm);
+
+struct SampleOptions {
+  std::string from, prompt;
+  int length = 400;
+  double temperature = 0.8;
+  std::uint64_t seed = 0;
+  std::optional<resil::train::DeviceKind> device;
+};
+void setup_sample(CLI::App& app, SampleOptions& o);
+int run_sample(const SampleOptions& o);
 
 struct LatestOptions {
   std::string ckpt_dir;

@@ -34,15 +34,18 @@ int main(int argc, char** argv) {
   ResumeOptions resume_o;
   EvalOptions eval_o;
   LatestOptions latest_o;
+  SampleOptions sample_o;
   ServeOptions serve_o;
   auto* train = app.add_subcommand("train", "train from scratch");
   auto* resume = app.add_subcommand("resume", "continue a run from a checkpoint (file or mp manifest)");
   auto* eval = app.add_subcommand("eval", "evaluate a checkpoint on the test split");
   auto* latest = app.add_subcommand("latest", "print the newest complete checkpoint in a directory");
+  auto* sample = app.add_subcommand("sample", "generate text from a gpt checkpoint");
   setup_train(*train, train_o);
   setup_resume(*resume, resume_o);
   setup_eval(*eval, eval_o);
   setup_latest(*latest, latest_o);
+  setup_sample(*sample, sample_o);
   auto* serve = app.add_subcommand("serve", "resident trial worker for campaigns (\"mode\": \"worker\"; started by ckpt-flip campaign)");
   setup_serve(*serve, serve_o);
   const std::string prog = "ckpt-train";
@@ -60,8 +63,8 @@ int main(int argc, char** argv) {
   return resil::app::guarded_main(
       prog, app, argc, argv,
       [&]() -> int {
-        if ((*eval || *latest) && comm.size() > 1)
-          throw resil::train::PeerError(std::string(*eval ? "eval" : "latest") + " runs in one process (got " + std::to_string(comm.size()) +
+        if ((*eval || *latest || *sample) && comm.size() > 1)
+          throw resil::train::PeerError(std::string(*eval ? "eval" : *sample ? "sample" : "latest") + " runs in one process (got " + std::to_string(comm.size()) +
                                             " MPI ranks)",
                                         resil::ExitCode::usage, comm.rank() == 0);
         // SIGTERM/SIGUSR1 (Slurm --signal, scancel, mpiexec forwarding): checkpoint at the next step, exit 75.
@@ -73,6 +76,7 @@ int main(int argc, char** argv) {
         if (*resume) return run_resume(resume_o, comm);
         if (*eval) return run_eval(eval_o, comm);
         if (*serve) return run_serve(serve_o);
+        if (*sample) return run_sample(sample_o);
         return run_latest(latest_o);
       },
       ranks);

@@ -103,8 +103,8 @@ class Preload {
         model = cfg.model;
         if (dir.empty()) dir = cfg.data;
       }
-      // A DLRM's synthetic data is generated per trial; its Criteo files are not kept.
-      if (model != resil::train::ModelKind::dlrm) dir_ = dir.empty() ? resil::data::default_fashion_mnist_dir : dir;
+      // A DLRM's synthetic data is generated per trial; its Criteo files are not kept, nor a GPT's text.
+      if (model != resil::train::ModelKind::dlrm && model != resil::train::ModelKind::gpt) dir_ = dir.empty() ? resil::data::default_fashion_mnist_dir : dir;
     } catch (const std::exception& e) {
       warn(e);
     }

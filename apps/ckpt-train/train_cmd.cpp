@@ -16,7 +16,9 @@ using resil::train::ReduceKind;
 
 namespace {
 void add_common(CLI::App& app, resil::train::TrainConfig& c) {
-  app.add_option("--data", c.data, "mlp/cnn: MNIST-format directory (default: Debian's Fashion-MNIST); dlrm: Criteo TSV (default: synthetic)")
+  app.add_option("--data", c.data,
+                 "mlp/cnn: MNIST-format directory (default: Debian's Fashion-MNIST); dlrm: Criteo TSV (default: synthetic); "
+                 "gpt: fortune directory or file (default: Debian's fortunes)")
       ->check(NonEmptyPath());
   app.add_option("--test-limit", c.test_limit, "evaluate on the first N test samples (0 = all)")->transform(Decimal());
 }
@@ -41,18 +43,31 @@ resil::train::LogFn stdout_logger() {
 
 void setup_train(CLI::App& app, TrainOptions& o) {
   auto& c = o.cfg;
-  add_choice<ModelKind>(app, "--model", c.model, "mlp | cnn | dlrm");
+  add_choice<ModelKind>(app, "--model", c.model, "mlp | cnn | dlrm | gpt");
   app.add_option("--epochs", c.epochs, "epochs to train")->transform(Decimal(1, 100000));
   app.add_option("--seed", o.seed, "root seed (default: drawn once and printed)")->transform(Decimal());
   add_choice<ckpt::ParallelMode>(app, "--parallel", c.parallel, "none | dp | mp");
   app.add_option("--ckpt-dir", c.ckpt_dir, "directory for checkpoints")->required()->check(NonEmptyPath());
   app.add_option("--ckpt-every", c.ckpt_every, "epochs between checkpoints (the last epoch is always saved)")->transform(Decimal(1, 100000));
-  add_choice<OptimizerKind>(app, "--optimizer", c.optimizer.kind, "sgd | adam | adagrad");
+  add_choice<OptimizerKind>(app, "--optimizer", o.optimizer, "sgd | adam | adagrad | adamw (default: adamw for gpt, adam otherwise)");
   app.add_option("--lr", o.lr, "learning rate (default 2e-3 for cnn, 1e-3 otherwise)")->check(Real(0.0, std::numeric_limits<float>::max(), true));
   app.add_option("--lr-decay", o.lr_decay, "per-epoch learning-rate factor: epoch e uses lr * decay^e (default 0.75 mlp, 0.8 cnn, 1 dlrm)")
       ->check(Real(1e-6, 1.0));
   app.add_option("--momentum", c.optimizer.momentum, "sgd momentum (0 = none)")->check(Real(0.0, 1.0));
-  app.add_option("--weight-decay", c.optimizer.weight_decay, "L2 weight decay")->check(Real(0.0, 1.0));
+  app.add_option("--weight-decay", o.weight_decay, "L2 weight decay; adamw: decoupled, on matrices only (default 0.1 for gpt, 0 otherwise)")
+      ->check(Real(0.0, 1.0));
+  app.add_option("--beta2", o.beta2, "adam/adamw second-moment decay (default 0.99 for gpt, 0.999 otherwise)")->check(Real(0.0, 0.999999));
+  app.add_option("--warmup", c.optimizer.warmup, "steps of linear learning-rate warmup (0 = none)")->transform(Decimal(0, std::uint64_t{1} << 40));
+  app.add_option("--decay-steps", c.optimizer.decay_steps, "steps of cosine learning-rate decay after the warmup (0 = none)")
+      ->transform(Decimal(0, std::uint64_t{1} << 40));
+  app.add_option("--min-lr-ratio", c.optimizer.min_lr_ratio, "the cosine decay's final rate as a fraction of --lr")->check(Real(0.0, 1.0));
+  app.add_option("--clip", o.clip, "clip gradients to this global L2 norm (0 = off; default 1 for gpt, 0 otherwise)")
+      ->check(Real(0.0, std::numeric_limits<float>::max()));
+  app.add_option("--layers", c.gpt.layers, "gpt: transformer blocks")->transform(Decimal(1, 256));
+  app.add_option("--heads", c.gpt.heads, "gpt: attention heads (must divide --width)")->transform(Decimal(1, 1024));
+  app.add_option("--width", c.gpt.width, "gpt: embedding width")->transform(Decimal(1, 16384));
+  app.add_option("--context", c.gpt.context, "gpt: the model's context (positions)")->transform(Decimal(1, 65536));
+  app.add_option("--seq", c.seq, "gpt: tokens per training window (default: --context; at most --context)")->transform(Decimal(1, 65536));
   app.add_option("--batch", c.batch, "global batch size")->transform(Decimal(1, 1 << 20));
   app.add_option("--micro-batches", c.micro_batches, "mp: GPipe micro-batches per batch")->transform(Decimal(1, 4096));
   add_choice<DeviceKind>(app, "--device", c.device, "cpu | cuda | auto (auto: cuda when a GPU is present); recorded in the checkpoint");
@@ -73,7 +88,14 @@ int run_train(const TrainOptions& o, const resil::train::Comm& comm) {
   // Per-model recipes that meet the quality targets (docs/results/2026-11-21-accuracy.md): a decaying rate lets the
   // classifiers settle (the cnn starts higher); DLRM's Adagrad already shrinks its steps.
   cfg.optimizer.lr = o.lr.value_or(cfg.model == ModelKind::cnn ? 2e-3f : 1e-3f);
-  cfg.optimizer.lr_decay = o.lr_decay.value_or(cfg.model == ModelKind::dlrm ? 1.0f : cfg.model == ModelKind::cnn ? 0.8f : 0.75f);
+  cfg.optimizer.lr_decay =
+      o.lr_decay.value_or(cfg.model == ModelKind::dlrm || cfg.model == ModelKind::gpt ? 1.0f : cfg.model == ModelKind::cnn ? 0.8f : 0.75f);
+  // The gpt recipe (docs/guide/ckpt-train.md#gpt) is nanoGPT's for small character models.
+  const bool gpt = cfg.model == ModelKind::gpt;
+  cfg.optimizer.kind = o.optimizer.value_or(gpt ? OptimizerKind::adamw : OptimizerKind::adam);
+  cfg.optimizer.weight_decay = o.weight_decay.value_or(gpt ? 0.1f : 0.0f);
+  cfg.optimizer.beta2 = o.beta2.value_or(gpt ? 0.99f : 0.999f);
+  cfg.optimizer.clip = o.clip.value_or(gpt ? 1.0f : 0.0f);
   if (o.seed) {
     cfg.seed = *o.seed;
   } else {
@@ -94,7 +116,13 @@ int report_end(const resil::train::Summary& s, int epochs, const resil::train::C
                 << s.last_checkpoint << " --epochs " << epochs << std::endl;
     return static_cast<int>(resil::ExitCode::preempted);
   }
-  if (comm.rank() == 0) std::cout << "done: " << s.steps << " steps, test accuracy " << s.test_accuracy << ", " << s.last_checkpoint << std::endl;
+  if (comm.rank() == 0) {
+    if (s.model == "gpt")
+      std::cout << "done: " << s.steps << " steps, validation loss " << s.test_loss << " (" << s.test_loss / 0.6931471805599453
+                << " bits per byte), " << s.last_checkpoint << std::endl;
+    else
+      std::cout << "done: " << s.steps << " steps, test accuracy " << s.test_accuracy << ", " << s.last_checkpoint << std::endl;
+  }
   return 0;
 }
 

@@ -1,7 +1,8 @@
 // Every CUDA kernel against the CPU backend on random inputs. Tolerances: ops whose summation order
-// the CUDA kernels reproduce (elementwise, bias grads, col2im, pooling, embedding bags, optimizer
-// updates without transcendental functions) must match bit for bit; cuBLAS GEMMs within
-// 1e-5 relative to the sum of |products|; exp/log based ops (losses, Adam's sqrt) within 1e-5 relative.
+// the CUDA kernels reproduce (elementwise, bias grads, col2im, pooling, embedding bags, token and
+// position embeddings, LayerNorm, optimizer updates without transcendental functions) must match
+// bit for bit; cuBLAS GEMMs within 1e-5 relative to the sum of |products|; exp/log/tanh based ops
+// (losses, softmax, GELU, Adam's sqrt) within 1e-5 relative; a whole GPT step within 1e-4.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "resil/core/rng.hpp"
 #include "resil/train/backend.hpp"
 #include "resil/train/cuda.hpp"
+#include "resil/train/gpt.hpp"
 
 using namespace resil::train;
 
@@ -241,4 +243,121 @@ TEST_CASE("repeated GPU runs are bit-identical", "[gpu]") {
   };
   const auto first = run(), second = run();
   REQUIRE(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)) == 0);
+}
+
+// ---------------------------------------------------------------- the GPT's kernels
+TEST_CASE("batched GEMMs match the CPU in all transpose combinations", "[gpu]") {
+  Backends be;
+  const bool ta = GENERATE(false, true), tb = GENERATE(false, true);
+  const int m = 19, n = 23, k = 31, batch = 3;
+  const std::ptrdiff_t sa = static_cast<std::ptrdiff_t>(m) * k + 5, sb = static_cast<std::ptrdiff_t>(k) * n + 7, sc = static_cast<std::ptrdiff_t>(m) * n;
+  Pair a(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(sa * batch), 31)), b(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(sb * batch), 32));
+  Pair c(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(sc * batch), 33));
+  const int lda = ta ? m : k, ldb = tb ? k : n;
+  be.cpu->gemm_batched(ta, tb, m, n, k, 0.7f, a.c, lda, sa, b.c, ldb, sb, 0.5f, c.c, n, sc, batch);
+  be.gpu->gemm_batched(ta, tb, m, n, k, 0.7f, a.g, lda, sa, b.g, ldb, sb, 0.5f, c.g, n, sc, batch);
+  c.require_close(1e-5 * k);
+}
+
+TEST_CASE("token and position embeddings and LayerNorm are bit-identical to the CPU", "[gpu]") {
+  Backends be;
+  const int V = 13, B = 3, T = 7, C = 24, rows = B * T;
+  std::vector<std::int32_t> tok(static_cast<std::size_t>(rows));
+  resil::Rng r(40, 1);
+  for (auto& x : tok) x = static_cast<std::int32_t>(r.below(V));
+  std::int32_t* tc = be.cpu->alloc_i32(tok.size());
+  std::int32_t* tg = be.gpu->alloc_i32(tok.size());
+  be.cpu->upload_i32(tc, tok.data(), tok.size());
+  be.gpu->upload_i32(tg, tok.data(), tok.size());
+  const std::size_t n = static_cast<std::size_t>(rows) * C;
+  Pair wte(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(V) * C, 41)), wpe(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(T) * C, 42));
+  Pair x(*be.cpu, *be.gpu, n), dwte(*be.cpu, *be.gpu, static_cast<std::size_t>(V) * C), dwpe(*be.cpu, *be.gpu, static_cast<std::size_t>(T) * C);
+  Pair w(*be.cpu, *be.gpu, randn(C, 43)), bias(*be.cpu, *be.gpu, randn(C, 44)), y(*be.cpu, *be.gpu, n), mean(*be.cpu, *be.gpu, rows),
+      rstd(*be.cpu, *be.gpu, rows), dy(*be.cpu, *be.gpu, randn(n, 45)), dx(*be.cpu, *be.gpu, randn(n, 46)), dw(*be.cpu, *be.gpu, C),
+      db(*be.cpu, *be.gpu, C);
+  for (Backend* b : {be.cpu.get(), be.gpu.get()}) {
+    const bool g = b == be.gpu.get();
+    auto P = [&](Pair& p) { return g ? p.g : p.c; };
+    b->embedding_forward(g ? tg : tc, P(wte), P(wpe), P(x), B, T, C);
+    b->embedding_backward(P(dy), g ? tg : tc, P(dwte), P(dwpe), B, T, C);
+    b->layernorm_forward(P(x), P(w), P(bias), P(y), P(mean), P(rstd), rows, C);
+    b->layernorm_backward(P(dy), P(x), P(w), P(mean), P(rstd), P(dx), P(dw), P(db), rows, C);
+  }
+  x.require_identical();
+  dwte.require_identical();
+  dwpe.require_identical();
+  y.require_identical();
+  mean.require_identical();
+  rstd.require_identical();
+  dx.require_identical();
+  dw.require_identical();
+  db.require_identical();
+  be.cpu->release_i32(tc);
+  be.gpu->release_i32(tg);
+}
+
+TEST_CASE("GELU, the causal softmax, AdamW and the gradient norm match the CPU", "[gpu]") {
+  Backends be;
+  const std::size_t n = 3000;
+  Pair x(*be.cpu, *be.gpu, randn(n, 50, 3.0f)), y(*be.cpu, *be.gpu, n), dy(*be.cpu, *be.gpu, randn(n, 51)), dx(*be.cpu, *be.gpu, n);
+  const int mats = 6, T = 17;
+  const std::size_t sn = static_cast<std::size_t>(mats) * T * T;
+  Pair s(*be.cpu, *be.gpu, randn(sn, 52, 2.0f)), p(*be.cpu, *be.gpu, sn), dp(*be.cpu, *be.gpu, randn(sn, 53)), ds(*be.cpu, *be.gpu, sn);
+  Pair w(*be.cpu, *be.gpu, randn(n, 54)), m(*be.cpu, *be.gpu, n), v(*be.cpu, *be.gpu, n);
+  double norm[2] = {0, 0};
+  for (Backend* b : {be.cpu.get(), be.gpu.get()}) {
+    const bool g = b == be.gpu.get();
+    auto P = [&](Pair& q) { return g ? q.g : q.c; };
+    b->gelu_forward(P(x), P(y), n);
+    b->gelu_backward(P(x), P(dy), P(dx), n);
+    b->causal_softmax_forward(P(s), P(p), mats, T, 0.25f);
+    b->causal_softmax_backward(P(p), P(dp), P(ds), mats, T, 0.25f);
+    for (std::int64_t step = 1; step <= 3; ++step) b->adamw_update(P(w), P(dy), P(m), P(v), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+    norm[g] = b->sum_squares(P(dy), n);
+    b->scale(P(dy), n, 0.37f);
+  }
+  y.require_close(1e-6);
+  dx.require_close(1e-6);
+  p.require_close(1e-5);
+  ds.require_close(1e-5);
+  m.require_identical();
+  v.require_identical();
+  w.require_close(1e-6);
+  CHECK(norm[1] == Approx(norm[0]).epsilon(1e-12));
+  dy.require_identical();
+}
+
+TEST_CASE("a GPT step on the GPU matches the CPU", "[gpu]") {
+  Backends be;
+  GptConfig cfg;
+  cfg.vocab = 64;
+  cfg.context = 16;
+  cfg.layers = 2;
+  cfg.heads = 4;
+  cfg.width = 32;
+  Gpt cpu(*be.cpu, cfg), gpu(*be.gpu, cfg);
+  cpu.init(9);
+  gpu.init(9);
+  std::vector<std::int32_t> windows(static_cast<std::size_t>(4) * (cfg.context + 1));
+  resil::Rng r(60, 1);
+  for (auto& t : windows) t = static_cast<std::int32_t>(r.below(static_cast<std::uint64_t>(cfg.vocab)));
+  Batch b;
+  b.n = 4;
+  b.seq = cfg.context;
+  b.tokens = windows.data();
+  cpu.zero_grad();
+  gpu.zero_grad();
+  const StepStats sc = cpu.forward_backward(b, 0.25f), sg = gpu.forward_backward(b, 0.25f);
+  CHECK(sg.loss_sum == Approx(sc.loss_sum).epsilon(1e-5));
+  const auto pc = cpu.params(), pg = gpu.params();
+  for (std::size_t i = 0; i < pc.size(); ++i) {
+    const auto gc = pc[i].grad->to_host(), gg = pg[i].grad->to_host();
+    double scale = 0, err = 0;
+    for (std::size_t j = 0; j < gc.size(); ++j) {
+      scale = std::max(scale, static_cast<double>(std::fabs(gc[j])));
+      err = std::max(err, static_cast<double>(std::fabs(gc[j] - gg[j])));
+    }
+    CAPTURE(pc[i].name, err, scale);
+    CHECK(err <= 1e-4 * scale);
+  }
 }

@@ -4,6 +4,7 @@
   compare_ckpt.py A B            bit-identical (raw bytes) or exit 1
   compare_ckpt.py A B --tol T    max |a-b| / (1 + |a|) <= T for every element
   compare_ckpt.py --summary S --min-acc X   summary JSON test_accuracy >= X (convergence)
+  compare_ckpt.py --summary S --max-value X --key K   summary JSON K <= X (a loss)
 """
 import argparse, json, os, sys
 import h5py, numpy as np
@@ -30,11 +31,14 @@ ap.add_argument("b", nargs="?")
 ap.add_argument("--tol", type=float)
 ap.add_argument("--summary")
 ap.add_argument("--min-acc", type=float)
+ap.add_argument("--max-value", type=float)
 ap.add_argument("--key", default="test_accuracy")
 args = ap.parse_args()
 if args.summary:
     s = json.load(open(args.summary))
     print(f"{args.summary}: {args.key} = {s[args.key]}")
+    if args.max_value is not None:
+        sys.exit(0 if s[args.key] <= args.max_value else 1)
     sys.exit(0 if s[args.key] >= args.min_acc else 1)
 A, B = datasets(args.a), datasets(args.b)
 if sorted(A) != sorted(B):

@@ -8,6 +8,7 @@
 #include <new>
 #include <utility>
 
+#include "cpu/kernels.hpp"
 #include "gemm.hpp"
 #include "resil/core/dmath.hpp"
 #include "resil/core/error.hpp"
@@ -270,6 +271,41 @@ public:
     }
   }
 
+  void gemm_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, std::ptrdiff_t stride_a, const float* b,
+                    int ldb, std::ptrdiff_t stride_b, float beta, float* c, int ldc, std::ptrdiff_t stride_c, int batch) override {
+    for (int i = 0; i < batch; ++i)
+      gemm::sgemm(path_, threads_, ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta, c + i * stride_c, ldc);
+  }
+  void embedding_forward(const std::int32_t* tokens, const float* wte, const float* wpe, float* out, int B, int T, int C) override {
+    cpu::embedding_forward(tokens, wte, wpe, out, B, T, C);
+  }
+  void embedding_backward(const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C) override {
+    cpu::embedding_backward(dout, tokens, dwte, dwpe, B, T, C);
+  }
+  void layernorm_forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C) override {
+    cpu::layernorm_forward(x, w, b, y, mean, rstd, rows, C);
+  }
+  void layernorm_backward(const float* dy, const float* x, const float* w, const float* mean, const float* rstd, float* dx, float* dw,
+                          float* db, int rows, int C) override {
+    cpu::layernorm_backward(dy, x, w, mean, rstd, dx, dw, db, rows, C);
+  }
+  void gelu_forward(const float* x, float* y, std::size_t n) override { cpu::gelu_forward(x, y, n); }
+  void gelu_backward(const float* x, const float* dy, float* dx, std::size_t n) override { cpu::gelu_backward(x, dy, dx, n); }
+  void causal_softmax_forward(const float* s, float* p, int mats, int T, float scale) override {
+    cpu::causal_softmax_forward(s, p, mats, T, scale);
+  }
+  void causal_softmax_backward(const float* p, const float* dp, float* ds, int mats, int T, float scale) override {
+    cpu::causal_softmax_backward(p, dp, ds, mats, T, scale);
+  }
+  double sum_squares(const float* x, std::size_t n) override {
+    double s = 0.0;
+    for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    return s;
+  }
+  void scale(float* x, std::size_t n, float a) override {
+    for (std::size_t i = 0; i < n; ++i) x[i] *= a;
+  }
+
   void sgd_update(float* w, const float* g, float* buf, std::size_t n, float lr, float momentum, float wd) override {
     for (std::size_t i = 0; i < n; ++i) {
       float gi = g[i] + wd * w[i];
@@ -294,6 +330,11 @@ public:
       sum[i] += gi * gi;
       w[i] -= lr * gi / (std::sqrt(sum[i]) + eps);
     }
+  }
+
+  void adamw_update(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps, float wd,
+                    std::int64_t step) override {
+    cpu::adamw_update(w, g, m, v, n, lr, b1, b2, eps, wd, step);
   }
 
 private:

@@ -33,7 +33,9 @@ double auc(const std::vector<float>& scores, const std::vector<float>& labels) {
 }
 
 Run::Eval Run::evaluate(Data& d, Staging& st) {
-  const std::size_t n = d.test_n(), chunk = 1000;
+  // Text windows are evaluated a training batch at a time: a GPT's activations grow with the
+  // window (attention keeps heads x seq x seq probabilities per window and layer).
+  const std::size_t n = d.test_n(), chunk = d.text ? static_cast<std::size_t>(cfg.batch) : 1000;
   std::vector<std::uint32_t> idx(n);
   for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<std::uint32_t>(i);
   const std::size_t chunks = (n + chunk - 1) / chunk;
@@ -103,7 +105,7 @@ Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data
   cfg.limit = 1;  // evaluation needs the test split only
   Run run(cfg, solo, false);  // every parameter comes from the checkpoint
   run.load_state(all, from.string());
-  Data d = load_data(cfg);
+  Data d = load_data(run.cfg);
   Staging st;
   Summary s = base_summary(cfg, solo);
   s.command = "eval";

@@ -40,6 +40,13 @@ void init_uniform(Tensor& t, float bound, std::uint64_t seed, const std::string&
   t.from_host(h);
 }
 
+void init_normal(Tensor& t, float std, std::uint64_t seed, const std::string& param_name) {
+  Rng rng(derive_seed(seed, init_purpose), name_key(param_name));
+  std::vector<float> h(t.numel());
+  for (auto& v : h) v = static_cast<float>(rng.normal() * std);
+  t.from_host(h);
+}
+
 // ---------------------------------------------------------------- Linear
 Linear::Linear(Backend& be, std::string name, int in, int out)
     : Layer(std::move(name)), be_(be), in_(in), out_(out), w_(be, {out, in}), b_(be, {out}), dw_(be, {out, in}), db_(be, {out}) {}

@@ -1,5 +1,7 @@
 #include "resil/train/optimizer.hpp"
 
+#include <algorithm>
+
 #include "resil/core/dmath.hpp"
 #include "resil/core/error.hpp"
 
@@ -9,16 +11,34 @@ Optimizer::Optimizer(Backend& be, OptimizerConfig cfg) : be_(be), cfg_(std::move
   if (!(cfg_.lr > 0.0f)) throw UsageError("--lr must be positive");
   if (cfg_.eps == 0.0f) cfg_.eps = cfg_.kind == OptimizerKind::adagrad ? 1e-10f : 1e-8f;
   if (!(cfg_.lr_decay > 0.0f && cfg_.lr_decay <= 1.0f)) throw UsageError("--lr-decay must be in (0, 1]");
-  lr_ = cfg_.lr;
+  if (cfg_.warmup < 0 || cfg_.decay_steps < 0) throw UsageError("--warmup and --decay-steps must not be negative");
+  if (!(cfg_.min_lr_ratio >= 0.0f && cfg_.min_lr_ratio <= 1.0f)) throw UsageError("--min-lr-ratio must be in [0, 1]");
+  if (!(cfg_.clip >= 0.0f)) throw UsageError("--clip must not be negative");
+  lr_ = epoch_lr_ = cfg_.lr;
 }
 
 void Optimizer::set_epoch(std::int64_t e) {
   // Computed in double from the epoch index alone, then rounded once: the same on every rank, run and machine.
-  lr_ = static_cast<float>(static_cast<double>(cfg_.lr) * dmath::powi(static_cast<double>(cfg_.lr_decay), e));
+  lr_ = epoch_lr_ = static_cast<float>(static_cast<double>(cfg_.lr) * dmath::powi(static_cast<double>(cfg_.lr_decay), e));
+}
+
+double Optimizer::schedule(std::int64_t t) const {
+  if (t <= cfg_.warmup) return static_cast<double>(t) / static_cast<double>(cfg_.warmup);
+  if (cfg_.decay_steps == 0) return 1.0;
+  const double progress = std::min(1.0, static_cast<double>(t - cfg_.warmup) / static_cast<double>(cfg_.decay_steps));
+  const double pi = 3.141592653589793;
+  const double floor = static_cast<double>(cfg_.min_lr_ratio);
+  return floor + 0.5 * (1.0 + dmath::cos(pi * progress)) * (1.0 - floor);
+}
+
+void Optimizer::begin_step() {
+  ++t_;
+  // Without a schedule the factor is exactly 1 and the rate is the epoch's, bit for bit.
+  lr_ = cfg_.warmup == 0 && cfg_.decay_steps == 0 ? epoch_lr_ : static_cast<float>(static_cast<double>(epoch_lr_) * schedule(t_));
 }
 
 std::vector<std::string> Optimizer::slot_names() const {
-  if (cfg_.kind == OptimizerKind::adam) return {"exp_avg", "exp_avg_sq"};
+  if (cfg_.kind == OptimizerKind::adam || cfg_.kind == OptimizerKind::adamw) return {"exp_avg", "exp_avg_sq"};
   if (cfg_.kind == OptimizerKind::adagrad) return {"sum"};
   if (cfg_.momentum > 0.0f) return {"momentum_buffer"};
   return {};
@@ -38,9 +58,12 @@ Tensor& Optimizer::slot(const std::string& param, const std::string& slot) {
   return it->second.at(slot);
 }
 
-void Optimizer::update_range(float* w, const float* g, const std::string& name, std::size_t off, std::size_t n) {
+void Optimizer::update_range(float* w, const float* g, const std::string& name, std::size_t off, std::size_t n, bool decay) {
   auto& s = slots_.at(name);
-  if (cfg_.kind == OptimizerKind::adam) {
+  if (cfg_.kind == OptimizerKind::adamw) {
+    be_.adamw_update(w, g, s.at("exp_avg").data() + off, s.at("exp_avg_sq").data() + off, n, lr_, cfg_.beta1, cfg_.beta2, cfg_.eps,
+                     decay ? cfg_.weight_decay : 0.0f, t_);
+  } else if (cfg_.kind == OptimizerKind::adam) {
     be_.adam_update(w, g, s.at("exp_avg").data() + off, s.at("exp_avg_sq").data() + off, n, lr_, cfg_.beta1, cfg_.beta2,
                     cfg_.eps, cfg_.weight_decay, t_);
   } else if (cfg_.kind == OptimizerKind::adagrad) {
@@ -53,7 +76,7 @@ void Optimizer::update_range(float* w, const float* g, const std::string& name, 
 
 void Optimizer::update(const ParamRef& p) {
   if (t_ < 1) throw UsageError("Optimizer::update before begin_step");
-  update_range(p.value->data(), p.grad->data(), p.name, 0, p.value->numel());
+  update_range(p.value->data(), p.grad->data(), p.name, 0, p.value->numel(), p.value->dims().size() >= 2);
 }
 
 void Optimizer::update_rows(const ParamRef& p, std::span<const std::int32_t> rows) {
@@ -61,7 +84,7 @@ void Optimizer::update_rows(const ParamRef& p, std::span<const std::int32_t> row
   const auto len = static_cast<std::size_t>(p.row_len);
   for (const auto r : rows) {
     const std::size_t off = static_cast<std::size_t>(r) * len;
-    update_range(p.value->data() + off, p.grad->data() + off, p.name, off, len);
+    update_range(p.value->data() + off, p.grad->data() + off, p.name, off, len, true);
   }
 }
 

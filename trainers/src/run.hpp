@@ -42,6 +42,7 @@ struct Run {
   std::int64_t step = 0, epoch = 0;
   std::uint64_t cursor = 0;      // samples of epoch `epoch` consumed when the state was saved/loaded
   bool stop = false;             // every rank agreed on a preemption request at the last step
+  double grad_norm = 0.0;        // the last step's global gradient norm (before clipping), when clipping
 
   /// random_init false: the caller loads every parameter this rank holds from a checkpoint next
   /// (load_state refuses one that is missing), so drawing the initial weights is skipped.
@@ -59,6 +60,9 @@ struct Run {
   StepStats train_step(Data& d, Staging& st, std::span<const std::uint32_t> order, std::size_t s);
   /// Data-parallel reduction of the gradients and the step's stats (train_reduce.cpp).
   void reduce(StepStats& stats);
+  /// The global gradient norm of the step (over every rank's parameters for mp), and gradient
+  /// clipping by it when the optimizer asks for clipping (train_reduce.cpp).
+  double clip_gradients();
 
   struct Eval {
     double loss = 0, accuracy = 0, auc = -1;
@@ -88,6 +92,8 @@ void check_shard(const ckpt::Manifest& man, const std::filesystem::path& manifes
 
 Summary base_summary(const TrainConfig& c, const Comm& comm);  // train_config.cpp
 void append_line(const std::filesystem::path& p, const nlohmann::json& record);  // train_report.cpp
+/// A per-token loss in nats as bits per byte (tokens are bytes).
+double bits_per_byte(double nats);
 /// The epoch's metrics record and log line (rank 0; train_report.cpp).
 void report_epoch(const Run& run, const Summary& sum, const StepStats& ep, const Run::Eval& ev, double seconds, const LogFn& log);
 

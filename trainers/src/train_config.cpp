@@ -24,10 +24,15 @@ std::string TrainConfig::to_json() const {
                   {"micro_batches", micro_batches},
                   {"optimizer", {{"kind", name(optimizer.kind)}, {"lr", optimizer.lr}, {"momentum", optimizer.momentum},
                                  {"beta1", optimizer.beta1}, {"beta2", optimizer.beta2}, {"eps", optimizer.eps},
-                                 {"weight_decay", optimizer.weight_decay}, {"lr_decay", optimizer.lr_decay}}},
+                                 {"weight_decay", optimizer.weight_decay}, {"lr_decay", optimizer.lr_decay},
+                                 {"warmup", optimizer.warmup}, {"decay_steps", optimizer.decay_steps},
+                                 {"min_lr_ratio", optimizer.min_lr_ratio}, {"clip", optimizer.clip}}},
                   {"threads", threads}, {"numeric", {{"id", numeric_id}, {"detail", numeric_detail}}}, {"device", name(device)}, {"reduce", name(reduce)}, {"data", data}, {"limit", limit}, {"test_limit", test_limit},
                   {"synthetic_samples", synthetic_samples}, {"ckpt_every", ckpt_every}};
-  return j.dump();
+  json out = j;
+  if (model == ModelKind::gpt)
+    out["gpt"] = {{"layers", gpt.layers}, {"heads", gpt.heads}, {"width", gpt.width}, {"context", gpt.context}, {"seq", seq}};
+  return out.dump();
 }
 
 TrainConfig TrainConfig::from_json(const std::string& text, const std::string& where) {
@@ -99,6 +104,11 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& w
                    real(o, "eps", 0, 1, false, false, nan),
                    real(o, "weight_decay", 0, 1, false, false, nan),
                    real(o, "lr_decay", 0, 1, true, false, 1.0f)};
+    // Written before the schedule and clipping existed: none of them.
+    c.optimizer.warmup = o.contains("warmup") ? integer(o, "warmup", 0, kMaxStep, "optimizer.") : 0;
+    c.optimizer.decay_steps = o.contains("decay_steps") ? integer(o, "decay_steps", 0, kMaxStep, "optimizer.") : 0;
+    c.optimizer.min_lr_ratio = real(o, "min_lr_ratio", 0, 1, false, false, 0.1f);
+    c.optimizer.clip = real(o, "clip", 0, std::numeric_limits<float>::max(), false, false, 0.0f);
     c.threads = static_cast<int>(integer(j, "threads", 1, 256));
     if (j.contains("numeric")) {
       const json& n = j.at("numeric");
@@ -119,6 +129,16 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& w
     c.test_limit = unsigned_integer(j, "test_limit");
     c.synthetic_samples = static_cast<std::uint64_t>(integer(j, "synthetic_samples", 1, std::int64_t{1} << 30));
     c.ckpt_every = static_cast<int>(integer(j, "ckpt_every", 1, 100000));
+    if (c.model == ModelKind::gpt) {
+      const json& g = j.at("gpt");
+      if (!g.is_object()) throw bad("gpt", g, "an object");
+      c.gpt.layers = static_cast<int>(integer(g, "layers", 1, 256, "gpt."));
+      c.gpt.heads = static_cast<int>(integer(g, "heads", 1, 1024, "gpt."));
+      c.gpt.width = static_cast<int>(integer(g, "width", 1, 16384, "gpt."));
+      c.gpt.context = static_cast<int>(integer(g, "context", 1, 65536, "gpt."));
+      c.seq = static_cast<int>(integer(g, "seq", 1, c.gpt.context, "gpt."));
+      if (c.gpt.width % c.gpt.heads != 0) throw bad("gpt.heads", g.at("heads"), "a divisor of gpt.width");
+    }
     return c;
   } catch (const CorruptInputError&) {
     throw;
@@ -136,6 +156,7 @@ std::string Summary::to_json() const {
             {"last_checkpoint", last_checkpoint}, {"exit_code", exit_code}, {"error", error},
             {"program_version", resil::version}};
   if (test_auc >= 0) j["test_auc"] = test_auc;
+  if (model == "gpt" && std::isfinite(test_loss)) j["test_bpb"] = bits_per_byte(test_loss);
   if (!mpi_wait.empty()) j["mpi_wait"] = mpi_wait;
   if (preempted) {
     j["preempt_signal"] = preempt_signal;

@@ -17,7 +17,18 @@ constexpr std::size_t kDense = data::criteo_num_dense, kSparse = data::criteo_nu
 namespace {
 Data load_data_unchecked(const TrainConfig& c) {
   Data d;
-  if (c.model == ModelKind::dlrm) {
+  if (c.model == ModelKind::gpt) {
+    d.text = true;
+    d.corpus = data::load_text(c.data.empty() ? std::string(data::default_text_dir) : c.data);
+    d.seq = c.seq;
+    const std::size_t tr = data::text_windows(d.corpus.train.size(), d.seq), te = data::text_windows(d.corpus.valid.size(), d.seq);
+    const std::string where = c.data.empty() ? std::string(data::default_text_dir) : c.data;
+    if (tr == 0 || te == 0)
+      throw CorruptInputError(where + ": " + std::to_string(d.corpus.train.size()) + " training and " + std::to_string(d.corpus.valid.size()) +
+                              " validation bytes hold no window of " + std::to_string(d.seq + 1) + " tokens");
+    d.train_windows = c.limit ? std::min<std::size_t>(c.limit, tr) : tr;
+    d.test_windows = c.test_limit ? std::min<std::size_t>(c.test_limit, te) : te;
+  } else if (c.model == ModelKind::dlrm) {
     d.clicks = true;
     const DlrmConfig dc;
     if (c.data.empty()) {
@@ -64,13 +75,29 @@ Data load_data(const TrainConfig& c) {
     // is still written ("out of memory", exit 1, named nothing and wrote none).
     const std::string what = c.model == ModelKind::dlrm && c.data.empty()
                                   ? "--synthetic-samples " + std::to_string(c.synthetic_samples) + " (synthetic clicks)"
-                                  : (c.data.empty() ? std::string(data::default_fashion_mnist_dir) : c.data);
+                                  : !c.data.empty()                ? c.data
+                                  : c.model == ModelKind::gpt      ? std::string(data::default_text_dir)
+                                                                   : std::string(data::default_fashion_mnist_dir);
     throw IoError(what + ": out of memory loading the data set (the node or the process limit cannot hold it)");
   }
 }
 
 Batch Staging::gather(const Data& d, bool test, std::span<const std::uint32_t> idx) {
   const auto n = idx.size();
+  if (d.text) {
+    const auto& s = test ? d.corpus.valid : d.corpus.train;
+    const std::size_t w = static_cast<std::size_t>(d.seq) + 1;
+    tokens.resize(n * w);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t start = static_cast<std::size_t>(idx[i]) * static_cast<std::size_t>(d.seq);
+      for (std::size_t j = 0; j < w; ++j) tokens[i * w + j] = s[start + j];
+    }
+    Batch b;
+    b.n = static_cast<int>(n);
+    b.tokens = tokens.data();
+    b.seq = d.seq;
+    return b;
+  }
   if (d.clicks) {
     const auto& s = test ? d.test_clk : d.train_clk;
     x.resize(n * kDense);

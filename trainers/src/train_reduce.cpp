@@ -1,5 +1,6 @@
 // The data-parallel reduction of one step.
 #include <algorithm>
+#include <cmath>
 
 #include "run.hpp"
 
@@ -46,4 +47,26 @@ void Run::reduce(StepStats& stats) {
   comm.allreduce_sum(s);
   stats = {s[0], static_cast<std::int64_t>(s[1]), static_cast<std::int64_t>(s[2])};
 }
+double Run::clip_gradients() {
+  // Each parameter's sum of squares in double, parameters in order; an mp stage holds only its own,
+  // so the stages' partial sums meet in one sum where each entry has one non-zero term (exact), then
+  // are added in rank order: the norm does not depend on how the sum travelled.
+  double local = 0.0;
+  for (const auto& p : params) local += be->sum_squares(p.grad->data(), p.grad->numel());
+  double total = local;
+  if (mode == ckpt::ParallelMode::mp && comm.size() > 1) {
+    std::vector<double> parts(static_cast<std::size_t>(comm.size()), 0.0);
+    parts[static_cast<std::size_t>(comm.rank())] = local;
+    comm.allreduce_sum(parts);
+    total = 0.0;
+    for (const double x : parts) total += x;
+  }
+  const double norm = std::sqrt(total);
+  // torch.nn.utils.clip_grad_norm_'s rule: scale by max_norm / (norm + 1e-6) when that is below 1.
+  const double coef = static_cast<double>(cfg.optimizer.clip) / (norm + 1e-6);
+  if (coef < 1.0)
+    for (const auto& p : params) be->scale(p.grad->data(), p.grad->numel(), static_cast<float>(coef));
+  return norm;
+}
+
 }  // namespace resil::train

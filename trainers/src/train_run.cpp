@@ -37,7 +37,16 @@ Run::Run(TrainConfig c, const Comm& cm, bool random_init) : cfg(std::move(c)), c
     dcomm = make_device_comm(*be, comm);
     device += ", " + dcomm->name();
   }
-  model = make_model(*be, name(cfg.model));
+  if (cfg.model == ModelKind::gpt) {
+    cfg.gpt.validate();
+    if (cfg.seq == 0) cfg.seq = cfg.gpt.context;
+    if (cfg.seq < 1 || cfg.seq > cfg.gpt.context)
+      throw UsageError("--seq " + std::to_string(cfg.seq) + " is longer than the model's context of " + std::to_string(cfg.gpt.context) +
+                       " (--context)");
+    model = std::make_unique<Gpt>(*be, cfg.gpt);
+  } else {
+    model = make_model(*be, name(cfg.model));
+  }
   if (random_init) model->init(cfg.seed);  // ~10 % of an eval trial when drawn only to be overwritten
   opt = std::make_unique<Optimizer>(*be, cfg.optimizer);
   if (mode == ckpt::ParallelMode::mp) {
@@ -80,7 +89,7 @@ Start start(const TrainConfig& cfg, const Comm& comm, const std::optional<stdfs:
     // A resumed run loads every parameter; an mp stage only its own, so the other layers keep
     // their drawn values there (unused on this rank, but not left as zeros).
     s.run = std::make_unique<Run>(cfg, comm, !resume_from || cfg.parallel == ckpt::ParallelMode::mp);
-    s.data = load_data(cfg);
+    s.data = load_data(s.run->cfg);
     s.steps = data::steps_per_epoch(s.data.train_n(), batch);
     if (s.steps == 0)
       throw UsageError("--batch " + std::to_string(cfg.batch) + " is larger than the " + std::to_string(s.data.train_n()) + " training samples");

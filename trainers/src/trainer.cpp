@@ -1,9 +1,10 @@
 // The training loop: one file to follow a run top to bottom. Per step: forward -> backward ->
-// reduce (dp) or pipeline (mp) -> NaN check -> update -> agree (NaN, preemption); per epoch:
+// reduce (dp) or pipeline (mp) -> NaN check -> clip -> update -> agree (NaN, preemption); per epoch:
 // evaluate, checkpoint, report. The parts live in the files of their concepts (see run.hpp).
 #include "resil/train/trainer.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <new>
 
 #include "resil/ckpt/fs.hpp"
@@ -33,6 +34,8 @@ StepStats Run::train_step(Data& d, Staging& st, std::span<const std::uint32_t> o
   const std::int64_t this_step = step + 1;
   if (!std::isfinite(stats.loss_sum))
     throw NumericError("NaN/Inf in the training loss at step " + std::to_string(this_step) + " (epoch " + std::to_string(epoch + 1) + ")");
+  // clip (by the global gradient norm)
+  if (cfg.optimizer.clip > 0.0f) grad_norm = clip_gradients();
   // update
   opt->begin_step();
   if (mode == ckpt::ParallelMode::mp) {
@@ -89,6 +92,16 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<std::filesy
   }, true);
   try {
     auto [run, data, steps, first] = start(cfg, comm, resume_from);
+    if (data.text && root && log) {
+      // The bar a language model has to clear on this split, in the unit of its epoch lines.
+      const auto base = data::ngram_baselines(data.corpus.train, data.corpus.valid);
+      char line[320];
+      std::snprintf(line, sizeof line, "text: %zu files, %zu records, %zu training / %zu validation bytes; validation baselines: unigram %.3f, "
+                    "bigram %.3f bits/byte; model: %lld parameters",
+                    data.corpus.files, data.corpus.records, data.corpus.train.size(), data.corpus.valid.size(), base.unigram_bpb, base.bigram_bpb,
+                    static_cast<long long>(run->cfg.gpt.parameters()));
+      log(line);
+    }
     sum.device = run->device;
     sum.numeric_id = run->cfg.numeric_id;
     sum.numeric_detail = run->cfg.numeric_detail;

@@ -35,6 +35,7 @@ CublasApi load() {
   resolve(lib, "cublasSetMathMode", api.set_math_mode, path);
   resolve(lib, "cublasGetStatusString", api.status_string, path);
   resolve(lib, "cublasSgemm_v2", api.sgemm, path);
+  resolve(lib, "cublasSgemmStridedBatched", api.sgemm_strided_batched, path);
   return api;
 }
 

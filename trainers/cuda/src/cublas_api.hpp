@@ -18,6 +18,7 @@ struct CublasApi {
   decltype(&cublasSetMathMode) set_math_mode = nullptr;
   decltype(&cublasGetStatusString) status_string = nullptr;
   decltype(&cublasSgemm_v2) sgemm = nullptr;
+  decltype(&cublasSgemmStridedBatched) sgemm_strided_batched = nullptr;
   std::string path;  ///< the library that was loaded
 };
 

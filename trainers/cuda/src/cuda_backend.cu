@@ -10,6 +10,7 @@
 
 #include "cuda_check.cuh"
 #include "cuda_internal.hpp"
+#include "transformer_kernels.cuh"
 #include "resil/train/cuda.hpp"
 
 namespace resil::train {
@@ -385,6 +386,39 @@ public:
     launch(k_bag_bwd, static_cast<std::size_t>(dim), dout, out_stride, idx_.data(), off_.data(), n, dim, grad);
   }
 
+  void gemm_batched(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, std::ptrdiff_t stride_a, const float* b,
+                    int ldb, std::ptrdiff_t stride_b, float beta, float* c, int ldc, std::ptrdiff_t stride_c, int batch) override {
+    // Row-major to column-major as in gemm(): C_i^T = op(B_i)^T op(A_i)^T.
+    RESIL_CUBLAS_CHECK(cuda::cublas().sgemm_strided_batched(blas_->get(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                                                            &alpha, b, ldb, stride_b, a, lda, stride_a, &beta, c, ldc, stride_c, batch));
+  }
+  void embedding_forward(const std::int32_t* tokens, const float* wte, const float* wpe, float* out, int B, int T, int C) override {
+    cuda::embedding_forward(s(), tokens, wte, wpe, out, B, T, C);
+  }
+  void embedding_backward(const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C) override {
+    cuda::embedding_backward(s(), dout, tokens, dwte, dwpe, B, T, C);
+  }
+  void layernorm_forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C) override {
+    cuda::layernorm_forward(s(), x, w, b, y, mean, rstd, rows, C);
+  }
+  void layernorm_backward(const float* dy, const float* x, const float* w, const float* mean, const float* rstd, float* dx, float* dw,
+                          float* db, int rows, int C) override {
+    cuda::layernorm_backward(s(), dy, x, w, mean, rstd, dx, dw, db, rows, C);
+  }
+  void gelu_forward(const float* x, float* y, std::size_t n) override { cuda::gelu_forward(s(), x, y, n); }
+  void gelu_backward(const float* x, const float* dy, float* dx, std::size_t n) override { cuda::gelu_backward(s(), x, dy, dx, n); }
+  void causal_softmax_forward(const float* sc, float* p, int mats, int T, float scale) override {
+    cuda::causal_softmax_forward(s(), sc, p, mats, T, scale);
+  }
+  void causal_softmax_backward(const float* p, const float* dp, float* ds, int mats, int T, float scale) override {
+    cuda::causal_softmax_backward(s(), p, dp, ds, mats, T, scale);
+  }
+  double sum_squares(const float* x, std::size_t n) override {
+    partials_.ensure(cuda::sum_squares_parts);
+    return cuda::sum_squares(s(), x, n, partials_.data());
+  }
+  void scale(float* x, std::size_t n, float a) override { cuda::scale(s(), x, n, a); }
+
   void sgd_update(float* w, const float* g, float* buf, std::size_t n, float lr, float momentum, float wd) override {
     launch(k_sgd, n, w, g, buf, n, lr, momentum, wd);
   }
@@ -398,9 +432,24 @@ public:
   void adagrad_update(float* w, const float* g, float* sum, std::size_t n, float lr, float eps, float wd) override {
     launch(k_adagrad, n, w, g, sum, n, lr, eps, wd);
   }
+  void adamw_update(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps, float wd,
+                    std::int64_t step) override {
+    // The bias corrections as the CPU backend computes them (binary powering in double, rounded once).
+    const float bc1 = 1.0f - static_cast<float>(powi(static_cast<double>(b1), step));
+    const float bc2 = 1.0f - static_cast<float>(powi(static_cast<double>(b2), step));
+    cuda::adamw_update(s(), w, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
+  }
 
 private:
   cudaStream_t s() const noexcept { return stream_->get(); }
+  static double powi(double base, std::int64_t n) {
+    double result = 1.0;
+    for (std::uint64_t k = n < 0 ? 0 : static_cast<std::uint64_t>(n); k; k >>= 1) {
+      if (k & 1) result *= base;
+      base *= base;
+    }
+    return result;
+  }
 
   template <class... KArgs, class... Args>
   void launch(void (*kernel)(KArgs...), std::size_t n, Args&&... args) {
@@ -427,6 +476,7 @@ private:
   std::unique_ptr<cuda::CublasHandle> blas_;
   DeviceBuffer<int> flag_;
   DeviceBuffer<float> rows_;
+  DeviceBuffer<double> partials_;
   DeviceBuffer<std::int32_t> ok_, idx_, off_;
   std::vector<float> host_rows_;
   std::vector<std::int32_t> host_ok_;

@@ -1,5 +1,5 @@
 // The compute boundary: every numeric kernel the models use, behind one interface, so the same
-// layer and model code runs on the CPU backend (OpenBLAS) today and a CUDA backend (cuBLAS) later.
+// layer and model code runs on the CPU backend (resil's GEMM) and the CUDA backend (cuBLAS).
 // Pointers are backend memory (host memory for the CPU backend); host data crosses the boundary only
 // through upload/download. All matrices are row-major.
 //
@@ -98,12 +98,49 @@ public:
   virtual void embedding_bag_backward(const float* dout, int out_stride, const std::int32_t* indices,
                                       const std::int32_t* offsets, int n, int dim, float* grad) = 0;
 
+  // ---- transformer (GPT): activations are row-major (B*T) x C, rows in (b, t) order ----
+  /// C = alpha * op(A_i) op(B_i) + beta * C_i for i in [0, batch), A_i = a + i * stride_a (likewise B_i, C_i):
+  /// `batch` GEMMs of the contract of gemm() (attention's per-sample products).
+  virtual void gemm_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, std::ptrdiff_t stride_a,
+                            const float* b, int ldb, std::ptrdiff_t stride_b, float beta, float* c, int ldc, std::ptrdiff_t stride_c,
+                            int batch) = 0;
+  /// out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :] (tokens is B x T, in backend memory).
+  virtual void embedding_forward(const std::int32_t* tokens, const float* wte, const float* wpe, float* out, int B, int T, int C) = 0;
+  /// dwte[tokens[b, t], :] += dout[b, t, :] and dwpe[t, :] += dout[b, t, :], summed in (b, t) order.
+  virtual void embedding_backward(const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C) = 0;
+  /// LayerNorm over each row of C: y = (x - mean) * rstd * w + b with rstd = 1 / sqrt(var + 1e-5)
+  /// (biased variance); mean and rstd (one per row) are kept for the backward pass.
+  virtual void layernorm_forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C) = 0;
+  /// ACCUMULATES: dx += dL/dx, dw += dL/dw, db += dL/db (parameter gradients summed in row order).
+  virtual void layernorm_backward(const float* dy, const float* x, const float* w, const float* mean, const float* rstd, float* dx,
+                                  float* dw, float* db, int rows, int C) = 0;
+  /// GELU, GPT-2's tanh form: y = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  virtual void gelu_forward(const float* x, float* y, std::size_t n) = 0;
+  /// dx = dy * gelu'(x) (overwrites dx).
+  virtual void gelu_backward(const float* x, const float* dy, float* dx, std::size_t n) = 0;
+  /// For each of `mats` T x T score matrices s: p[i, j] = exp(scale s[i, j] - max) / sum over j' <= i,
+  /// and p[i, j] = 0 for j > i (a position attends to itself and the past).
+  virtual void causal_softmax_forward(const float* s, float* p, int mats, int T, float scale) = 0;
+  /// ds[i, j] = scale * p[i, j] * (dp[i, j] - sum_j' p[i, j'] dp[i, j']) (0 above the diagonal).
+  virtual void causal_softmax_backward(const float* p, const float* dp, float* ds, int mats, int T, float scale) = 0;
+
+  // ---- reductions and scaling over whole tensors ----
+  /// sum of x[i]^2 in index order, in double (the gradient norm for clipping).
+  virtual double sum_squares(const float* x, std::size_t n) = 0;
+  /// x *= a
+  virtual void scale(float* x, std::size_t n, float a) = 0;
+
   // ---- optimizer updates (dense, whole tensor) ----
   virtual void sgd_update(float* w, const float* g, float* momentum_buf, std::size_t n, float lr, float momentum,
                           float weight_decay) = 0;
   virtual void adam_update(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float beta1, float beta2,
                            float eps, float weight_decay, std::int64_t step) = 0;
   virtual void adagrad_update(float* w, const float* g, float* sum, std::size_t n, float lr, float eps, float weight_decay) = 0;
+  /// AdamW (Loshchilov and Hutter), as torch.optim.AdamW computes it: w *= 1 - lr * weight_decay
+  /// (decoupled; the caller passes 0 for parameters that are not decayed), then Adam's moments and
+  /// w -= (lr / (1 - beta1^step)) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps).
+  virtual void adamw_update(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float beta1, float beta2, float eps,
+                            float weight_decay, std::int64_t step) = 0;
 };
 
 /// The CPU backend: resil's GEMM (a fixed FMA order per output element, trainers/src/gemm.hpp) on

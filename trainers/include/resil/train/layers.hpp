@@ -148,5 +148,7 @@ private:
 
 /// Uniform init in [-bound, bound) drawn from the counter-based RNG keyed by (seed, parameter name).
 void init_uniform(Tensor& t, float bound, std::uint64_t seed, const std::string& param_name);
+/// Normal init N(0, std^2) from the same generator (GPT-2's initialisation).
+void init_normal(Tensor& t, float std, std::uint64_t seed, const std::string& param_name);
 
 }  // namespace resil::train

@@ -3,6 +3,7 @@
 //   mlp : 784-256-128-10 with ReLU
 //   cnn : LeNet-5 style: conv5x5(1->6,pad 2) relu pool2, conv5x5(6->16) relu pool2, 400-120-84-10
 //   dlrm: see dlrm.hpp
+//   gpt : see gpt.hpp
 #pragma once
 
 #include <cstdint>
@@ -23,12 +24,14 @@ struct Batch {
   const std::int32_t* labels = nullptr;   // n
   const float* targets = nullptr;         // n (0/1)
   const std::int32_t* sparse = nullptr;   // n x num_sparse (one index per table and sample)
+  const std::int32_t* tokens = nullptr;   // language models: n windows of seq + 1 tokens (inputs, then one more target)
+  int seq = 0;
 };
 
 struct StepStats {
-  double loss_sum = 0.0;      // summed (not averaged) per-sample loss
-  std::int64_t correct = 0;   // classification: argmax == label
-  std::int64_t samples = 0;
+  double loss_sum = 0.0;      // summed (not averaged) per-sample loss (language models: per token)
+  std::int64_t correct = 0;   // classification: argmax == label (language models: the next token)
+  std::int64_t samples = 0;   // samples (language models: predicted tokens)
 };
 
 class Model {

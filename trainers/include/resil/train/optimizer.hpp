@@ -1,6 +1,10 @@
-// SGD (+momentum), Adam and Adagrad. Their state ("slots", PyTorch's names) is part of the
+// SGD (+momentum), Adam, AdamW and Adagrad. Their state ("slots", PyTorch's names) is part of the
 // checkpoint: /optimizer/<param>/<slot>. The step counter t (Adam's bias correction) equals the
 // number of optimizer steps taken, which the checkpoint stores as /meta step.
+//
+// The learning rate of step t (1-based) in epoch e is lr * lr_decay^e * schedule(t): schedule is 1
+// unless a warmup or a cosine decay is asked for, and a pure function of t (no horizon taken from
+// --epochs), so "train 1 epoch, resume to 2" stays bit-identical to "train 2" with either.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +17,7 @@
 
 namespace resil::train {
 
-enum class OptimizerKind { sgd, adam, adagrad };  // names: resil/train/options.hpp
+enum class OptimizerKind { sgd, adam, adagrad, adamw };  // names: resil/train/options.hpp
 
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::adam;
@@ -25,6 +29,15 @@ struct OptimizerConfig {
   /// Per-epoch exponential learning-rate decay: epoch e (0-based) runs at lr * lr_decay^e. A pure
   /// function of the epoch index (no horizon), so "train 1 epoch, resume to 2" equals "train 2".
   float lr_decay = 1.0f;
+  /// Linear warmup over the first `warmup` steps: step t <= warmup runs at t / warmup of the rate.
+  std::int64_t warmup = 0;
+  /// Cosine decay over the `decay_steps` steps after the warmup, from the rate to min_lr_ratio times
+  /// it, which later steps keep (0: no decay).
+  std::int64_t decay_steps = 0;
+  float min_lr_ratio = 0.1f;
+  /// Gradient clipping by global norm (the L2 norm over every gradient of the model): when it
+  /// exceeds clip, every gradient is scaled by clip / (norm + 1e-6) before the update (0: off).
+  float clip = 0.0f;
 };
 
 class Optimizer {
@@ -35,9 +48,12 @@ public:
   std::vector<std::string> slot_names() const;
   /// Create zeroed slots for every parameter (idempotent per name).
   void attach(const std::vector<ParamRef>& params);
-  /// Start optimizer step t+1 (call once per step before the updates).
-  void begin_step() { ++t_; }
-  /// Dense update of one parameter.
+  /// Start optimizer step t+1 (call once per step before the updates): its learning rate.
+  void begin_step();
+  /// The schedule's factor for step t (1-based): warmup, then cosine decay (see OptimizerConfig).
+  double schedule(std::int64_t t) const;
+  /// Dense update of one parameter. AdamW decays matrices only (parameters of two or more
+  /// dimensions: weights and embeddings), never biases or LayerNorm parameters.
   void update(const ParamRef& p);
   /// Row-sparse update: only the listed rows (sorted, unique) of a row-major parameter change.
   void update_rows(const ParamRef& p, std::span<const std::int32_t> rows);
@@ -52,11 +68,11 @@ public:
   Tensor& slot(const std::string& param, const std::string& slot);
 
 private:
-  void update_range(float* w, const float* g, const std::string& name, std::size_t offset, std::size_t n);
+  void update_range(float* w, const float* g, const std::string& name, std::size_t offset, std::size_t n, bool decay);
   Backend& be_;
   OptimizerConfig cfg_;
   std::int64_t t_ = 0;
-  float lr_ = 0.0f;
+  float lr_ = 0.0f, epoch_lr_ = 0.0f;
   std::map<std::string, std::map<std::string, Tensor>> slots_;
 };
 

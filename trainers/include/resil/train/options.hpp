@@ -15,7 +15,7 @@
 
 namespace resil::train {
 
-enum class ModelKind { mlp, cnn, dlrm };
+enum class ModelKind { mlp, cnn, dlrm, gpt };
 enum class DeviceKind { cpu, cuda, automatic };  // "auto": cuda when a GPU is present
 enum class ReduceKind { automatic, host, nccl };  // "auto": nccl when usable, else host
 // --optimizer is OptimizerKind (optimizer.hpp); --parallel is ckpt::ParallelMode (none | dp | mp), the mode the checkpoint records.
@@ -25,8 +25,8 @@ struct Names;  // Names<E>::table: the (name, value) pairs of E, in the order he
 
 template <>
 struct Names<ModelKind> {
-  static constexpr std::array<std::pair<std::string_view, ModelKind>, 3> table{
-      {{"mlp", ModelKind::mlp}, {"cnn", ModelKind::cnn}, {"dlrm", ModelKind::dlrm}}};
+  static constexpr std::array<std::pair<std::string_view, ModelKind>, 4> table{
+      {{"mlp", ModelKind::mlp}, {"cnn", ModelKind::cnn}, {"dlrm", ModelKind::dlrm}, {"gpt", ModelKind::gpt}}};
 };
 template <>
 struct Names<ckpt::ParallelMode> {
@@ -45,8 +45,8 @@ struct Names<ReduceKind> {
 };
 template <>
 struct Names<OptimizerKind> {
-  static constexpr std::array<std::pair<std::string_view, OptimizerKind>, 3> table{
-      {{"sgd", OptimizerKind::sgd}, {"adam", OptimizerKind::adam}, {"adagrad", OptimizerKind::adagrad}}};
+  static constexpr std::array<std::pair<std::string_view, OptimizerKind>, 4> table{
+      {{"sgd", OptimizerKind::sgd}, {"adam", OptimizerKind::adam}, {"adagrad", OptimizerKind::adagrad}, {"adamw", OptimizerKind::adamw}}};
 };
 
 /// The name of `v` (every value has one).

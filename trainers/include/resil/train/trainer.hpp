@@ -12,6 +12,7 @@
 #include "resil/core/error.hpp"
 #include "resil/train/agree.hpp"
 #include "resil/train/comm.hpp"
+#include "resil/train/gpt.hpp"
 #include "resil/train/optimizer.hpp"
 #include "resil/train/options.hpp"
 
@@ -28,9 +29,11 @@ struct TrainConfig {
   int threads = 1;                 // CPU GEMM threads per rank (results do not depend on them)
   DeviceKind device = DeviceKind::cpu;        // the checkpoint records the resolved one (cpu | cuda)
   ReduceKind reduce = ReduceKind::automatic;  // dp gradients / mp activations; recorded resolved (host | nccl)
-  std::string data;                // mlp/cnn: MNIST-format dir; dlrm: Criteo TSV file or "" (synthetic)
-  std::uint64_t limit = 0;         // training samples kept (0 = all)
-  std::uint64_t test_limit = 0;    // test samples kept (0 = all)
+  std::string data;                // mlp/cnn: MNIST-format dir; dlrm: Criteo TSV file or "" (synthetic); gpt: fortune dir or file
+  GptConfig gpt;                   // gpt: the model's size
+  int seq = 0;                     // gpt: tokens per training window (0: the model's context)
+  std::uint64_t limit = 0;         // training samples kept (0 = all; gpt: windows)
+  std::uint64_t test_limit = 0;    // test samples kept (0 = all; gpt: validation windows)
   std::uint64_t synthetic_samples = 20000;  // dlrm synthetic: training samples (test: a quarter)
   int ckpt_every = 1;              // epochs between checkpoints (the last epoch is always saved)
   // The numeric configuration that computed the state (Backend::numeric): set by the run from its
@@ -104,6 +107,14 @@ Summary resume(const std::filesystem::path& from, const ResumeOverrides& o, cons
 /// weights or the loss sets nan_detected (the caller maps it to exit 6).
 Summary evaluate(const std::filesystem::path& from, const std::optional<std::string>& data,
                  const std::optional<std::uint64_t>& test_limit, const std::optional<DeviceKind>& device = std::nullopt);
+
+/// Text from a gpt checkpoint (file or dp replica): `length` bytes drawn one at a time from the
+/// model's next-byte distribution at `temperature` (softmax of logits / temperature), after
+/// `prompt` (empty: after a fortune separator "%\n", as at the start of a record). The draws come
+/// from the counter-based generator keyed by `seed`: the same checkpoint, prompt and seed give the
+/// same text. MismatchError for a checkpoint of another model.
+std::string sample(const std::filesystem::path& from, const std::string& prompt, int length, double temperature, std::uint64_t seed,
+                   const std::optional<DeviceKind>& device = std::nullopt);
 
 /// An output of a command and the option that named it (an empty path: not requested).
 struct OutputPath {

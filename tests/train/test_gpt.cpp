@@ -1,0 +1,320 @@
+// The GPT's layers and model against central finite differences, the causal mask, the refused
+// configurations, AdamW's decay mask and the learning-rate schedule. Loss L = sum(y * r) for a
+// fixed random r (so dL/dy = r) for single layers; the model's own summed cross-entropy for the
+// whole GPT. Differences in float with h = 1e-2 on smooth functions, compared relatively.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "gpt/layers.hpp"
+#include "resil/core/error.hpp"
+#include "resil/core/rng.hpp"
+#include "resil/train/gpt.hpp"
+
+using namespace resil::train;
+
+namespace {
+std::vector<float> randv(std::size_t n, std::uint64_t stream, float scale = 1.0f) {
+  resil::Rng rng(4321, stream);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(rng.normal()) * scale;
+  return v;
+}
+
+double dot(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+
+/// Compare analytic gradient `g` of f at `v` (changed and restored in place) with central differences.
+void check_grad(std::vector<float>& v, const std::vector<float>& g, const std::function<double()>& f, const std::string& what,
+                std::size_t max_checks = 48) {
+  REQUIRE(g.size() == v.size());
+  const std::size_t stride = std::max<std::size_t>(1, v.size() / max_checks);
+  int bad = 0;
+  for (std::size_t i = 0; i < v.size(); i += stride) {
+    const float old = v[i], h = 1e-2f;
+    v[i] = old + h;
+    const double fp = f();
+    v[i] = old - h;
+    const double fm = f();
+    v[i] = old;
+    const double num = (fp - fm) / (2.0 * h);
+    const double err = std::fabs(num - g[i]) / std::max(1e-2, std::fabs(num) + std::fabs(g[i]));
+    if (err > 1e-2) {
+      ++bad;
+      UNSCOPED_INFO(what << "[" << i << "]: numeric " << num << " analytic " << g[i]);
+    }
+  }
+  CHECK(bad == 0);
+}
+
+/// Check every parameter of `params` against f, which re-runs the forward pass from the values.
+void check_params(std::vector<ParamRef> params, const std::function<double()>& f) {
+  for (auto& p : params) {
+    auto ph = p.value->to_host();
+    const auto gh = p.grad->to_host();
+    check_grad(ph, gh, [&]() {
+      p.value->from_host(ph);
+      return f();
+    }, p.name);
+    p.value->from_host(ph);
+  }
+}
+
+void randomize(std::vector<ParamRef> params, std::uint64_t stream, float scale) {
+  for (auto& p : params) p.value->from_host(randv(p.value->numel(), stream++, scale));
+}
+}  // namespace
+
+TEST_CASE("LayerNorm gradients (input, weight, bias)", "[gpt][unit]") {
+  auto be = make_cpu_backend(1);
+  const int rows = 6, C = 10;
+  gpt::LayerNorm ln(*be, "ln", C);
+  randomize(ln.params(), 10, 1.0f);
+  Tensor x(*be, {rows, C});
+  auto xh = randv(x.numel(), 1, 2.0f);
+  const auto r = randv(x.numel(), 2);
+  auto loss = [&]() {
+    x.from_host(xh);
+    return dot(ln.forward(x).to_host(), r);
+  };
+  loss();
+  Tensor dy(*be, {rows, C}), dx(*be, {rows, C});
+  dy.from_host(r);
+  ln.dw.zero();
+  ln.db.zero();
+  ln.backward(dy, dx);
+  check_grad(xh, dx.to_host(), loss, "ln dx");
+  check_params(ln.params(), loss);
+  // backward accumulates into dx (the residual stream's gradient)
+  const auto once = dx.to_host();
+  ln.backward(dy, dx);
+  const auto twice = dx.to_host();
+  for (std::size_t i = 0; i < once.size(); ++i) CHECK(twice[i] == Approx(2 * once[i]).margin(1e-6));
+}
+
+TEST_CASE("GELU gradient", "[gpt][unit]") {
+  auto be = make_cpu_backend(1);
+  gpt::Gelu g(*be);
+  Tensor x(*be, {4, 25});
+  auto xh = randv(x.numel(), 3, 2.0f);
+  const auto r = randv(x.numel(), 4);
+  auto loss = [&]() {
+    x.from_host(xh);
+    return dot(g.forward(x).to_host(), r);
+  };
+  loss();
+  Tensor dy(*be, {4, 25});
+  dy.from_host(r);
+  check_grad(xh, g.backward(dy).to_host(), loss, "gelu dx", 100);
+  // GELU(0) = 0, GELU(x) -> x for large x, -> 0 for very negative x
+  x.from_host(std::vector<float>(100, 0.0f));
+  CHECK(g.forward(x).to_host()[0] == 0.0f);
+  std::vector<float> big(100, 30.0f);
+  big[1] = -30.0f;
+  x.from_host(big);
+  const auto y = g.forward(x).to_host();
+  CHECK(y[0] == 30.0f);
+  CHECK(std::fabs(y[1]) < 1e-30f);
+}
+
+TEST_CASE("causal self-attention gradient", "[gpt][unit]") {
+  auto be = make_cpu_backend(1);
+  const int B = 2, T = 5, C = 8, heads = 2;
+  gpt::CausalSelfAttention attn(*be, heads, C);
+  Tensor qkv(*be, {B * T, 3 * C});
+  auto xh = randv(qkv.numel(), 5);
+  const auto r = randv(static_cast<std::size_t>(B) * T * C, 6);
+  auto loss = [&]() {
+    qkv.from_host(xh);
+    return dot(attn.forward(qkv, B, T).to_host(), r);
+  };
+  loss();
+  Tensor dy(*be, {B * T, C});
+  dy.from_host(r);
+  check_grad(xh, attn.backward(dy).to_host(), loss, "attention dqkv", 240);
+}
+
+TEST_CASE("attention at a position does not see later positions", "[gpt][unit]") {
+  auto be = make_cpu_backend(1);
+  const int B = 1, T = 6, C = 8, heads = 2;
+  gpt::CausalSelfAttention attn(*be, heads, C);
+  Tensor qkv(*be, {B * T, 3 * C});
+  auto xh = randv(qkv.numel(), 7);
+  qkv.from_host(xh);
+  const auto a = attn.forward(qkv, B, T).to_host();
+  for (int c = 0; c < 3 * C; ++c) xh[static_cast<std::size_t>(T - 1) * 3 * C + c] += 1.0f;  // change the last position
+  qkv.from_host(xh);
+  const auto b = attn.forward(qkv, B, T).to_host();
+  // positions 0..T-2: the same bits; the last one changed
+  CHECK(std::memcmp(a.data(), b.data(), static_cast<std::size_t>(T - 1) * C * sizeof(float)) == 0);
+  CHECK(std::memcmp(a.data() + static_cast<std::size_t>(T - 1) * C, b.data() + static_cast<std::size_t>(T - 1) * C, C * sizeof(float)) != 0);
+}
+
+TEST_CASE("embedding gradients gather every occurrence of a token", "[gpt][unit]") {
+  auto be = make_cpu_backend(1);
+  const int V = 7, ctx = 6, C = 4, B = 2, T = 5;
+  gpt::Embedding emb(*be, V, ctx, C);
+  randomize(emb.params(), 20, 1.0f);
+  const std::vector<std::int32_t> tok = {1, 3, 3, 0, 6, 3, 2, 1, 5, 0};  // token 3 three times
+  IntBuffer tokens;
+  tokens.ensure(*be, tok.size());
+  be->upload_i32(tokens.data(), tok.data(), tok.size());
+  const auto r = randv(static_cast<std::size_t>(B) * T * C, 8);
+  auto loss = [&]() { return dot(emb.forward(tokens, B, T).to_host(), r); };
+  loss();
+  Tensor dy(*be, {B * T, C});
+  dy.from_host(r);
+  emb.dwte.zero();
+  emb.dwpe.zero();
+  emb.backward(dy);
+  check_params(emb.params(), loss);
+}
+
+TEST_CASE("a block's gradients (input and every parameter)", "[gpt][unit]") {
+  auto be = make_cpu_backend(1);
+  const int B = 2, T = 4, C = 8, heads = 2;
+  gpt::Block block(*be, 0, heads, C);
+  randomize(block.params(), 30, 0.3f);
+  Tensor x(*be, {B * T, C});
+  auto xh = randv(x.numel(), 9);
+  const auto r = randv(x.numel(), 10);
+  auto loss = [&]() {
+    x.from_host(xh);
+    return dot(block.forward(x, B, T).to_host(), r);
+  };
+  loss();
+  Tensor dy(*be, {B * T, C});
+  dy.from_host(r);
+  for (auto& p : block.params()) p.grad->zero();
+  check_grad(xh, block.backward(dy).to_host(), loss, "block dx");
+  check_params(block.params(), loss);
+}
+
+TEST_CASE("the whole GPT: gradients of the summed cross-entropy", "[gpt][unit]") {
+  auto be = make_cpu_backend(1);
+  GptConfig cfg;
+  cfg.vocab = 11;
+  cfg.context = 6;
+  cfg.layers = 2;
+  cfg.heads = 2;
+  cfg.width = 8;
+  Gpt model(*be, cfg);
+  model.init(3);
+  randomize(model.params(), 40, 0.3f);  // larger than GPT-2's init: gradients well above float noise
+  const int B = 2, T = 5;
+  const std::vector<std::int32_t> windows = {1, 4, 4, 9, 0, 10, 2, 3, 3, 7, 5, 1};  // 2 windows of T + 1
+  Batch b;
+  b.n = B;
+  b.seq = T;
+  b.tokens = windows.data();
+  model.zero_grad();
+  // grad_scale T: per-token scale 1, the gradient of the summed loss
+  const StepStats s = model.forward_backward(b, static_cast<float>(T));
+  CHECK(s.samples == B * T);
+  CHECK(s.loss_sum == Approx(model.evaluate(b).loss_sum).epsilon(1e-12));
+  check_params(model.params(), [&]() { return model.evaluate(b).loss_sum; });
+}
+
+TEST_CASE("logits at a position depend on the tokens up to it only", "[gpt][unit]") {
+  auto be = make_cpu_backend(1);
+  GptConfig cfg;
+  cfg.vocab = 16;
+  cfg.context = 8;
+  cfg.layers = 2;
+  cfg.heads = 2;
+  cfg.width = 8;
+  Gpt model(*be, cfg);
+  model.init(5);
+  const std::vector<std::int32_t> a = {3, 1, 4, 1, 5, 9, 2, 6}, b = {3, 1, 4, 1, 5, 9, 2, 7};
+  // The next-token logits after the first k tokens are the same bits whatever follows them.
+  const auto la = model.next_logits(std::span(a).first(5)), lb = model.next_logits(std::span(b).first(5));
+  CHECK(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)) == 0);
+  CHECK(model.next_logits(a) != model.next_logits(b));
+  CHECK(la.size() == 16u);
+}
+
+TEST_CASE("refused GPT configurations", "[gpt][unit]") {
+  auto be = make_cpu_backend(1);
+  GptConfig cfg;
+  cfg.width = 130;
+  cfg.heads = 4;
+  CHECK_THROWS_AS(Gpt(*be, cfg), resil::UsageError);
+  CHECK_THROWS_WITH(Gpt(*be, cfg), "--heads 4 does not divide --width 130");
+  cfg = GptConfig{};
+  cfg.layers = 0;
+  CHECK_THROWS_WITH(Gpt(*be, cfg), Catch::Contains("--layers 0"));
+  cfg = GptConfig{};
+  cfg.context = 4;
+  Gpt model(*be, cfg);
+  const std::vector<std::int32_t> w(6, 1);
+  Batch b;
+  b.n = 1;
+  b.seq = 5;
+  b.tokens = w.data();
+  CHECK_THROWS_WITH(model.evaluate(b), Catch::Contains("longer than the model's context of 4"));
+}
+
+TEST_CASE("parameter count", "[gpt][unit]") {
+  auto be = make_cpu_backend(1);
+  GptConfig cfg;
+  cfg.layers = 3;
+  cfg.width = 16;
+  cfg.heads = 2;
+  cfg.context = 9;
+  Gpt model(*be, cfg);
+  std::int64_t n = 0;
+  for (auto& p : model.params()) n += static_cast<std::int64_t>(p.value->numel());
+  CHECK(n == cfg.parameters());
+}
+
+TEST_CASE("AdamW decays matrices only", "[gpt][unit]") {
+  auto be = make_cpu_backend(1);
+  OptimizerConfig oc;
+  oc.kind = OptimizerKind::adamw;
+  oc.lr = 0.1f;
+  oc.weight_decay = 0.5f;
+  Optimizer opt(*be, oc);
+  Tensor w(*be, {2, 2}), gw(*be, {2, 2}), b(*be, {2}), gb(*be, {2});
+  w.from_host({1, 1, 1, 1});
+  b.from_host({1, 1});
+  const std::vector<ParamRef> ps = {{"w", &w, &gw}, {"b", &b, &gb}};
+  opt.attach(ps);
+  opt.begin_step();
+  for (const auto& p : ps) opt.update(p);
+  // zero gradients: only the decoupled decay moves a weight, w *= 1 - lr * wd
+  CHECK(w.to_host()[0] == 1.0f - 0.1f * 0.5f);
+  CHECK(b.to_host()[0] == 1.0f);
+}
+
+TEST_CASE("learning-rate schedule: warmup then cosine to the floor", "[gpt][unit]") {
+  auto be = make_cpu_backend(1);
+  OptimizerConfig oc;
+  oc.kind = OptimizerKind::adamw;
+  oc.lr = 1.0f;
+  oc.warmup = 4;
+  oc.decay_steps = 10;
+  oc.min_lr_ratio = 0.1f;
+  Optimizer opt(*be, oc);
+  CHECK(opt.schedule(1) == 0.25);
+  CHECK(opt.schedule(4) == 1.0);
+  const double floor = 0.1f;  // the ratio is a float
+  CHECK(opt.schedule(9) == Approx(floor + (1 - floor) * 0.5).epsilon(1e-15));  // halfway: cos(pi/2) = 0
+  CHECK(opt.schedule(14) == Approx(floor).epsilon(1e-15));
+  CHECK(opt.schedule(1000) == Approx(floor).epsilon(1e-15));
+  opt.set_epoch(0);
+  opt.begin_step();
+  CHECK(opt.lr() == 0.25f);
+  // Without a schedule the rate is the epoch's, exactly.
+  oc.warmup = 0;
+  oc.decay_steps = 0;
+  oc.lr = 3e-3f;
+  Optimizer plain(*be, oc);
+  plain.set_epoch(0);
+  plain.begin_step();
+  CHECK(plain.lr() == 3e-3f);
+}

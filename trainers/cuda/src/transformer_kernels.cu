@@ -1,0 +1,212 @@
+// The CUDA backend's transformer kernels: one thread per output element (or per row or column where
+// the CPU sums along it, in the CPU's order). See transformer_kernels.cuh.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "cuda_check.cuh"
+#include "transformer_kernels.cuh"
+
+namespace resil::train::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+inline int blocks_for(std::size_t n) { return static_cast<int>(std::min<std::size_t>((n + kThreads - 1) / kThreads, 65535 * 8)); }
+
+#define GRID_STRIDE(i, n) \
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<std::size_t>(blockDim.x) * gridDim.x)
+
+// ---------------------------------------------------------------- kernels
+__global__ void k_embedding_fwd(const std::int32_t* tokens, const float* wte, const float* wpe, float* out, int B, int T, int C) {
+  GRID_STRIDE(i, static_cast<std::size_t>(B) * T * C) {
+    const std::size_t row = i / C;
+    const int c = static_cast<int>(i % C), t = static_cast<int>(row % T);
+    out[i] = wte[static_cast<std::size_t>(tokens[row]) * C + c] + wpe[static_cast<std::size_t>(t) * C + c];
+  }
+}
+// One thread per column of wte walks every (b, t) in order; one per (t, column) of wpe walks b.
+__global__ void k_embedding_bwd_wte(const float* dout, const std::int32_t* tokens, float* dwte, int rows, int C) {
+  GRID_STRIDE(c, static_cast<std::size_t>(C)) {
+    for (int r = 0; r < rows; ++r) dwte[static_cast<std::size_t>(tokens[r]) * C + c] += dout[static_cast<std::size_t>(r) * C + c];
+  }
+}
+__global__ void k_embedding_bwd_wpe(const float* dout, float* dwpe, int B, int T, int C) {
+  GRID_STRIDE(i, static_cast<std::size_t>(T) * C) {
+    float acc = dwpe[i];
+    for (int b = 0; b < B; ++b) acc += dout[static_cast<std::size_t>(b) * T * C + i];
+    dwpe[i] = acc;
+  }
+}
+__global__ void k_layernorm_fwd(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C) {
+  GRID_STRIDE(r, static_cast<std::size_t>(rows)) {
+    const float* xr = x + r * C;
+    float* yr = y + r * C;
+    const float inv_c = 1.0f / static_cast<float>(C);
+    float s = 0.0f;
+    for (int c = 0; c < C; ++c) s += xr[c];
+    const float m = s * inv_c;
+    float v = 0.0f;
+    for (int c = 0; c < C; ++c) {
+      const float d = xr[c] - m;
+      v = __fadd_rn(v, __fmul_rn(d, d));  // no contraction: the CPU's two roundings
+    }
+    const float rs = 1.0f / sqrtf(__fadd_rn(__fmul_rn(v, inv_c), 1e-5f));
+    for (int c = 0; c < C; ++c) yr[c] = __fadd_rn(__fmul_rn(__fmul_rn(xr[c] - m, rs), w[c]), b[c]);
+    mean[r] = m;
+    rstd[r] = rs;
+  }
+}
+__global__ void k_layernorm_bwd_dx(const float* dy, const float* x, const float* w, const float* mean, const float* rstd, float* dx, int rows,
+                                   int C) {
+  GRID_STRIDE(r, static_cast<std::size_t>(rows)) {
+    const float* dyr = dy + r * C;
+    const float* xr = x + r * C;
+    float* dxr = dx + r * C;
+    const float m = mean[r], rs = rstd[r], inv_c = 1.0f / static_cast<float>(C);
+    float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+    for (int c = 0; c < C; ++c) {
+      const float norm = __fmul_rn(xr[c] - m, rs);
+      const float dnorm = __fmul_rn(w[c], dyr[c]);
+      dnorm_mean += dnorm;
+      dnorm_norm_mean = __fadd_rn(dnorm_norm_mean, __fmul_rn(dnorm, norm));
+    }
+    dnorm_mean = dnorm_mean * inv_c;
+    dnorm_norm_mean = dnorm_norm_mean * inv_c;
+    for (int c = 0; c < C; ++c) {
+      const float norm = __fmul_rn(xr[c] - m, rs);
+      const float dnorm = __fmul_rn(w[c], dyr[c]);
+      dxr[c] = __fadd_rn(dxr[c], __fmul_rn(__fsub_rn(dnorm - dnorm_mean, __fmul_rn(norm, dnorm_norm_mean)), rs));
+    }
+  }
+}
+__global__ void k_layernorm_bwd_params(const float* dy, const float* x, const float* mean, const float* rstd, float* dw, float* db, int rows,
+                                       int C) {
+  GRID_STRIDE(c, static_cast<std::size_t>(C)) {
+    float aw = dw[c], ab = db[c];
+    for (int r = 0; r < rows; ++r) {
+      const std::size_t i = static_cast<std::size_t>(r) * C + c;
+      const float norm = __fmul_rn(x[i] - mean[r], rstd[r]);
+      ab += dy[i];
+      aw = __fadd_rn(aw, __fmul_rn(norm, dy[i]));
+    }
+    dw[c] = aw;
+    db[c] = ab;
+  }
+}
+__device__ __forceinline__ double gelu_inner(double v) { return 0.7978845608028654 * (v + 0.044715 * v * v * v); }
+__global__ void k_gelu_fwd(const float* x, float* y, std::size_t n) {
+  GRID_STRIDE(i, n) {
+    const double v = x[i];
+    y[i] = static_cast<float>(0.5 * v * (1.0 + tanh(gelu_inner(v))));
+  }
+}
+__global__ void k_gelu_bwd(const float* x, const float* dy, float* dx, std::size_t n) {
+  GRID_STRIDE(i, n) {
+    const double v = x[i];
+    const double t = tanh(gelu_inner(v));
+    const double grad = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * (0.7978845608028654 * (1.0 + 3.0 * 0.044715 * v * v));
+    dx[i] = static_cast<float>(grad * static_cast<double>(dy[i]));
+  }
+}
+// One thread per row of a score matrix.
+__global__ void k_causal_softmax_fwd(const float* s, float* p, int mats, int T, float scale) {
+  GRID_STRIDE(row, static_cast<std::size_t>(mats) * T) {
+    const int i = static_cast<int>(row % T);
+    const float* sr = s + row * T;
+    float* pr = p + row * T;
+    float mx = scale * sr[0];
+    for (int j = 1; j <= i; ++j) mx = fmaxf(mx, scale * sr[j]);
+    float sum = 0.0f;
+    for (int j = 0; j <= i; ++j) {
+      pr[j] = expf(__fsub_rn(__fmul_rn(scale, sr[j]), mx));
+      sum += pr[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int j = 0; j <= i; ++j) pr[j] *= inv;
+    for (int j = i + 1; j < T; ++j) pr[j] = 0.0f;
+  }
+}
+__global__ void k_causal_softmax_bwd(const float* p, const float* dp, float* ds, int mats, int T, float scale) {
+  GRID_STRIDE(row, static_cast<std::size_t>(mats) * T) {
+    const int i = static_cast<int>(row % T);
+    const float* pr = p + row * T;
+    const float* dpr = dp + row * T;
+    float* dsr = ds + row * T;
+    float dot = 0.0f;
+    for (int j = 0; j <= i; ++j) dot = __fadd_rn(dot, __fmul_rn(pr[j], dpr[j]));
+    for (int j = 0; j <= i; ++j) dsr[j] = __fmul_rn(scale, __fmul_rn(pr[j], dpr[j] - dot));
+    for (int j = i + 1; j < T; ++j) dsr[j] = 0.0f;
+  }
+}
+__global__ void k_sum_squares(const float* x, std::size_t n, double* partials, int parts) {
+  GRID_STRIDE(part, static_cast<std::size_t>(parts)) {
+    const std::size_t chunk = (n + parts - 1) / parts, begin = part * chunk, end = begin + chunk < n ? begin + chunk : n;
+    double acc = 0.0;
+    for (std::size_t i = begin; i < end; ++i) acc = __dadd_rn(acc, __dmul_rn(x[i], x[i]));
+    partials[part] = acc;
+  }
+}
+__global__ void k_scale(float* x, std::size_t n, float a) { GRID_STRIDE(i, n) x[i] *= a; }
+__global__ void k_adamw(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps, float wd,
+                        float step_size, float bc2_sqrt) {
+  GRID_STRIDE(i, n) {
+    const float gi = g[i];
+    m[i] = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(1.0f - b1, gi));
+    v[i] = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(1.0f - b2, gi), gi));
+    const float denom = __fadd_rn(__fdiv_rn(sqrtf(v[i]), bc2_sqrt), eps);
+    w[i] = __fsub_rn(__fmul_rn(w[i], 1.0f - lr * wd), __fmul_rn(step_size, __fdiv_rn(m[i], denom)));
+  }
+}
+
+#undef GRID_STRIDE
+
+template <class... KArgs, class... Args>
+void launch(cudaStream_t s, void (*kernel)(KArgs...), std::size_t n, Args&&... args) {
+  if (n == 0) return;
+  kernel<<<blocks_for(n), kThreads, 0, s>>>(std::forward<Args>(args)...);
+  RESIL_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- launchers
+void embedding_forward(cudaStream_t s, const std::int32_t* tokens, const float* wte, const float* wpe, float* out, int B, int T, int C) {
+  launch(s, k_embedding_fwd, static_cast<std::size_t>(B) * T * C, tokens, wte, wpe, out, B, T, C);
+}
+void embedding_backward(cudaStream_t s, const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C) {
+  launch(s, k_embedding_bwd_wte, static_cast<std::size_t>(C), dout, tokens, dwte, B * T, C);
+  launch(s, k_embedding_bwd_wpe, static_cast<std::size_t>(T) * C, dout, dwpe, B, T, C);
+}
+void layernorm_forward(cudaStream_t s, const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C) {
+  launch(s, k_layernorm_fwd, static_cast<std::size_t>(rows), x, w, b, y, mean, rstd, rows, C);
+}
+void layernorm_backward(cudaStream_t s, const float* dy, const float* x, const float* w, const float* mean, const float* rstd, float* dx,
+                        float* dw, float* db, int rows, int C) {
+  launch(s, k_layernorm_bwd_dx, static_cast<std::size_t>(rows), dy, x, w, mean, rstd, dx, rows, C);
+  launch(s, k_layernorm_bwd_params, static_cast<std::size_t>(C), dy, x, mean, rstd, dw, db, rows, C);
+}
+void gelu_forward(cudaStream_t s, const float* x, float* y, std::size_t n) { launch(s, k_gelu_fwd, n, x, y, n); }
+void gelu_backward(cudaStream_t s, const float* x, const float* dy, float* dx, std::size_t n) { launch(s, k_gelu_bwd, n, x, dy, dx, n); }
+void causal_softmax_forward(cudaStream_t s, const float* scores, float* p, int mats, int T, float scale) {
+  launch(s, k_causal_softmax_fwd, static_cast<std::size_t>(mats) * T, scores, p, mats, T, scale);
+}
+void causal_softmax_backward(cudaStream_t s, const float* p, const float* dp, float* ds, int mats, int T, float scale) {
+  launch(s, k_causal_softmax_bwd, static_cast<std::size_t>(mats) * T, p, dp, ds, mats, T, scale);
+}
+double sum_squares(cudaStream_t s, const float* x, std::size_t n, double* partials_device) {
+  launch(s, k_sum_squares, static_cast<std::size_t>(sum_squares_parts), x, n, partials_device, sum_squares_parts);
+  std::vector<double> h(sum_squares_parts);
+  RESIL_CUDA_CHECK(cudaMemcpyAsync(h.data(), partials_device, h.size() * sizeof(double), cudaMemcpyDeviceToHost, s));
+  RESIL_CUDA_CHECK(cudaStreamSynchronize(s));
+  double total = 0.0;
+  for (const double p : h) total += p;
+  return total;
+}
+void scale(cudaStream_t s, float* x, std::size_t n, float a) { launch(s, k_scale, n, x, n, a); }
+void adamw_update(cudaStream_t s, float* w, const float* g, float* m, float* v, std::size_t n, float lr, float beta1, float beta2, float eps,
+                  float weight_decay, float bc1, float bc2) {
+  launch(s, k_adamw, n, w, g, m, v, n, lr, beta1, beta2, eps, weight_decay, lr / bc1, sqrtf(bc2));
+}
+
+}  // namespace resil::train::cuda

@@ -1,0 +1,68 @@
+// A decoder-only transformer as in GPT-2 (Radford et al. 2019), over bytes:
+//
+//   x = wte[token] + wpe[position]                      token and position embeddings
+//   for each of `layers` blocks (pre-LayerNorm):
+//     x = x + c_proj(attention(c_attn(ln_1(x))))       causal multi-head self-attention
+//     x = x + mlp.c_proj(gelu(mlp.c_fc(ln_2(x))))       MLP of width 4C
+//   logits = ln_f(x) wte^T                              LM head tied to the token embedding
+//   loss = mean cross-entropy of the next token
+//
+// Parameters keep nanoGPT's names and PyTorch's layouts (Linear weights are out x in):
+// wte.weight (vocab x C), wpe.weight (context x C), h.<l>.ln_1.{weight,bias},
+// h.<l>.attn.c_attn.{weight,bias} (3C x C: the rows of q, then k, then v; head h owns rows
+// h*C/heads.. of each), h.<l>.attn.c_proj.*, h.<l>.ln_2.*, h.<l>.mlp.c_fc.* (4C x C),
+// h.<l>.mlp.c_proj.* (C x 4C), ln_f.*. The tied LM head is wte.weight itself.
+// The layers (trainers/src/gpt/, one per file) are private; the step reads top to bottom in gpt.cpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "resil/train/model.hpp"
+
+namespace resil::train {
+
+struct GptConfig {
+  int vocab = 256;     // byte-level tokens
+  int context = 128;   // positions the model has (rows of wpe): the longest sequence it reads
+  int layers = 4;
+  int heads = 4;
+  int width = 128;     // C, the embedding width; heads must divide it
+  /// UsageError naming the flag for a configuration no model has (heads not dividing the width,
+  /// sizes out of range).
+  void validate() const;
+  std::int64_t parameters() const;  // trainable parameters (the tied head counted once)
+};
+
+class Gpt final : public Model {
+public:
+  Gpt(Backend& be, GptConfig cfg);
+  ~Gpt() override;
+  std::string name() const override { return "gpt"; }
+  std::vector<ParamRef> params() override;
+  /// GPT-2's initialisation: weights N(0, 0.02^2), the residual projections (attn.c_proj,
+  /// mlp.c_proj) N(0, (0.02 / sqrt(2 layers))^2), biases 0, LayerNorm weights 1.
+  void init(std::uint64_t seed) override;
+  void zero_grad() override;
+  /// b.tokens holds b.n windows of b.seq + 1 tokens (b.seq <= context). Loss and gradients are per
+  /// predicted token: the gradient is scaled by grad_scale / b.seq, so grad_scale = 1 / global
+  /// windows gives the mean over every token of the global batch. StepStats count tokens.
+  StepStats forward_backward(const Batch& b, float grad_scale) override;
+  StepStats evaluate(const Batch& b, std::vector<float>* scores = nullptr) override;
+  void apply_update(Optimizer& opt) override;
+  const GptConfig& config() const noexcept { return cfg_; }
+  /// The logits (vocab values) of the token that follows `tokens` (1..context tokens).
+  std::vector<float> next_logits(std::span<const std::int32_t> tokens);
+
+private:
+  struct Net;
+  void stage(const Batch& b);        // the batch's inputs and targets into backend memory
+  const Tensor& forward_logits();    // forward from the staged inputs to (B*T) x vocab logits
+  GptConfig cfg_;
+  std::unique_ptr<Net> net_;
+};
+
+}  // namespace resil::train

@@ -1,0 +1,24 @@
+// Token and position embeddings.
+#include "layers.hpp"
+
+namespace resil::train::gpt {
+
+Embedding::Embedding(Backend& be, int vocab, int context, int C)
+    : wte(be, {vocab, C}), wpe(be, {context, C}), dwte(be, {vocab, C}), dwpe(be, {context, C}), be_(be), C_(C) {}
+
+std::vector<ParamRef> Embedding::params() { return {{"wte.weight", &wte, &dwte}, {"wpe.weight", &wpe, &dwpe}}; }
+
+const Tensor& Embedding::forward(const IntBuffer& tokens, int B, int T) {
+  tokens_ = &tokens;
+  B_ = B;
+  T_ = T;
+  out_.ensure(be_, {B * T, C_});
+  be_.embedding_forward(tokens.data(), wte.data(), wpe.data(), out_.data(), B, T, C_);
+  return out_;
+}
+
+void Embedding::backward(const Tensor& dout) {
+  be_.embedding_backward(dout.data(), tokens_->data(), dwte.data(), dwpe.data(), B_, T_, C_);
+}
+
+}  // namespace resil::train::gpt
