@@ -85,7 +85,10 @@ int run_inspect(const InspectOptions& o) {
               << (filters.empty() ? "" : " " + filters) << "  " << d.stored_bytes << " B stored"
               << "  checksum " << checksum << "  fault space " << (flippable ? inject::count_string(bits) + " bits"
                                                        : readable ? "none (external raw data, never edited)" : "none (unsupported type)");
-    for (const auto& a : d.aliases) std::cout << "  also " << inject::display_name(a);
+    // A storage may have a million viewers: the line lists a few (--json lists them all).
+    constexpr std::size_t listed_aliases = 8;
+    for (std::size_t k = 0; k < d.aliases.size() && k < listed_aliases; ++k) std::cout << "  also " << inject::display_name(d.aliases[k]);
+    if (d.aliases.size() > listed_aliases) std::cout << "  and " << d.aliases.size() - listed_aliases << " other name(s) (--json lists them)";
     std::cout << "\n";
   }
   if (o.json) {

@@ -8,6 +8,7 @@
 // integer tensor) is a counter, excluded by default like HDF5 counters.
 #include <algorithm>
 #include <map>
+#include <unordered_set>
 #include <utility>
 
 #include "format_storages.hpp"
@@ -58,10 +59,11 @@ public:
       Item it;
       it.tensor = make_tensor(first.name, role_of(first.role), first.dtype, shape, false);
       it.tensor.counter = std::all_of(views.begin(), views.end(), [](const auto* v) { return v->counter; });
+      // A set, not a search of the list: a storage may have a million viewers (a list of references
+      // to one tensor), and the search made that quadratic (minutes for a few hundred bytes).
+      std::unordered_set<std::string> named{it.tensor.info.path};
       for (const auto* v : views)
-        if ("/" + v->name != it.tensor.info.path &&
-            std::find(it.tensor.info.aliases.begin(), it.tensor.info.aliases.end(), "/" + v->name) == it.tensor.info.aliases.end())
-          it.tensor.info.aliases.push_back("/" + v->name);
+        if (std::string alias = "/" + v->name; named.insert(alias).second) it.tensor.info.aliases.push_back(std::move(alias));
       it.tensor.storage = e.name;
       it.extent = {e.data_offset, elements * size};
       it.size = static_cast<unsigned>(size);

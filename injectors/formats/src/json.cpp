@@ -8,6 +8,9 @@ namespace resil::inject::formats::detail {
 namespace {
 
 constexpr int kMaxDepth = 64;
+// The arrays of a safetensors header are shapes and offset pairs: a few values each. A 100 MB
+// header of one 50 M-entry shape took 9 GB as a value tree.
+constexpr std::size_t kMaxArray = 1024;
 
 // Length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlong forms, no surrogates, at
 // most U+10FFFF), 0 when the bytes there are not one. RFC 8259 8.1: JSON text is UTF-8.
@@ -91,6 +94,7 @@ private:
       ++i_;
       if (peek() == ']') return ++i_, v;
       for (;;) {
+        if (v.items.size() == kMaxArray) fail("JSON array of more than " + std::to_string(kMaxArray) + " values");
         v.items.push_back(value(depth + 1));
         if (peek() == ']') return ++i_, v;
         expect(',');

@@ -185,6 +185,11 @@ Npz parse_npz(Bytes file) {
     const std::string where = "member '" + printable(e.name) + "'";
     if (e.name.size() < 4 || e.name.compare(e.name.size() - 4, 4, ".npy") != 0)
       corrupt("npz", where + " is not a .npy", e.header_offset);
+    // Deflate expands at most 1032:1 (258 bytes per 2 bits): a member declaring more would size the
+    // buffer its bytes are inflated into (a 185-byte file declaring 4 GiB took 4 GiB).
+    if (e.method == ZipMethod::deflated && e.uncompressed_size / 1032 > e.compressed_size + 1)
+      corrupt("npz", where + " declares " + std::to_string(e.uncompressed_size) + " bytes, more than its " +
+                         std::to_string(e.compressed_size) + " deflated bytes can hold", e.header_offset);
     NpzMember m;
     m.name = e.name.substr(0, e.name.size() - 4);
     m.entry = i;

@@ -15,6 +15,10 @@ namespace {
 constexpr std::string_view kFormat = "torch";
 constexpr int kMaxDepth = 64;
 constexpr std::size_t kMaxVisits = std::size_t{1} << 20;
+// Names are built from keys the pickle may memoise once and reuse at every level (a 5 KB file
+// made names of gigabytes): their total is bounded by the pickle's size.
+constexpr std::size_t kNameBytesBase = std::size_t{64} << 20, kNameBytesPerNode = 256;
+constexpr std::size_t kMaxShownName = 200;  // longer names are cut in messages
 
 struct Named {
   std::string_view name;
@@ -76,7 +80,9 @@ public:
 
 private:
   [[noreturn]] void fail(std::size_t at, const std::string& what) const {
-    corrupt(kFormat, (path_.empty() ? std::string() : "'" + name() + "': ") + what, node(at).offset);
+    std::string n = path_.empty() ? std::string() : name();
+    if (n.size() > kMaxShownName) n = n.substr(0, kMaxShownName) + "... (" + std::to_string(n.size()) + " bytes)";
+    corrupt(kFormat, (n.empty() ? std::string() : "'" + n + "': ") + what, node(at).offset);
   }
   const PickleNode& node(std::size_t i) const { return p_.nodes[i]; }
   std::string name() const {
@@ -116,12 +122,20 @@ private:
         // {1: x, '1': y} or a key repeated in the pickle give two tensors one name: a name would no
         // longer say which tensor a flip log means. Refused (the same tensor under two names is fine).
         out_.tensors.push_back(tensor(i, role, 0));
+        name_bytes_ += out_.tensors.back().name.size();
+        if (name_bytes_ > kNameBytesBase + kNameBytesPerNode * p_.nodes.size())
+          fail(i, "tensor names of more than " + std::to_string(name_bytes_ >> 20) + " MiB from a pickle of " + std::to_string(p_.nodes.size()) +
+                      " values (keys reused through the memo at every level)");
         if (!names_.insert(out_.tensors.back().name).second)
           fail(i, "a second tensor with this name (a name is the dict keys and indices joined by '/': two tensors must not share one)");
         return;
       case PickleKind::integer:
       case PickleKind::real:
         out_.scalars.push_back({name(), role, n.kind == PickleKind::integer, n.integer, n.real});
+        name_bytes_ += out_.scalars.back().name.size();
+        if (name_bytes_ > kNameBytesBase + kNameBytesPerNode * p_.nodes.size())
+          fail(i, "names of more than " + std::to_string(name_bytes_ >> 20) + " MiB from a pickle of " + std::to_string(p_.nodes.size()) +
+                      " values (keys reused through the memo at every level)");
         return;
       default: return;  // strings, None, booleans: no data
     }
@@ -232,7 +246,7 @@ private:
   std::vector<std::string> path_;
   std::unordered_map<std::string, std::size_t> index_;
   std::unordered_set<std::string> names_;
-  std::size_t visits_ = 0;
+  std::size_t visits_ = 0, name_bytes_ = 0;
 };
 
 }  // namespace
