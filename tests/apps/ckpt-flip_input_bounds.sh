@@ -1,5 +1,5 @@
 #!/bin/bash
-# Memory follows the input's real content (docs/formats.md): a 185-byte .npz whose deflated member
+# Memory follows the input's real content (docs/reference/formats.md): a 185-byte .npz whose deflated member
 # declares 4 GiB (it took 4.2 GB before inflating), a safetensors header of one 10 M-entry shape
 # (1.9 GB as a value tree), and a 13 KB torch.save whose memoised 4000-byte key is reused at 60
 # levels above 4000 views (names of gigabytes) are each refused with exit 4 and one line naming the
