@@ -238,9 +238,12 @@ step_prefix() {
   for f in "$debs"/*.deb; do dpkg -x "$f" "$prefix" || { echo "gpu-check: dpkg -x $f failed"; return 1; }; done
   local bin=$prefix/usr/bin
   # Wrapper scripts name /usr: point them here. h5cc's -lcurl serves HDF5's S3 driver, which resil
-  # never calls (the static link keeps no libcurl), so it is dropped rather than carried.
-  sed -i -e "s|^prefix=\"/usr\"|prefix=\"$prefix/usr\"|" -e '/^H5BLD_LIBS=/s/-lcurl //' "$bin/h5cc"
-  grep -q "^prefix=\"$prefix/usr\"" "$bin/h5cc" || { echo "gpu-check: h5cc has no prefix=\"/usr\" line to rewrite"; return 1; }
+  # never calls (the static link keeps no libcurl), so it is dropped rather than carried; its -lsz,
+  # -lcrypto and -lz are found here too (FindHDF5 links a test program with h5cc).
+  sed -i -e "s|^prefix=\"/usr\"|prefix=\"$prefix/usr\"|" -e '/^H5BLD_LIBS=/s/-lcurl //' \
+    -e "s|^H5BLD_LDFLAGS=\"|H5BLD_LDFLAGS=\"-L$lib -Wl,-rpath-link,$lib |" "$bin/h5cc"
+  grep -q "^prefix=\"$prefix/usr\"" "$bin/h5cc" && grep -q "^H5BLD_LDFLAGS=\"-L$lib" "$bin/h5cc" ||
+    { echo "gpu-check: h5cc has no prefix=\"/usr\" or H5BLD_LDFLAGS line to rewrite"; return 1; }
   for f in mpicc mpicxx; do
     sed -i -E "s#^(prefix|exec_prefix|includedir|libdir)=/usr#\1=$prefix/usr#" "$bin/$f.mpich"
     grep -q "^libdir=$prefix/usr" "$bin/$f.mpich" || { echo "gpu-check: $f.mpich has no libdir=/usr line to rewrite"; return 1; }
@@ -322,6 +325,7 @@ step_build() {
     local t have
     have=$(cmake --build "$build" --target help 2> /dev/null)
     for t in ckpt-train gpu_backend gpu_nccl cuda_cublas_load ${also_build//,/ }; do
+      [[ " ${targets[*]} " == *" $t "* ]] && continue
       grep -qE "(^|[ .])$t(:| )" <<< "$have" && targets+=("$t")
     done
     ((${#targets[@]})) || { echo "gpu-check: none of the targets of the GPU check exists"; return 1; }
