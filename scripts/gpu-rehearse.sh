@@ -9,7 +9,7 @@
 # The build is what the GPU machine builds (ckpt-train and the gpu tests) and the unit tests that
 # between them link every library of the prefix: core_unit, ckpt_unit (HDF5, xxhash, OpenSSL,
 # nlohmann-json), ec_unit (ISA-L), inject_deflate_patch (libdeflate, zlib), data_unit_tests,
-# train_unit_tests, cuda_cublas_load and ckpt-train_no_cublas_at_start (CLI11 and Catch2 in all);
+# cuda_cublas_load and ckpt-train_no_cublas_at_start (CLI11 and Catch2 in all);
 # MPICH is the smoke step's. --all builds every target and runs every unit test.
 #
 #   --root DIR   the chroot (default /var/tmp/resil-gpu-chroot), made with debootstrap on first use
@@ -82,7 +82,7 @@ env_in=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/
 ((ccache)) && env_in+=(CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
                        CMAKE_CUDA_COMPILER_LAUNCHER=ccache CCACHE_DIR=/var/cache/resil-ccache CCACHE_BASEDIR=/src)
 # A private mount namespace: the mounts go away with it, whatever happens inside.
-units=core_unit,ckpt_unit,ec_unit,inject_deflate_patch,data_unit_tests,train_unit_tests,cuda_cublas_load
+units=core_unit,ckpt_unit,ec_unit,inject_deflate_patch,data_unit_tests,cuda_cublas_load
 what=(--also-build "$units" --unit-tests "^(${units//,/|}|ckpt-train_no_cublas_at_start)\$")
 ((all)) && what=(--all-targets)
 rc=0
