@@ -152,9 +152,16 @@ log=$out/gpu-check.log
 exec > >(tee -a "$log") 2>&1
 tee_pid=$!
 start=$(date +%s)
-[[ -d /usr/local/cuda/bin ]] && export PATH=/usr/local/cuda/bin:$PATH
 [[ -d /usr/local/nvidia/bin ]] && export PATH=$PATH:/usr/local/nvidia/bin
 py=${RESIL_PYTHON:-$(command -v python3 || echo /usr/bin/python3)}
+# nvcc: /usr/local/cuda, else the PATH, else a versioned /usr/local/cuda-*, else the Python's CUDA wheels.
+if [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+elif ! command -v nvcc > /dev/null; then
+  for f in /usr/local/cuda-*/bin/nvcc "$(dirname "$py")"/../lib/python3*/site-packages/nvidia/*/bin/nvcc; do
+    [[ -x $f ]] && { export PATH=$(cd "$(dirname "$f")" && pwd):$PATH; break; }
+  done
+fi
 prefix=$build/prefix
 arch=$(gcc -print-multiarch 2> /dev/null)
 lib=$prefix/usr/lib/${arch:-x86_64-linux-gnu}
@@ -189,7 +196,7 @@ step_versions() {
     else
       echo "gpu      no nvidia-smi"
     fi
-    echo "nvcc     $(nvcc --version 2> /dev/null | grep -o 'release.*' || echo none)"
+    echo "nvcc     $(nvcc --version 2> /dev/null | grep -o 'release.*' || echo none) ($(command -v nvcc))"
     echo "cmake    $(cmake --version | head -1)"
     echo "ninja    $(ninja --version 2> /dev/null || echo none)"
     echo "gcc      $(gcc --version | head -1)"
