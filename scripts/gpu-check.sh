@@ -27,7 +27,8 @@
 #                or from the Python's nvidia.nccl package
 #   build        the targets the later steps run, and --also-build's (--all-targets: all)
 #   smoke        ckpt-train on the CPU over the carried data, then 2 ranks under the prefix's mpiexec
-#   gputests     ctest -L gpu -LE perf (OUT/ctest-gpu.log); a skipped test fails the step
+#   gputests     ctest -L gpu -LE perf but gpu_same_seed_twice (OUT/ctest-gpu.log); a skipped test
+#                fails the step
 #   determinism  gpu_same_seed_twice: mlp, cnn and dlrm twice with one seed on the GPU, checkpoints
 #                bitwise equal
 #   bench        bench_train_gpu: ckpt-train against PyTorch on this GPU (OUT/gpu-bench.txt)
