@@ -19,13 +19,18 @@ OUT_DIR (made; it must not exist or be empty) gets:
                        every tensor: name, dtype, shape, storage offset, raw little-endian bytes (hex)
 DCP is saved by one process without a process group (no torchrun). Every file is read back with
 PyTorch's (or safetensors') own loader and must give the manifest's bytes; where torch.load's
-weights-only mode (the default since 2.6) refuses a file, the manifest's "note" says so. What this PyTorch lacks is
-skipped with one line saying so. Values are exact in every dtype (multiples of 1/4 up to 7, and
-powers of two for float8_e8m0fnu, which has no sign and no zero), so a reader can be checked bit for bit.
+weights-only mode (the default since 2.6) refuses a file, the manifest's "note" says so. What this
+PyTorch lacks is skipped with one line saying so (exit 77 without torch). Values are exact in every
+dtype (multiples of 1/4 up to 7, and powers of two for float8_e8m0fnu, which has no sign and no
+zero), so a reader can be checked bit for bit.
 """
 import inspect, io, json, os, platform, re, sys, warnings
 
-import torch
+try:
+    import torch
+except ImportError as e:
+    print(f"make_torch_files: no torch in {sys.executable}: {e}")
+    sys.exit(77)
 
 out = sys.argv[1] if len(sys.argv) == 2 else sys.exit(__doc__)
 if os.path.isdir(out) and os.listdir(out):
