@@ -302,18 +302,18 @@ EOF
 }
 
 step_configure() {
-  local args=(-S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRESIL_ENABLE_MPI=ON -DRESIL_PYTHON="$py"
+  local rpath=() args=(-S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRESIL_ENABLE_MPI=ON -DRESIL_PYTHON="$py"
               -DRESIL_ENABLE_CUDA="$cuda")
   command -v ninja > /dev/null && [[ ! -f $build/CMakeCache.txt || -f $build/build.ninja ]] && args+=(-G Ninja)
   if ((have_debs)); then
     # gcc searches /usr/include/<multiarch> by itself (openssl/opensslconf.h is there), not the prefix's.
     local multiarch_include=$prefix/usr/include/${arch:-x86_64-linux-gnu}
+    rpath+=("$lib" "$lib/hdf5/serial")
     args+=(-DCMAKE_PREFIX_PATH="$prefix/usr" -DHDF5_C_COMPILER_EXECUTABLE="$prefix/usr/bin/h5cc"
            -DMPI_C_COMPILER="$prefix/usr/bin/mpicc" -DMPI_CXX_COMPILER="$prefix/usr/bin/mpicxx"
            -DMPIEXEC_EXECUTABLE="$prefix/usr/bin/mpiexec" -DPKG_CONFIG_EXECUTABLE="$prefix/usr/bin/resil-pkg-config"
            -DCMAKE_C_STANDARD_INCLUDE_DIRECTORIES="$multiarch_include"
            -DCMAKE_CXX_STANDARD_INCLUDE_DIRECTORIES="$multiarch_include"
-           -DCMAKE_BUILD_RPATH="$lib;$lib/hdf5/serial"
            -DCMAKE_EXE_LINKER_FLAGS="-Wl,--disable-new-dtags -Wl,-rpath-link,$lib")
   fi
   if [[ $cuda == ON ]]; then
@@ -324,12 +324,14 @@ step_configure() {
       nccl=$("$py" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2> /dev/null)
       if [[ -n $nccl && -f $nccl/include/nccl.h ]] && compgen -G "$nccl/lib/libnccl.so*" > /dev/null; then
         args+=(-DNCCL_INCLUDE_DIR="$nccl/include" -DNCCL_LIBRARY="$(ls "$nccl"/lib/libnccl.so* | head -1)")
+        rpath+=("$nccl/lib")  # libnccl.so.2 is in no folder the loader searches
         echo "gpu-check: NCCL from $nccl"
       else
         echo "gpu-check: no NCCL headers (neither CUDA's include/ nor $py's nvidia.nccl): the NCCL tests are not built"
       fi
     fi
   fi
+  ((${#rpath[@]})) && args+=(-DCMAKE_BUILD_RPATH="$(IFS=';'; echo "${rpath[*]}")")
   within cmake "${args[@]}" || return 1
   echo "gpu-check: what the build links:"
   grep -E '^(HDF5_C_LIBRARY_hdf5|HDF5_C_LIBRARY_sz|ISAL_LIBRARY|XXHASH_LIBRARY|OPENSSL_CRYPTO_LIBRARY|ZLIB_LIBRARY_RELEASE|MPI_mpich_LIBRARY|MPIEXEC_EXECUTABLE|NCCL_LIBRARY|CLI11_DIR|Catch2_DIR|nlohmann_json_DIR|pkgcfg_lib_LIBDEFLATE_deflate):' \
