@@ -11,17 +11,26 @@ OUT_DIR (made; it must not exist or be empty) gets:
   dcp_torch_save/      torch.distributed.checkpoint directory in FileSystemWriter's torch.save format
                        (.metadata, __0_0.distcp): model tensors in float32, bfloat16 and float8, and
                        non-tensor optimizer values
-  dcp_safetensors/     the same state with serialization_format=SerializationFormat.SAFETENSORS
+  dcp_safetensors/     the same state with serialization_format=SerializationFormat.SAFETENSORS (each
+                       data file: the pickled non-tensor values, then one safetensors blob); read back
+                       with safetensors where DCP's FileSystemReader, which reads the torch.save format
+                       only, cannot
   manifest.json        the versions that wrote them, what was written and what skipped, and per file
                        every tensor: name, dtype, shape, storage offset, raw little-endian bytes (hex)
 DCP is saved by one process without a process group (no torchrun). Every file is read back with
-PyTorch's (or safetensors') own loader and must give the manifest's bytes. What this PyTorch lacks is
-skipped with one line saying so. Values are exact in every dtype (multiples of 1/4 up to 7, and
-powers of two for float8_e8m0fnu, which has no sign and no zero), so a reader can be checked bit for bit.
+PyTorch's (or safetensors') own loader and must give the manifest's bytes; where torch.load's
+weights-only mode (the default since 2.6) refuses a file, the manifest's "note" says so. What this
+PyTorch lacks is skipped with one line saying so (exit 77 without torch). Values are exact in every
+dtype (multiples of 1/4 up to 7, and powers of two for float8_e8m0fnu, which has no sign and no
+zero), so a reader can be checked bit for bit.
 """
-import inspect, io, json, os, platform, sys, warnings
+import inspect, io, json, os, platform, re, sys, warnings
 
-import torch
+try:
+    import torch
+except ImportError as e:
+    print(f"make_torch_files: no torch in {sys.executable}: {e}")
+    sys.exit(77)
 
 out = sys.argv[1] if len(sys.argv) == 2 else sys.exit(__doc__)
 if os.path.isdir(out) and os.listdir(out):
@@ -29,6 +38,14 @@ if os.path.isdir(out) and os.listdir(out):
 os.makedirs(out, exist_ok=True)
 warnings.filterwarnings("ignore", message=".*(single process|process group|uninitialized).*")
 skipped = []
+
+def brief(e):
+    """One line for an exception: its first line, and the restricted unpickler's complaint if any."""
+    text = str(e).strip()
+    m = re.search(r"WeightsUnpickler error:\s*(.+)", text)
+    if m:
+        return f"{type(e).__name__}: PyTorch's weights-only unpickler: {m.group(1).strip()}"
+    return f"{type(e).__name__}: {text.splitlines()[0][:200] if text else ''}"
 
 def skip(what, why):
     line = f"{what}: skipped: {why}"
@@ -58,7 +75,7 @@ def make(dtype_name):
             t = torch.tensor(INTS, dtype=torch.int64).to(dt)
         return t.reshape(3, 4)
     except Exception as e:  # e.g. no conversion from float32 to this dtype on the CPU
-        skip(dtype_name, f"cannot make a {dtype_name} tensor: {type(e).__name__}: {e}")
+        skip(dtype_name, f"cannot make a {dtype_name} tensor: {brief(e)}")
         return None
 
 def raw(t):
@@ -94,12 +111,23 @@ for name, kw in (("dtypes.pt", {}), ("dtypes_p5.pt", {"pickle_protocol": 5})):
         try:
             torch.save({n: savable[n]}, io.BytesIO(), **kw)
         except Exception as e:
-            skip(f"{name} {n}", f"torch.save refuses it: {type(e).__name__}: {e}")
+            skip(f"{name} {n}", f"torch.save refuses it: {brief(e)}")
             del savable[n]
     torch.save(savable, path, **kw)
-    check(path, savable, torch.load(path))
+    note = None
+    if "weights_only" in inspect.signature(torch.load).parameters:
+        try:  # PyTorch's restricted unpickler, the default since 2.6
+            torch.load(path, weights_only=True)
+        except Exception as e:
+            note = f"torch.load(weights_only=True) refuses it: {brief(e)}"
+            print(f"{name}: {note}")
+        check(path, savable, torch.load(path, weights_only=False))
+    else:
+        check(path, savable, torch.load(path))
     files[name] = {"writer": f"torch.save(state_dict, f{', pickle_protocol=5' if kw else ''})",
                    "tensors": [record(n, t) for n, t in savable.items()]}
+    if note:
+        files[name]["note"] = note
     print(f"{name}: {len(savable)} tensors")
 
 # ---- safetensors
@@ -116,7 +144,7 @@ if st is not None:
             st.save({n: t.contiguous()})
             ok[n] = t.contiguous()
         except Exception as e:
-            skip(f"dtypes.safetensors {n}", f"safetensors {safetensors.__version__} refuses it: {type(e).__name__}: {e}")
+            skip(f"dtypes.safetensors {n}", f"safetensors {safetensors.__version__} refuses it: {brief(e)}")
     path = os.path.join(out, "dtypes.safetensors")
     st.save_file(ok, path, metadata={"format": "pt"})
     check(path, ok, st.load_file(path))
@@ -165,31 +193,70 @@ def dcp_load(state, path):
     else:
         dcp.load_state_dict(state, storage_reader=reader, no_dist=True)
 
-def dcp_mode(name, writer_kw, how):
+def dcp_blob_check(path, state):
+    """Reads a safetensors-format DCP directory without DCP's reader: per data file, the pickled
+    non-tensor values at their recorded offsets, then one safetensors blob after the last of them."""
+    from torch.distributed.checkpoint.metadata import BytesStorageMetadata
+    md = FileSystemReader(path).read_metadata()
+    ends, values, tensors = {}, {}, {}
+    for idx, info in md.storage_data.items():
+        ends.setdefault(info.relative_path, 0)
+        if isinstance(md.state_dict_metadata[idx.fqn], BytesStorageMetadata):
+            with open(os.path.join(path, info.relative_path), "rb") as f:
+                f.seek(info.offset)
+                values[idx.fqn] = torch.load(io.BytesIO(f.read(info.length)), weights_only=False)
+            ends[info.relative_path] = max(ends[info.relative_path], info.offset + info.length)
+    for rel, end in ends.items():
+        with open(os.path.join(path, rel), "rb") as f:
+            tensors.update(st.load(f.read()[end:]))
+    check(path, dict(flat(state["model"], "model.")), tensors)
+    if "optim" in state and values != dict(flat(state["optim"], "optim.")):
+        sys.exit(f"make_torch_files: {path}: non-tensor values read back as {values}")
+
+def dcp_mode(name, writer_kw, how, blob=False):
     path = os.path.join(out, name)
-    for with_bytes in (True, False):
+    def clear():
+        for f in os.listdir(path) if os.path.isdir(path) else []:
+            os.remove(os.path.join(path, f))
+    state = dcp_state(True)
+    try:
+        dcp_save(state, path, writer_kw)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as e:  # DCP's CheckpointException is no Exception
+        clear()
+        state = dcp_state(False)
         try:
-            state = dcp_state(with_bytes)
             dcp_save(state, path, writer_kw)
-            back = {k: ({n: torch.empty_like(t) for n, t in v.items()} if k == "model" else dict.fromkeys(v))
-                    for k, v in state.items()}
-            dcp_load(back, path)
-            check(path, dict(flat(state["model"], "model.")), dict(flat(back["model"], "model.")))
-            if with_bytes and back["optim"] != state["optim"]:
-                sys.exit(f"make_torch_files: {path}: optim read back as {back['optim']}")
-            break
-        except SystemExit:
+            skip(f"{name} non-tensor values", f"{brief(e)}; written with tensors only")
+        except (SystemExit, KeyboardInterrupt):
             raise
-        except Exception as e:
-            for f in os.listdir(path) if os.path.isdir(path) else []:
-                os.remove(os.path.join(path, f))
-            if not with_bytes:
-                skip(name, f"{type(e).__name__}: {e}")
-                return
-            skip(f"{name} non-tensor values", f"{type(e).__name__}: {e}; written with tensors only")
-    files[name] = {"writer": how, "files": sorted(os.listdir(path)),
-                   "optim": state.get("optim"),
+        except BaseException as e2:
+            clear()
+            skip(name, brief(e2))
+            return
+    note = None
+    try:
+        back = {k: ({n: torch.empty_like(t) for n, t in v.items()} if k == "model" else dict.fromkeys(v))
+                for k, v in state.items()}
+        dcp_load(back, path)
+        check(path, dict(flat(state["model"], "model.")), dict(flat(back["model"], "model.")))
+        if "optim" in state and back["optim"] != state["optim"]:
+            sys.exit(f"make_torch_files: {path}: non-tensor values read back as {back['optim']}")
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as e:
+        if not blob:
+            clear()
+            skip(name, f"written, but DCP cannot load it: {brief(e)}")
+            return
+        note = f"dcp.load with FileSystemReader refuses it: {brief(e)}; read back with safetensors instead"
+        print(f"{name}: {note}")
+        dcp_blob_check(path, state)
+    files[name] = {"writer": how, "files": sorted(os.listdir(path)), "optim": state.get("optim"),
                    "tensors": [record(n, t) for n, t in flat(state["model"], "model.")]}
+    if note:
+        files[name]["note"] = note
     print(f"{name}: {sorted(os.listdir(path))}")
 
 if dcp is not None:
@@ -203,7 +270,7 @@ if dcp is not None:
         from torch.distributed.checkpoint.filesystem import SerializationFormat
         dcp_mode("dcp_safetensors", {"serialization_format": SerializationFormat.SAFETENSORS},
                  "torch.distributed.checkpoint.save(state, storage_writer=FileSystemWriter(dir, "
-                 "serialization_format=SerializationFormat.SAFETENSORS))")
+                 "serialization_format=SerializationFormat.SAFETENSORS))", blob=True)
 
 versions = {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "python": platform.python_version(),
             "numpy": __import__("numpy").__version__, "platform": platform.platform()}
