@@ -22,7 +22,7 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
       "command with {ckpt} {out} {dir} {trial} {seed}, trials, seed,\n"
       "timeout_s, inject{flips, model, role, bits, include, exclude, strata}, metric, tolerance, restore revert|copy,\n"
       "mode command|worker (worker: a resident `ckpt-train serve` per job forks each trial; same results, less overhead).\n"
-      "Classes: load_failure hang crash nan_at_load nan_later critical_sdc tolerable_sdc masked bit_masked.\n"
+      "Classes: load_failure hang crash unreadable_summary nan_at_load nan_later critical_sdc tolerable_sdc masked bit_masked.\n"
       "SIGINT/SIGTERM: the trials in flight are dropped, the recorded ones kept; exit 75, and the same command continues.");
   c->add_option("CONFIG", o.config, "campaign configuration (JSON)")->required();
   c->add_option("--out", o.out, "campaign directory (results/, campaign.json, golden.json)")->required();

@@ -21,6 +21,7 @@ std::string_view outcome_name(Outcome o) noexcept {
     case Outcome::load_failure: return "load_failure";
     case Outcome::hang: return "hang";
     case Outcome::crash: return "crash";
+    case Outcome::unreadable_summary: return "unreadable_summary";
     case Outcome::nan_at_load: return "nan_at_load";
     case Outcome::nan_later: return "nan_later";
     case Outcome::critical_sdc: return "critical_sdc";
@@ -42,6 +43,7 @@ const std::vector<OutcomeGroup>& outcome_groups() {
       {"sdc", {Outcome::critical_sdc, Outcome::tolerable_sdc}},
       {"due", {Outcome::load_failure, Outcome::hang, Outcome::crash, Outcome::nan_at_load, Outcome::nan_later}},
       {"masked_any", {Outcome::masked, Outcome::bit_masked}},
+      {"unknown", {Outcome::unreadable_summary}},
   };
   return g;
 }
@@ -246,27 +248,35 @@ Classified classify(const CampaignConfig& c, const Golden& g, const CommandResul
     k.note = "exit " + std::to_string(r.exit_code);
     return k;
   }
+  // Exit 0: the result is in the summary. One the campaign cannot read is its own class, never a
+  // crash: the command ran to its end, and the note says what was wrong with what it wrote.
   if (!r.summary || !r.summary->is_object()) {
-    k.outcome = Outcome::crash;
-    k.note = "exit 0 but no readable summary";
+    k.outcome = Outcome::unreadable_summary;
+    k.note = !r.summary ? (r.summary_problem.empty() ? std::string("no summary at {out}") : r.summary_problem) : "the summary is not a JSON object";
     return k;
   }
   const auto it = r.summary->find(c.metric);
   if (it == r.summary->end()) {
-    k.outcome = Outcome::crash;
-    k.note = "summary has no \"" + c.metric + "\"";
+    k.outcome = Outcome::unreadable_summary;
+    k.note = "the summary has no \"" + c.metric + "\"";
     return k;
   }
-  if (!it->is_number()) {  // null: ckpt-train writes non-finite values as null
+  if (it->is_null()) {  // ckpt-train writes non-finite values as null
     k.outcome = injected_nonfinite ? Outcome::nan_at_load : Outcome::nan_later;
     k.note = c.metric + " is not a finite number";
+    return k;
+  }
+  if (!it->is_number()) {
+    k.outcome = Outcome::unreadable_summary;
+    k.note = "\"" + c.metric + "\" is " + std::string(it->type_name()) + ", not a number";
     return k;
   }
   const double m = it->get<double>();
   k.metric = m;
   k.delta = m - g.metric;
-  if (!std::isfinite(m)) {
+  if (!std::isfinite(m)) {  // NaN, Infinity or -Infinity as Python's json writes them (parse_summary)
     k.outcome = injected_nonfinite ? Outcome::nan_at_load : Outcome::nan_later;
+    k.note = c.metric + " is " + (std::isnan(m) ? "NaN" : m > 0 ? "Infinity" : "-Infinity");
     return k;
   }
   if (m == g.metric) {

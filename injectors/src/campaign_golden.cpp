@@ -1,6 +1,8 @@
 // The golden reference and the golden checksums (campaign_golden.hpp).
 #include "campaign_golden.hpp"
 
+#include <cmath>
+
 #include "campaign_selection.hpp"
 
 #include "resil/ckpt/fs.hpp"
@@ -60,10 +62,12 @@ Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const Ckpt
   Golden g;
   if (!c.golden_summary.empty()) {
     require_regular_or_absent(c.golden_summary);
-    auto s = read_json_file(c.golden_summary);
-    if (!s || !s->is_object()) throw IoError(c.golden_summary + ": cannot read the golden summary JSON");
-    if (!s->contains(c.metric) || !s->at(c.metric).is_number())
-      throw UsageError(c.golden_summary + ": golden summary has no numeric \"" + c.metric + "\"");
+    const auto sf = read_summary(c.golden_summary);
+    const auto& s = sf.json;
+    if (!s || !s->is_object())
+      throw IoError(c.golden_summary + ": cannot read the golden summary JSON (" + (s ? std::string("not a JSON object") : sf.problem) + ")");
+    if (!s->contains(c.metric) || !s->at(c.metric).is_number() || !std::isfinite(s->at(c.metric).get<double>()))
+      throw UsageError(c.golden_summary + ": golden summary has no finite number \"" + c.metric + "\"");
     g.summary = *s;
     g.metric = s->at(c.metric).get<double>();
     if (!c.golden_final_checkpoint.empty()) g.final_weights = model_weights_hash(c.golden_final_checkpoint);
@@ -81,9 +85,11 @@ Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const Ckpt
       throw UsageError("campaign " + c.name + ": the golden run failed (" +
                        (r.timed_out ? std::string("timeout") : r.signal ? "signal " + std::to_string(r.signal) : "exit " + std::to_string(r.exit_code)) +
                        "); see " + (o.out / "golden.log").string());
-    const auto s = read_json_file(out);
-    if (!s || !s->is_object() || !s->contains(c.metric) || !s->at(c.metric).is_number())
-      throw UsageError("campaign " + c.name + ": the golden run wrote no summary with a numeric \"" + c.metric + "\" to {out}");
+    const auto sf = read_summary(out);
+    const auto& s = sf.json;
+    if (!s || !s->is_object() || !s->contains(c.metric) || !s->at(c.metric).is_number() || !std::isfinite(s->at(c.metric).get<double>()))
+      throw UsageError("campaign " + c.name + ": the golden run wrote no summary with a finite number \"" + c.metric + "\" to {out} (" +
+                       (!s ? sf.problem : !s->is_object() ? std::string("not a JSON object") : "its \"" + c.metric + "\" is " + (s->contains(c.metric) ? s->at(c.metric).dump() : std::string("missing"))) + ")");
     g.summary = *s;
     g.metric = s->at(c.metric).get<double>();
     g.wall_seconds = r.wall_seconds;

@@ -140,6 +140,16 @@ json build_report(const stdfs::path& out) {
     overall["groups"][std::string(g.name)] = rate_json(rate(x, n, conf));
   }
   rep["overall"] = overall;
+  // Trials whose outcome the campaign could not read (class unreadable_summary), by what was wrong
+  // with the summary: a script that writes something the campaign cannot read shows here, not as
+  // crashes.
+  json unreadable = json::object();
+  for (const auto& r : records)
+    if (r.at("class") == outcome_name(Outcome::unreadable_summary)) {
+      const std::string why = r.contains("note") && r.at("note").is_string() ? r.at("note").get<std::string>() : std::string();
+      unreadable[why.empty() ? "(no note)" : why].push_back(r.at("trial"));
+    }
+  rep["unreadable_summaries"] = unreadable;
 
   // Per stratum of every dimension, and the estimate reweighted by stratum size in the fault space.
   json by = json::object(), rew = json::object();
@@ -203,6 +213,22 @@ std::string golden_numeric_text(const json& golden) {
   const auto id = detail::numeric_id_of(golden.at("summary"));
   return id ? ", numeric configuration " + *id : "";
 }
+
+/// The reasons of the unreadable summaries, one line each with its trials (the first ten), or "".
+std::string unreadable_text(const json& rep, const std::string& bullet) {
+  if (!rep.contains("unreadable_summaries") || rep.at("unreadable_summaries").empty()) return "";
+  std::ostringstream o;
+  std::uint64_t n = 0;
+  for (const auto& [why, trials] : rep.at("unreadable_summaries").items()) n += trials.size();
+  o << "\n" << n << " trial(s) wrote no summary the campaign could read (class unreadable_summary, group unknown):\n";
+  for (const auto& [why, trials] : rep.at("unreadable_summaries").items()) {
+    o << bullet << "  " << why << ": " << trials.size() << (trials.size() == 1 ? " trial (" : " trials (");
+    for (std::size_t i = 0; i < trials.size() && i < 10; ++i) o << (i ? ", " : "") << trials.at(i).dump();
+    o << (trials.size() > 10 ? ", ...)" : ")") << "\n";
+  }
+  return o.str();
+}
+
 }  // namespace
 
 std::string report_text(const json& rep) {
@@ -225,6 +251,7 @@ std::string report_text(const json& rep) {
     if (v.at("x").get<std::uint64_t>() > 0) row(k, v);
   o << "groups:\n";
   for (const auto& [k, v] : rep.at("overall").at("groups").items()) row(k, v);
+  o << unreadable_text(rep, "");
   for (const char* dim : {"field", "role", "dtype", "bit"}) {
     const json& d = rep.at("by").at(dim);
     if (d.empty()) continue;
@@ -268,6 +295,7 @@ std::string report_markdown(const json& rep, const std::vector<std::string>& plo
     o << "| " << k << " | " << v.at("x") << " | " << pct(v.at("p").get<double>()) << " | " << ci(v.at("wilson")) << " | " << ci(v.at("clopper_pearson")) << " |\n";
   for (const auto& [k, v] : rep.at("overall").at("groups").items())
     o << "| **" << k << "** | " << v.at("x") << " | " << pct(v.at("p").get<double>()) << " | " << ci(v.at("wilson")) << " | " << ci(v.at("clopper_pearson")) << " |\n";
+  if (const std::string u = unreadable_text(rep, "-"); !u.empty()) o << "\n## Unreadable summaries\n" << u;
   o << "\n## Reweighted to the whole fault space\n\nStratified estimates (weights = stratum share of the stored bits; intervals from the "
        "effective sample size).\n\n| by | coverage | SDC | SDC CP | DUE | DUE CP |\n|---|---:|---:|---|---:|---|\n";
   for (const auto& [dim, rw] : rep.at("reweighted").items()) {
@@ -366,17 +394,23 @@ CampaignEvidence campaign_evidence(const std::vector<std::string>& campaign_dirs
       e.due = std::min(e.due, e.n);
       out.notes.push_back(dir + ": stratified by " + strata + "; using the reweighted estimates (effective n " +
                           std::to_string(e.n) + ")");
+      if (const auto u = rep.at("overall").at("groups").at("unknown").at("x").get<std::uint64_t>())
+        out.warnings.push_back(dir + ": " + std::to_string(u) + " trial(s) wrote no summary the campaign could read (unreadable_summary): counted among the trials, in neither SDC nor DUE");
       pool();
       continue;
     }
+    std::uint64_t unknown = 0;
     for (const auto& [t, r] : read_results(dir)) {
       // read_results refuses records whose class is not one of the outcome names.
       const auto o = outcome_from_name(r.at("class").get<std::string>());
+      if (o && in_outcome_group("unknown", *o)) ++unknown;
       ++e.n;
       if (o == Outcome::critical_sdc) ++e.critical_sdc;
       if (o && in_outcome_group("sdc", *o)) ++e.sdc;
       if (o && in_outcome_group("due", *o)) ++e.due;
     }
+    if (unknown)
+      out.warnings.push_back(dir + ": " + std::to_string(unknown) + " trial(s) wrote no summary the campaign could read (unreadable_summary): counted among the trials, in neither SDC nor DUE");
     pool();
   }
   return out;

@@ -149,7 +149,9 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
     k.outcome = Outcome::crash;
     k.note = "the trial worker died twice without a result";
   } else {
-    r.summary = read_json_file(sum_path);
+    auto sf = read_summary(sum_path);
+    r.summary = std::move(sf.json);
+    r.summary_problem = std::move(sf.problem);
     k = classify(c, golden, r, nonfinite, std::nullopt);
     if (k.outcome == Outcome::masked && golden.final_weights && r.summary)
       if (const auto fw = final_weights_of(*r.summary)) k = classify(c, golden, r, nonfinite, fw);

@@ -139,8 +139,22 @@ TEST_CASE("classification of command results", "[campaign][unit]") {
   CHECK(classify(c, g, run(0, {{"test_accuracy", nullptr}}), false, {}).outcome == Outcome::nan_later);
   CHECK(classify(c, g, run(0, {{"test_accuracy", 0.5}, {"nan_detected", true}}), true, {}).outcome == Outcome::nan_at_load);
   CHECK(classify(c, g, run(3), false, {}).outcome == Outcome::crash);
-  CHECK(classify(c, g, run(0), false, {}).outcome == Outcome::crash);  // no summary
-  CHECK(classify(c, g, run(0, {{"loss", 1}}), false, {}).outcome == Outcome::crash);
+  // Exit 0 without a summary the campaign can read: its own class, the note saying why.
+  CHECK(classify(c, g, run(0), false, {}).outcome == Outcome::unreadable_summary);  // no summary
+  CommandResult garbled = run(0);
+  garbled.summary_problem = "{out} is not JSON: syntax error";
+  CHECK(classify(c, g, garbled, false, {}).note == "{out} is not JSON: syntax error");
+  CHECK(classify(c, g, run(0, {{"loss", 1}}), false, {}).outcome == Outcome::unreadable_summary);
+  CHECK(classify(c, g, run(0, {{"loss", 1}}), false, {}).note == "the summary has no \"test_accuracy\"");
+  CHECK(classify(c, g, run(0, {{"test_accuracy", "0.8"}}), false, {}).outcome == Outcome::unreadable_summary);
+  CHECK(classify(c, g, run(0, nlohmann::json::array({0.8})), false, {}).outcome == Outcome::unreadable_summary);
+  CHECK(classify(c, g, run(3), false, {}).outcome == Outcome::crash);  // a failed command stays a crash, summary or not
+  // Non-finite metrics (Python's json writes NaN, Infinity, -Infinity): the NaN classes.
+  for (double v : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    CHECK(classify(c, g, run(0, {{"test_accuracy", v}}), false, {}).outcome == Outcome::nan_later);
+    CHECK(classify(c, g, run(0, {{"test_accuracy", v}}), true, {}).outcome == Outcome::nan_at_load);
+  }
+  CHECK(classify(c, g, run(0, {{"test_accuracy", -HUGE_VAL}}), false, {}).note == "test_accuracy is -Infinity");
   CHECK(classify(c, g, run(0, {{"test_accuracy", 0.7}}), false, {}).outcome == Outcome::critical_sdc);
   CHECK(classify(c, g, run(0, {{"test_accuracy", 0.795}}), false, {}).outcome == Outcome::tolerable_sdc);
   CHECK(classify(c, g, run(0, {{"test_accuracy", 0.9}}), false, {}).outcome == Outcome::tolerable_sdc);
@@ -150,6 +164,28 @@ TEST_CASE("classification of command results", "[campaign][unit]") {
   c.higher_is_better = false;  // a loss: higher is worse
   CHECK(classify(c, g, run(0, {{"test_accuracy", 0.9}}), false, {}).outcome == Outcome::critical_sdc);
   for (auto o : all_outcomes) CHECK(outcome_from_name(outcome_name(o)) == o);
+}
+
+TEST_CASE("summaries as Python's json writes them: NaN, Infinity, -Infinity", "[campaign][unit]") {
+  const auto j = parse_summary(R"({"test_accuracy": NaN, "test_loss": Infinity, "low": -Infinity, "n": [1, -2.5e-3, NaN, 7],
+      "NaN": "NaN", "s": "a \"NaN\" -Infinity \\", "Infinity": {"x": -Infinity}, "ok": true, "none": null})");
+  CHECK(std::isnan(j.at("test_accuracy").get<double>()));
+  CHECK(j.at("test_loss").get<double>() == HUGE_VAL);
+  CHECK(j.at("low").get<double>() == -HUGE_VAL);
+  CHECK(j.at("n").at(0) == 1);
+  CHECK(j.at("n").at(1).get<double>() == -2.5e-3);
+  CHECK(std::isnan(j.at("n").at(2).get<double>()));
+  CHECK(j.at("n").at(3) == 7);
+  CHECK(j.at("NaN") == "NaN");  // keys and strings are left as written
+  CHECK(j.at("s") == "a \"NaN\" -Infinity \\");
+  CHECK(j.at("Infinity").at("x").get<double>() == -HUGE_VAL);
+  CHECK(j.at("ok") == true);
+  CHECK(j.at("none").is_null());
+  CHECK(std::isnan(parse_summary("NaN").get<double>()));
+  CHECK(parse_summary(R"({"a": 1.5})") == nlohmann::json::parse(R"({"a": 1.5})"));
+  // Anything else that is not JSON stays an error.
+  for (const char* bad : {"{\"a\": nan}", "{\"a\": -NaN}", "{\"a\": Inf}", "{\"a\": NaNa}", "{\"a\": 1NaN}", "{\"a\": +1}", "{\"a\": ", "{\"a\": \"NaN}", "x"})
+    CHECK_THROWS_AS(parse_summary(bad), nlohmann::json::parse_error);
 }
 
 TEST_CASE("campaign configuration parsing", "[campaign][unit]") {

@@ -27,7 +27,8 @@ namespace resil::inject {
 enum class Outcome : std::uint8_t {
   load_failure,   // the checkpoint cannot be read (exit code in load_failure_codes)
   hang,           // timeout: the process group was killed
-  crash,          // killed by a signal, or a non-zero exit not classified otherwise, or no summary
+  crash,          // killed by a signal, or a non-zero exit not classified otherwise
+  unreadable_summary,  // exit 0, but no summary to read the metric from: absent, not JSON, no such metric (the note says which)
   nan_at_load,    // NaN/Inf detected, and an injected fault itself produced a NaN/Inf value
   nan_later,      // NaN/Inf detected although every injected value was finite (arose in computation)
   critical_sdc,   // final metric worse than golden by more than `tolerance`
@@ -35,14 +36,15 @@ enum class Outcome : std::uint8_t {
   masked,         // final metric equal to golden's
   bit_masked,     // masked and the final weights are bit-identical to the golden run's
 };
-inline constexpr Outcome all_outcomes[] = {Outcome::load_failure, Outcome::hang,         Outcome::crash,
-                                           Outcome::nan_at_load,  Outcome::nan_later,    Outcome::critical_sdc,
-                                           Outcome::tolerable_sdc, Outcome::masked,      Outcome::bit_masked};
+inline constexpr Outcome all_outcomes[] = {Outcome::load_failure, Outcome::hang,          Outcome::crash,  Outcome::unreadable_summary,
+                                           Outcome::nan_at_load,  Outcome::nan_later,     Outcome::critical_sdc,
+                                           Outcome::tolerable_sdc, Outcome::masked,       Outcome::bit_masked};
 std::string_view outcome_name(Outcome o) noexcept;
 std::optional<Outcome> outcome_from_name(std::string_view s) noexcept;
 
 /// Groups of classes reported next to the classes: sdc = critical + tolerable; due (detected
-/// unrecoverable error) = load_failure + hang + crash + nan_*; masked_any = masked + bit_masked.
+/// unrecoverable error) = load_failure + hang + crash + nan_*; masked_any = masked + bit_masked;
+/// unknown = unreadable_summary (the campaign could not see the outcome: in none of the others).
 struct OutcomeGroup {
   std::string_view name;
   std::vector<Outcome> members;
@@ -150,8 +152,14 @@ struct CommandResult {
   int signal = 0;          // when killed by a signal (0 otherwise)
   double wall_seconds = 0;
   std::optional<nlohmann::json> summary;  // parsed {out}, when present and valid JSON
+  std::string summary_problem;            // why there is no summary, when there is none
   std::string output_tail; // last bytes of the command's stdout+stderr
 };
+
+/// A summary's JSON text as programs write it: strict JSON, and also the non-finite numbers that
+/// Python's json module writes by default (`NaN`, `Infinity`, `-Infinity`, outside strings), read
+/// as those doubles. Throws nlohmann::json::parse_error for anything else that is not JSON.
+nlohmann::json parse_summary(std::string_view text);
 
 struct Classified {
   Outcome outcome = Outcome::crash;
