@@ -1,6 +1,7 @@
 // Campaign configuration (JSON), outcome names, golden record, fault-space bookkeeping, classification.
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -80,7 +81,7 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   CampaignConfig c;
   const json j = detail::parse_object(text, source, "a campaign configuration");
   const Fields f(j, "", source);
-  f.only({"name", "checkpoint", "format", "keep_crc", "golden", "command", "timeout_s", "trials", "seed", "inject", "metric", "higher_is_better", "tolerance",
+  f.only({"name", "checkpoint", "format", "keep_crc", "golden", "command", "timeout_s", "trials", "seed", "inject", "metric", "higher_is_better", "tolerance", "metrics",
           "load_failure_codes", "nan_codes", "restore", "verify", "confidence", "mode", "allow_numeric_mismatch", "comment"});
   f.string("name", c.name);
   f.string("checkpoint", c.checkpoint);
@@ -111,6 +112,29 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   f.string("metric", c.metric);
   f.boolean("higher_is_better", c.higher_is_better);
   f.number("tolerance", c.tolerance, [](double x) { return x >= 0; }, "a number >= 0");
+  if (const json* ms = f.find("metrics")) {
+    // Several metrics: each with its own direction and tolerance; the three single-metric keys would
+    // say the same thing twice (and could disagree).
+    for (const char* k : {"metric", "higher_is_better", "tolerance"})
+      if (f.find(k)) throw UsageError(source + ": \"metrics\" lists every metric with its tolerance and direction: give it or \"" + k + "\", not both");
+    const std::string want = "a non-empty array of objects {\"name\", \"tolerance\", \"higher_is_better\"}";
+    if (!ms->is_array() || ms->empty() || std::any_of(ms->begin(), ms->end(), [](const json& e) { return !e.is_object(); })) f.bad("metrics", want, *ms);
+    std::vector<MetricSpec> all;
+    for (std::size_t i = 0; i < ms->size(); ++i) {
+      const Fields m((*ms)[i], "metrics[" + std::to_string(i) + "].", source);
+      m.only({"name", "higher_is_better", "tolerance"});
+      if (!m.find("name")) throw UsageError(source + ": metrics[" + std::to_string(i) + "].name is required");
+      MetricSpec spec;
+      m.string("name", spec.name);
+      m.boolean("higher_is_better", spec.higher_is_better);
+      m.number("tolerance", spec.tolerance, [](double x) { return x >= 0; }, "a number >= 0");
+      all.push_back(spec);
+    }
+    c.metric = all[0].name;
+    c.higher_is_better = all[0].higher_is_better;
+    c.tolerance = all[0].tolerance;
+    c.more_metrics.assign(all.begin() + 1, all.end());
+  }
   f.boolean("allow_numeric_mismatch", c.allow_numeric_mismatch);
   f.exit_codes("load_failure_codes", c.load_failure_codes);
   f.exit_codes("nan_codes", c.nan_codes);
@@ -134,6 +158,13 @@ void CampaignConfig::validate(const std::string& source) const {
   if (trials == 0) fail("trials must be >= 1");
   if (flips == 0 || flips > max_flips) fail("inject.flips must be in [1, " + std::to_string(max_flips) + "]");
   if (!(tolerance >= 0) || !std::isfinite(tolerance)) fail("tolerance must be a number >= 0");
+  const auto all = metrics();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i].name.empty()) fail("a metric's name must not be empty");
+    if (!(all[i].tolerance >= 0) || !std::isfinite(all[i].tolerance)) fail("the tolerance of metric " + all[i].name + " must be a number >= 0");
+    for (std::size_t k = 0; k < i; ++k)
+      if (all[k].name == all[i].name) fail("metric " + all[i].name + " is listed twice in \"metrics\"");
+  }
   if (!(confidence > 0 && confidence < 1)) fail("confidence must be in (0, 1)");
   for (const auto* codes : {&load_failure_codes, &nan_codes})
     for (int x : *codes)
@@ -142,6 +173,12 @@ void CampaignConfig::validate(const std::string& source) const {
   if (mode == TrialMode::worker && (command.size() < 2 || (command[1] != "eval" && command[1] != "resume")))
     fail("mode \"worker\" needs a command that runs ckpt-train eval or resume as an argv array ([\"ckpt-train\", \"eval\", ...]); "
          "use \"mode\": \"command\" for anything else");
+}
+
+std::vector<MetricSpec> CampaignConfig::metrics() const {
+  std::vector<MetricSpec> all{{metric, higher_is_better, tolerance}};
+  all.insert(all.end(), more_metrics.begin(), more_metrics.end());
+  return all;
 }
 
 CampaignConfig CampaignConfig::load(const stdfs::path& p) {
@@ -169,12 +206,24 @@ json CampaignConfig::to_json() const {
   if (!golden_summary.empty()) j["golden"] = {{"summary", absolute_path(golden_summary)}, {"final_checkpoint", absolute_path(golden_final_checkpoint)}};
   if (finite) j["inject"]["finite"] = true;  // absent when false: campaign.json of older runs compares equal
   if (allow_numeric_mismatch) j["allow_numeric_mismatch"] = true;
+  if (!more_metrics.empty()) {  // as the configuration gives them: "metrics" instead of the first metric's three keys
+    for (const char* k : {"metric", "higher_is_better", "tolerance"}) j.erase(k);
+    j["metrics"] = json::array();
+    for (const auto& m : metrics()) j["metrics"].push_back({{"name", m.name}, {"higher_is_better", m.higher_is_better}, {"tolerance", m.tolerance}});
+  }
   return j;
 }
 
 json Golden::to_json() const {
-  return {{"metric", metric}, {"final_weights_xxh64", final_weights ? json(*final_weights) : json(nullptr)}, {"summary", summary},
-          {"wall_seconds", wall_seconds}};
+  json j = {{"metric", metric}, {"final_weights_xxh64", final_weights ? json(*final_weights) : json(nullptr)}, {"summary", summary},
+            {"wall_seconds", wall_seconds}};
+  if (!metrics.empty()) j["metrics"] = metrics;  // absent for one metric: golden.json as it always was
+  return j;
+}
+
+double Golden::value_of(const std::string& name) const {
+  const auto it = metrics.find(name);
+  return it == metrics.end() ? metric : it->second;
 }
 
 Golden Golden::from_json(const json& j) {
@@ -183,6 +232,7 @@ Golden Golden::from_json(const json& j) {
   if (j.contains("final_weights_xxh64") && j.at("final_weights_xxh64").is_string()) g.final_weights = j.at("final_weights_xxh64").get<std::string>();
   if (j.contains("summary")) g.summary = j.at("summary");
   if (j.contains("wall_seconds")) g.wall_seconds = j.at("wall_seconds").get<double>();
+  if (j.contains("metrics")) g.metrics = j.at("metrics").get<std::map<std::string, double>>();
   return g;
 }
 
@@ -255,36 +305,63 @@ Classified classify(const CampaignConfig& c, const Golden& g, const CommandResul
     k.note = !r.summary ? (r.summary_problem.empty() ? std::string("no summary at {out}") : r.summary_problem) : "the summary is not a JSON object";
     return k;
   }
-  const auto it = r.summary->find(c.metric);
-  if (it == r.summary->end()) {
-    k.outcome = Outcome::unreadable_summary;
-    k.note = "the summary has no \"" + c.metric + "\"";
-    return k;
+  // Every metric first read: one missing or of another type leaves the outcome unseen.
+  const auto specs = c.metrics();
+  for (const auto& m : specs) {
+    const auto it = r.summary->find(m.name);
+    if (it == r.summary->end()) {
+      k.outcome = Outcome::unreadable_summary;
+      k.note = "the summary has no \"" + m.name + "\"";
+      return k;
+    }
+    if (!it->is_null() && !it->is_number()) {
+      k.outcome = Outcome::unreadable_summary;
+      k.note = "\"" + m.name + "\" is " + std::string(it->type_name()) + ", not a number";
+      return k;
+    }
   }
-  if (it->is_null()) {  // ckpt-train writes non-finite values as null
+  const json& first = r.summary->at(c.metric);
+  if (first.is_number()) {
+    k.metric = first.get<double>();
+    k.delta = *k.metric - g.metric;
+  }
+  // Then each metric against golden's: null (ckpt-train writes non-finite values as null) and NaN,
+  // Infinity, -Infinity (as Python's json writes them, parse_summary) are non-finite.
+  const bool several = specs.size() > 1;
+  std::string nonfinite;
+  std::vector<std::string> critical, changed;  // "name +delta (tolerance t)" of the metrics that moved
+  for (const auto& m : specs) {
+    const json& v = r.summary->at(m.name);
+    const double gv = g.value_of(m.name);
+    const double x = v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+    std::string verdict = "masked";
+    if (!std::isfinite(x)) {
+      verdict = "nonfinite";
+      if (nonfinite.empty()) nonfinite = m.name + " is " + (v.is_null() ? std::string("not a finite number") : std::isnan(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity");
+    } else if (x != gv) {
+      const double worse = m.higher_is_better ? gv - x : x - gv;
+      verdict = worse > m.tolerance ? "critical" : "tolerable";
+      char b[96];
+      std::snprintf(b, sizeof b, " %+.6g (tolerance %g)", x - gv, m.tolerance);
+      (worse > m.tolerance ? critical : changed).push_back(m.name + b);
+    }
+    if (several)
+      k.metrics[m.name] = {{"value", std::isfinite(x) ? json(x) : json(nullptr)}, {"golden", gv},
+                           {"delta", std::isfinite(x) ? json(x - gv) : json(nullptr)}, {"verdict", verdict}};
+  }
+  if (!nonfinite.empty()) {
     k.outcome = injected_nonfinite ? Outcome::nan_at_load : Outcome::nan_later;
-    k.note = c.metric + " is not a finite number";
+    k.note = nonfinite;
     return k;
   }
-  if (!it->is_number()) {
-    k.outcome = Outcome::unreadable_summary;
-    k.note = "\"" + c.metric + "\" is " + std::string(it->type_name()) + ", not a number";
-    return k;
+  if (!critical.empty()) k.outcome = Outcome::critical_sdc;
+  else if (!changed.empty()) k.outcome = Outcome::tolerable_sdc;
+  else k.outcome = final_weights && g.final_weights && *final_weights == *g.final_weights ? Outcome::bit_masked : Outcome::masked;
+  // Which metrics moved, when there are several (one metric's delta is the record's own).
+  if (several) {
+    for (const auto* list : {&critical, &changed})
+      for (const auto& moved : *list) k.note += (k.note.empty() ? "" : "; ") + moved;
   }
-  const double m = it->get<double>();
-  k.metric = m;
-  k.delta = m - g.metric;
-  if (!std::isfinite(m)) {  // NaN, Infinity or -Infinity as Python's json writes them (parse_summary)
-    k.outcome = injected_nonfinite ? Outcome::nan_at_load : Outcome::nan_later;
-    k.note = c.metric + " is " + (std::isnan(m) ? "NaN" : m > 0 ? "Infinity" : "-Infinity");
-    return k;
-  }
-  if (m == g.metric) {
-    k.outcome = final_weights && g.final_weights && *final_weights == *g.final_weights ? Outcome::bit_masked : Outcome::masked;
-    return k;
-  }
-  const double worse = c.higher_is_better ? g.metric - m : m - g.metric;
-  k.outcome = worse > c.tolerance ? Outcome::critical_sdc : Outcome::tolerable_sdc;
   return k;
 }
 

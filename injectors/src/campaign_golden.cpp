@@ -48,16 +48,38 @@ void check_numeric(const CampaignConfig& c, const Golden& g, const json& trial_s
                         "run under " + *got + " with another --out, or set \"allow_numeric_mismatch\": true)");
 }
 
+namespace {
+
+/// Every metric's golden value, by name, when the campaign has more than one (none otherwise:
+/// golden.json as it was); each must be a finite number (UsageError naming `what` and the metric).
+std::map<std::string, double> golden_metrics(const CampaignConfig& c, const json& summary, const std::string& what) {
+  std::map<std::string, double> m;
+  if (c.more_metrics.empty()) return m;
+  for (const auto& spec : c.metrics()) {
+    const auto it = summary.find(spec.name);
+    if (it == summary.end() || !it->is_number() || !std::isfinite(it->get<double>()))
+      throw UsageError(what + " has no finite number \"" + spec.name + "\" (" + (it == summary.end() ? std::string("missing") : it->dump()) + ")");
+    m[spec.name] = it->get<double>();
+  }
+  return m;
+}
+
+}  // namespace
+
 Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const CkptFiles& work, const stdfs::path& wdir, bool& ran) {
   ran = false;
   const stdfs::path gpath = o.out / "golden.json";
   require_regular_or_absent(gpath);
   if (auto j = read_json_file(gpath)) {
+    Golden g;
     try {
-      return Golden::from_json(*j);
+      g = Golden::from_json(*j);
     } catch (const json::exception& e) {
       throw CorruptInputError(gpath.string() + ": not a golden record: " + e.what());
     }
+    for (const auto& m : c.more_metrics)
+      if (!g.metrics.count(m.name)) throw CorruptInputError(gpath.string() + ": not a golden record of this campaign: no golden value of metric " + m.name);
+    return g;
   }
   Golden g;
   if (!c.golden_summary.empty()) {
@@ -70,6 +92,7 @@ Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const Ckpt
       throw UsageError(c.golden_summary + ": golden summary has no finite number \"" + c.metric + "\"");
     g.summary = *s;
     g.metric = s->at(c.metric).get<double>();
+    g.metrics = golden_metrics(c, *s, c.golden_summary);
     if (!c.golden_final_checkpoint.empty()) g.final_weights = model_weights_hash(c.golden_final_checkpoint);
   } else {
     // The golden run: the trial command on the unaltered private copy.
@@ -92,6 +115,7 @@ Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const Ckpt
                        (!s ? sf.problem : !s->is_object() ? std::string("not a JSON object") : "its \"" + c.metric + "\" is " + (s->contains(c.metric) ? s->at(c.metric).dump() : std::string("missing"))) + ")");
     g.summary = *s;
     g.metric = s->at(c.metric).get<double>();
+    g.metrics = golden_metrics(c, *s, "campaign " + c.name + ": the golden run's summary");
     g.wall_seconds = r.wall_seconds;
     g.final_weights = final_weights_of(*s);
     stdfs::remove_all(scratch);

@@ -228,12 +228,15 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
               {"injected_nonfinite", nonfinite},
               {"restore", restore},
               {"wall_seconds", r.wall_seconds}};
+  if (!k.metrics.empty()) rec["metrics"] = k.metrics;  // several metrics: each one's value, golden, delta, verdict
   if (r.summary)
     if (const auto id = numeric_id_of(*r.summary)) rec["numeric"] = *id;
   if (r.summary && r.summary->is_object()) {
     json s;
     for (const char* key : {"final_loss", "test_loss", "test_accuracy", "test_auc", "nan_detected", "nan_step", "steps", "error"})
       if (r.summary->contains(key)) s[key] = r.summary->at(key);
+    for (const auto& m : c.more_metrics)
+      if (r.summary->contains(m.name)) s[m.name] = r.summary->at(m.name);
     rec["summary"] = s;
   }
   if (k.outcome == Outcome::crash || k.outcome == Outcome::load_failure || k.outcome == Outcome::hang) rec["output_tail"] = r.output_tail;

@@ -4,7 +4,8 @@
 # metrics classified nan_later (the injected values are finite: mantissa bits only); a summary the
 # campaign cannot read (not JSON, empty, absent, no metric, a metric that is a string) is
 # unreadable_summary with the reason in its note, never crash; the report lists each reason with
-# its trials (text, markdown, JSON: group "unknown"), and fit warns about them.
+# its trials (text, markdown, JSON: group "unknown"), and fit warns about them. Two metrics: masked
+# only when both held, each metric's verdict in the records, counted per metric in the report.
 . "$(dirname "$0")/../support/test_lib.sh" ckpt-flip-summaries
 FLIP=$1
 $PY - "$T/g.h5" <<'PYEOF'
@@ -76,4 +77,43 @@ grep -q "5 trial(s) wrote no summary the campaign could read" "$T/stderr" || { c
 sed 's/"test_accuracy": 0.5, "test_loss": 1.25/"test_accuracy": float("nan")/' "$T/trial.py" > "$T/trial-nan.py"
 sed "s#$T/trial.py#$T/trial-nan.py#" "$T/c.json" > "$T/c-nan.json"
 expect_err 2 'finite number "test_accuracy"' "$FLIP" campaign "$T/c-nan.json" --out "$T/out-nan"
+
+# Two metrics: the trial's accuracy always holds; its loss holds, moves within its tolerance,
+# beyond it, or is NaN. Masked only when both held; the records give each metric's verdict and the
+# report counts them per metric.
+cat > "$T/two.py" <<'PYEOF'
+import json, sys
+trial, out = sys.argv[1], sys.argv[2]
+loss = 1.25 if trial == "golden" else [1.25, 1.26, 1.5, float("nan"), 1.0][int(trial) % 5]
+json.dump({"test_accuracy": 0.5, "test_loss": loss}, open(out, "w"))
+PYEOF
+printf '%s\n' '{"name": "two-metrics", "checkpoint": "'"$T"'/g.h5", "command": ["'"$PY"'", "'"$T"'/two.py", "{trial}", "{out}"],' \
+  ' "trials": 5, "seed": 4, "timeout_s": 60, "inject": {"flips": 1, "bits": "0-22"},' \
+  ' "metrics": [{"name": "test_accuracy", "tolerance": 0.01}, {"name": "test_loss", "tolerance": 0.1, "higher_is_better": false}]}' > "$T/two.json"
+run "$FLIP" campaign "$T/two.json" --out "$T/two" --jobs 2
+run "$FLIP" report "$T/two" --json "$T/two-report.json" --markdown "$T/two-report.md" --no-plots
+cp "$T/stdout" "$T/two-report.txt"
+$PY - "$T" <<'PYEOF' || fail "two metrics"
+import glob, json, sys
+t = sys.argv[1]
+recs = {r["trial"]: r for f in glob.glob(t + "/two/results/*.jsonl") for r in map(json.loads, open(f))}
+want = ["masked", "tolerable_sdc", "critical_sdc", "nan_later", "tolerable_sdc"]
+assert [recs[i]["class"] for i in range(5)] == want, [recs[i]["class"] for i in range(5)]
+assert [recs[i]["metrics"]["test_loss"]["verdict"] for i in range(5)] == ["masked", "tolerable", "critical", "nonfinite", "tolerable"]
+assert all(recs[i]["metrics"]["test_accuracy"]["verdict"] == "masked" and recs[i]["metric"] == 0.5 for i in range(5))
+assert recs[2]["note"] == "test_loss +0.25 (tolerance 0.1)" and recs[3]["note"] == "test_loss is NaN", (recs[2]["note"], recs[3]["note"])
+assert recs[2]["summary"]["test_loss"] == 1.5
+golden = json.load(open(t + "/two/golden.json"))
+assert golden["metrics"] == {"test_accuracy": 0.5, "test_loss": 1.25}, golden
+cfg = json.load(open(t + "/two/campaign.json"))["config"]
+assert [m["name"] for m in cfg["metrics"]] == ["test_accuracy", "test_loss"] and "metric" not in cfg, cfg
+rep = json.load(open(t + "/two-report.json"))
+m = {x["name"]: x for x in rep["metrics"]}
+assert m["test_loss"]["verdicts"] == {"masked": 1, "tolerable": 2, "critical": 1, "nonfinite": 1}, m
+assert m["test_accuracy"]["verdicts"]["masked"] == 5 and m["test_loss"]["golden"] == 1.25, m
+PYEOF
+grep -q "golden test_accuracy = 0.5, test_loss = 1.25" "$T/two-report.txt" || { cat "$T/two-report.txt"; fail "the golden line names both metrics"; }
+grep -q "^test_loss  *0.1 (lower better)  *1  *2  *1  *1" "$T/two-report.txt" || { cat "$T/two-report.txt"; fail "the text report counts per metric"; }
+grep -q "^| test_loss | 0.1 (lower is better) | 1 | 2 | 1 | 1 |" "$T/two-report.md" || { cat "$T/two-report.md"; fail "the markdown report counts per metric"; }
+grep -q "critical SDC: any metric worse than golden's by more than its tolerance" "$T/two-report.md" || fail "the markdown report states the rule"
 echo "summaries: all checks passed"

@@ -219,6 +219,85 @@ TEST_CASE("campaign configuration parsing", "[campaign][unit]") {
   CHECK(field_of("bool", 0) == "integer");
 }
 
+TEST_CASE("several metrics: masked only when every one held", "[campaign][unit]") {
+  const auto c = CampaignConfig::parse(R"({"checkpoint": "m.pt", "command": "x", "metrics": [
+      {"name": "test_accuracy", "tolerance": 0.01}, {"name": "test_loss", "tolerance": 0.05, "higher_is_better": false}]})", "/cfg/c.json");
+  CHECK(c.metric == "test_accuracy");
+  CHECK(c.tolerance == 0.01);
+  REQUIRE(c.more_metrics.size() == 1);
+  CHECK(c.more_metrics[0] == MetricSpec{"test_loss", false, 0.05});
+  CHECK(c.to_json().at("metrics").size() == 2);
+  CHECK_FALSE(c.to_json().contains("metric"));  // the configuration as given: parse(to_json()) is the same
+  CHECK(CampaignConfig::parse(c.to_json().dump(), "/cfg/c.json").to_json() == c.to_json());
+  Golden g;
+  g.metric = 0.8;
+  g.metrics = {{"test_accuracy", 0.8}, {"test_loss", 0.5}};
+  auto run = [](double acc, nlohmann::json loss) {
+    CommandResult r;
+    r.summary = nlohmann::json{{"test_accuracy", acc}, {"test_loss", loss}};
+    return r;
+  };
+  CHECK(classify(c, g, run(0.8, 0.5), false, {}).outcome == Outcome::masked);
+  const auto k = classify(c, g, run(0.8, 0.52), false, {});  // the loss moved, within its tolerance
+  CHECK(k.outcome == Outcome::tolerable_sdc);
+  CHECK(k.metric == 0.8);
+  CHECK(k.metrics.at("test_accuracy").at("verdict") == "masked");
+  CHECK(k.metrics.at("test_loss").at("verdict") == "tolerable");
+  CHECK(k.metrics.at("test_loss").at("golden") == 0.5);
+  CHECK(k.note == "test_loss +0.02 (tolerance 0.05)");
+  const auto worse = classify(c, g, run(0.8, 0.9), false, {});  // accuracy held, the loss did not: not masked
+  CHECK(worse.outcome == Outcome::critical_sdc);
+  CHECK(worse.note == "test_loss +0.4 (tolerance 0.05)");
+  CHECK(classify(c, g, run(0.8, 0.3), false, {}).outcome == Outcome::tolerable_sdc);  // lower loss: better, not critical
+  CHECK(classify(c, g, run(0.7, 0.5), false, {}).outcome == Outcome::critical_sdc);
+  const auto nan = classify(c, g, run(0.8, std::nan("")), false, {});
+  CHECK(nan.outcome == Outcome::nan_later);
+  CHECK(nan.note == "test_loss is NaN");
+  CHECK(nan.metrics.at("test_loss").at("verdict") == "nonfinite");
+  CHECK(nan.metrics.at("test_loss").at("value").is_null());
+  CHECK(classify(c, g, run(0.8, nullptr), true, {}).outcome == Outcome::nan_at_load);
+  CommandResult no_loss;
+  no_loss.summary = nlohmann::json{{"test_accuracy", 0.8}};
+  CHECK(classify(c, g, no_loss, false, {}).outcome == Outcome::unreadable_summary);
+  CHECK(classify(c, g, no_loss, false, {}).note == "the summary has no \"test_loss\"");
+  CHECK(classify(c, g, run(0.8, 0.5), false, std::string("aa")).outcome == Outcome::masked);
+  g.final_weights = "aa";
+  CHECK(classify(c, g, run(0.8, 0.5), false, std::string("aa")).outcome == Outcome::bit_masked);
+  // One metric: records and notes as they always were.
+  CampaignConfig one = c;
+  one.more_metrics.clear();
+  CHECK(classify(one, g, run(0.79, 0.9), false, {}).metrics.empty());
+  CHECK(classify(one, g, run(0.79, 0.9), false, {}).note.empty());
+  // Refused: both forms, an empty list, a name missing, twice or empty, an unknown key, a bad tolerance.
+  const std::string head = R"({"checkpoint": "a.h5", "command": "x", )";
+  for (const char* bad : {R"("metric": "a", "metrics": [{"name": "b"}])", R"("tolerance": 0.1, "metrics": [{"name": "b"}])", R"("metrics": [])",
+                          R"("metrics": {"name": "a"})", R"("metrics": ["a"])", R"("metrics": [{"tolerance": 0.1}])",
+                          R"("metrics": [{"name": "a"}, {"name": "a"}])", R"("metrics": [{"name": ""}])", R"("metrics": [{"name": "a", "tol": 1}])",
+                          R"("metrics": [{"name": "a", "tolerance": -1}])", R"("metrics": [{"name": "a", "higher_is_better": "yes"}])"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(CampaignConfig::parse(head + bad + "}", "c.json"), Catch::Contains("metric"));
+  }
+}
+
+TEST_CASE("a configuration with one metric keeps the campaign.json it always had", "[campaign][unit]") {
+  // The keys of campaign.json's "config" for a configuration that sets none of the later optional
+  // keys: a campaign directory written before them compares equal and continues.
+  const auto c = CampaignConfig::parse(R"({"checkpoint": "/d/m.h5", "command": ["ckpt-train", "resume", "--from", "{ckpt}"],
+      "metric": "test_auc", "tolerance": 0.02, "higher_is_better": false, "inject": {"role": "all"}})", "/cfg/c.json");
+  const auto j = c.to_json();
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : j.items()) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"checkpoint", "command", "confidence", "higher_is_better", "inject", "load_failure_codes", "metric", "mode",
+                                         "name", "nan_codes", "restore", "seed", "timeout_s", "tolerance", "trials", "verify"});
+  CHECK(j.at("metric") == "test_auc");
+  CHECK(j.at("tolerance") == 0.02);
+  CHECK(j.at("higher_is_better") == false);
+  Golden g;
+  g.metric = 0.5;
+  CHECK_FALSE(g.to_json().contains("metrics"));  // golden.json as it always was
+  CHECK(Golden::from_json(g.to_json()).metrics.empty());
+}
+
 TEST_CASE("campaign configuration: format and keep_crc", "[campaign][unit]") {
   const auto c = CampaignConfig::parse(R"({"checkpoint": "m.pt", "command": "x", "format": "torch", "keep_crc": true})", "/cfg/c.json");
   CHECK(c.format == resil::inject::Format::torch);

@@ -72,6 +72,14 @@ inline constexpr std::pair<std::string_view, Verify> verify_names[] = {{"touched
 enum class TrialMode : std::uint8_t { command, worker };
 inline constexpr std::pair<std::string_view, TrialMode> trial_mode_names[] = {{"command", TrialMode::command}, {"worker", TrialMode::worker}};
 
+/// One metric a trial is classified on: the summary field, its direction, its absolute tolerance.
+struct MetricSpec {
+  std::string name;
+  bool higher_is_better = true;
+  double tolerance = 0.01;
+  bool operator==(const MetricSpec&) const = default;
+};
+
 /// A campaign configuration (JSON, docs/reference/campaign.md). Relative paths resolve against the config's
 /// directory.
 struct CampaignConfig {
@@ -94,10 +102,13 @@ struct CampaignConfig {
   std::vector<std::string> include, exclude;
   std::optional<ckpt::DType> as;       // as_names; none ("" in JSON): the stored dtypes
   Strata strata = Strata::none;
-  // classification
+  // classification: the first metric here, any further ones in more_metrics (JSON: "metrics" lists
+  // them all). Masked only when every metric equals golden's; critical SDC when any is worse than
+  // golden's by more than its tolerance; tolerable SDC when some differ, none by that much.
   std::string metric = "test_accuracy";
   bool higher_is_better = true;
   double tolerance = 0.01;             // absolute: critical SDC when worse than golden by more
+  std::vector<MetricSpec> more_metrics;
   // A trial whose summary names another numeric configuration ("numeric": {"id"}) than the golden
   // run's differs from it for reasons no fault caused: the campaign stops (exit 7) unless this is set.
   bool allow_numeric_mismatch = false;
@@ -117,6 +128,8 @@ struct CampaignConfig {
   /// The checks of parse() on the values (also for configurations built in code); UsageError.
   void validate(const std::string& source) const;
   static CampaignConfig load(const std::filesystem::path& p);
+  /// Every metric the trials are classified on, the first one first.
+  std::vector<MetricSpec> metrics() const;
   /// As OUT/campaign.json records it; the paths absolute, so the record (and the identity every
   /// trial record carries) does not depend on the working directory of the run.
   nlohmann::json to_json() const;
@@ -124,7 +137,10 @@ struct CampaignConfig {
 
 /// The golden reference every trial is compared with.
 struct Golden {
-  double metric = 0;
+  double metric = 0;                     // the first metric's
+  std::map<std::string, double> metrics; // every metric's, by name, when the campaign has more than one
+  /// The golden value of metric `name` (the first metric's when `metrics` does not hold it).
+  double value_of(const std::string& name) const;
   std::optional<std::string> final_weights;  // hex XXH64 over /model of the final checkpoint
   nlohmann::json summary;
   double wall_seconds = 0;
@@ -166,6 +182,9 @@ struct Classified {
   std::optional<double> metric;
   std::optional<double> delta;  // metric - golden (sign as measured)
   std::string note;
+  /// With more than one metric, once the summary holds them all: name -> {value, golden, delta,
+  /// verdict: masked | tolerable | critical | nonfinite}; empty otherwise.
+  nlohmann::json metrics = nlohmann::json::object();
 };
 /// Pure classification (tested on its own). `injected_nonfinite`: an injected value is NaN/Inf.
 /// `final_weights`: hex XXH64 of the trial's final weights, when known.
