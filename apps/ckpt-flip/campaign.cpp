@@ -46,6 +46,7 @@ int run_campaign(const CampaignOptions& o) {
   ro.max_trials = o.max_trials;
   ro.keep_work = o.keep_work;
   ro.jobs = o.jobs ? o.jobs : usable_cpus();  // the allocation's CPUs, not the node's
+  ro.note = [](const std::string& line) { std::cout << "note: " << line << std::endl; };
   std::cout << "campaign " << cfg.name << ": " << cfg.trials << " trials (shard " << o.shard << "), seed " << cfg.seed << ", model "
             << cfg.model << " x" << cfg.flips << ", timeout " << cfg.timeout_s << " s, " << ro.jobs
             << (ro.jobs == 1 ? " job" : " jobs") << (cfg.mode == inject::TrialMode::worker ? " (trial workers)" : "") << " -> " << o.out << std::endl;

@@ -104,6 +104,7 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   in.boolean("finite", c.finite);
   in.string("model", c.model);
   in.choice("role", c.role, role_names);
+  c.role_defaulted = in.find("role") == nullptr;
   in.string("bits", c.bits);
   in.strings("include", c.include);
   in.strings("exclude", c.exclude);
@@ -143,6 +144,9 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   f.number("confidence", c.confidence, [](double x) { return x > 0 && x < 1; }, "a number in (0, 1)");
   f.choice("mode", c.mode, trial_mode_names);
   c.validate(source);
+  // A trial that only evaluates never reads optimizer state: flips there would be masked by
+  // construction, a third to two thirds of an Adam checkpoint's trials spent on nothing.
+  if (c.role_defaulted && trial_only_evaluates(c.command)) c.role = Role::model;
   const stdfs::path base = stdfs::path(source).parent_path();
   c.checkpoint = resolve(c.checkpoint, base);
   c.golden_summary = resolve(c.golden_summary, base);
@@ -179,6 +183,21 @@ std::vector<MetricSpec> CampaignConfig::metrics() const {
   std::vector<MetricSpec> all{{metric, higher_is_better, tolerance}};
   all.insert(all.end(), more_metrics.begin(), more_metrics.end());
   return all;
+}
+
+std::size_t trial_subcommand_at(const std::vector<std::string>& command) {
+  auto subcommand = [&](std::size_t i) { return command.size() > i && (command[i] == "eval" || command[i] == "resume"); };
+  if (command.size() < 2) return 0;  // a string command (sh -c) names none
+  if (subcommand(1)) return 1;
+  // An interpreter by its name: python, python3, python3.11 (a path or not).
+  const std::string prog = stdfs::path(command[0]).filename().string();
+  const bool python = prog.starts_with("python") && std::all_of(prog.begin() + 6, prog.end(), [](char ch) { return (ch >= '0' && ch <= '9') || ch == '.'; });
+  return python && subcommand(2) ? 2 : 0;
+}
+
+bool trial_only_evaluates(const std::vector<std::string>& command) {
+  const std::size_t i = trial_subcommand_at(command);
+  return i != 0 && command[i] == "eval";
 }
 
 CampaignConfig CampaignConfig::load(const stdfs::path& p) {

@@ -298,6 +298,33 @@ TEST_CASE("a configuration with one metric keeps the campaign.json it always had
   CHECK(Golden::from_json(g.to_json()).metrics.empty());
 }
 
+TEST_CASE("the default role fits the trial: model for a trial that only evaluates", "[campaign][unit]") {
+  auto role_of_command = [](const std::string& command, const std::string& inject = "{}") {
+    return CampaignConfig::parse(R"({"checkpoint": "a.pt", "command": )" + command + R"(, "inject": )" + inject + "}", "c.json");
+  };
+  CHECK(role_of_command(R"(["ckpt-train", "eval", "--from", "{ckpt}"])").role == Role::model);
+  CHECK(role_of_command(R"(["ckpt-train", "eval", "--from", "{ckpt}"])").role_defaulted);
+  CHECK(role_of_command(R"(["/usr/bin/python3", "trial.py", "eval", "--from", "{ckpt}"])").role == Role::model);
+  CHECK(role_of_command(R"(["./trial.py", "eval"])").role == Role::model);
+  CHECK(role_of_command(R"(["python3.11", "trial.py", "resume"])").role == Role::all);
+  CHECK(role_of_command(R"(["ckpt-train", "resume", "--from", "{ckpt}"])").role == Role::all);
+  CHECK(role_of_command(R"("ckpt-train eval --from {ckpt}")").role == Role::all);  // sh -c: its kind is unknown
+  CHECK(role_of_command(R"(["sh", "-c", "eval x"])").role == Role::all);
+  CHECK(role_of_command(R"(["ckpt-train", "eval"])", R"({"role": "all"})").role == Role::all);  // as given
+  CHECK_FALSE(role_of_command(R"(["ckpt-train", "eval"])", R"({"role": "all"})").role_defaulted);
+  CHECK(role_of_command(R"(["ckpt-train", "eval"])").to_json().at("inject").at("role") == "model");
+  // Where a command names its subcommand: after the program, or after a Python interpreter only.
+  CHECK(trial_subcommand_at({"ckpt-train", "eval"}) == 1);
+  CHECK(trial_subcommand_at({"/usr/bin/python3.11", "t.py", "resume"}) == 2);
+  CHECK(trial_subcommand_at({"python", "t.py", "eval"}) == 2);
+  CHECK(trial_subcommand_at({"python3", "-u", "t.py", "eval"}) == 0);
+  CHECK(trial_subcommand_at({"pythonista", "t.py", "eval"}) == 0);
+  CHECK(trial_subcommand_at({"mpiexec", "ckpt-train", "eval"}) == 0);
+  CHECK(trial_subcommand_at({"ckpt-train eval"}) == 0);
+  CHECK(trial_only_evaluates({"python3", "t.py", "eval"}));
+  CHECK_FALSE(trial_only_evaluates({"python3", "t.py", "resume"}));
+}
+
 TEST_CASE("campaign configuration: format and keep_crc", "[campaign][unit]") {
   const auto c = CampaignConfig::parse(R"({"checkpoint": "m.pt", "command": "x", "format": "torch", "keep_crc": true})", "/cfg/c.json");
   CHECK(c.format == resil::inject::Format::torch);

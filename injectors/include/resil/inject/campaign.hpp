@@ -97,7 +97,8 @@ struct CampaignConfig {
   std::uint64_t flips = 1;
   bool finite = false;                 // inject --finite: redraw sites whose fault leaves a NaN or Inf
   std::string model = "flip";
-  Role role = Role::all;               // role_names
+  Role role = Role::all;               // role_names; left to its default: model for a trial that only evaluates, else all
+  bool role_defaulted = false;         // parse(): inject.role was not in the configuration (see fault_space)
   std::string bits;                    // "" = every stored bit
   std::vector<std::string> include, exclude;
   std::optional<ckpt::DType> as;       // as_names; none ("" in JSON): the stored dtypes
@@ -195,6 +196,13 @@ Classified classify(const CampaignConfig& c, const Golden& g, const CommandResul
 /// `log`; kill the group (SIGKILL) after `timeout_s`. Throws IoError when it cannot start.
 CommandResult run_command(const std::vector<std::string>& argv, double timeout_s, const std::filesystem::path& log);
 
+/// Where an argv command names its trial subcommand (`eval` or `resume`): command[1] for a program
+/// that serves trials itself (ckpt-train, an executable resil.trial module), command[2] after a
+/// Python interpreter (`python3 trial.py eval ...`, resil.trial); 0 when it names none.
+std::size_t trial_subcommand_at(const std::vector<std::string>& command);
+/// Whether the command's trial only evaluates (its subcommand is `eval`): it reads no optimizer state.
+bool trial_only_evaluates(const std::vector<std::string>& command);
+
 /// Replace {ckpt} {out} {dir} {trial} {seed} in each argument.
 std::vector<std::string> substitute(const std::vector<std::string>& argv, const std::map<std::string, std::string>& values);
 
@@ -225,6 +233,9 @@ struct RunOptions {
   /// Trials run at once, each job in its own process with its own copy of the checkpoint (and its
   /// own worker in "worker" mode); the records are those of a serial run. 1 to max_jobs.
   unsigned jobs = 1;
+  /// Told what the campaign chose that the configuration left open (a default role, a role kept
+  /// from the campaign directory), before the first trial; one line each.
+  std::function<void(const std::string&)> note;
 };
 
 /// Called after each trial: the record just appended, trials of this shard done/total, counts so far.
@@ -251,6 +262,9 @@ void install_stop_handlers();
 int stop_signal() noexcept;
 
 /// Fault space of the configuration's selection over the golden checkpoint (all shard files of a manifest).
+/// A role left to its default for a trial that only evaluates (model) is all on a checkpoint without
+/// tensors in the model role (a .npy array, an h5py state_dict of top-level datasets, a torch.save file
+/// of other keys): nothing there is known to be optimizer state. run_campaign does the same.
 FaultSpace fault_space(const CampaignConfig& c);
 
 }  // namespace resil::inject
