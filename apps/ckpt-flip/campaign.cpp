@@ -21,7 +21,7 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
       "Config (JSON, docs/reference/campaign.md): checkpoint (HDF5, torch.save, safetensors, .npy/.npz, mp manifest), format, keep_crc,\n"
       "command with {ckpt} {out} {dir} {trial} {seed}, trials, seed,\n"
       "timeout_s, inject{flips, model, role, bits, include, exclude, strata}, metric, tolerance, restore revert|copy,\n"
-      "mode command|worker (worker: a resident `ckpt-train serve` per job forks each trial; same results, less overhead).\n"
+      "mode command|worker (worker: a resident `ckpt-train serve` or resil.trial Python worker per job forks each trial; same results, less overhead).\n"
       "Classes: load_failure hang crash unreadable_summary nan_at_load nan_later critical_sdc tolerable_sdc masked bit_masked.\n"
       "SIGINT/SIGTERM: the trials in flight are dropped, the recorded ones kept; exit 75, and the same command continues.");
   c->add_option("CONFIG", o.config, "campaign configuration (JSON)")->required();

@@ -174,9 +174,9 @@ void CampaignConfig::validate(const std::string& source) const {
     for (int x : *codes)
       if (x < 1 || x > 255) fail("exit codes in load_failure_codes and nan_codes must be in 1..255, not " + std::to_string(x));
   if (!golden_final_checkpoint.empty() && golden_summary.empty()) fail("golden.final_checkpoint needs golden.summary");
-  if (mode == TrialMode::worker && (command.size() < 2 || (command[1] != "eval" && command[1] != "resume")))
-    fail("mode \"worker\" needs a command that runs ckpt-train eval or resume as an argv array ([\"ckpt-train\", \"eval\", ...]); "
-         "use \"mode\": \"command\" for anything else");
+  if (mode == TrialMode::worker && (command.size() < 2 || trial_subcommand_at(command) == 0))
+    fail("mode \"worker\" needs an argv command of a program that serves trials: ckpt-train eval or resume ([\"ckpt-train\", \"eval\", ...]), "
+         "or a resil.trial Python module ([\"python3\", \"trial.py\", \"eval\", ...]); use \"mode\": \"command\" for anything else");
 }
 
 std::vector<MetricSpec> CampaignConfig::metrics() const {

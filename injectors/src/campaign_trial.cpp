@@ -43,7 +43,8 @@ json flip_json(const FlipRecord& r, const std::string& file) {
 void TrialContext::prepare() {
   for (const auto& f : work.files) work_ids.push_back(file_id(f));
   if (c.mode == TrialMode::worker)
-    worker = std::make_unique<TrialWorker>(c.command[0], golden_files.entry.string(), wdir / "worker.log", std::max(c.timeout_s, 60.0));
+    worker = std::make_unique<TrialWorker>(std::vector<std::string>(c.command.begin(), c.command.begin() + static_cast<std::ptrdiff_t>(trial_subcommand_at(c.command))),
+                                           golden_files.entry.string(), wdir / "worker.log", std::max(c.timeout_s, 60.0));
 }
 
 json TrialContext::run(std::uint64_t t) {
@@ -136,7 +137,7 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
                                            {"trial", std::to_string(t)}, {"seed", std::to_string(derive_seed(c.seed, t))}});
   std::optional<CommandResult> ran;
   if (worker) {
-    // The worker forks ckpt-train with argv[1..]: the request carries the whole argv.
+    // The worker forks the trial with the argv from its subcommand on: the request carries the whole argv.
     ran = worker->run(argv, c.timeout_s, tlog);
   } else {
     ran = run_command(argv, c.timeout_s, tlog);

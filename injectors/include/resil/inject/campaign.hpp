@@ -120,7 +120,8 @@ struct CampaignConfig {
   Verify verify = Verify::touched;
   double confidence = 0.95;
   // how trials run: "command" starts the command per trial; "worker" sends each trial's argv to a
-  // resident `ckpt-train serve` (command[0]) per job, which forks the trial (same results, less overhead)
+  // resident worker per job (the command's words before its subcommand, then `serve`: ckpt-train
+  // serve, or a resil.trial Python module), which forks the trial (same results, less overhead)
   TrialMode mode = TrialMode::command;
 
   /// Every value is type- and range-checked (UsageError naming the key): no wrap-around of
@@ -198,7 +199,8 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
 
 /// Where an argv command names its trial subcommand (`eval` or `resume`): command[1] for a program
 /// that serves trials itself (ckpt-train, an executable resil.trial module), command[2] after a
-/// Python interpreter (`python3 trial.py eval ...`, resil.trial); 0 when it names none.
+/// Python interpreter (`python3 trial.py eval ...`, resil.trial); 0 when it names none. In worker
+/// mode the words before it, followed by `serve --preload GOLDEN`, start the worker.
 std::size_t trial_subcommand_at(const std::vector<std::string>& command);
 /// Whether the command's trial only evaluates (its subcommand is `eval`): it reads no optimizer state.
 bool trial_only_evaluates(const std::vector<std::string>& command);
