@@ -21,8 +21,8 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
       "Config (JSON, docs/reference/campaign.md): checkpoint (HDF5, torch.save, safetensors, .npy/.npz, mp manifest), format, keep_crc,\n"
       "command with {ckpt} {out} {dir} {trial} {seed}, trials, seed,\n"
       "timeout_s, inject{flips, model, role, bits, include, exclude, strata}, metric, tolerance, restore revert|copy,\n"
-      "mode command|worker (worker: a resident `ckpt-train serve` per job forks each trial; same results, less overhead).\n"
-      "Classes: load_failure hang crash nan_at_load nan_later critical_sdc tolerable_sdc masked bit_masked.\n"
+      "mode command|worker (worker: a resident `ckpt-train serve` or resil.trial Python worker per job forks each trial; same results, less overhead).\n"
+      "Classes: load_failure hang crash unreadable_summary nan_at_load nan_later critical_sdc tolerable_sdc masked bit_masked.\n"
       "SIGINT/SIGTERM: the trials in flight are dropped, the recorded ones kept; exit 75, and the same command continues.");
   c->add_option("CONFIG", o.config, "campaign configuration (JSON)")->required();
   c->add_option("--out", o.out, "campaign directory (results/, campaign.json, golden.json)")->required();
@@ -46,6 +46,7 @@ int run_campaign(const CampaignOptions& o) {
   ro.max_trials = o.max_trials;
   ro.keep_work = o.keep_work;
   ro.jobs = o.jobs ? o.jobs : usable_cpus();  // the allocation's CPUs, not the node's
+  ro.note = [](const std::string& line) { std::cout << "note: " << line << std::endl; };
   std::cout << "campaign " << cfg.name << ": " << cfg.trials << " trials (shard " << o.shard << "), seed " << cfg.seed << ", model "
             << cfg.model << " x" << cfg.flips << ", timeout " << cfg.timeout_s << " s, " << ro.jobs
             << (ro.jobs == 1 ? " job" : " jobs") << (cfg.mode == inject::TrialMode::worker ? " (trial workers)" : "") << " -> " << o.out << std::endl;

@@ -140,9 +140,12 @@ def epoch_seed(seed, epoch):
 
 
 def atomic_write(path, write):
-    """write(tmp) then rename: a failed or interrupted run leaves no partial file at `path`."""
-    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.tmp.{os.getpid()}")
+    """write(tmp) then rename: a failed or interrupted run leaves no partial file at `path`. The
+    directory is made when missing (out/pytorch/ in a fresh clone)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp.{os.getpid()}")
     try:
+        os.makedirs(folder, exist_ok=True)
         write(tmp)
         os.replace(tmp, path)
     except OSError as e:

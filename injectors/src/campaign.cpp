@@ -2,6 +2,7 @@
 // reference, then hand the trial ids of this shard not yet recorded to one job or to N job
 // processes, appending each record as it comes. One trial is campaign_trial.cpp.
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 
 #include "resil/ckpt/fs.hpp"
@@ -100,15 +101,79 @@ json with_paths_of(json old_cfg, const json& new_cfg, const stdfs::path& config_
   return old_cfg;
 }
 
-}  // namespace
-
-FaultSpace fault_space(const CampaignConfig& c) {
-  const auto files = ckpt_files(c.checkpoint);
-  return space_of(select_all(c, files), files);
+/// A configuration that leaves inject.role to its default continues a campaign directory under the
+/// role it recorded: the default of an evaluation trial is "model", and a campaign begun under
+/// "all" (the default before) stays one campaign. Only when OUT holds trials of it; true when kept.
+bool keep_recorded_role(CampaignConfig& c, const RunOptions& o) {
+  if (!c.role_defaulted) return false;
+  const auto old = read_json_file(o.out / "campaign.json");
+  if (!old || !old->is_object() || !old->contains("config") || !old->at("config").is_object()) return false;
+  const json& cfg = old->at("config");
+  if (!cfg.contains("inject") || !cfg.at("inject").is_object() || !cfg.at("inject").contains("role") || !cfg.at("inject").at("role").is_string())
+    return false;
+  const std::string name = cfg.at("inject").at("role").get<std::string>();
+  for (const auto& [n, r] : role_names)
+    if (n == name && r != c.role && !read_results(o.out).empty()) {
+      c.role = r;
+      if (o.note)
+        o.note("inject.role " + name + ", as " + (o.out / "campaign.json").string() + " recorded it (the configuration leaves the role to its default)");
+      return true;
+    }
+  return false;
 }
 
-RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const TrialCallback& on_trial) {
+/// The selection of the configuration over its checkpoint. A role left to its default for a trial
+/// that only evaluates (model) becomes all, in `c`, when the checkpoint has no tensor in the model
+/// role: nothing there is known to be optimizer state, and "model" would select nothing. True then.
+bool select_with_default_role(CampaignConfig& c, const CkptFiles& files, Selection& out) {
+  try {
+    out = select_all(c, files);
+    return false;
+  } catch (const NothingSelectedError&) {
+    if (!c.role_defaulted || c.role != Role::model) throw;
+  }
+  c.role = Role::all;
+  out = select_all(c, files);
+  return true;
+}
+
+/// What the campaign says about a role the configuration left to its default.
+void note_default_role(const CampaignConfig& c, const FaultSpace& space, bool model_role_empty, const RunOptions& o) {
+  if (!c.role_defaulted || !o.note) return;
+  if (model_role_empty) {
+    o.note("inject.role all: the default for a trial that only evaluates is model, but " + c.checkpoint +
+           " has no tensor in the model role, so no state is known to be the optimizer's");
+    return;
+  }
+  if (c.role == Role::model) {
+    o.note("inject.role model: the default for a trial that only evaluates, which never reads the optimizer state (\"role\": \"all\" includes it)");
+    return;
+  }
+  if (trial_subcommand_at(c.command) != 0) return;  // a resume trial reads it all
+  const auto by = space.by.find("role");
+  const double opt = by == space.by.end() || !by->second.count("optimizer") ? 0.0 : by->second.at("optimizer");
+  if (opt > 0 && space.total > 0) {
+    char pct[32];
+    std::snprintf(pct, sizeof pct, "%.0f %%", 100 * opt / space.total);
+    o.note(std::string("inject.role all (the default): ") + pct + " of the fault space is optimizer state, which a trial that only evaluates "
+           "never reads; give \"role\": \"model\" for such a trial (or \"all\", which also silences this note)");
+  }
+}
+
+}  // namespace
+
+FaultSpace fault_space(const CampaignConfig& config) {
+  CampaignConfig c = config;
+  const auto files = ckpt_files(c.checkpoint);
+  Selection s;
+  select_with_default_role(c, files, s);
+  return space_of(s, files);
+}
+
+RunSummary run_campaign(const CampaignConfig& config, const RunOptions& o, const TrialCallback& on_trial) {
   if (o.out.empty()) throw UsageError("campaign: --out DIR is required");
+  CampaignConfig c = config;
+  const bool kept_role = keep_recorded_role(c, o);
   c.validate("campaign " + c.name);
   if (o.jobs < 1 || o.jobs > max_jobs) throw UsageError("campaign: --jobs " + std::to_string(o.jobs) + ": need 1 to " + std::to_string(max_jobs));
   if (o.shard.count == 0 || o.shard.index >= o.shard.count) throw UsageError("campaign: shard " + shard_name(o.shard) + ": need 0 <= i < n");
@@ -129,9 +194,11 @@ RunSummary run_campaign(const CampaignConfig& c, const RunOptions& o, const Tria
     KeepCrc& operator=(const KeepCrc&) = delete;
   } keep_crc_scope(c.keep_crc);
   const FaultModel fmodel = FaultModel::parse(c.model);
-  const Selection base = select_all(c, golden_files);
+  Selection base;
+  const bool model_role_empty = select_with_default_role(c, golden_files, base);
   const auto strata = make_strata(c, base, golden_files);
   const FaultSpace space = space_of(base, golden_files);
+  if (!kept_role) note_default_role(c, space, model_role_empty, o);
 
   // A string command's placeholders are checked before OUT is touched (substitute refuses values
   // the shell would interpret; the golden run would find them only after OUT/work was made), with

@@ -1,6 +1,7 @@
 // Campaign configuration (JSON), outcome names, golden record, fault-space bookkeeping, classification.
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -21,6 +22,7 @@ std::string_view outcome_name(Outcome o) noexcept {
     case Outcome::load_failure: return "load_failure";
     case Outcome::hang: return "hang";
     case Outcome::crash: return "crash";
+    case Outcome::unreadable_summary: return "unreadable_summary";
     case Outcome::nan_at_load: return "nan_at_load";
     case Outcome::nan_later: return "nan_later";
     case Outcome::critical_sdc: return "critical_sdc";
@@ -42,6 +44,7 @@ const std::vector<OutcomeGroup>& outcome_groups() {
       {"sdc", {Outcome::critical_sdc, Outcome::tolerable_sdc}},
       {"due", {Outcome::load_failure, Outcome::hang, Outcome::crash, Outcome::nan_at_load, Outcome::nan_later}},
       {"masked_any", {Outcome::masked, Outcome::bit_masked}},
+      {"unknown", {Outcome::unreadable_summary}},
   };
   return g;
 }
@@ -78,7 +81,7 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   CampaignConfig c;
   const json j = detail::parse_object(text, source, "a campaign configuration");
   const Fields f(j, "", source);
-  f.only({"name", "checkpoint", "format", "keep_crc", "golden", "command", "timeout_s", "trials", "seed", "inject", "metric", "higher_is_better", "tolerance",
+  f.only({"name", "checkpoint", "format", "keep_crc", "golden", "command", "timeout_s", "trials", "seed", "inject", "metric", "higher_is_better", "tolerance", "metrics",
           "load_failure_codes", "nan_codes", "restore", "verify", "confidence", "mode", "allow_numeric_mismatch", "comment"});
   f.string("name", c.name);
   f.string("checkpoint", c.checkpoint);
@@ -101,6 +104,7 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   in.boolean("finite", c.finite);
   in.string("model", c.model);
   in.choice("role", c.role, role_names);
+  c.role_defaulted = in.find("role") == nullptr;
   in.string("bits", c.bits);
   in.strings("include", c.include);
   in.strings("exclude", c.exclude);
@@ -109,6 +113,29 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   f.string("metric", c.metric);
   f.boolean("higher_is_better", c.higher_is_better);
   f.number("tolerance", c.tolerance, [](double x) { return x >= 0; }, "a number >= 0");
+  if (const json* ms = f.find("metrics")) {
+    // Several metrics: each with its own direction and tolerance; the three single-metric keys would
+    // say the same thing twice (and could disagree).
+    for (const char* k : {"metric", "higher_is_better", "tolerance"})
+      if (f.find(k)) throw UsageError(source + ": \"metrics\" lists every metric with its tolerance and direction: give it or \"" + k + "\", not both");
+    const std::string want = "a non-empty array of objects {\"name\", \"tolerance\", \"higher_is_better\"}";
+    if (!ms->is_array() || ms->empty() || std::any_of(ms->begin(), ms->end(), [](const json& e) { return !e.is_object(); })) f.bad("metrics", want, *ms);
+    std::vector<MetricSpec> all;
+    for (std::size_t i = 0; i < ms->size(); ++i) {
+      const Fields m((*ms)[i], "metrics[" + std::to_string(i) + "].", source);
+      m.only({"name", "higher_is_better", "tolerance"});
+      if (!m.find("name")) throw UsageError(source + ": metrics[" + std::to_string(i) + "].name is required");
+      MetricSpec spec;
+      m.string("name", spec.name);
+      m.boolean("higher_is_better", spec.higher_is_better);
+      m.number("tolerance", spec.tolerance, [](double x) { return x >= 0; }, "a number >= 0");
+      all.push_back(spec);
+    }
+    c.metric = all[0].name;
+    c.higher_is_better = all[0].higher_is_better;
+    c.tolerance = all[0].tolerance;
+    c.more_metrics.assign(all.begin() + 1, all.end());
+  }
   f.boolean("allow_numeric_mismatch", c.allow_numeric_mismatch);
   f.exit_codes("load_failure_codes", c.load_failure_codes);
   f.exit_codes("nan_codes", c.nan_codes);
@@ -117,6 +144,9 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   f.number("confidence", c.confidence, [](double x) { return x > 0 && x < 1; }, "a number in (0, 1)");
   f.choice("mode", c.mode, trial_mode_names);
   c.validate(source);
+  // A trial that only evaluates never reads optimizer state: flips there would be masked by
+  // construction, a third to two thirds of an Adam checkpoint's trials spent on nothing.
+  if (c.role_defaulted && trial_only_evaluates(c.command)) c.role = Role::model;
   const stdfs::path base = stdfs::path(source).parent_path();
   c.checkpoint = resolve(c.checkpoint, base);
   c.golden_summary = resolve(c.golden_summary, base);
@@ -132,14 +162,42 @@ void CampaignConfig::validate(const std::string& source) const {
   if (trials == 0) fail("trials must be >= 1");
   if (flips == 0 || flips > max_flips) fail("inject.flips must be in [1, " + std::to_string(max_flips) + "]");
   if (!(tolerance >= 0) || !std::isfinite(tolerance)) fail("tolerance must be a number >= 0");
+  const auto all = metrics();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i].name.empty()) fail("a metric's name must not be empty");
+    if (!(all[i].tolerance >= 0) || !std::isfinite(all[i].tolerance)) fail("the tolerance of metric " + all[i].name + " must be a number >= 0");
+    for (std::size_t k = 0; k < i; ++k)
+      if (all[k].name == all[i].name) fail("metric " + all[i].name + " is listed twice in \"metrics\"");
+  }
   if (!(confidence > 0 && confidence < 1)) fail("confidence must be in (0, 1)");
   for (const auto* codes : {&load_failure_codes, &nan_codes})
     for (int x : *codes)
       if (x < 1 || x > 255) fail("exit codes in load_failure_codes and nan_codes must be in 1..255, not " + std::to_string(x));
   if (!golden_final_checkpoint.empty() && golden_summary.empty()) fail("golden.final_checkpoint needs golden.summary");
-  if (mode == TrialMode::worker && (command.size() < 2 || (command[1] != "eval" && command[1] != "resume")))
-    fail("mode \"worker\" needs a command that runs ckpt-train eval or resume as an argv array ([\"ckpt-train\", \"eval\", ...]); "
-         "use \"mode\": \"command\" for anything else");
+  if (mode == TrialMode::worker && (command.size() < 2 || trial_subcommand_at(command) == 0))
+    fail("mode \"worker\" needs an argv command of a program that serves trials: ckpt-train eval or resume ([\"ckpt-train\", \"eval\", ...]), "
+         "or a resil.trial Python module ([\"python3\", \"trial.py\", \"eval\", ...]); use \"mode\": \"command\" for anything else");
+}
+
+std::vector<MetricSpec> CampaignConfig::metrics() const {
+  std::vector<MetricSpec> all{{metric, higher_is_better, tolerance}};
+  all.insert(all.end(), more_metrics.begin(), more_metrics.end());
+  return all;
+}
+
+std::size_t trial_subcommand_at(const std::vector<std::string>& command) {
+  auto subcommand = [&](std::size_t i) { return command.size() > i && (command[i] == "eval" || command[i] == "resume"); };
+  if (command.size() < 2) return 0;  // a string command (sh -c) names none
+  if (subcommand(1)) return 1;
+  // An interpreter by its name: python, python3, python3.11 (a path or not).
+  const std::string prog = stdfs::path(command[0]).filename().string();
+  const bool python = prog.starts_with("python") && std::all_of(prog.begin() + 6, prog.end(), [](char ch) { return (ch >= '0' && ch <= '9') || ch == '.'; });
+  return python && subcommand(2) ? 2 : 0;
+}
+
+bool trial_only_evaluates(const std::vector<std::string>& command) {
+  const std::size_t i = trial_subcommand_at(command);
+  return i != 0 && command[i] == "eval";
 }
 
 CampaignConfig CampaignConfig::load(const stdfs::path& p) {
@@ -167,12 +225,24 @@ json CampaignConfig::to_json() const {
   if (!golden_summary.empty()) j["golden"] = {{"summary", absolute_path(golden_summary)}, {"final_checkpoint", absolute_path(golden_final_checkpoint)}};
   if (finite) j["inject"]["finite"] = true;  // absent when false: campaign.json of older runs compares equal
   if (allow_numeric_mismatch) j["allow_numeric_mismatch"] = true;
+  if (!more_metrics.empty()) {  // as the configuration gives them: "metrics" instead of the first metric's three keys
+    for (const char* k : {"metric", "higher_is_better", "tolerance"}) j.erase(k);
+    j["metrics"] = json::array();
+    for (const auto& m : metrics()) j["metrics"].push_back({{"name", m.name}, {"higher_is_better", m.higher_is_better}, {"tolerance", m.tolerance}});
+  }
   return j;
 }
 
 json Golden::to_json() const {
-  return {{"metric", metric}, {"final_weights_xxh64", final_weights ? json(*final_weights) : json(nullptr)}, {"summary", summary},
-          {"wall_seconds", wall_seconds}};
+  json j = {{"metric", metric}, {"final_weights_xxh64", final_weights ? json(*final_weights) : json(nullptr)}, {"summary", summary},
+            {"wall_seconds", wall_seconds}};
+  if (!metrics.empty()) j["metrics"] = metrics;  // absent for one metric: golden.json as it always was
+  return j;
+}
+
+double Golden::value_of(const std::string& name) const {
+  const auto it = metrics.find(name);
+  return it == metrics.end() ? metric : it->second;
 }
 
 Golden Golden::from_json(const json& j) {
@@ -181,6 +251,7 @@ Golden Golden::from_json(const json& j) {
   if (j.contains("final_weights_xxh64") && j.at("final_weights_xxh64").is_string()) g.final_weights = j.at("final_weights_xxh64").get<std::string>();
   if (j.contains("summary")) g.summary = j.at("summary");
   if (j.contains("wall_seconds")) g.wall_seconds = j.at("wall_seconds").get<double>();
+  if (j.contains("metrics")) g.metrics = j.at("metrics").get<std::map<std::string, double>>();
   return g;
 }
 
@@ -246,35 +317,70 @@ Classified classify(const CampaignConfig& c, const Golden& g, const CommandResul
     k.note = "exit " + std::to_string(r.exit_code);
     return k;
   }
+  // Exit 0: the result is in the summary. One the campaign cannot read is its own class, never a
+  // crash: the command ran to its end, and the note says what was wrong with what it wrote.
   if (!r.summary || !r.summary->is_object()) {
-    k.outcome = Outcome::crash;
-    k.note = "exit 0 but no readable summary";
+    k.outcome = Outcome::unreadable_summary;
+    k.note = !r.summary ? (r.summary_problem.empty() ? std::string("no summary at {out}") : r.summary_problem) : "the summary is not a JSON object";
     return k;
   }
-  const auto it = r.summary->find(c.metric);
-  if (it == r.summary->end()) {
-    k.outcome = Outcome::crash;
-    k.note = "summary has no \"" + c.metric + "\"";
-    return k;
+  // Every metric first read: one missing or of another type leaves the outcome unseen.
+  const auto specs = c.metrics();
+  for (const auto& m : specs) {
+    const auto it = r.summary->find(m.name);
+    if (it == r.summary->end()) {
+      k.outcome = Outcome::unreadable_summary;
+      k.note = "the summary has no \"" + m.name + "\"";
+      return k;
+    }
+    if (!it->is_null() && !it->is_number()) {
+      k.outcome = Outcome::unreadable_summary;
+      k.note = "\"" + m.name + "\" is " + std::string(it->type_name()) + ", not a number";
+      return k;
+    }
   }
-  if (!it->is_number()) {  // null: ckpt-train writes non-finite values as null
+  const json& first = r.summary->at(c.metric);
+  if (first.is_number()) {
+    k.metric = first.get<double>();
+    k.delta = *k.metric - g.metric;
+  }
+  // Then each metric against golden's: null (ckpt-train writes non-finite values as null) and NaN,
+  // Infinity, -Infinity (as Python's json writes them, parse_summary) are non-finite.
+  const bool several = specs.size() > 1;
+  std::string nonfinite;
+  std::vector<std::string> critical, changed;  // "name +delta (tolerance t)" of the metrics that moved
+  for (const auto& m : specs) {
+    const json& v = r.summary->at(m.name);
+    const double gv = g.value_of(m.name);
+    const double x = v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+    std::string verdict = "masked";
+    if (!std::isfinite(x)) {
+      verdict = "nonfinite";
+      if (nonfinite.empty()) nonfinite = m.name + " is " + (v.is_null() ? std::string("not a finite number") : std::isnan(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity");
+    } else if (x != gv) {
+      const double worse = m.higher_is_better ? gv - x : x - gv;
+      verdict = worse > m.tolerance ? "critical" : "tolerable";
+      char b[96];
+      std::snprintf(b, sizeof b, " %+.6g (tolerance %g)", x - gv, m.tolerance);
+      (worse > m.tolerance ? critical : changed).push_back(m.name + b);
+    }
+    if (several)
+      k.metrics[m.name] = {{"value", std::isfinite(x) ? json(x) : json(nullptr)}, {"golden", gv},
+                           {"delta", std::isfinite(x) ? json(x - gv) : json(nullptr)}, {"verdict", verdict}};
+  }
+  if (!nonfinite.empty()) {
     k.outcome = injected_nonfinite ? Outcome::nan_at_load : Outcome::nan_later;
-    k.note = c.metric + " is not a finite number";
+    k.note = nonfinite;
     return k;
   }
-  const double m = it->get<double>();
-  k.metric = m;
-  k.delta = m - g.metric;
-  if (!std::isfinite(m)) {
-    k.outcome = injected_nonfinite ? Outcome::nan_at_load : Outcome::nan_later;
-    return k;
+  if (!critical.empty()) k.outcome = Outcome::critical_sdc;
+  else if (!changed.empty()) k.outcome = Outcome::tolerable_sdc;
+  else k.outcome = final_weights && g.final_weights && *final_weights == *g.final_weights ? Outcome::bit_masked : Outcome::masked;
+  // Which metrics moved, when there are several (one metric's delta is the record's own).
+  if (several) {
+    for (const auto* list : {&critical, &changed})
+      for (const auto& moved : *list) k.note += (k.note.empty() ? "" : "; ") + moved;
   }
-  if (m == g.metric) {
-    k.outcome = final_weights && g.final_weights && *final_weights == *g.final_weights ? Outcome::bit_masked : Outcome::masked;
-    return k;
-  }
-  const double worse = c.higher_is_better ? g.metric - m : m - g.metric;
-  k.outcome = worse > c.tolerance ? Outcome::critical_sdc : Outcome::tolerable_sdc;
   return k;
 }
 

@@ -44,6 +44,14 @@ bool same_small_file(const std::filesystem::path& original, const std::filesyste
 /// The JSON in `p`; nothing when it is absent, unreadable, not JSON or not a regular file (a FIFO
 /// would block the read forever: a trial command may leave anything at {out}).
 std::optional<nlohmann::json> read_json_file(const std::filesystem::path& p);
+/// A trial's summary as its command left it at {out}: the JSON, or why there is none (`problem`,
+/// naming {out} by its placeholder: the same words in every job's record). Non-finite numbers as
+/// Python's json module writes them (NaN, Infinity, -Infinity) are read as such (parse_summary).
+struct SummaryFile {
+  std::optional<nlohmann::json> json;
+  std::string problem;
+};
+SummaryFile read_summary(const std::filesystem::path& p);
 /// A file the campaign itself keeps (campaign.json, golden.json, the golden summary) must be a regular
 /// file when it exists: anything else is refused (IoError) rather than read as "absent" and overwritten.
 void require_regular_or_absent(const std::filesystem::path& p);

@@ -1,6 +1,8 @@
 // The golden reference and the golden checksums (campaign_golden.hpp).
 #include "campaign_golden.hpp"
 
+#include <cmath>
+
 #include "campaign_selection.hpp"
 
 #include "resil/ckpt/fs.hpp"
@@ -46,26 +48,51 @@ void check_numeric(const CampaignConfig& c, const Golden& g, const json& trial_s
                         "run under " + *got + " with another --out, or set \"allow_numeric_mismatch\": true)");
 }
 
+namespace {
+
+/// Every metric's golden value, by name, when the campaign has more than one (none otherwise:
+/// golden.json as it was); each must be a finite number (UsageError naming `what` and the metric).
+std::map<std::string, double> golden_metrics(const CampaignConfig& c, const json& summary, const std::string& what) {
+  std::map<std::string, double> m;
+  if (c.more_metrics.empty()) return m;
+  for (const auto& spec : c.metrics()) {
+    const auto it = summary.find(spec.name);
+    if (it == summary.end() || !it->is_number() || !std::isfinite(it->get<double>()))
+      throw UsageError(what + " has no finite number \"" + spec.name + "\" (" + (it == summary.end() ? std::string("missing") : it->dump()) + ")");
+    m[spec.name] = it->get<double>();
+  }
+  return m;
+}
+
+}  // namespace
+
 Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const CkptFiles& work, const stdfs::path& wdir, bool& ran) {
   ran = false;
   const stdfs::path gpath = o.out / "golden.json";
   require_regular_or_absent(gpath);
   if (auto j = read_json_file(gpath)) {
+    Golden g;
     try {
-      return Golden::from_json(*j);
+      g = Golden::from_json(*j);
     } catch (const json::exception& e) {
       throw CorruptInputError(gpath.string() + ": not a golden record: " + e.what());
     }
+    for (const auto& m : c.more_metrics)
+      if (!g.metrics.count(m.name)) throw CorruptInputError(gpath.string() + ": not a golden record of this campaign: no golden value of metric " + m.name);
+    return g;
   }
   Golden g;
   if (!c.golden_summary.empty()) {
     require_regular_or_absent(c.golden_summary);
-    auto s = read_json_file(c.golden_summary);
-    if (!s || !s->is_object()) throw IoError(c.golden_summary + ": cannot read the golden summary JSON");
-    if (!s->contains(c.metric) || !s->at(c.metric).is_number())
-      throw UsageError(c.golden_summary + ": golden summary has no numeric \"" + c.metric + "\"");
+    const auto sf = read_summary(c.golden_summary);
+    const auto& s = sf.json;
+    if (!s || !s->is_object())
+      throw IoError(c.golden_summary + ": cannot read the golden summary JSON (" + (s ? std::string("not a JSON object") : sf.problem) + ")");
+    if (!s->contains(c.metric) || !s->at(c.metric).is_number() || !std::isfinite(s->at(c.metric).get<double>()))
+      throw UsageError(c.golden_summary + ": golden summary has no finite number \"" + c.metric + "\"");
     g.summary = *s;
     g.metric = s->at(c.metric).get<double>();
+    g.metrics = golden_metrics(c, *s, c.golden_summary);
     if (!c.golden_final_checkpoint.empty()) g.final_weights = model_weights_hash(c.golden_final_checkpoint);
   } else {
     // The golden run: the trial command on the unaltered private copy.
@@ -81,11 +108,14 @@ Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const Ckpt
       throw UsageError("campaign " + c.name + ": the golden run failed (" +
                        (r.timed_out ? std::string("timeout") : r.signal ? "signal " + std::to_string(r.signal) : "exit " + std::to_string(r.exit_code)) +
                        "); see " + (o.out / "golden.log").string());
-    const auto s = read_json_file(out);
-    if (!s || !s->is_object() || !s->contains(c.metric) || !s->at(c.metric).is_number())
-      throw UsageError("campaign " + c.name + ": the golden run wrote no summary with a numeric \"" + c.metric + "\" to {out}");
+    const auto sf = read_summary(out);
+    const auto& s = sf.json;
+    if (!s || !s->is_object() || !s->contains(c.metric) || !s->at(c.metric).is_number() || !std::isfinite(s->at(c.metric).get<double>()))
+      throw UsageError("campaign " + c.name + ": the golden run wrote no summary with a finite number \"" + c.metric + "\" to {out} (" +
+                       (!s ? sf.problem : !s->is_object() ? std::string("not a JSON object") : "its \"" + c.metric + "\" is " + (s->contains(c.metric) ? s->at(c.metric).dump() : std::string("missing"))) + ")");
     g.summary = *s;
     g.metric = s->at(c.metric).get<double>();
+    g.metrics = golden_metrics(c, *s, "campaign " + c.name + ": the golden run's summary");
     g.wall_seconds = r.wall_seconds;
     g.final_weights = final_weights_of(*s);
     stdfs::remove_all(scratch);

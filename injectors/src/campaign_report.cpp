@@ -140,6 +140,34 @@ json build_report(const stdfs::path& out) {
     overall["groups"][std::string(g.name)] = rate_json(rate(x, n, conf));
   }
   rep["overall"] = overall;
+  // Trials whose outcome the campaign could not read (class unreadable_summary), by what was wrong
+  // with the summary: a script that writes something the campaign cannot read shows here, not as
+  // crashes.
+  json unreadable = json::object();
+  for (const auto& r : records)
+    if (r.at("class") == outcome_name(Outcome::unreadable_summary)) {
+      const std::string why = r.contains("note") && r.at("note").is_string() ? r.at("note").get<std::string>() : std::string();
+      unreadable[why.empty() ? "(no note)" : why].push_back(r.at("trial"));
+    }
+  rep["unreadable_summaries"] = unreadable;
+  // Several metrics: for each, in how many trials it held, moved within its tolerance, moved
+  // beyond it, or was non-finite (the class is decided by all of them: masked when every one held).
+  if (cfg.contains("metrics") && cfg.at("metrics").is_array()) {
+    json per = json::array();
+    for (const auto& m : cfg.at("metrics")) {
+      const std::string name = m.value("name", std::string());
+      json e = {{"name", name}, {"higher_is_better", m.value("higher_is_better", true)}, {"tolerance", m.value("tolerance", 0.0)},
+                {"golden", golden.is_object() && golden.contains("metrics") ? golden.at("metrics").value(name, json()) : json()},
+                {"verdicts", {{"masked", 0}, {"tolerable", 0}, {"critical", 0}, {"nonfinite", 0}}}};
+      for (const auto& r : records)
+        if (r.contains("metrics") && r.at("metrics").is_object() && r.at("metrics").contains(name)) {
+          const std::string v = r.at("metrics").at(name).value("verdict", std::string());
+          if (e["verdicts"].contains(v)) e["verdicts"][v] = e["verdicts"][v].get<std::uint64_t>() + 1;
+        }
+      per.push_back(e);
+    }
+    rep["metrics"] = per;
+  }
 
   // Per stratum of every dimension, and the estimate reweighted by stratum size in the fault space.
   json by = json::object(), rew = json::object();
@@ -203,6 +231,42 @@ std::string golden_numeric_text(const json& golden) {
   const auto id = detail::numeric_id_of(golden.at("summary"));
   return id ? ", numeric configuration " + *id : "";
 }
+
+std::string shortest(double x) {  // 0.01, 1e-05: as a person wrote it
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", x);
+  return b;
+}
+
+/// "test_accuracy = 0.81, test_loss = 0.52" for the golden line: every metric with its golden value.
+std::string metrics_text(const json& rep, const std::string& eq) {
+  std::ostringstream o;
+  if (rep.contains("metrics")) {
+    for (std::size_t i = 0; i < rep.at("metrics").size(); ++i) {
+      const json& m = rep.at("metrics").at(i);
+      o << (i ? ", " : "") << m.at("name").get<std::string>() << eq << (m.at("golden").is_number() ? shortest(m.at("golden").get<double>()) : "?");
+    }
+  } else {
+    o << rep.at("campaign").value("metric", std::string()) << eq << rep.at("golden").at("metric").get<double>();
+  }
+  return o.str();
+}
+
+/// The reasons of the unreadable summaries, one line each with its trials (the first ten), or "".
+std::string unreadable_text(const json& rep, const std::string& bullet) {
+  if (!rep.contains("unreadable_summaries") || rep.at("unreadable_summaries").empty()) return "";
+  std::ostringstream o;
+  std::uint64_t n = 0;
+  for (const auto& [why, trials] : rep.at("unreadable_summaries").items()) n += trials.size();
+  o << "\n" << n << " trial(s) wrote no summary the campaign could read (class unreadable_summary, group unknown):\n";
+  for (const auto& [why, trials] : rep.at("unreadable_summaries").items()) {
+    o << bullet << "  " << why << ": " << trials.size() << (trials.size() == 1 ? " trial (" : " trials (");
+    for (std::size_t i = 0; i < trials.size() && i < 10; ++i) o << (i ? ", " : "") << trials.at(i).dump();
+    o << (trials.size() > 10 ? ", ...)" : ")") << "\n";
+  }
+  return o.str();
+}
+
 }  // namespace
 
 std::string report_text(const json& rep) {
@@ -213,7 +277,7 @@ std::string report_text(const json& rep) {
     << cfg.at("inject").value("model", std::string()) << " x" << cfg.at("inject").value("flips", 1) << ", fault space "
     << std::llround(rep.at("space").at("total_bits").get<double>()) << " bits, confidence " << rep.at("confidence").get<double>() << "\n";
   if (rep.at("golden").is_object())
-    o << "golden " << cfg.value("metric", std::string()) << " = " << rep.at("golden").at("metric").get<double>()
+    o << "golden " << metrics_text(rep, " = ")
       << (rep.at("golden").at("final_weights_xxh64").is_string() ? " (final weights known: bit-masked detectable)" : "")
       << golden_numeric_text(rep.at("golden")) << "\n";
   o << "\n" << pad("class", 16) << pad("count", 8) << pad("rate", 10) << pad("Wilson", 20) << "Clopper-Pearson\n";
@@ -225,6 +289,17 @@ std::string report_text(const json& rep) {
     if (v.at("x").get<std::uint64_t>() > 0) row(k, v);
   o << "groups:\n";
   for (const auto& [k, v] : rep.at("overall").at("groups").items()) row(k, v);
+  o << unreadable_text(rep, "");
+  if (rep.contains("metrics")) {
+    o << "\nby metric (trials in which it held, moved within its tolerance, beyond it, was non-finite):\n"
+      << pad("metric", 20) << pad("tolerance", 20) << pad("held", 8) << pad("within", 8) << pad("beyond", 8) << "non-finite\n";
+    for (const auto& m : rep.at("metrics")) {
+      const json& v = m.at("verdicts");
+      o << pad(m.at("name").get<std::string>(), 20)
+        << pad(shortest(m.at("tolerance").get<double>()) + (m.at("higher_is_better").get<bool>() ? " (higher better)" : " (lower better)"), 20)
+        << pad(v.at("masked").dump(), 8) << pad(v.at("tolerable").dump(), 8) << pad(v.at("critical").dump(), 8) << v.at("nonfinite").dump() << "\n";
+    }
+  }
   for (const char* dim : {"field", "role", "dtype", "bit"}) {
     const json& d = rep.at("by").at(dim);
     if (d.empty()) continue;
@@ -260,14 +335,34 @@ std::string report_markdown(const json& rep, const std::vector<std::string>& plo
     << (cfg.at("inject").value("bits", std::string()).empty() ? "all" : cfg.at("inject").value("bits", std::string())) << "`, sampling strata `"
     << rep.value("sampling_strata", std::string("none")) << "`\n";
   o << "- fault space: " << std::llround(rep.at("space").at("total_bits").get<double>()) << " stored bits of `" << cfg.value("checkpoint", std::string()) << "`\n";
-  if (rep.at("golden").is_object()) o << "- golden " << cfg.value("metric", std::string()) << ": " << rep.at("golden").at("metric").get<double>() << "\n";
-  o << "- critical SDC: " << cfg.value("metric", std::string()) << " worse than golden by more than " << cfg.value("tolerance", 0.0) << "\n";
+  if (rep.at("golden").is_object()) o << "- golden " << metrics_text(rep, ": ") << "\n";
+  if (rep.contains("metrics")) {
+    o << "- critical SDC: any metric worse than golden's by more than its tolerance (";
+    for (std::size_t i = 0; i < rep.at("metrics").size(); ++i) {
+      const json& m = rep.at("metrics").at(i);
+      o << (i ? ", " : "") << m.at("name").get<std::string>() << " " << shortest(m.at("tolerance").get<double>())
+        << (m.at("higher_is_better").get<bool>() ? ", higher is better" : ", lower is better");
+    }
+    o << "); masked: every metric equal to golden's\n";
+  } else {
+    o << "- critical SDC: " << cfg.value("metric", std::string()) << " worse than golden by more than " << cfg.value("tolerance", 0.0) << "\n";
+  }
   o << "- intervals: " << 100 * rep.at("confidence").get<double>() << "% Wilson and Clopper-Pearson\n\n";
   o << "## Outcomes\n\n| class | count | rate | Wilson | Clopper-Pearson |\n|---|---:|---:|---|---|\n";
   for (const auto& [k, v] : rep.at("overall").at("classes").items())
     o << "| " << k << " | " << v.at("x") << " | " << pct(v.at("p").get<double>()) << " | " << ci(v.at("wilson")) << " | " << ci(v.at("clopper_pearson")) << " |\n";
   for (const auto& [k, v] : rep.at("overall").at("groups").items())
     o << "| **" << k << "** | " << v.at("x") << " | " << pct(v.at("p").get<double>()) << " | " << ci(v.at("wilson")) << " | " << ci(v.at("clopper_pearson")) << " |\n";
+  if (const std::string u = unreadable_text(rep, "-"); !u.empty()) o << "\n## Unreadable summaries\n" << u;
+  if (rep.contains("metrics")) {
+    o << "\n## By metric\n\n| metric | tolerance | held | moved within | moved beyond | non-finite |\n|---|---|---:|---:|---:|---:|\n";
+    for (const auto& m : rep.at("metrics")) {
+      const json& v = m.at("verdicts");
+      o << "| " << m.at("name").get<std::string>() << " | " << shortest(m.at("tolerance").get<double>())
+        << (m.at("higher_is_better").get<bool>() ? " (higher is better)" : " (lower is better)") << " | " << v.at("masked") << " | "
+        << v.at("tolerable") << " | " << v.at("critical") << " | " << v.at("nonfinite") << " |\n";
+    }
+  }
   o << "\n## Reweighted to the whole fault space\n\nStratified estimates (weights = stratum share of the stored bits; intervals from the "
        "effective sample size).\n\n| by | coverage | SDC | SDC CP | DUE | DUE CP |\n|---|---:|---:|---|---:|---|\n";
   for (const auto& [dim, rw] : rep.at("reweighted").items()) {
@@ -366,17 +461,23 @@ CampaignEvidence campaign_evidence(const std::vector<std::string>& campaign_dirs
       e.due = std::min(e.due, e.n);
       out.notes.push_back(dir + ": stratified by " + strata + "; using the reweighted estimates (effective n " +
                           std::to_string(e.n) + ")");
+      if (const auto u = rep.at("overall").at("groups").at("unknown").at("x").get<std::uint64_t>())
+        out.warnings.push_back(dir + ": " + std::to_string(u) + " trial(s) wrote no summary the campaign could read (unreadable_summary): counted among the trials, in neither SDC nor DUE");
       pool();
       continue;
     }
+    std::uint64_t unknown = 0;
     for (const auto& [t, r] : read_results(dir)) {
       // read_results refuses records whose class is not one of the outcome names.
       const auto o = outcome_from_name(r.at("class").get<std::string>());
+      if (o && in_outcome_group("unknown", *o)) ++unknown;
       ++e.n;
       if (o == Outcome::critical_sdc) ++e.critical_sdc;
       if (o && in_outcome_group("sdc", *o)) ++e.sdc;
       if (o && in_outcome_group("due", *o)) ++e.due;
     }
+    if (unknown)
+      out.warnings.push_back(dir + ": " + std::to_string(unknown) + " trial(s) wrote no summary the campaign could read (unreadable_summary): counted among the trials, in neither SDC nor DUE");
     pool();
   }
   return out;

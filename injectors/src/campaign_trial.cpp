@@ -43,7 +43,8 @@ json flip_json(const FlipRecord& r, const std::string& file) {
 void TrialContext::prepare() {
   for (const auto& f : work.files) work_ids.push_back(file_id(f));
   if (c.mode == TrialMode::worker)
-    worker = std::make_unique<TrialWorker>(c.command[0], golden_files.entry.string(), wdir / "worker.log", std::max(c.timeout_s, 60.0));
+    worker = std::make_unique<TrialWorker>(std::vector<std::string>(c.command.begin(), c.command.begin() + static_cast<std::ptrdiff_t>(trial_subcommand_at(c.command))),
+                                           golden_files.entry.string(), wdir / "worker.log", std::max(c.timeout_s, 60.0));
 }
 
 json TrialContext::run(std::uint64_t t) {
@@ -136,7 +137,7 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
                                            {"trial", std::to_string(t)}, {"seed", std::to_string(derive_seed(c.seed, t))}});
   std::optional<CommandResult> ran;
   if (worker) {
-    // The worker forks ckpt-train with argv[1..]: the request carries the whole argv.
+    // The worker forks the trial with the argv from its subcommand on: the request carries the whole argv.
     ran = worker->run(argv, c.timeout_s, tlog);
   } else {
     ran = run_command(argv, c.timeout_s, tlog);
@@ -149,7 +150,9 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
     k.outcome = Outcome::crash;
     k.note = "the trial worker died twice without a result";
   } else {
-    r.summary = read_json_file(sum_path);
+    auto sf = read_summary(sum_path);
+    r.summary = std::move(sf.json);
+    r.summary_problem = std::move(sf.problem);
     k = classify(c, golden, r, nonfinite, std::nullopt);
     if (k.outcome == Outcome::masked && golden.final_weights && r.summary)
       if (const auto fw = final_weights_of(*r.summary)) k = classify(c, golden, r, nonfinite, fw);
@@ -226,12 +229,15 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
               {"injected_nonfinite", nonfinite},
               {"restore", restore},
               {"wall_seconds", r.wall_seconds}};
+  if (!k.metrics.empty()) rec["metrics"] = k.metrics;  // several metrics: each one's value, golden, delta, verdict
   if (r.summary)
     if (const auto id = numeric_id_of(*r.summary)) rec["numeric"] = *id;
   if (r.summary && r.summary->is_object()) {
     json s;
     for (const char* key : {"final_loss", "test_loss", "test_accuracy", "test_auc", "nan_detected", "nan_step", "steps", "error"})
       if (r.summary->contains(key)) s[key] = r.summary->at(key);
+    for (const auto& m : c.more_metrics)
+      if (r.summary->contains(m.name)) s[m.name] = r.summary->at(m.name);
     rec["summary"] = s;
   }
   if (k.outcome == Outcome::crash || k.outcome == Outcome::load_failure || k.outcome == Outcome::hang) rec["output_tail"] = r.output_tail;

@@ -89,7 +89,7 @@ void die_with_parent(pid_t parent) {
 }  // namespace
 
 // ------------------------------------------------------------------ the resident trial worker
-TrialWorker::TrialWorker(std::string program, std::string preload, stdfs::path log, double start_timeout_s)
+TrialWorker::TrialWorker(std::vector<std::string> program, std::string preload, stdfs::path log, double start_timeout_s)
     : program_(std::move(program)), preload_(std::move(preload)), log_(std::move(log)), start_timeout_s_(start_timeout_s) {
   start();
 }
@@ -97,7 +97,8 @@ TrialWorker::TrialWorker(std::string program, std::string preload, stdfs::path l
 TrialWorker::~TrialWorker() { stop(); }
 
 void TrialWorker::start() {
-  std::vector<std::string> args = {program_, "serve"};
+  std::vector<std::string> args = program_;
+  args.push_back("serve");
   if (!preload_.empty()) args.insert(args.end(), {"--preload", preload_});
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
@@ -107,7 +108,9 @@ void TrialWorker::start() {
   if (log_fd < 0) throw IoError(log_.string() + ": cannot create the trial worker's log: " + std::strerror(errno));
   const auto [mine, theirs] = socket_pair();
   const pid_t self = ::getpid();
-  const std::string exec_failed = "campaign: cannot execute " + program_ + ": ";
+  std::string shown;  // the worker's command as the messages name it
+  for (const auto& w : program_) shown += (shown.empty() ? "" : " ") + w;
+  const std::string exec_failed = "campaign: cannot execute " + program_.at(0) + ": ";
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(log_fd);
@@ -133,8 +136,8 @@ void TrialWorker::start() {
   const auto hello = readable ? frames::read_frame(sock_) : std::nullopt;
   if (hello && *hello == "ready") return;
   stop();
-  throw UsageError("campaign: mode worker: `" + program_ + " serve` " + (readable ? "ended" : "was not ready within the timeout") +
-                   " before serving a trial (the command must be a ckpt-train that knows `serve`); see " + log_.string());
+  throw UsageError("campaign: mode worker: `" + shown + " serve` " + (readable ? "ended" : "was not ready within the timeout") +
+                   " before serving a trial (the command must be a ckpt-train or a resil.trial module, which know `serve`); see " + log_.string());
 }
 
 void TrialWorker::stop() noexcept {

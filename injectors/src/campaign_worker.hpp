@@ -22,14 +22,16 @@ std::string tail_of(const std::filesystem::path& p, std::size_t n);
 /// StoppedError ("stopped by SIGTERM") once a stop signal arrived (install_stop_handlers).
 void throw_if_stopped();
 
-/// One `ckpt-train serve` process, started from this process and ended with it (PR_SET_PDEATHSIG).
-/// run() sends it one trial's argv and returns what run_command would have seen of the same
-/// command; nothing when the worker died before a result came back.
+/// One trial worker process (`ckpt-train serve`, a resil.trial module's `serve`), started from this
+/// process and ended with it (PR_SET_PDEATHSIG). run() sends it one trial's argv and returns what
+/// run_command would have seen of the same command; nothing when the worker died before a result
+/// came back.
 class TrialWorker {
 public:
-  /// `program` is the command's argv[0]; the worker is `program serve --preload <preload>`, its own
-  /// output going to `log`. Throws UsageError when it does not become ready within `start_timeout_s`.
-  TrialWorker(std::string program, std::string preload, std::filesystem::path log, double start_timeout_s);
+  /// `program` is the command's words before its subcommand (trial_subcommand_at); the worker is
+  /// `program... serve --preload <preload>`, its own output going to `log`. Throws UsageError when it
+  /// does not become ready within `start_timeout_s`.
+  TrialWorker(std::vector<std::string> program, std::string preload, std::filesystem::path log, double start_timeout_s);
   ~TrialWorker();
   TrialWorker(const TrialWorker&) = delete;
   TrialWorker& operator=(const TrialWorker&) = delete;
@@ -41,7 +43,8 @@ public:
 private:
   void start();
   void stop() noexcept;
-  std::string program_, preload_;
+  std::vector<std::string> program_;
+  std::string preload_;
   std::filesystem::path log_;
   double start_timeout_s_;
   pid_t pid_ = -1;

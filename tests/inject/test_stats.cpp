@@ -139,8 +139,22 @@ TEST_CASE("classification of command results", "[campaign][unit]") {
   CHECK(classify(c, g, run(0, {{"test_accuracy", nullptr}}), false, {}).outcome == Outcome::nan_later);
   CHECK(classify(c, g, run(0, {{"test_accuracy", 0.5}, {"nan_detected", true}}), true, {}).outcome == Outcome::nan_at_load);
   CHECK(classify(c, g, run(3), false, {}).outcome == Outcome::crash);
-  CHECK(classify(c, g, run(0), false, {}).outcome == Outcome::crash);  // no summary
-  CHECK(classify(c, g, run(0, {{"loss", 1}}), false, {}).outcome == Outcome::crash);
+  // Exit 0 without a summary the campaign can read: its own class, the note saying why.
+  CHECK(classify(c, g, run(0), false, {}).outcome == Outcome::unreadable_summary);  // no summary
+  CommandResult garbled = run(0);
+  garbled.summary_problem = "{out} is not JSON: syntax error";
+  CHECK(classify(c, g, garbled, false, {}).note == "{out} is not JSON: syntax error");
+  CHECK(classify(c, g, run(0, {{"loss", 1}}), false, {}).outcome == Outcome::unreadable_summary);
+  CHECK(classify(c, g, run(0, {{"loss", 1}}), false, {}).note == "the summary has no \"test_accuracy\"");
+  CHECK(classify(c, g, run(0, {{"test_accuracy", "0.8"}}), false, {}).outcome == Outcome::unreadable_summary);
+  CHECK(classify(c, g, run(0, nlohmann::json::array({0.8})), false, {}).outcome == Outcome::unreadable_summary);
+  CHECK(classify(c, g, run(3), false, {}).outcome == Outcome::crash);  // a failed command stays a crash, summary or not
+  // Non-finite metrics (Python's json writes NaN, Infinity, -Infinity): the NaN classes.
+  for (double v : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    CHECK(classify(c, g, run(0, {{"test_accuracy", v}}), false, {}).outcome == Outcome::nan_later);
+    CHECK(classify(c, g, run(0, {{"test_accuracy", v}}), true, {}).outcome == Outcome::nan_at_load);
+  }
+  CHECK(classify(c, g, run(0, {{"test_accuracy", -HUGE_VAL}}), false, {}).note == "test_accuracy is -Infinity");
   CHECK(classify(c, g, run(0, {{"test_accuracy", 0.7}}), false, {}).outcome == Outcome::critical_sdc);
   CHECK(classify(c, g, run(0, {{"test_accuracy", 0.795}}), false, {}).outcome == Outcome::tolerable_sdc);
   CHECK(classify(c, g, run(0, {{"test_accuracy", 0.9}}), false, {}).outcome == Outcome::tolerable_sdc);
@@ -150,6 +164,28 @@ TEST_CASE("classification of command results", "[campaign][unit]") {
   c.higher_is_better = false;  // a loss: higher is worse
   CHECK(classify(c, g, run(0, {{"test_accuracy", 0.9}}), false, {}).outcome == Outcome::critical_sdc);
   for (auto o : all_outcomes) CHECK(outcome_from_name(outcome_name(o)) == o);
+}
+
+TEST_CASE("summaries as Python's json writes them: NaN, Infinity, -Infinity", "[campaign][unit]") {
+  const auto j = parse_summary(R"({"test_accuracy": NaN, "test_loss": Infinity, "low": -Infinity, "n": [1, -2.5e-3, NaN, 7],
+      "NaN": "NaN", "s": "a \"NaN\" -Infinity \\", "Infinity": {"x": -Infinity}, "ok": true, "none": null})");
+  CHECK(std::isnan(j.at("test_accuracy").get<double>()));
+  CHECK(j.at("test_loss").get<double>() == HUGE_VAL);
+  CHECK(j.at("low").get<double>() == -HUGE_VAL);
+  CHECK(j.at("n").at(0) == 1);
+  CHECK(j.at("n").at(1).get<double>() == -2.5e-3);
+  CHECK(std::isnan(j.at("n").at(2).get<double>()));
+  CHECK(j.at("n").at(3) == 7);
+  CHECK(j.at("NaN") == "NaN");  // keys and strings are left as written
+  CHECK(j.at("s") == "a \"NaN\" -Infinity \\");
+  CHECK(j.at("Infinity").at("x").get<double>() == -HUGE_VAL);
+  CHECK(j.at("ok") == true);
+  CHECK(j.at("none").is_null());
+  CHECK(std::isnan(parse_summary("NaN").get<double>()));
+  CHECK(parse_summary(R"({"a": 1.5})") == nlohmann::json::parse(R"({"a": 1.5})"));
+  // Anything else that is not JSON stays an error.
+  for (const char* bad : {"{\"a\": nan}", "{\"a\": -NaN}", "{\"a\": Inf}", "{\"a\": NaNa}", "{\"a\": 1NaN}", "{\"a\": +1}", "{\"a\": ", "{\"a\": \"NaN}", "x"})
+    CHECK_THROWS_AS(parse_summary(bad), nlohmann::json::parse_error);
 }
 
 TEST_CASE("campaign configuration parsing", "[campaign][unit]") {
@@ -181,6 +217,112 @@ TEST_CASE("campaign configuration parsing", "[campaign][unit]") {
   CHECK(field_of("f8_e5m2", 2) == "exponent");
   CHECK(field_of("f8_e5m2", 1) == "mantissa");
   CHECK(field_of("bool", 0) == "integer");
+}
+
+TEST_CASE("several metrics: masked only when every one held", "[campaign][unit]") {
+  const auto c = CampaignConfig::parse(R"({"checkpoint": "m.pt", "command": "x", "metrics": [
+      {"name": "test_accuracy", "tolerance": 0.01}, {"name": "test_loss", "tolerance": 0.05, "higher_is_better": false}]})", "/cfg/c.json");
+  CHECK(c.metric == "test_accuracy");
+  CHECK(c.tolerance == 0.01);
+  REQUIRE(c.more_metrics.size() == 1);
+  CHECK(c.more_metrics[0] == MetricSpec{"test_loss", false, 0.05});
+  CHECK(c.to_json().at("metrics").size() == 2);
+  CHECK_FALSE(c.to_json().contains("metric"));  // the configuration as given: parse(to_json()) is the same
+  CHECK(CampaignConfig::parse(c.to_json().dump(), "/cfg/c.json").to_json() == c.to_json());
+  Golden g;
+  g.metric = 0.8;
+  g.metrics = {{"test_accuracy", 0.8}, {"test_loss", 0.5}};
+  auto run = [](double acc, nlohmann::json loss) {
+    CommandResult r;
+    r.summary = nlohmann::json{{"test_accuracy", acc}, {"test_loss", loss}};
+    return r;
+  };
+  CHECK(classify(c, g, run(0.8, 0.5), false, {}).outcome == Outcome::masked);
+  const auto k = classify(c, g, run(0.8, 0.52), false, {});  // the loss moved, within its tolerance
+  CHECK(k.outcome == Outcome::tolerable_sdc);
+  CHECK(k.metric == 0.8);
+  CHECK(k.metrics.at("test_accuracy").at("verdict") == "masked");
+  CHECK(k.metrics.at("test_loss").at("verdict") == "tolerable");
+  CHECK(k.metrics.at("test_loss").at("golden") == 0.5);
+  CHECK(k.note == "test_loss +0.02 (tolerance 0.05)");
+  const auto worse = classify(c, g, run(0.8, 0.9), false, {});  // accuracy held, the loss did not: not masked
+  CHECK(worse.outcome == Outcome::critical_sdc);
+  CHECK(worse.note == "test_loss +0.4 (tolerance 0.05)");
+  CHECK(classify(c, g, run(0.8, 0.3), false, {}).outcome == Outcome::tolerable_sdc);  // lower loss: better, not critical
+  CHECK(classify(c, g, run(0.7, 0.5), false, {}).outcome == Outcome::critical_sdc);
+  const auto nan = classify(c, g, run(0.8, std::nan("")), false, {});
+  CHECK(nan.outcome == Outcome::nan_later);
+  CHECK(nan.note == "test_loss is NaN");
+  CHECK(nan.metrics.at("test_loss").at("verdict") == "nonfinite");
+  CHECK(nan.metrics.at("test_loss").at("value").is_null());
+  CHECK(classify(c, g, run(0.8, nullptr), true, {}).outcome == Outcome::nan_at_load);
+  CommandResult no_loss;
+  no_loss.summary = nlohmann::json{{"test_accuracy", 0.8}};
+  CHECK(classify(c, g, no_loss, false, {}).outcome == Outcome::unreadable_summary);
+  CHECK(classify(c, g, no_loss, false, {}).note == "the summary has no \"test_loss\"");
+  CHECK(classify(c, g, run(0.8, 0.5), false, std::string("aa")).outcome == Outcome::masked);
+  g.final_weights = "aa";
+  CHECK(classify(c, g, run(0.8, 0.5), false, std::string("aa")).outcome == Outcome::bit_masked);
+  // One metric: records and notes as they always were.
+  CampaignConfig one = c;
+  one.more_metrics.clear();
+  CHECK(classify(one, g, run(0.79, 0.9), false, {}).metrics.empty());
+  CHECK(classify(one, g, run(0.79, 0.9), false, {}).note.empty());
+  // Refused: both forms, an empty list, a name missing, twice or empty, an unknown key, a bad tolerance.
+  const std::string head = R"({"checkpoint": "a.h5", "command": "x", )";
+  for (const char* bad : {R"("metric": "a", "metrics": [{"name": "b"}])", R"("tolerance": 0.1, "metrics": [{"name": "b"}])", R"("metrics": [])",
+                          R"("metrics": {"name": "a"})", R"("metrics": ["a"])", R"("metrics": [{"tolerance": 0.1}])",
+                          R"("metrics": [{"name": "a"}, {"name": "a"}])", R"("metrics": [{"name": ""}])", R"("metrics": [{"name": "a", "tol": 1}])",
+                          R"("metrics": [{"name": "a", "tolerance": -1}])", R"("metrics": [{"name": "a", "higher_is_better": "yes"}])"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(CampaignConfig::parse(head + bad + "}", "c.json"), Catch::Contains("metric"));
+  }
+}
+
+TEST_CASE("a configuration with one metric keeps the campaign.json it always had", "[campaign][unit]") {
+  // The keys of campaign.json's "config" for a configuration that sets none of the later optional
+  // keys: a campaign directory written before them compares equal and continues.
+  const auto c = CampaignConfig::parse(R"({"checkpoint": "/d/m.h5", "command": ["ckpt-train", "resume", "--from", "{ckpt}"],
+      "metric": "test_auc", "tolerance": 0.02, "higher_is_better": false, "inject": {"role": "all"}})", "/cfg/c.json");
+  const auto j = c.to_json();
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : j.items()) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"checkpoint", "command", "confidence", "higher_is_better", "inject", "load_failure_codes", "metric", "mode",
+                                         "name", "nan_codes", "restore", "seed", "timeout_s", "tolerance", "trials", "verify"});
+  CHECK(j.at("metric") == "test_auc");
+  CHECK(j.at("tolerance") == 0.02);
+  CHECK(j.at("higher_is_better") == false);
+  Golden g;
+  g.metric = 0.5;
+  CHECK_FALSE(g.to_json().contains("metrics"));  // golden.json as it always was
+  CHECK(Golden::from_json(g.to_json()).metrics.empty());
+}
+
+TEST_CASE("the default role fits the trial: model for a trial that only evaluates", "[campaign][unit]") {
+  auto role_of_command = [](const std::string& command, const std::string& inject = "{}") {
+    return CampaignConfig::parse(R"({"checkpoint": "a.pt", "command": )" + command + R"(, "inject": )" + inject + "}", "c.json");
+  };
+  CHECK(role_of_command(R"(["ckpt-train", "eval", "--from", "{ckpt}"])").role == Role::model);
+  CHECK(role_of_command(R"(["ckpt-train", "eval", "--from", "{ckpt}"])").role_defaulted);
+  CHECK(role_of_command(R"(["/usr/bin/python3", "trial.py", "eval", "--from", "{ckpt}"])").role == Role::model);
+  CHECK(role_of_command(R"(["./trial.py", "eval"])").role == Role::model);
+  CHECK(role_of_command(R"(["python3.11", "trial.py", "resume"])").role == Role::all);
+  CHECK(role_of_command(R"(["ckpt-train", "resume", "--from", "{ckpt}"])").role == Role::all);
+  CHECK(role_of_command(R"("ckpt-train eval --from {ckpt}")").role == Role::all);  // sh -c: its kind is unknown
+  CHECK(role_of_command(R"(["sh", "-c", "eval x"])").role == Role::all);
+  CHECK(role_of_command(R"(["ckpt-train", "eval"])", R"({"role": "all"})").role == Role::all);  // as given
+  CHECK_FALSE(role_of_command(R"(["ckpt-train", "eval"])", R"({"role": "all"})").role_defaulted);
+  CHECK(role_of_command(R"(["ckpt-train", "eval"])").to_json().at("inject").at("role") == "model");
+  // Where a command names its subcommand: after the program, or after a Python interpreter only.
+  CHECK(trial_subcommand_at({"ckpt-train", "eval"}) == 1);
+  CHECK(trial_subcommand_at({"/usr/bin/python3.11", "t.py", "resume"}) == 2);
+  CHECK(trial_subcommand_at({"python", "t.py", "eval"}) == 2);
+  CHECK(trial_subcommand_at({"python3", "-u", "t.py", "eval"}) == 0);
+  CHECK(trial_subcommand_at({"pythonista", "t.py", "eval"}) == 0);
+  CHECK(trial_subcommand_at({"mpiexec", "ckpt-train", "eval"}) == 0);
+  CHECK(trial_subcommand_at({"ckpt-train eval"}) == 0);
+  CHECK(trial_only_evaluates({"python3", "t.py", "eval"}));
+  CHECK_FALSE(trial_only_evaluates({"python3", "t.py", "resume"}));
 }
 
 TEST_CASE("campaign configuration: format and keep_crc", "[campaign][unit]") {

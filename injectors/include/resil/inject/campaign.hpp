@@ -27,7 +27,8 @@ namespace resil::inject {
 enum class Outcome : std::uint8_t {
   load_failure,   // the checkpoint cannot be read (exit code in load_failure_codes)
   hang,           // timeout: the process group was killed
-  crash,          // killed by a signal, or a non-zero exit not classified otherwise, or no summary
+  crash,          // killed by a signal, or a non-zero exit not classified otherwise
+  unreadable_summary,  // exit 0, but no summary to read the metric from: absent, not JSON, no such metric (the note says which)
   nan_at_load,    // NaN/Inf detected, and an injected fault itself produced a NaN/Inf value
   nan_later,      // NaN/Inf detected although every injected value was finite (arose in computation)
   critical_sdc,   // final metric worse than golden by more than `tolerance`
@@ -35,14 +36,15 @@ enum class Outcome : std::uint8_t {
   masked,         // final metric equal to golden's
   bit_masked,     // masked and the final weights are bit-identical to the golden run's
 };
-inline constexpr Outcome all_outcomes[] = {Outcome::load_failure, Outcome::hang,         Outcome::crash,
-                                           Outcome::nan_at_load,  Outcome::nan_later,    Outcome::critical_sdc,
-                                           Outcome::tolerable_sdc, Outcome::masked,      Outcome::bit_masked};
+inline constexpr Outcome all_outcomes[] = {Outcome::load_failure, Outcome::hang,          Outcome::crash,  Outcome::unreadable_summary,
+                                           Outcome::nan_at_load,  Outcome::nan_later,     Outcome::critical_sdc,
+                                           Outcome::tolerable_sdc, Outcome::masked,       Outcome::bit_masked};
 std::string_view outcome_name(Outcome o) noexcept;
 std::optional<Outcome> outcome_from_name(std::string_view s) noexcept;
 
 /// Groups of classes reported next to the classes: sdc = critical + tolerable; due (detected
-/// unrecoverable error) = load_failure + hang + crash + nan_*; masked_any = masked + bit_masked.
+/// unrecoverable error) = load_failure + hang + crash + nan_*; masked_any = masked + bit_masked;
+/// unknown = unreadable_summary (the campaign could not see the outcome: in none of the others).
 struct OutcomeGroup {
   std::string_view name;
   std::vector<Outcome> members;
@@ -70,6 +72,14 @@ inline constexpr std::pair<std::string_view, Verify> verify_names[] = {{"touched
 enum class TrialMode : std::uint8_t { command, worker };
 inline constexpr std::pair<std::string_view, TrialMode> trial_mode_names[] = {{"command", TrialMode::command}, {"worker", TrialMode::worker}};
 
+/// One metric a trial is classified on: the summary field, its direction, its absolute tolerance.
+struct MetricSpec {
+  std::string name;
+  bool higher_is_better = true;
+  double tolerance = 0.01;
+  bool operator==(const MetricSpec&) const = default;
+};
+
 /// A campaign configuration (JSON, docs/reference/campaign.md). Relative paths resolve against the config's
 /// directory.
 struct CampaignConfig {
@@ -87,15 +97,19 @@ struct CampaignConfig {
   std::uint64_t flips = 1;
   bool finite = false;                 // inject --finite: redraw sites whose fault leaves a NaN or Inf
   std::string model = "flip";
-  Role role = Role::all;               // role_names
+  Role role = Role::all;               // role_names; left to its default: model for a trial that only evaluates, else all
+  bool role_defaulted = false;         // parse(): inject.role was not in the configuration (see fault_space)
   std::string bits;                    // "" = every stored bit
   std::vector<std::string> include, exclude;
   std::optional<ckpt::DType> as;       // as_names; none ("" in JSON): the stored dtypes
   Strata strata = Strata::none;
-  // classification
+  // classification: the first metric here, any further ones in more_metrics (JSON: "metrics" lists
+  // them all). Masked only when every metric equals golden's; critical SDC when any is worse than
+  // golden's by more than its tolerance; tolerable SDC when some differ, none by that much.
   std::string metric = "test_accuracy";
   bool higher_is_better = true;
   double tolerance = 0.01;             // absolute: critical SDC when worse than golden by more
+  std::vector<MetricSpec> more_metrics;
   // A trial whose summary names another numeric configuration ("numeric": {"id"}) than the golden
   // run's differs from it for reasons no fault caused: the campaign stops (exit 7) unless this is set.
   bool allow_numeric_mismatch = false;
@@ -106,7 +120,8 @@ struct CampaignConfig {
   Verify verify = Verify::touched;
   double confidence = 0.95;
   // how trials run: "command" starts the command per trial; "worker" sends each trial's argv to a
-  // resident `ckpt-train serve` (command[0]) per job, which forks the trial (same results, less overhead)
+  // resident worker per job (the command's words before its subcommand, then `serve`: ckpt-train
+  // serve, or a resil.trial Python module), which forks the trial (same results, less overhead)
   TrialMode mode = TrialMode::command;
 
   /// Every value is type- and range-checked (UsageError naming the key): no wrap-around of
@@ -115,6 +130,8 @@ struct CampaignConfig {
   /// The checks of parse() on the values (also for configurations built in code); UsageError.
   void validate(const std::string& source) const;
   static CampaignConfig load(const std::filesystem::path& p);
+  /// Every metric the trials are classified on, the first one first.
+  std::vector<MetricSpec> metrics() const;
   /// As OUT/campaign.json records it; the paths absolute, so the record (and the identity every
   /// trial record carries) does not depend on the working directory of the run.
   nlohmann::json to_json() const;
@@ -122,7 +139,10 @@ struct CampaignConfig {
 
 /// The golden reference every trial is compared with.
 struct Golden {
-  double metric = 0;
+  double metric = 0;                     // the first metric's
+  std::map<std::string, double> metrics; // every metric's, by name, when the campaign has more than one
+  /// The golden value of metric `name` (the first metric's when `metrics` does not hold it).
+  double value_of(const std::string& name) const;
   std::optional<std::string> final_weights;  // hex XXH64 over /model of the final checkpoint
   nlohmann::json summary;
   double wall_seconds = 0;
@@ -150,14 +170,23 @@ struct CommandResult {
   int signal = 0;          // when killed by a signal (0 otherwise)
   double wall_seconds = 0;
   std::optional<nlohmann::json> summary;  // parsed {out}, when present and valid JSON
+  std::string summary_problem;            // why there is no summary, when there is none
   std::string output_tail; // last bytes of the command's stdout+stderr
 };
+
+/// A summary's JSON text as programs write it: strict JSON, and also the non-finite numbers that
+/// Python's json module writes by default (`NaN`, `Infinity`, `-Infinity`, outside strings), read
+/// as those doubles. Throws nlohmann::json::parse_error for anything else that is not JSON.
+nlohmann::json parse_summary(std::string_view text);
 
 struct Classified {
   Outcome outcome = Outcome::crash;
   std::optional<double> metric;
   std::optional<double> delta;  // metric - golden (sign as measured)
   std::string note;
+  /// With more than one metric, once the summary holds them all: name -> {value, golden, delta,
+  /// verdict: masked | tolerable | critical | nonfinite}; empty otherwise.
+  nlohmann::json metrics = nlohmann::json::object();
 };
 /// Pure classification (tested on its own). `injected_nonfinite`: an injected value is NaN/Inf.
 /// `final_weights`: hex XXH64 of the trial's final weights, when known.
@@ -167,6 +196,14 @@ Classified classify(const CampaignConfig& c, const Golden& g, const CommandResul
 /// Run `argv` (one element: through /bin/sh -c) in its own process group with stdout+stderr to
 /// `log`; kill the group (SIGKILL) after `timeout_s`. Throws IoError when it cannot start.
 CommandResult run_command(const std::vector<std::string>& argv, double timeout_s, const std::filesystem::path& log);
+
+/// Where an argv command names its trial subcommand (`eval` or `resume`): command[1] for a program
+/// that serves trials itself (ckpt-train, an executable resil.trial module), command[2] after a
+/// Python interpreter (`python3 trial.py eval ...`, resil.trial); 0 when it names none. In worker
+/// mode the words before it, followed by `serve --preload GOLDEN`, start the worker.
+std::size_t trial_subcommand_at(const std::vector<std::string>& command);
+/// Whether the command's trial only evaluates (its subcommand is `eval`): it reads no optimizer state.
+bool trial_only_evaluates(const std::vector<std::string>& command);
 
 /// Replace {ckpt} {out} {dir} {trial} {seed} in each argument.
 std::vector<std::string> substitute(const std::vector<std::string>& argv, const std::map<std::string, std::string>& values);
@@ -198,6 +235,9 @@ struct RunOptions {
   /// Trials run at once, each job in its own process with its own copy of the checkpoint (and its
   /// own worker in "worker" mode); the records are those of a serial run. 1 to max_jobs.
   unsigned jobs = 1;
+  /// Told what the campaign chose that the configuration left open (a default role, a role kept
+  /// from the campaign directory), before the first trial; one line each.
+  std::function<void(const std::string&)> note;
 };
 
 /// Called after each trial: the record just appended, trials of this shard done/total, counts so far.
@@ -224,6 +264,9 @@ void install_stop_handlers();
 int stop_signal() noexcept;
 
 /// Fault space of the configuration's selection over the golden checkpoint (all shard files of a manifest).
+/// A role left to its default for a trial that only evaluates (model) is all on a checkpoint without
+/// tensors in the model role (a .npy array, an h5py state_dict of top-level datasets, a torch.save file
+/// of other keys): nothing there is known to be optimizer state. run_campaign does the same.
 FaultSpace fault_space(const CampaignConfig& c);
 
 }  // namespace resil::inject

@@ -1,0 +1,436 @@
+"""A campaign trial as a Python function, run as a command or by a resident worker.
+
+Your trial module defines a function that takes a checkpoint path and returns its metrics, and
+hands it to main():
+
+    import resil.trial
+
+    def setup():                      # optional: once per process (per worker in "mode": "worker")
+        return load_test_data()       # whatever the trials share: data, a model skeleton
+
+    def evaluate(ckpt, trial):        # trial.state is what setup() returned
+        model = load(ckpt)
+        return {"test_accuracy": acc, "test_loss": loss}
+
+    if __name__ == "__main__":
+        resil.trial.main(evaluate=evaluate, setup=setup)
+
+`python3 mytrial.py eval --from CKPT --out SUMMARY` then runs one trial (setup, the function,
+the summary JSON, resil's exit codes), and a campaign with `"mode": "worker"` starts
+`python3 mytrial.py serve --preload GOLDEN` once per job: it imports torch, the module and the
+data once, then runs each trial in a forked child, speaking the protocol of `ckpt-train serve`
+(docs/design/campaigns.md): the same records as the command, at the cost of a fork.
+A `resume` function (checkpoint path in, training from it, metrics out, `last_checkpoint` naming
+what it saved) makes `resume` trials; docs/guide/pytorch.md has the whole workflow.
+"""
+import argparse
+import ctypes
+import fcntl
+import inspect
+import json
+import math
+import os
+import signal
+import stat
+import struct
+import sys
+import time
+import traceback
+
+from resil import frames
+
+# resil's exit codes (docs/reference/exit-codes.md): a campaign's defaults classify them.
+EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_IO, EXIT_CORRUPT, EXIT_NUMERIC, EXIT_MISMATCH = 0, 1, 2, 3, 4, 6, 7
+SUBCOMMANDS = ("eval", "resume")
+# Keys of the summary that the runner writes; a function's result may not use them.
+RESERVED = ("exit_code", "error", "function_seconds", "wall_seconds")
+
+
+class Failure(Exception):
+    """An expected failure: its message is the one stderr line, `code` the exit code."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+class LoadFailure(Failure):
+    """The checkpoint cannot be read (exit 4: load_failure in a campaign)."""
+
+    def __init__(self, message):
+        super().__init__(EXIT_CORRUPT, message)
+
+
+class NonFinite(Failure):
+    """NaN/Inf seen in a loss, a weight or an output (exit 6, "nan_detected": true: nan_at_load or nan_later)."""
+
+    def __init__(self, message):
+        super().__init__(EXIT_NUMERIC, message)
+
+
+class Mismatch(Failure):
+    """The checkpoint loads but is not one this trial can use: other keys, shapes, layout (exit 7)."""
+
+    def __init__(self, message):
+        super().__init__(EXIT_MISMATCH, message)
+
+
+class Trial:
+    """What a trial function is given besides the checkpoint path.
+
+    checkpoint: the checkpoint to load ({ckpt}); kind: "eval" or "resume"; dir: the trial's empty
+    scratch directory ({dir}, or None); index: the trial id ({trial}: a number, or "golden");
+    seed: the trial's derived seed ({seed}, or None); args: the --arg KEY=VALUE pairs (strings);
+    state: what setup() returned (None without setup)."""
+
+    def __init__(self, checkpoint, kind, dir, index, seed, args, state):
+        self.checkpoint, self.kind, self.dir, self.index = checkpoint, kind, dir, index
+        self.seed, self.args, self.state = seed, args, state
+
+    def __repr__(self):
+        return f"Trial({self.kind} {self.checkpoint!r}, dir={self.dir!r}, index={self.index!r}, seed={self.seed})"
+
+
+class _Spec:
+    def __init__(self, prog, functions, setup):
+        self.prog, self.functions, self.setup = prog, functions, setup
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line.
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, like every resil program; --help has the usage
+        raise Failure(EXIT_USAGE, message)
+
+
+def _key_value(s):
+    key, sep, value = s.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{s!r} is not KEY=VALUE")
+    return key, value
+
+
+def _seed(s):
+    v = int(s, 0)
+    if not 0 <= v < 1 << 64:
+        raise argparse.ArgumentTypeError(f"{s} is not in [0, 2^64-1]")
+    return v
+
+
+def _parser(spec):
+    examples = (f"examples:\n"
+                f"  {spec.prog} eval --from golden.pt --out summary.json         # one trial, as a campaign runs it\n"
+                f"  {spec.prog} resume --from golden.pt --dir scratch --out summary.json\n"
+                f"  campaign command: [\"python3\", \"{spec.prog}\", \"eval\", \"--from\", \"{{ckpt}}\", \"--out\", \"{{out}}\"],\n"
+                f"  with \"mode\": \"worker\" for one resident worker per job (docs/guide/pytorch.md)\n\n"
+                f"exit codes: 0 ok, 1 an exception in the trial, 2 usage, 3 io, 4 checkpoint unreadable (LoadFailure),\n"
+                f"6 NaN/Inf (NonFinite), 7 checkpoint does not fit (Mismatch); --out is written for every outcome but 2.")
+    p = _Parser(prog=spec.prog, description="A campaign trial: the function of this module on one checkpoint.", epilog=examples,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True, metavar="{" + ",".join(list(spec.functions) + ["serve"]) + "}")
+    for kind in spec.functions:
+        q = sub.add_parser(kind, help=f"run the {kind} function on a checkpoint and write its summary", epilog=examples,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        q.add_argument("--from", dest="from_ckpt", metavar="CKPT", required=True, help="the checkpoint ({ckpt})")
+        q.add_argument("--out", metavar="JSON", help="the summary: the metrics, exit_code, error ({out}); written for every outcome but usage errors")
+        q.add_argument("--dir", metavar="DIR", help="the trial's scratch directory ({dir})")
+        q.add_argument("--trial", metavar="T", help="the trial id ({trial})")
+        q.add_argument("--seed", type=_seed, help="the trial's seed ({seed})")
+        q.add_argument("--arg", type=_key_value, action="append", default=[], metavar="KEY=VALUE", help="passed to the function as trial.args[KEY]")
+    s = sub.add_parser("serve", help="a resident trial worker, started by ckpt-flip campaign (\"mode\": \"worker\"); stdin is its socket")
+    s.add_argument("--preload", metavar="CKPT", help="the campaign's golden checkpoint (accepted; setup() loads what the trials share)")
+    return p
+
+
+def _parse(spec, argv):
+    p = _parser(spec)
+    try:
+        return p.parse_args(argv)
+    except SystemExit as e:  # --help
+        sys.exit(e.code)
+
+
+# ---------------------------------------------------------------------------------------------
+# One trial: the function, its summary, its exit code.
+
+def _one_line(e):
+    text = " ".join(str(e).split())
+    return text[:300] if text else type(e).__name__
+
+
+def _where(e):
+    """file:line of the innermost frame of an exception: the one error line says where it happened."""
+    tb = traceback.extract_tb(e.__traceback__)
+    return f" ({os.path.basename(tb[-1].filename)}:{tb[-1].lineno})" if tb else ""
+
+
+def _call(fn, ckpt, trial):
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        takes_trial = len(params) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        takes_trial = True
+    return fn(ckpt, trial) if takes_trial else fn(ckpt)
+
+
+def _scalar(name, v):
+    """A summary value as JSON takes it: numbers stay numbers (NaN and Inf included: json writes
+    them as NaN, Infinity, -Infinity, which a campaign reads), numpy and torch scalars become numbers."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, os.PathLike):
+        return os.fspath(v)
+    item = getattr(v, "item", None)
+    if callable(item):
+        try:
+            x = item()
+        except (ValueError, RuntimeError):  # a tensor of more than one element
+            x = None
+        if isinstance(x, (bool, int, float)):
+            return x
+    raise Failure(EXIT_INTERNAL, f"the result's {name!r} is a {type(v).__name__}, not a number or a string")
+
+
+def _result(fn_name, r):
+    if not isinstance(r, dict):
+        raise Failure(EXIT_INTERNAL, f"{fn_name} returned a {type(r).__name__}, not a dict of metrics")
+    out = {}
+    for k, v in r.items():
+        if not isinstance(k, str):
+            raise Failure(EXIT_INTERNAL, f"{fn_name} returned the key {k!r}: metric names are strings")
+        if k in RESERVED:
+            raise Failure(EXIT_INTERNAL, f"{fn_name} returned {k!r}, a key the summary keeps for the runner ({', '.join(RESERVED)})")
+        out[k] = _scalar(k, v)
+    return out
+
+
+def _atomic_write(path, text):
+    d = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(d, f".{os.path.basename(path)}.tmp.{os.getpid()}")
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise Failure(EXIT_IO, f"{path}: {e.strerror or e}")
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+def run_trial(spec, state, a):
+    """Run the function for parsed arguments `a`; write --out; return the exit code."""
+    began = time.monotonic()
+    summary, code, error, nan = {}, EXIT_OK, None, False
+    fn_seconds = None
+    try:
+        if not os.path.exists(a.from_ckpt):
+            raise Failure(EXIT_IO, f"{a.from_ckpt}: no such file")
+        fn = spec.functions[a.command]
+        trial = Trial(a.from_ckpt, a.command, a.dir, a.trial, a.seed, dict(a.arg), state)
+        t0 = time.perf_counter()
+        r = _call(fn, a.from_ckpt, trial)
+        fn_seconds = time.perf_counter() - t0
+        summary = _result(fn.__name__, r)
+    except Failure as f:
+        code, error, nan = f.code, str(f), isinstance(f, NonFinite)
+    except SystemExit as e:  # the function called sys.exit(code)
+        code = e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_INTERNAL)
+        error = None if code == EXIT_OK else f"the trial function exited with {e.code}"
+    except Exception as e:  # a bug in the function or a library failure: one line, not a traceback
+        code, error = EXIT_INTERNAL, f"{type(e).__name__}: {_one_line(e)}{_where(e)}"
+    if nan:
+        summary["nan_detected"] = True
+    summary.update(exit_code=code, error=error, function_seconds=fn_seconds, wall_seconds=round(time.monotonic() - began, 6))
+    if a.out:
+        try:
+            _atomic_write(a.out, json.dumps(summary, indent=1) + "\n")  # NaN, Infinity as Python writes them
+        except Failure as f:
+            if code == EXIT_OK:
+                code, error = f.code, str(f)
+    if error:
+        print(f"{spec.prog}: error: {error}", file=sys.stderr, flush=True)
+    else:
+        shown = ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}" for k, v in summary.items()
+                          if k not in RESERVED and not isinstance(v, str))
+        took = f" ({fn_seconds:.3f} s)" if fn_seconds is not None else ""
+        print(f"{spec.prog}: {a.command} {a.from_ckpt}: {shown}{took}", flush=True)
+    return code
+
+
+def _setup(spec):
+    """setup()'s value; its failure is one line and its exit code (resil's, for a Failure)."""
+    if spec.setup is None:
+        return None
+    return spec.setup()
+
+
+# ---------------------------------------------------------------------------------------------
+# The resident worker (`serve`): the protocol of ckpt-train serve, trials in forked children.
+
+_libc = None
+
+
+def _pdeathsig(sig):
+    """PR_SET_PDEATHSIG: the kernel sends `sig` to this process when its parent dies."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    _libc.prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def _subcommand_at(argv):
+    """Where a request's argv has its subcommand: argv[1] (an executable trial script), or argv[2]
+    after an interpreter (python3 mytrial.py eval ...): the campaign's own rule for the worker."""
+    for i in (1, 2):
+        if len(argv) > i and argv[i] in SUBCOMMANDS:
+            return i
+    return None
+
+
+def _trial_child(spec, state, argv, supervisor):
+    """The trial, in the grandchild of the worker: parse the request as the command line, run."""
+    _pdeathsig(signal.SIGKILL)
+    if os.getppid() != supervisor:
+        os._exit(EXIT_INTERNAL)
+    code = EXIT_INTERNAL
+    try:
+        i = _subcommand_at(argv)
+        code = run_trial(spec, state, _parse(spec, argv[i:] if i is not None else argv[1:]))
+    except Failure as f:  # a usage error in the request's argv: what the command would have said
+        print(f"{spec.prog}: error: {f}", file=sys.stderr)
+        code = f.code
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else EXIT_INTERNAL
+    except BaseException as e:
+        print(f"{spec.prog}: error: {type(e).__name__}: {_one_line(e)}{_where(e)}", file=sys.stderr)
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _supervise(spec, state, sock, status_r, status_w, worker, log, argv):
+    """The first process of the trial's process group (forked by the worker). It starts the trial
+    in the group and waits for it; when the worker dies in any way (kill -9 included: the kernel
+    sends `death` through PR_SET_PDEATHSIG) and when the trial ends, it SIGKILLs the whole group,
+    itself included, so nothing the trial started outlives it. The trial's own wait status goes to
+    the worker through a pipe. A Python process blocked in waitpid runs its signal handler at once,
+    which the trial (maybe deep in a torch kernel) would not."""
+    try:
+        os.setpgid(0, 0)
+        os.close(sock)
+        os.close(status_r)
+        death = signal.SIGRTMIN
+        signal.signal(death, lambda *_: os.killpg(0, signal.SIGKILL))
+        _pdeathsig(death)
+        if os.getppid() != worker:
+            os.killpg(0, signal.SIGKILL)
+        try:
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            os.write(2, f"{spec.prog} serve: cannot open the trial's log {log}: {e.strerror}\n".encode())
+            os._exit(127)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        me = os.getpid()
+        child = os.fork()
+        if child == 0:
+            os.close(status_w)
+            signal.signal(death, signal.SIG_DFL)
+            _trial_child(spec, state, argv, me)
+        _, status = os.waitpid(child, 0)
+        os.write(status_w, struct.pack("<i", status))
+        os.killpg(0, signal.SIGKILL)  # stragglers the trial left in its group, and this process
+    finally:
+        os._exit(127)
+
+
+def serve(spec, state):
+    """Serve trial requests on the socket at stdin until the campaign closes it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a terminal's ^C ends the worker as it ends ckpt-train serve
+    st = os.fstat(0)
+    if not stat.S_ISSOCK(st.st_mode):
+        raise Failure(EXIT_USAGE, "serve: stdin is not a socket; the worker is started by `ckpt-flip campaign` (\"mode\": \"worker\")")
+    # The socket on another descriptor: the trials see /dev/null on stdin and cannot touch the protocol.
+    sock = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    if not frames.write_frame(sock, b"ready"):
+        return EXIT_OK
+    me = os.getpid()
+    while True:
+        req = frames.read_frame(sock)
+        if req is None:
+            return EXIT_OK  # the campaign closed the socket: done
+        fields = frames.decode_strings(req)
+        if not fields or len(fields) < 2:
+            raise Failure(EXIT_USAGE, "serve: a malformed trial request")
+        log, argv = fields[0], fields[1:]
+        sys.stdout.flush()
+        sys.stderr.flush()
+        status_r, status_w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError as e:
+            os.close(status_r)
+            os.close(status_w)
+            frames.write_frame(sock, b"F" + (e.strerror or str(e)).encode())
+            continue
+        if pid == 0:
+            _supervise(spec, state, sock, status_r, status_w, me, log, argv)
+        os.close(status_w)
+        try:
+            os.setpgid(pid, pid)  # also here: the campaign may kill the group as soon as it has the pid
+        except OSError:
+            pass
+        if not frames.write_frame(sock, b"P%d" % pid):
+            _kill_group(pid)
+            return EXIT_OK
+        # Wait for the end without reaping, so the group id cannot be reused while it is killed.
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        _kill_group(pid)
+        _, status = os.waitpid(pid, 0)
+        got = os.read(status_r, 4)  # the trial's status; nothing when the group was killed first (a timeout)
+        os.close(status_r)
+        if len(got) == 4:
+            (status,) = struct.unpack("<i", got)
+        if not frames.write_frame(sock, b"S%d" % status):
+            return EXIT_OK
+
+
+def _kill_group(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+# ---------------------------------------------------------------------------------------------
+
+def main(evaluate=None, resume=None, setup=None, argv=None):
+    """The trial program: `eval` and/or `resume` run the given function on one checkpoint, `serve`
+    is the resident worker. Exits with resil's exit code."""
+    prog = os.path.basename(sys.argv[0]) or "trial"
+    functions = {k: f for k, f in (("eval", evaluate), ("resume", resume)) if f is not None}
+    if not functions:
+        raise TypeError("resil.trial.main needs evaluate= or resume= (or both)")
+    spec = _Spec(prog, functions, setup)
+    try:
+        a = _parse(spec, sys.argv[1:] if argv is None else argv)
+        state = _setup(spec)
+        code = serve(spec, state) if a.command == "serve" else run_trial(spec, state, a)
+    except Failure as f:
+        print(f"{prog}: error: {f}", file=sys.stderr)
+        code = f.code
+    except Exception as e:  # in setup(): one line naming where
+        print(f"{prog}: error: setup: {type(e).__name__}: {_one_line(e)}{_where(e)}", file=sys.stderr)
+        code = EXIT_INTERNAL
+    sys.stdout.flush()
+    sys.exit(code)
