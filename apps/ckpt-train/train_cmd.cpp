@@ -67,6 +67,8 @@ void setup_train(CLI::App& app, TrainOptions& o) {
   app.add_option("--heads", c.gpt.heads, "gpt: attention heads (must divide --width)")->transform(Decimal(1, 1024));
   app.add_option("--width", c.gpt.width, "gpt: embedding width")->transform(Decimal(1, 16384));
   app.add_option("--context", c.gpt.context, "gpt: the model's context (positions)")->transform(Decimal(1, 65536));
+  add_choice<resil::train::Precision>(app, "--precision", c.precision,
+                                      "gpt: fp32 | bf16 (bf16 compute with fp32 accumulation, fp32 master weights and AdamW moments)");
   app.add_option("--seq", c.seq, "gpt: tokens per training window (default: --context; at most --context)")->transform(Decimal(1, 65536));
   app.add_option("--batch", c.batch, "global batch size")->transform(Decimal(1, 1 << 20));
   app.add_option("--micro-batches", c.micro_batches, "mp: GPipe micro-batches per batch")->transform(Decimal(1, 4096));

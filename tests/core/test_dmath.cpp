@@ -82,6 +82,22 @@ TEST_CASE("dmath special values follow C99 Annex F", "[core][unit]") {
   CHECK(dm::exp(1.0f) == static_cast<float>(std::exp(1.0)));
 }
 
+TEST_CASE("exp_fast is within 2 ulp of expf over [-87, 88] and clamps beyond", "[core][unit]") {
+  resil::Rng rng(7, 20);
+  std::int64_t worst = 0;
+  for (int i = 0; i < 400000; ++i) {
+    const float x = static_cast<float>(-87.0 + 175.0 * rng.uniform());
+    const auto a = std::bit_cast<std::int32_t>(dm::exp_fast(x)), b = std::bit_cast<std::int32_t>(std::exp(x));
+    worst = std::max<std::int64_t>(worst, a > b ? a - b : b - a);
+  }
+  CHECK(worst <= 2);
+  CHECK(dm::exp_fast(0.0f) == 1.0f);
+  CHECK(dm::exp_fast(-1000.0f) == dm::exp_fast(-87.0f));
+  CHECK(dm::exp_fast(1000.0f) == dm::exp_fast(88.0f));
+  CHECK(std::isfinite(dm::exp_fast(88.0f)));
+  CHECK(std::isnormal(dm::exp_fast(-87.0f)));
+}
+
 TEST_CASE("dmath results are pinned bit for bit", "[core][unit]") {
   // The bits every training run, data set and initialisation depends on: an edit that changes them
   // changes every pinned checkpoint hash, so it must show here first.

@@ -3,6 +3,7 @@
 
   compare_ckpt.py A B            bit-identical (raw bytes) or exit 1
   compare_ckpt.py A B --tol T    max |a-b| / (1 + |a|) <= T for every element
+  compare_ckpt.py A B --tol T --bf16-ulps N   ... and bf16 datasets at most N units in the last place apart
   compare_ckpt.py --summary S --min-acc X   summary JSON test_accuracy >= X (convergence)
   compare_ckpt.py --summary S --max-value X --key K   summary JSON K <= X (a loss)
 """
@@ -15,6 +16,18 @@ def shards(path):
         return [os.path.join(os.path.dirname(path), s) for s in m["shards"]]
     return [path]
 
+BF16 = set()  # names of the bf16 datasets
+
+
+def ulps_apart(a, b):
+    """Units in the last place between bf16 values held as floats (same sign: ordered as integers)."""
+    ia = (a.view(np.uint32) >> 16).astype(np.int64)
+    ib = (b.view(np.uint32) >> 16).astype(np.int64)
+    ia = np.where(ia >= 0x8000, 0x8000 - ia, ia)  # sign-magnitude to an ordered integer line
+    ib = np.where(ib >= 0x8000, 0x8000 - ib, ib)
+    return int(np.max(np.abs(ia - ib))) if a.size else 0
+
+
 def datasets(path):
     out = {}
     for f in shards(path):
@@ -22,6 +35,9 @@ def datasets(path):
             def visit(name, obj):
                 if isinstance(obj, h5py.Dataset) and (name.startswith("model/") or name.startswith("optimizer/")):
                     out[name] = obj[()]
+                    if obj.attrs.get("resil_dtype") in (b"bf16", "bf16"):  # bfloat16 words: the upper half of a float
+                        BF16.add(name)
+                        out[name] = (out[name].astype(np.uint32) << 16).view(np.float32)
             h.visititems(visit)
     return out
 
@@ -32,6 +48,7 @@ ap.add_argument("--tol", type=float)
 ap.add_argument("--summary")
 ap.add_argument("--min-acc", type=float)
 ap.add_argument("--max-value", type=float)
+ap.add_argument("--bf16-ulps", type=int)
 ap.add_argument("--key", default="test_accuracy")
 args = ap.parse_args()
 if args.summary:
@@ -53,9 +70,14 @@ for k in sorted(A):
     if a.shape != b.shape:
         print(f"{k}: shape {a.shape} vs {b.shape}"); bad += 1; continue
     if args.tol is None:
-        n = int(np.count_nonzero(a.view(np.uint32) != b.view(np.uint32)))
+        raw = np.dtype(f"u{a.dtype.itemsize}")
+        n = int(np.count_nonzero(a.view(raw) != b.view(raw)))
         if n:
             print(f"{k}: {n} of {a.size} elements differ bitwise"); bad += 1
+    elif k in BF16 and args.bf16_ulps is not None:
+        u = ulps_apart(a, b)
+        if u > args.bf16_ulps:
+            print(f"{k}: {u} bf16 units in the last place apart > {args.bf16_ulps}"); bad += 1
     else:
         err = float(np.max(np.abs(a.astype(np.float64) - b) / (1.0 + np.abs(a)))) if a.size else 0.0
         if not err <= args.tol:

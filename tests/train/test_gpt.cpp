@@ -4,9 +4,11 @@
 // whole GPT. Differences in float with h = 1e-2 on smooth functions, compared relatively.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 
 #include "gpt/layers.hpp"
 #include "resil/core/error.hpp"
@@ -317,4 +319,87 @@ TEST_CASE("learning-rate schedule: warmup then cosine to the floor", "[gpt][unit
   plain.set_epoch(0);
   plain.begin_step();
   CHECK(plain.lr() == 3e-3f);
+}
+
+// ---------------------------------------------------------------- mixed precision (bf16)
+TEST_CASE("rounding to bfloat16: nearest, ties to even, NaN and overflow", "[gpt][unit]") {
+  auto be = make_cpu_backend(1);
+  auto f = [](std::uint32_t u) { return std::bit_cast<float>(u); };
+  // kept half 0x3f80 (1.0): below half, exactly half with an even kept half, above half, half with an odd kept half
+  std::vector<float> x = {f(0x3f807fffu), f(0x3f808000u), f(0x3f808001u), f(0x3f818000u), f(0x7f7fffffu), -0.0f,
+                          std::numeric_limits<float>::infinity(), f(0x7f800001u), 1.5f, f(0x00000001u)};
+  be->round_bf16(x.data(), x.size());
+  CHECK(std::bit_cast<std::uint32_t>(x[0]) == 0x3f800000u);
+  CHECK(std::bit_cast<std::uint32_t>(x[1]) == 0x3f800000u);  // tie: stays even
+  CHECK(std::bit_cast<std::uint32_t>(x[2]) == 0x3f810000u);
+  CHECK(std::bit_cast<std::uint32_t>(x[3]) == 0x3f820000u);  // tie: rounds to even
+  CHECK(std::isinf(x[4]));                                    // beyond the largest bf16
+  CHECK(std::bit_cast<std::uint32_t>(x[5]) == 0x80000000u);
+  CHECK(std::isinf(x[6]));
+  CHECK(std::isnan(x[7]));  // a NaN whose payload is in the dropped half stays NaN
+  CHECK(x[8] == 1.5f);
+  CHECK(x[9] == 0.0f);
+}
+
+TEST_CASE("a bf16 GPT: bf16 weights and activations, float gradients close to fp32's", "[gpt][unit]") {
+  auto be = make_cpu_backend(1);
+  GptConfig cfg;
+  cfg.vocab = 32;
+  cfg.context = 8;
+  cfg.layers = 2;
+  cfg.heads = 2;
+  cfg.width = 16;
+  Gpt full(*be, cfg), half(*be, cfg, true);
+  full.init(4);
+  half.init(4);
+  // Both models compute with the same bf16 weights: only the activations' precision differs.
+  for (auto& p : full.params()) be->round_bf16(p.value->data(), p.value->numel());
+  for (auto& p : half.params()) be->round_bf16(p.value->data(), p.value->numel());
+  std::vector<std::int32_t> windows(3 * 9);
+  resil::Rng rng(5, 5);
+  for (auto& t : windows) t = static_cast<std::int32_t>(rng.below(32));
+  Batch b;
+  b.n = 3;
+  b.seq = 8;
+  b.tokens = windows.data();
+  full.zero_grad();
+  half.zero_grad();
+  const double lf = full.forward_backward(b, 1.0f / 3).loss_sum, lh = half.forward_backward(b, 1.0f / 3).loss_sum;
+  // bf16 keeps 8 significant bits: relative rounding 2^-9 per value, a few of them along each path
+  CHECK(lh == Approx(lf).epsilon(1e-2));
+  const auto pf = full.params(), ph = half.params();
+  for (std::size_t i = 0; i < pf.size(); ++i) {
+    const auto gf = pf[i].grad->to_host(), gh = ph[i].grad->to_host();
+    double scale = 0, err = 0;
+    for (std::size_t j = 0; j < gf.size(); ++j) {
+      scale = std::max(scale, static_cast<double>(std::fabs(gf[j])));
+      err = std::max(err, static_cast<double>(std::fabs(gf[j] - gh[j])));
+    }
+    CAPTURE(pf[i].name, err, scale);
+    CHECK(err <= 0.05 * scale);
+  }
+}
+
+TEST_CASE("master weights: the optimizer steps the float master, the parameter is its bf16 rounding", "[gpt][unit]") {
+  auto be = make_cpu_backend(1);
+  OptimizerConfig oc;
+  oc.kind = OptimizerKind::adamw;
+  oc.lr = 1e-3f;
+  oc.master_weights = true;
+  Optimizer opt(*be, oc);
+  Tensor w(*be, {3}), g(*be, {3});
+  const std::vector<float> init = {1.00001f, -2.3456789f, 3e-3f};
+  w.from_host(init);
+  g.from_host({0.5f, -0.25f, 1.0f});
+  const ParamRef p{"w", &w, &g};
+  opt.attach({p});
+  CHECK(opt.slot("w", "master").to_host() == init);  // the master starts as the float value
+  for (int step = 0; step < 3; ++step) {
+    opt.begin_step();
+    opt.update(p);
+  }
+  auto master = opt.slot("w", "master").to_host();
+  CHECK(master != init);
+  be->round_bf16(master.data(), master.size());
+  CHECK(w.to_host() == master);
 }

@@ -297,6 +297,7 @@ public:
   void causal_softmax_backward(const float* p, const float* dp, float* ds, int mats, int T, float scale) override {
     cpu::causal_softmax_backward(p, dp, ds, mats, T, scale);
   }
+  void round_bf16(float* x, std::size_t n) override { cpu::round_bf16(x, n); }
   double sum_squares(const float* x, std::size_t n) override {
     double s = 0.0;
     for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);

@@ -38,17 +38,25 @@ void Optimizer::begin_step() {
 }
 
 std::vector<std::string> Optimizer::slot_names() const {
-  if (cfg_.kind == OptimizerKind::adam || cfg_.kind == OptimizerKind::adamw) return {"exp_avg", "exp_avg_sq"};
-  if (cfg_.kind == OptimizerKind::adagrad) return {"sum"};
-  if (cfg_.momentum > 0.0f) return {"momentum_buffer"};
-  return {};
+  std::vector<std::string> s;
+  if (cfg_.kind == OptimizerKind::adam || cfg_.kind == OptimizerKind::adamw) s = {"exp_avg", "exp_avg_sq"};
+  else if (cfg_.kind == OptimizerKind::adagrad) s = {"sum"};
+  else if (cfg_.momentum > 0.0f) s = {"momentum_buffer"};
+  if (cfg_.master_weights) s.push_back("master");
+  return s;
 }
 
 void Optimizer::attach(const std::vector<ParamRef>& params) {
   for (const auto& p : params) {
     auto& s = slots_[p.name];
-    for (const auto& n : slot_names())
-      if (!s.count(n)) s.emplace(n, Tensor(be_, p.value->dims()));
+    for (const auto& n : slot_names()) {
+      if (s.count(n)) continue;
+      Tensor& t = s.emplace(n, Tensor(be_, p.value->dims())).first->second;
+      if (n == "master") {
+        be_.copy(t.data(), p.value->data(), t.numel());
+        be_.round_bf16(p.value->data(), p.value->numel());
+      }
+    }
   }
 }
 
@@ -76,7 +84,19 @@ void Optimizer::update_range(float* w, const float* g, const std::string& name, 
 
 void Optimizer::update(const ParamRef& p) {
   if (t_ < 1) throw UsageError("Optimizer::update before begin_step");
-  update_range(p.value->data(), p.grad->data(), p.name, 0, p.value->numel(), p.value->dims().size() >= 2);
+  update_rows_of(p, 0, p.value->numel(), p.value->dims().size() >= 2);
+}
+
+void Optimizer::update_rows_of(const ParamRef& p, std::size_t off, std::size_t n, bool decay) {
+  if (!cfg_.master_weights) {
+    update_range(p.value->data() + off, p.grad->data() + off, p.name, off, n, decay);
+    return;
+  }
+  // The float master takes the step; the parameter becomes the master rounded to bfloat16.
+  float* master = slots_.at(p.name).at("master").data() + off;
+  update_range(master, p.grad->data() + off, p.name, off, n, decay);
+  be_.copy(p.value->data() + off, master, n);
+  be_.round_bf16(p.value->data() + off, n);
 }
 
 void Optimizer::update_rows(const ParamRef& p, std::span<const std::int32_t> rows) {
@@ -84,7 +104,7 @@ void Optimizer::update_rows(const ParamRef& p, std::span<const std::int32_t> row
   const auto len = static_cast<std::size_t>(p.row_len);
   for (const auto r : rows) {
     const std::size_t off = static_cast<std::size_t>(r) * len;
-    update_range(p.value->data() + off, p.grad->data() + off, p.name, off, len, true);
+    update_rows_of(p, off, len, true);
   }
 }
 

@@ -95,7 +95,8 @@ void append_line(const std::filesystem::path& p, const nlohmann::json& record); 
 /// A per-token loss in nats as bits per byte (tokens are bytes).
 double bits_per_byte(double nats);
 /// The epoch's metrics record and log line (rank 0; train_report.cpp).
-void report_epoch(const Run& run, const Summary& sum, const StepStats& ep, const Run::Eval& ev, double seconds, const LogFn& log);
+void report_epoch(const Run& run, const Summary& sum, const StepStats& ep, const Run::Eval& ev, double seconds, double step_seconds,
+                  const LogFn& log);
 
 std::vector<OutputPath> outputs_of(const TrainConfig& c);  // train_paths.cpp
 std::vector<InputPath> inputs_of(const TrainConfig& c, const std::optional<std::filesystem::path>& from);

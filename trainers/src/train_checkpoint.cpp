@@ -2,6 +2,7 @@
 // rank and the manifest, through ckpt::save_sharded), loading it back and checking it fits, resume.
 #include "resil/train/trainer.hpp"
 
+#include <bit>
 #include <functional>
 
 #include "resil/ckpt/checkpoint.hpp"
@@ -15,13 +16,30 @@ namespace stdfs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-void upload_checked(const ckpt::Tensor& src, Tensor& dst, const std::string& what) {
+/// Load `src` into `dst`; `dtype` is what the run stores there (f32, or bf16 for the model weights of
+/// a mixed-precision run: each word the upper half of a float).
+void upload_checked(const ckpt::Tensor& src, Tensor& dst, const std::string& what, ckpt::DType dtype = ckpt::DType::f32) {
   const ckpt::Shape want(dst.dims().begin(), dst.dims().end());
-  if (src.dtype() != ckpt::DType::f32 || src.shape() != want)
-    throw MismatchError(what + " is " + std::string(ckpt::dtype_name(src.dtype())) + ckpt::shape_string(src.shape()) +
-                        ", the model needs f32" + ckpt::shape_string(want));
+  if (src.dtype() != dtype || src.shape() != want)
+    throw MismatchError(what + " is " + std::string(ckpt::dtype_name(src.dtype())) + ckpt::shape_string(src.shape()) + ", the model needs " +
+                        std::string(ckpt::dtype_name(dtype)) + ckpt::shape_string(want));
+  if (dtype == ckpt::DType::bf16) {
+    const auto w = src.as<std::uint16_t>();
+    std::vector<float> h(w.size());
+    for (std::size_t i = 0; i < w.size(); ++i) h[i] = std::bit_cast<float>(static_cast<std::uint32_t>(w[i]) << 16);
+    dst.from_host(h);
+    return;
+  }
   const auto v = src.as<float>();
   dst.from_host(std::vector<float>(v.begin(), v.end()));
+}
+
+/// A float tensor whose values are bfloat16 (mixed precision's model weights) as a bf16 dataset.
+ckpt::Tensor to_bf16(const ckpt::Shape& shape, const std::vector<float>& h) {
+  ckpt::Tensor t(ckpt::DType::bf16, shape);
+  auto w = t.as<std::uint16_t>();
+  for (std::size_t i = 0; i < h.size(); ++i) w[i] = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(h[i]) >> 16);
+  return t;
 }
 }  // namespace
 
@@ -44,7 +62,9 @@ ckpt::Checkpoint Run::snapshot() {
   for (const auto& p : params) {
     const auto h = p.value->to_host();
     ckpt::Shape shape(p.value->dims().begin(), p.value->dims().end());
-    c.model.emplace(p.name, ckpt::Tensor::from<float>(shape, std::span<const float>(h)));
+    // Mixed precision: the model weights the step computed with are bf16 (the float masters are an
+    // optimizer slot); the values are exactly bf16, so the conversion drops only zero bits.
+    c.model.emplace(p.name, cfg.precision == Precision::bf16 ? to_bf16(shape, h) : ckpt::Tensor::from<float>(shape, std::span<const float>(h)));
     for (auto& [slot, t] : opt->slots().at(p.name)) {
       const auto sh = t.to_host();
       c.optimizer[p.name].emplace(slot, ckpt::Tensor::from<float>(shape, std::span<const float>(sh)));
@@ -73,7 +93,7 @@ void Run::load_state(const ckpt::Checkpoint& c, const std::string& where) {
   for (const auto& p : params) {
     auto it = c.model.find(p.name);
     if (it == c.model.end()) throw CorruptInputError(where + ": missing dataset /model/" + p.name);
-    upload_checked(it->second, *p.value, where + ": /model/" + p.name);
+    upload_checked(it->second, *p.value, where + ": /model/" + p.name, cfg.precision == Precision::bf16 ? ckpt::DType::bf16 : ckpt::DType::f32);
     for (auto& [slot, t] : opt->slots().at(p.name)) {
       auto ps = c.optimizer.find(p.name);
       if (ps == c.optimizer.end() || !ps->second.count(slot))

@@ -31,7 +31,8 @@ std::string TrainConfig::to_json() const {
                   {"synthetic_samples", synthetic_samples}, {"ckpt_every", ckpt_every}};
   json out = j;
   if (model == ModelKind::gpt)
-    out["gpt"] = {{"layers", gpt.layers}, {"heads", gpt.heads}, {"width", gpt.width}, {"context", gpt.context}, {"seq", seq}};
+    out["gpt"] = {{"layers", gpt.layers}, {"heads", gpt.heads}, {"width", gpt.width}, {"context", gpt.context}, {"seq", seq},
+                  {"precision", name(precision)}};
   return out.dump();
 }
 
@@ -138,6 +139,7 @@ TrainConfig TrainConfig::from_json(const std::string& text, const std::string& w
       c.gpt.context = static_cast<int>(integer(g, "context", 1, 65536, "gpt."));
       c.seq = static_cast<int>(integer(g, "seq", 1, c.gpt.context, "gpt."));
       if (c.gpt.width % c.gpt.heads != 0) throw bad("gpt.heads", g.at("heads"), "a divisor of gpt.width");
+      c.precision = choice(g, "precision", std::optional(Precision::fp32), "gpt.");
     }
     return c;
   } catch (const CorruptInputError&) {

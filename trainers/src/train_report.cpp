@@ -17,13 +17,15 @@ void append_line(const stdfs::path& p, const json& record) {
   if (!(f << record.dump(-1, ' ', false, json::error_handler_t::replace) << "\n")) throw IoError(p.string() + ": cannot append metrics");
 }
 
-void report_epoch(const Run& run, const Summary& sum, const StepStats& ep, const Run::Eval& ev, double seconds, const LogFn& log) {
+void report_epoch(const Run& run, const Summary& sum, const StepStats& ep, const Run::Eval& ev, double seconds, double step_seconds,
+                  const LogFn& log) {
   const TrainConfig& cfg = run.cfg;
   if (run.comm.rank() != 0) return;
   if (!cfg.metrics.empty()) {
     json m = {{"epoch", run.epoch}, {"step", run.step}, {"loss", sum.final_loss},
               {"train_accuracy", static_cast<double>(ep.correct) / static_cast<double>(ep.samples)},
-              {"test_loss", ev.loss}, {"test_accuracy", ev.accuracy}, {"nan_seen", false}, {"epoch_seconds", seconds}};
+              {"test_loss", ev.loss}, {"test_accuracy", ev.accuracy}, {"nan_seen", false}, {"epoch_seconds", seconds},
+              {"train_seconds", step_seconds}};
     if (ev.auc >= 0) m["test_auc"] = ev.auc;
     if (cfg.model == ModelKind::gpt) {
       m["train_bpb"] = bits_per_byte(sum.final_loss);

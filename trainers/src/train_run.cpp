@@ -43,12 +43,15 @@ Run::Run(TrainConfig c, const Comm& cm, bool random_init) : cfg(std::move(c)), c
     if (cfg.seq < 1 || cfg.seq > cfg.gpt.context)
       throw UsageError("--seq " + std::to_string(cfg.seq) + " is longer than the model's context of " + std::to_string(cfg.gpt.context) +
                        " (--context)");
-    model = std::make_unique<Gpt>(*be, cfg.gpt);
+    model = std::make_unique<Gpt>(*be, cfg.gpt, cfg.precision == Precision::bf16);
   } else {
+    if (cfg.precision != Precision::fp32) throw UsageError("--precision " + name(cfg.precision) + " supports --model gpt, not " + name(cfg.model));
     model = make_model(*be, name(cfg.model));
   }
   if (random_init) model->init(cfg.seed);  // ~10 % of an eval trial when drawn only to be overwritten
-  opt = std::make_unique<Optimizer>(*be, cfg.optimizer);
+  OptimizerConfig oc = cfg.optimizer;
+  oc.master_weights = cfg.precision == Precision::bf16;
+  opt = std::make_unique<Optimizer>(*be, oc);
   if (mode == ckpt::ParallelMode::mp) {
     auto* cls = dynamic_cast<Classifier*>(model.get());
     if (!cls) throw UsageError("--parallel mp supports the layer-chain models mlp and cnn, not " + name(cfg.model));

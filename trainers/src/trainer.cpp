@@ -115,12 +115,15 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<std::filesy
       const auto order = data::epoch_order(data.train_n(), cfg.seed, static_cast<std::uint64_t>(run->epoch));
       run->opt->set_epoch(run->epoch);
       StepStats ep;
+      double step_seconds = 0.0;  // the training steps alone (no evaluation, no checkpoint)
       const std::size_t s_begin = first;
       first = 0;
       for (std::size_t s = s_begin; s < steps; ++s) {
         StepStats st1;
         try {
+          const double ts = now();
           st1 = run->train_step(data, st, order, s);
+          step_seconds += now() - ts;
         } catch (const NumericError&) {
           sum.nan_detected = true;
           sum.nan_step = run->step + 1;
@@ -152,7 +155,7 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<std::filesy
       // checkpoint
       const bool saved = run->epoch % cfg.ckpt_every == 0 || run->epoch == cfg.epochs;
       if (saved) sum.last_checkpoint = run->save();
-      report_epoch(*run, sum, ep, ev, now() - te, log);
+      report_epoch(*run, sum, ep, ev, now() - te, step_seconds, log);
       // The signal came during the last step of the epoch: the epoch is complete, stop at its boundary.
       if (run->stop && run->epoch < cfg.epochs) {
         preempt(*run, sum, saved);

@@ -418,6 +418,7 @@ public:
     return cuda::sum_squares(s(), x, n, partials_.data());
   }
   void scale(float* x, std::size_t n, float a) override { cuda::scale(s(), x, n, a); }
+  void round_bf16(float* x, std::size_t n) override { cuda::round_bf16(s(), x, n); }
 
   void sgd_update(float* w, const float* g, float* buf, std::size_t n, float lr, float momentum, float wd) override {
     launch(k_sgd, n, w, g, buf, n, lr, momentum, wd);

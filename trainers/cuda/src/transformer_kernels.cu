@@ -94,19 +94,20 @@ __global__ void k_layernorm_bwd_params(const float* dy, const float* x, const fl
     db[c] = ab;
   }
 }
-__device__ __forceinline__ double gelu_inner(double v) { return 0.7978845608028654 * (v + 0.044715 * v * v * v); }
+// GELU as the CPU writes it, x / (1 + e^(-2u)), with CUDA's expf on the CPU's clamped range.
+__device__ __forceinline__ float gelu_exp(float v) {
+  const float z = -2.0f * 0.7978845608f * (v + 0.044715f * v * v * v);
+  return expf(fminf(fmaxf(z, -87.0f), 88.0f));
+}
 __global__ void k_gelu_fwd(const float* x, float* y, std::size_t n) {
-  GRID_STRIDE(i, n) {
-    const double v = x[i];
-    y[i] = static_cast<float>(0.5 * v * (1.0 + tanh(gelu_inner(v))));
-  }
+  GRID_STRIDE(i, n) y[i] = x[i] / (1.0f + gelu_exp(x[i]));
 }
 __global__ void k_gelu_bwd(const float* x, const float* dy, float* dx, std::size_t n) {
   GRID_STRIDE(i, n) {
-    const double v = x[i];
-    const double t = tanh(gelu_inner(v));
-    const double grad = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * (0.7978845608028654 * (1.0 + 3.0 * 0.044715 * v * v));
-    dx[i] = static_cast<float>(grad * static_cast<double>(dy[i]));
+    const float v = x[i], e = gelu_exp(v);
+    const float s = 1.0f / (1.0f + e);
+    const float du = 2.0f * 0.7978845608f * (1.0f + 3.0f * 0.044715f * v * v);
+    dx[i] = dy[i] * (s + v * du * (s * s * e));
   }
 }
 // One thread per row of a score matrix.
@@ -148,6 +149,14 @@ __global__ void k_sum_squares(const float* x, std::size_t n, double* partials, i
   }
 }
 __global__ void k_scale(float* x, std::size_t n, float a) { GRID_STRIDE(i, n) x[i] *= a; }
+__global__ void k_round_bf16(float* x, std::size_t n) {
+  GRID_STRIDE(i, n) {
+    const unsigned u = __float_as_uint(x[i]);
+    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+    const unsigned rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    x[i] = __uint_as_float(nan ? ((u | 0x00400000u) & 0xffff0000u) : rounded);
+  }
+}
 __global__ void k_adamw(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps, float wd,
                         float step_size, float bc2_sqrt) {
   GRID_STRIDE(i, n) {
@@ -204,6 +213,7 @@ double sum_squares(cudaStream_t s, const float* x, std::size_t n, double* partia
   return total;
 }
 void scale(cudaStream_t s, float* x, std::size_t n, float a) { launch(s, k_scale, n, x, n, a); }
+void round_bf16(cudaStream_t s, float* x, std::size_t n) { launch(s, k_round_bf16, n, x, n); }
 void adamw_update(cudaStream_t s, float* w, const float* g, float* m, float* v, std::size_t n, float lr, float beta1, float beta2, float eps,
                   float weight_decay, float bc1, float bc2) {
   launch(s, k_adamw, n, w, g, m, v, n, lr, beta1, beta2, eps, weight_decay, lr / bc1, sqrtf(bc2));

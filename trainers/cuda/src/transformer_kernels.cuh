@@ -3,7 +3,7 @@
 // Each output element is computed by one thread in the CPU backend's order wherever the CPU sums
 // (embedding gradients, LayerNorm's statistics and parameter gradients, the softmax rows), with no
 // floating-point atomics: those kernels give the CPU's bits where they use no elementary function
-// (embeddings, LayerNorm); GELU and the softmax call CUDA's tanh and expf and agree within rounding.
+// (embeddings, LayerNorm); GELU and the softmax call CUDA's expf and agree within rounding.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,6 +27,8 @@ void causal_softmax_backward(cudaStream_t s, const float* p, const float* dp, fl
 double sum_squares(cudaStream_t s, const float* x, std::size_t n, double* partials_device);
 inline constexpr int sum_squares_parts = 256;
 void scale(cudaStream_t s, float* x, std::size_t n, float a);
+/// Round to bfloat16, to nearest, ties to even (the CPU's bit operations: identical results).
+void round_bf16(cudaStream_t s, float* x, std::size_t n);
 /// bc1 = 1 - beta1^step and bc2 = 1 - beta2^step are computed by the caller (as the CPU does).
 void adamw_update(cudaStream_t s, float* w, const float* g, float* m, float* v, std::size_t n, float lr, float beta1, float beta2, float eps,
                   float weight_decay, float bc1, float bc2);

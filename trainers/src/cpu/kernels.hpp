@@ -1,5 +1,5 @@
 // The CPU backend's transformer kernels, one concept per file (embedding.cpp, layernorm.cpp,
-// gelu.cpp, softmax.cpp, adamw.cpp); Backend (backend.hpp) documents what each computes. Every
+// gelu.cpp, softmax.cpp, bf16.cpp, adamw.cpp); Backend (backend.hpp) documents what each computes. Every
 // loop runs in a fixed order and every elementary function is resil::dmath, so the bits depend on
 // the inputs alone (docs/design/determinism.md). Private to the trainer.
 #pragma once
@@ -21,6 +21,8 @@ void gelu_backward(const float* x, const float* dy, float* dx, std::size_t n);
 
 void causal_softmax_forward(const float* s, float* p, int mats, int T, float scale);
 void causal_softmax_backward(const float* p, const float* dp, float* ds, int mats, int T, float scale);
+
+void round_bf16(float* x, std::size_t n);
 
 void adamw_update(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float beta1, float beta2, float eps,
                   float weight_decay, std::int64_t step);

@@ -1,6 +1,6 @@
 // The causal softmax of attention scores: row i of each T x T matrix is a distribution over
 // positions 0..i (later positions get exactly 0, so the product with V that follows sums exact
-// zeros for them). Max, sum and dot products run in index order.
+// zeros for them). Max, sum and dot products run in index order; e^x is resil::dmath::exp_fast.
 #include <cstddef>
 
 #include "kernels.hpp"
@@ -21,7 +21,7 @@ void causal_softmax_forward(const float* s, float* p, int mats, int T, float sca
       }
       float sum = 0.0f;
       for (int j = 0; j <= i; ++j) {
-        pr[j] = dmath::exp(scale * sr[j] - mx);
+        pr[j] = dmath::exp_fast(scale * sr[j] - mx);
         sum += pr[j];
       }
       const float inv = 1.0f / sum;

@@ -9,7 +9,7 @@
 
 namespace resil::train::gpt {
 
-CausalSelfAttention::CausalSelfAttention(Backend& be, int heads, int C) : be_(be), heads_(heads), C_(C) {
+CausalSelfAttention::CausalSelfAttention(Backend& be, int heads, int C, bool bf16) : be_(be), heads_(heads), C_(C), bf16_(bf16) {
   if (heads < 1 || C % heads != 0)
     throw UsageError("--heads " + std::to_string(heads) + " does not divide --width " + std::to_string(C));
 }
@@ -30,13 +30,16 @@ const Tensor& CausalSelfAttention::forward(const Tensor& qkv, int B, int T) {
     // S[b, h] = Q K^T
     be_.gemm_batched(false, true, T, T, hs, 1.0f, q, C3, in_stride, k, C3, in_stride, 0.0f, scores_.data() + h * mat, T, heads_ * mat, B);
   }
+  round_if(be_, scores_, bf16_);
   be_.causal_softmax_forward(scores_.data(), probs_.data(), B * heads_, T, scale);
+  round_if(be_, probs_, bf16_);
   for (int h = 0; h < heads_; ++h) {
     const float* v = qkv.data() + 2 * C + h * hs;
     // O[b, :, head h] = P V
     be_.gemm_batched(false, false, T, hs, T, 1.0f, probs_.data() + h * mat, T, heads_ * mat, v, C3, in_stride, 0.0f, out_.data() + h * hs, C,
                      static_cast<std::ptrdiff_t>(T) * C, B);
   }
+  round_if(be_, out_, bf16_);
   return out_;
 }
 
@@ -56,8 +59,10 @@ const Tensor& CausalSelfAttention::backward(const Tensor& dout) {
     be_.gemm_batched(true, false, T, hs, T, 1.0f, probs_.data() + h * mat, T, heads_ * mat, d, C, out_stride, 0.0f,
                      dqkv_.data() + 2 * C + h * hs, C3, in_stride, B);
   }
+  round_if(be_, dprobs_, bf16_);
   Tensor& dscores = scores_;  // the scores are not needed again: dS takes their place
   be_.causal_softmax_backward(probs_.data(), dprobs_.data(), dscores.data(), B * heads_, T, scale);
+  round_if(be_, dscores, bf16_);
   for (int h = 0; h < heads_; ++h) {
     const float* q = qkv + h * hs;
     const float* k = q + C;
@@ -67,6 +72,7 @@ const Tensor& CausalSelfAttention::backward(const Tensor& dout) {
     be_.gemm_batched(true, false, T, hs, T, 1.0f, dscores.data() + h * mat, T, heads_ * mat, q, C3, in_stride, 0.0f,
                      dqkv_.data() + C + h * hs, C3, in_stride, B);
   }
+  round_if(be_, dqkv_, bf16_);
   return dqkv_;
 }
 

@@ -6,17 +6,20 @@
 
 namespace resil::train::gpt {
 
-Block::Block(Backend& be, int index, int heads, int C)
+Block::Block(Backend& be, int index, int heads, int C, bool bf16)
     : be_(be),
+      bf16_(bf16),
       prefix_("h." + std::to_string(index) + "."),
-      ln_1_(be, prefix_ + "ln_1", C),
+      ln_1_(be, prefix_ + "ln_1", C, bf16),
       c_attn_(be, prefix_ + "attn.c_attn", C, 3 * C),
-      attn_(be, heads, C),
+      attn_(be, heads, C, bf16),
       attn_proj_(be, prefix_ + "attn.c_proj", C, C),
-      ln_2_(be, prefix_ + "ln_2", C),
+      ln_2_(be, prefix_ + "ln_2", C, bf16),
       c_fc_(be, prefix_ + "mlp.c_fc", C, 4 * C),
-      gelu_(be),
-      mlp_proj_(be, prefix_ + "mlp.c_proj", 4 * C, C) {}
+      gelu_(be, bf16),
+      mlp_proj_(be, prefix_ + "mlp.c_proj", 4 * C, C) {
+  for (Linear* l : {&c_attn_, &attn_proj_, &c_fc_, &mlp_proj_}) l->set_bf16(bf16);
+}
 
 std::vector<ParamRef> Block::params() {
   std::vector<ParamRef> out;
@@ -42,11 +45,13 @@ const Tensor& Block::forward(const Tensor& x, int B, int T) {
   mid_.ensure(be_, x.dims());
   be_.copy(mid_.data(), x.data(), x.numel());
   be_.axpy(x.numel(), 1.0f, a.data(), mid_.data());
+  round_if(be_, mid_, bf16_);
   // MLP branch
   const Tensor& m = mlp_proj_.forward(gelu_.forward(c_fc_.forward(ln_2_.forward(mid_))));
   out_.ensure(be_, x.dims());
   be_.copy(out_.data(), mid_.data(), mid_.numel());
   be_.axpy(mid_.numel(), 1.0f, m.data(), out_.data());
+  round_if(be_, out_, bf16_);
   return out_;
 }
 

@@ -3,8 +3,8 @@
 
 namespace resil::train::gpt {
 
-Embedding::Embedding(Backend& be, int vocab, int context, int C)
-    : wte(be, {vocab, C}), wpe(be, {context, C}), dwte(be, {vocab, C}), dwpe(be, {context, C}), be_(be), C_(C) {}
+Embedding::Embedding(Backend& be, int vocab, int context, int C, bool bf16)
+    : wte(be, {vocab, C}), wpe(be, {context, C}), dwte(be, {vocab, C}), dwpe(be, {context, C}), be_(be), C_(C), bf16_(bf16) {}
 
 std::vector<ParamRef> Embedding::params() { return {{"wte.weight", &wte, &dwte}, {"wpe.weight", &wpe, &dwpe}}; }
 
@@ -14,6 +14,7 @@ const Tensor& Embedding::forward(const IntBuffer& tokens, int B, int T) {
   T_ = T;
   out_.ensure(be_, {B * T, C_});
   be_.embedding_forward(tokens.data(), wte.data(), wpe.data(), out_.data(), B, T, C_);
+  round_if(be_, out_, bf16_);
   return out_;
 }
 

@@ -30,8 +30,8 @@ std::int64_t GptConfig::parameters() const {
 }
 
 struct Gpt::Net {
-  Net(Backend& b, const GptConfig& c) : be(b), emb(b, c.vocab, c.context, c.width), ln_f(b, "ln_f", c.width) {
-    for (int l = 0; l < c.layers; ++l) blocks.push_back(std::make_unique<gpt::Block>(b, l, c.heads, c.width));
+  Net(Backend& b, const GptConfig& c, bool bf16) : be(b), emb(b, c.vocab, c.context, c.width, bf16), ln_f(b, "ln_f", c.width, bf16) {
+    for (int l = 0; l < c.layers; ++l) blocks.push_back(std::make_unique<gpt::Block>(b, l, c.heads, c.width, bf16));
   }
   Backend& be;
   gpt::Embedding emb;
@@ -44,9 +44,9 @@ struct Gpt::Net {
   int B = 0, T = 0;
 };
 
-Gpt::Gpt(Backend& be, GptConfig cfg) : cfg_(cfg) {
+Gpt::Gpt(Backend& be, GptConfig cfg, bool bf16) : cfg_(cfg), bf16_(bf16) {
   cfg_.validate();
-  net_ = std::make_unique<Net>(be, cfg_);
+  net_ = std::make_unique<Net>(be, cfg_, bf16_);
 }
 
 Gpt::~Gpt() = default;
@@ -81,6 +81,7 @@ const Tensor& Gpt::forward_logits() {
   n.logits.ensure(be, {rows, cfg.vocab});
   // logits = xf wte^T (the LM head is the token embedding)
   be.gemm(false, true, rows, cfg.vocab, cfg.width, 1.0f, n.xf->data(), cfg.width, n.emb.wte.data(), cfg.width, 0.0f, n.logits.data(), cfg.vocab);
+  gpt::round_if(be, n.logits, bf16_);  // the loss is computed in float from the bf16 logits
   return n.logits;
 }
 
@@ -123,10 +124,12 @@ StepStats Gpt::forward_backward(const Batch& b, float grad_scale) {
   StepStats s;
   s.samples = rows;
   s.loss_sum = be.softmax_xent(logits.data(), n.targets.data(), rows, V, grad_scale / static_cast<float>(n.T), n.dlogits.data(), &s.correct);
+  gpt::round_if(be, n.dlogits, bf16_);
   // backward: LM head (dwte += dlogits^T xf, dxf = dlogits wte), final LayerNorm, blocks, embeddings
   be.gemm(true, false, V, C, rows, 1.0f, n.dlogits.data(), V, n.xf->data(), C, 1.0f, n.emb.dwte.data(), C);
   n.dxf.ensure(be, {rows, C});
   be.gemm(false, false, rows, C, V, 1.0f, n.dlogits.data(), V, n.emb.wte.data(), C, 0.0f, n.dxf.data(), C);
+  gpt::round_if(be, n.dxf, bf16_);
   n.dx.ensure(be, {rows, C});
   n.dx.zero();
   n.ln_f.backward(n.dxf, n.dx);

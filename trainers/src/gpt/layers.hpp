@@ -2,7 +2,12 @@
 // Activations are (B*T) x C row-major tensors, rows in (b, t) order. Like every layer, backward
 // ACCUMULATES parameter gradients (+=). LayerNorm's backward also accumulates dL/dx into a tensor
 // the caller passes: in a pre-LayerNorm block the input of a LayerNorm is the residual stream,
-// whose gradient already holds the skip connection's part. Private to the trainer.
+// whose gradient already holds the skip connection's part.
+//
+// Mixed precision (`bf16`): every activation and activation gradient a layer writes is rounded to
+// bfloat16 (kept in float storage), computed in float from bf16 inputs; parameter gradients are
+// float accumulations. With bf16 weights (the optimizer keeps the float masters) a GEMM then is a
+// bf16 GEMM with fp32 accumulation, bit for bit. Private to the trainer.
 #pragma once
 
 #include <memory>
@@ -13,10 +18,15 @@
 
 namespace resil::train::gpt {
 
+/// x rounded to bfloat16 in place when `bf16`.
+inline void round_if(Backend& be, Tensor& x, bool bf16) {
+  if (bf16) be.round_bf16(x.data(), x.numel());
+}
+
 /// Token and position embeddings: out[b, t] = wte[tokens[b, t]] + wpe[t].
 class Embedding {
 public:
-  Embedding(Backend& be, int vocab, int context, int C);
+  Embedding(Backend& be, int vocab, int context, int C, bool bf16 = false);
   /// tokens: B x T in backend memory, T <= context.
   const Tensor& forward(const IntBuffer& tokens, int B, int T);
   /// dwte, dwpe += the gradient of the last forward's rows.
@@ -27,6 +37,7 @@ public:
 private:
   Backend& be_;
   int C_;
+  bool bf16_;
   const IntBuffer* tokens_ = nullptr;
   int B_ = 0, T_ = 0;
   Tensor out_;
@@ -35,7 +46,7 @@ private:
 /// LayerNorm over the last dimension with a weight and a bias.
 class LayerNorm {
 public:
-  LayerNorm(Backend& be, std::string name, int C);
+  LayerNorm(Backend& be, std::string name, int C, bool bf16 = false);
   const Tensor& forward(const Tensor& x);
   /// dx += dL/dx for the last forward's input (dx has its shape).
   void backward(const Tensor& dy, Tensor& dx);
@@ -47,6 +58,7 @@ private:
   Backend& be_;
   std::string name_;
   int C_;
+  bool bf16_;
   const Tensor* x_ = nullptr;
   Tensor y_, mean_, rstd_;
 };
@@ -54,12 +66,13 @@ private:
 /// GELU (tanh form), elementwise.
 class Gelu {
 public:
-  explicit Gelu(Backend& be) : be_(be) {}
+  explicit Gelu(Backend& be, bool bf16 = false) : be_(be), bf16_(bf16) {}
   const Tensor& forward(const Tensor& x);
   const Tensor& backward(const Tensor& dy);
 
 private:
   Backend& be_;
+  bool bf16_;
   const Tensor* x_ = nullptr;
   Tensor y_, dx_;
 };
@@ -69,7 +82,7 @@ private:
 /// Per sample and head: S = Q K^T, P = causal_softmax(S / sqrt(hs)), O = P V, as GEMMs.
 class CausalSelfAttention {
 public:
-  CausalSelfAttention(Backend& be, int heads, int C);
+  CausalSelfAttention(Backend& be, int heads, int C, bool bf16 = false);
   const Tensor& forward(const Tensor& qkv, int B, int T);
   /// dL/dqkv for the last forward.
   const Tensor& backward(const Tensor& dout);
@@ -77,6 +90,7 @@ public:
 private:
   Backend& be_;
   int heads_, C_;
+  bool bf16_;
   int B_ = 0, T_ = 0;
   const Tensor* qkv_ = nullptr;
   Tensor scores_, probs_, out_, dprobs_, dqkv_;  // scores_ doubles as dS in backward
@@ -85,7 +99,7 @@ private:
 /// One pre-LayerNorm transformer block: x + attn(ln_1(x)), then + mlp(ln_2(.)).
 class Block {
 public:
-  Block(Backend& be, int index, int heads, int C);
+  Block(Backend& be, int index, int heads, int C, bool bf16 = false);
   const Tensor& forward(const Tensor& x, int B, int T);
   /// dL/dx for the last forward's input, from dL/dy.
   const Tensor& backward(const Tensor& dy);
@@ -95,6 +109,7 @@ public:
 
 private:
   Backend& be_;
+  bool bf16_;
   std::string prefix_;
   LayerNorm ln_1_;
   Linear c_attn_;

@@ -124,6 +124,10 @@ public:
   /// ds[i, j] = scale * p[i, j] * (dp[i, j] - sum_j' p[i, j'] dp[i, j']) (0 above the diagonal).
   virtual void causal_softmax_backward(const float* p, const float* dp, float* ds, int mats, int T, float scale) = 0;
 
+  /// x = x rounded to bfloat16 (to nearest, ties to even; NaN stays NaN), kept as a float: the
+  /// storage of bf16 tensors in a mixed-precision computation (docs/design/gpt.md#bf16).
+  virtual void round_bf16(float* x, std::size_t n) = 0;
+
   // ---- reductions and scaling over whole tensors ----
   /// sum of x[i]^2 in index order, in double (the gradient norm for clipping).
   virtual double sum_squares(const float* x, std::size_t n) = 0;

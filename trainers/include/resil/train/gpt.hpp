@@ -39,7 +39,11 @@ struct GptConfig {
 
 class Gpt final : public Model {
 public:
-  Gpt(Backend& be, GptConfig cfg);
+  /// bf16: mixed precision. Activations and their gradients are bfloat16 (rounded after every
+  /// operation that writes them, computed in float), parameters are used as they are (the optimizer
+  /// keeps them bf16 with float masters, Optimizer's master_weights), parameter gradients are
+  /// float accumulations.
+  Gpt(Backend& be, GptConfig cfg, bool bf16 = false);
   ~Gpt() override;
   std::string name() const override { return "gpt"; }
   std::vector<ParamRef> params() override;
@@ -62,6 +66,7 @@ private:
   void stage(const Batch& b);        // the batch's inputs and targets into backend memory
   const Tensor& forward_logits();    // forward from the staged inputs to (B*T) x vocab logits
   GptConfig cfg_;
+  bool bf16_;
   std::unique_ptr<Net> net_;
 };
 

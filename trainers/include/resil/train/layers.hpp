@@ -74,10 +74,14 @@ public:
   void init(std::uint64_t seed) override;
   int in() const noexcept { return in_; }
   int out() const noexcept { return out_; }
+  /// Mixed precision: round the output and the input gradient to bfloat16 (the weight and bias
+  /// gradients stay float accumulations).
+  void set_bf16(bool on) noexcept { bf16_ = on; }
 
 private:
   Backend& be_;
   int in_, out_;
+  bool bf16_ = false;
   Tensor w_, b_, dw_, db_, y_, dx_;
   const Tensor* x_ = nullptr;
 };

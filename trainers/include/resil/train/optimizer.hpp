@@ -38,6 +38,10 @@ struct OptimizerConfig {
   /// Gradient clipping by global norm (the L2 norm over every gradient of the model): when it
   /// exceeds clip, every gradient is scaled by clip / (norm + 1e-6) before the update (0: off).
   float clip = 0.0f;
+  /// Mixed precision: the optimizer keeps each parameter's float master weights (slot "master"),
+  /// updates them, and leaves the parameter itself the master rounded to bfloat16. Set from the
+  /// run's precision (not stored in the optimizer's part of the config).
+  bool master_weights = false;
 };
 
 class Optimizer {
@@ -46,7 +50,8 @@ public:
   const OptimizerConfig& config() const noexcept { return cfg_; }
   /// Slot names this optimizer keeps per parameter.
   std::vector<std::string> slot_names() const;
-  /// Create zeroed slots for every parameter (idempotent per name).
+  /// Create zeroed slots for every parameter (idempotent per name); with master weights, the
+  /// master is a copy of the parameter, which is then rounded to bfloat16.
   void attach(const std::vector<ParamRef>& params);
   /// Start optimizer step t+1 (call once per step before the updates): its learning rate.
   void begin_step();
@@ -69,6 +74,8 @@ public:
 
 private:
   void update_range(float* w, const float* g, const std::string& name, std::size_t offset, std::size_t n, bool decay);
+  /// Elements [offset, offset + n) of p, through the master weights when there are some.
+  void update_rows_of(const ParamRef& p, std::size_t offset, std::size_t n, bool decay);
   Backend& be_;
   OptimizerConfig cfg_;
   std::int64_t t_ = 0;

@@ -18,6 +18,7 @@ namespace resil::train {
 enum class ModelKind { mlp, cnn, dlrm, gpt };
 enum class DeviceKind { cpu, cuda, automatic };  // "auto": cuda when a GPU is present
 enum class ReduceKind { automatic, host, nccl };  // "auto": nccl when usable, else host
+enum class Precision { fp32, bf16 };  // bf16: mixed precision (bf16 compute, fp32 master weights and moments)
 // --optimizer is OptimizerKind (optimizer.hpp); --parallel is ckpt::ParallelMode (none | dp | mp), the mode the checkpoint records.
 
 template <class E>
@@ -42,6 +43,10 @@ template <>
 struct Names<ReduceKind> {
   static constexpr std::array<std::pair<std::string_view, ReduceKind>, 3> table{
       {{"auto", ReduceKind::automatic}, {"host", ReduceKind::host}, {"nccl", ReduceKind::nccl}}};
+};
+template <>
+struct Names<Precision> {
+  static constexpr std::array<std::pair<std::string_view, Precision>, 2> table{{{"fp32", Precision::fp32}, {"bf16", Precision::bf16}}};
 };
 template <>
 struct Names<OptimizerKind> {

@@ -32,6 +32,7 @@ struct TrainConfig {
   std::string data;                // mlp/cnn: MNIST-format dir; dlrm: Criteo TSV file or "" (synthetic); gpt: fortune dir or file
   GptConfig gpt;                   // gpt: the model's size
   int seq = 0;                     // gpt: tokens per training window (0: the model's context)
+  Precision precision = Precision::fp32;  // gpt: bf16 computes in bfloat16 with fp32 master weights
   std::uint64_t limit = 0;         // training samples kept (0 = all; gpt: windows)
   std::uint64_t test_limit = 0;    // test samples kept (0 = all; gpt: validation windows)
   std::uint64_t synthetic_samples = 20000;  // dlrm synthetic: training samples (test: a quarter)
