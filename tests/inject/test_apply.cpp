@@ -25,7 +25,7 @@
 #include "resil/inject/raw.hpp"
 #include "resil/inject/diff.hpp"
 #include "resil/inject/scan.hpp"
-#include "resil/inject/words.hpp"
+#include "resil/inject/hdf5_storage.hpp"
 #include "resil_test/tmpdir.hpp"
 
 using namespace resil;

@@ -16,7 +16,7 @@
 #include "resil/inject/apply.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/sampling.hpp"
-#include "resil/inject/words.hpp"
+#include "resil/inject/hdf5_storage.hpp"
 #include "resil_test/tmpdir.hpp"
 
 using namespace resil;
