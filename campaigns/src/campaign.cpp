@@ -29,7 +29,7 @@ using detail::make_strata;
 using detail::read_json_file;
 using detail::require_regular_or_absent;
 using detail::select_all;
-using detail::Selection;
+using detail::CampaignTargets;
 using detail::space_of;
 
 namespace {
@@ -125,7 +125,7 @@ bool keep_recorded_role(CampaignConfig& c, const RunOptions& o) {
 /// The selection of the configuration over its checkpoint. A role left to its default for a trial
 /// that only evaluates (model) becomes all, in `c`, when the checkpoint has no tensor in the model
 /// role: nothing there is known to be optimizer state, and "model" would select nothing. True then.
-bool select_with_default_role(CampaignConfig& c, const CkptFiles& files, Selection& out) {
+bool select_with_default_role(CampaignConfig& c, const CkptFiles& files, CampaignTargets& out) {
   try {
     out = select_all(c, files);
     return false;
@@ -165,7 +165,7 @@ void note_default_role(const CampaignConfig& c, const FaultSpace& space, bool mo
 FaultSpace fault_space(const CampaignConfig& config) {
   CampaignConfig c = config;
   const auto files = ckpt_files(c.checkpoint);
-  Selection s;
+  CampaignTargets s;
   select_with_default_role(c, files, s);
   return space_of(s, files);
 }
@@ -194,7 +194,7 @@ RunSummary run_campaign(const CampaignConfig& config, const RunOptions& o, const
     KeepCrc& operator=(const KeepCrc&) = delete;
   } keep_crc_scope(c.keep_crc);
   const FaultModel fmodel = FaultModel::parse(c.model);
-  Selection base;
+  CampaignTargets base;
   const bool model_role_empty = select_with_default_role(c, golden_files, base);
   const auto strata = make_strata(c, base, golden_files);
   const FaultSpace space = space_of(base, golden_files);

@@ -13,14 +13,14 @@
 
 namespace resil::inject::detail {
 
-Selection select_all(const CampaignConfig& c, const CkptFiles& files) {
+CampaignTargets select_all(const CampaignConfig& c, const CkptFiles& files) {
   SelectOptions so;
   so.include = c.include;
   so.exclude = c.exclude;
   so.role = c.role;
   so.bits = BitSpec::parse(c.bits.empty() ? "all" : c.bits);
   so.as = c.as;
-  Selection s;
+  CampaignTargets s;
   for (std::size_t f = 0; f < files.files.size(); ++f) {
     const auto tensors = open_storage(files.files[f].string(), Access::read, c.format)->tensors();  // the storage layer: any format
     std::vector<Target> t;
@@ -54,13 +54,13 @@ std::uint64_t field_mask(ckpt::DType t, const std::string& field) {
   return 0;
 }
 
-std::string tensor_key(const Selection& s, const CkptFiles& f, std::size_t i) {
+std::string tensor_key(const CampaignTargets& s, const CkptFiles& f, std::size_t i) {
   return display_name(s.targets[i].info.path) + (f.rel[s.file[i]].empty() || f.files.size() == 1 ? "" : "@" + f.rel[s.file[i]]);
 }
 
 }  // namespace
 
-std::vector<Stratum> make_strata(const CampaignConfig& c, const Selection& base, const CkptFiles& files) {
+std::vector<Stratum> make_strata(const CampaignConfig& c, const CampaignTargets& base, const CkptFiles& files) {
   std::vector<Stratum> out;
   auto add_filtered = [&](const std::string& label, const std::function<std::uint64_t(std::size_t)>& mask_of) {
     Stratum st{label, {}};
@@ -97,7 +97,7 @@ std::vector<Stratum> make_strata(const CampaignConfig& c, const Selection& base,
   return out;
 }
 
-FaultSpace space_of(const Selection& s, const CkptFiles& files) {
+FaultSpace space_of(const CampaignTargets& s, const CkptFiles& files) {
   FaultSpace sp;
   sp.total = s.bits();
   for (std::size_t i = 0; i < s.targets.size(); ++i) {

@@ -15,7 +15,7 @@
 namespace resil::inject::detail {
 
 /// Targets of every file of a checkpoint, with the file each lies in and its role.
-struct Selection {
+struct CampaignTargets {
   std::vector<Target> targets;
   std::vector<std::size_t> file;  // file index per target
   /// Role label per target ("model", "optimizer", "other"): the format adapter's (a safetensors
@@ -29,17 +29,17 @@ struct Selection {
 };
 /// The configuration's selection over `files`, each opened as the configuration's `format` (a shard file that holds nothing selected is skipped;
 /// nothing selected at all: NothingSelectedError).
-Selection select_all(const CampaignConfig& c, const CkptFiles& files);
+CampaignTargets select_all(const CampaignConfig& c, const CkptFiles& files);
 
 struct Stratum {
   std::string label;
-  Selection sel;
+  CampaignTargets sel;
 };
 /// The sampling strata: the selection split along the configuration's `strata` (empty strata dropped).
-std::vector<Stratum> make_strata(const CampaignConfig& c, const Selection& base, const CkptFiles& files);
+std::vector<Stratum> make_strata(const CampaignConfig& c, const CampaignTargets& base, const CkptFiles& files);
 
 /// Stored bits of the selection, in total and per stratum of each dimension.
-FaultSpace space_of(const Selection& s, const CkptFiles& files);
+FaultSpace space_of(const CampaignTargets& s, const CkptFiles& files);
 
 /// fn(name, checksum) for each tensor with a dtype of a checkpoint file opened through its format's
 /// adapter (the storage layer), in the adapter's order: Storage::checksum, the XXH64 of its stored bytes.

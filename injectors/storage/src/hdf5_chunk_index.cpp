@@ -18,7 +18,7 @@ std::vector<hsize_t> unravel(std::uint64_t flat, const std::vector<hsize_t>& sha
   return nd;
 }
 
-WordFile::Layout WordFile::layout_of(const std::string& dataset) {
+Hdf5Storage::Layout Hdf5Storage::layout_of(const std::string& dataset) {
   Layout l;
   l.name = dataset;
   l.where = path_ + ": dataset " + dataset;
@@ -47,7 +47,7 @@ WordFile::Layout WordFile::layout_of(const std::string& dataset) {
   return l;
 }
 
-std::uint64_t WordFile::chunk_offset(const Layout& l, const std::vector<hsize_t>& start, std::uint64_t addr, std::uint64_t bytes) {
+std::uint64_t Hdf5Storage::chunk_offset(const Layout& l, const std::vector<hsize_t>& start, std::uint64_t addr, std::uint64_t bytes) {
   if (base_ == 0) return addr;
   // With a user block, HDF5 1.10 reports chunk addresses relative to it (H5Dget_offset is absolute);
   // other versions may not: settle it once per file against the chunk's bytes as HDF5 reads them.
@@ -67,7 +67,7 @@ std::uint64_t WordFile::chunk_offset(const Layout& l, const std::vector<hsize_t>
   return addr + (chunk_rebase_ ? base_ : 0);
 }
 
-std::vector<WordFile::Block> WordFile::blocks_of(const Layout& l, std::vector<std::uint64_t>& indices) {
+std::vector<Hdf5Storage::Block> Hdf5Storage::blocks_of(const Layout& l, std::vector<std::uint64_t>& indices) {
   std::vector<Block> out;
   std::sort(indices.begin(), indices.end());
   indices.erase(std::unique(indices.begin(), indices.end()), indices.end());

@@ -11,7 +11,7 @@
 namespace resil::inject {
 
 // A dataset's element type, extent and storage, as edit() needs them.
-struct WordFile::Layout {
+struct Hdf5Storage::Layout {
   std::string name, where;
   ckpt::h5::Dataset d;
   ckpt::h5::Datatype ftype;
@@ -27,7 +27,7 @@ struct WordFile::Layout {
 };
 
 // Touched elements grouped by where their bytes live.
-struct WordFile::Block {
+struct Hdf5Storage::Block {
   enum class Kind {
     raw,     // bytes at a known file offset: a contiguous dataset, or an allocated unfiltered chunk
     chunk,   // a chunk only HDF5 can write (filtered, or not allocated): a hyperslab of its region

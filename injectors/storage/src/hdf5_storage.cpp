@@ -16,7 +16,7 @@ namespace h5 = ckpt::h5;
 
 // Only a private copy is opened read-write through HDF5: a read-write open writes the superblock
 // (status flags on version 2/3, which a kill leaves set), and an in-place edit must never do that.
-WordFile::WordFile(const std::string& path, Access access)
+Hdf5Storage::Hdf5Storage(const std::string& path, Access access)
     : Storage(path, access),
       file_(h5::open_file(path, access == Access::rewrite ? h5::Mode::read_write : h5::Mode::read)),
       raw_(path, access != Access::read) {
@@ -26,9 +26,9 @@ WordFile::WordFile(const std::string& path, Access access)
   if (fcpl.valid() && H5Pget_userblock(fcpl, &ub) >= 0) base_ = ub;
 }
 
-WordFile::~WordFile() = default;
+Hdf5Storage::~Hdf5Storage() = default;
 
-void WordFile::close() {
+void Hdf5Storage::close() {
   if (file_.valid()) {
     h5::SilenceErrors quiet;
     if (access_ == Access::rewrite && H5Fflush(file_, H5F_SCOPE_LOCAL) < 0) h5::throw_error(path_ + ": flush failed");
@@ -38,7 +38,7 @@ void WordFile::close() {
   raw_.close(access_ != Access::read && sync_, path_);
 }
 
-std::vector<Tensor> WordFile::tensors() {
+std::vector<Tensor> Hdf5Storage::tensors() {
   std::vector<Tensor> out;
   for (auto& info : ckpt::list_datasets(file_)) {
     Tensor t;
@@ -52,7 +52,7 @@ std::vector<Tensor> WordFile::tensors() {
   return out;
 }
 
-std::vector<Extent> WordFile::extents(const std::string& dataset) {
+std::vector<Extent> Hdf5Storage::extents(const std::string& dataset) {
   const h5::Dataset d = h5::open_dataset(file_, dataset, path_);
   h5::SilenceErrors quiet;
   h5::PropList dcpl(H5Dget_create_plist(d));
@@ -64,24 +64,24 @@ std::vector<Extent> WordFile::extents(const std::string& dataset) {
 
 // External raw data files are not part of the HDF5 file: an -o copy would share them with its
 // input and an in-place edit could be neither staged nor undone by a rename (docs/design/ckpt-flip-io.md).
-std::string WordFile::unwritable(const std::string& dataset) {
+std::string Hdf5Storage::unwritable(const std::string& dataset) {
   const auto d = h5::open_dataset(file_, dataset, path_, false);
   const auto ext = ckpt::external_files(d);
   return ext.empty() ? std::string() : "keeps its elements in external raw file " + ext.front();
 }
 
-unsigned WordFile::width_of(const std::string& dataset) {
+unsigned Hdf5Storage::width_of(const std::string& dataset) {
   h5::Dataset d = h5::open_dataset(file_, dataset, path_);
   h5::Datatype t(H5Dget_type(d));
   return static_cast<unsigned>(H5Tget_size(t) * 8);
 }
 
-StoredLayout WordFile::stored_layout(const std::string& dataset) {
+StoredLayout Hdf5Storage::stored_layout(const std::string& dataset) {
   const h5::Dataset d = h5::open_dataset(file_, dataset, path_);
   return inject::stored_layout(d, path_ + ": dataset " + display_name(dataset));
 }
 
-void WordFile::read_box(const std::string& dataset, const std::vector<hsize_t>& start, const std::vector<hsize_t>& count,
+void Hdf5Storage::read_box(const std::string& dataset, const std::vector<hsize_t>& start, const std::vector<hsize_t>& count,
                         std::vector<std::byte>& buf) {
   const h5::Dataset d = h5::open_dataset(file_, dataset, path_);
   const std::string where = path_ + ": dataset " + display_name(dataset);
@@ -95,19 +95,19 @@ void WordFile::read_box(const std::string& dataset, const std::vector<hsize_t>& 
   read_region(d, ftype, StoredRegion{start, count}, buf, where);
 }
 
-void WordFile::for_each_slab(const std::string& dataset, std::size_t max_bytes, const std::function<void(std::span<const std::byte>)>& fn) {
+void Hdf5Storage::for_each_slab(const std::string& dataset, std::size_t max_bytes, const std::function<void(std::span<const std::byte>)>& fn) {
   const h5::Dataset d = h5::open_dataset(file_, dataset, path_);
   h5::SilenceErrors quiet;
   h5::Datatype ftype(H5Dget_type(d));
   ckpt::for_each_slab(d, ftype, max_bytes, fn);
 }
 
-std::uint64_t WordFile::checksum(const std::string& dataset) {
+std::uint64_t Hdf5Storage::checksum(const std::string& dataset) {
   h5::SilenceErrors quiet;
   return ckpt::dataset_checksum(file_, dataset);
 }
 
-std::vector<std::uint64_t> WordFile::hdf5_only(const std::string& dataset, std::vector<std::uint64_t> indices) {
+std::vector<std::uint64_t> Hdf5Storage::hdf5_only(const std::string& dataset, std::vector<std::uint64_t> indices) {
   const Layout l = layout_of(dataset);
   std::vector<std::uint64_t> out;
   for (const auto& b : blocks_of(l, indices))
@@ -116,7 +116,7 @@ std::vector<std::uint64_t> WordFile::hdf5_only(const std::string& dataset, std::
   return out;
 }
 
-void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indices, const BlockFn& fn) {
+void Hdf5Storage::edit(const std::string& dataset, std::vector<std::uint64_t> indices, const BlockFn& fn) {
   if (indices.empty()) return;
   const Layout l = layout_of(dataset);
   auto blocks = blocks_of(l, indices);
@@ -153,7 +153,7 @@ void WordFile::edit(const std::string& dataset, std::vector<std::uint64_t> indic
 }
 
 // A block only HDF5 can write: a chunk region read as a hyperslab, or a point selection.
-void WordFile::edit_hdf5_block(const Layout& l, const Block& b, const BlockFn& fn) {
+void Hdf5Storage::edit_hdf5_block(const Layout& l, const Block& b, const BlockFn& fn) {
   const std::size_t n = b.idx.size();
   std::vector<std::byte> buf;
   std::vector<std::uint64_t> words(n), before;

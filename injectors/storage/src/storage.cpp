@@ -115,7 +115,7 @@ Format resolve_format(const std::string& path, Format forced) {
 std::unique_ptr<Storage> open_storage(const std::string& path, Access access, Format format) {
   const Format f = resolve_format(path, format);
   switch (f) {
-    case Format::hdf5: return std::make_unique<WordFile>(path, access);
+    case Format::hdf5: return std::make_unique<Hdf5Storage>(path, access);
     case Format::torch: return open_torch(path, access);
     case Format::safetensors: return open_safetensors(path, access);
     case Format::npy: return open_npy(path, access);

@@ -206,7 +206,7 @@ std::optional<DeflatePipeline> deflate_pipeline(hid_t dset, unsigned elem_size) 
 
 std::vector<bool> edit_deflate_chunks(hid_t dset, const std::string& where, const ChunkGeometry& geom,
                                       const DeflatePipeline& pipeline, std::span<const ChunkTask> tasks, ChunkWrite write,
-                                      const WordFile::BlockFn& fn, unsigned threads) {
+                                      const Hdf5Storage::BlockFn& fn, unsigned threads) {
   std::vector<bool> done(tasks.size(), false);
   if (tasks.empty()) return done;
   const std::size_t rank = geom.shape.size();

@@ -1,5 +1,6 @@
 // inject::select -> inject::sample_sites -> inject::plan -> inject::apply: the library steps a CLI
-// run or a campaign trial takes, one header each (select.hpp, sampling.hpp, plan.hpp, apply.hpp).
+// run or a campaign trial takes, one header each (select.hpp, sampling.hpp, plan.hpp, apply.hpp);
+// what decides a plan: PlanOptions (plan_options.hpp).
 // plan: the drawn sites -> flip records, reading the touched words once.
 #pragma once
 
@@ -10,6 +11,7 @@
 
 #include "resil/ckpt/io.hpp"
 #include "resil/inject/flip_log.hpp"
+#include "resil/inject/plan_options.hpp"
 #include "resil/inject/sampling.hpp"
 #include "resil/inject/select.hpp"
 #include "resil/inject/storage.hpp"

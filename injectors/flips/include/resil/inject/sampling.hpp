@@ -14,6 +14,7 @@
 
 #include "resil/core/rng.hpp"
 #include "resil/inject/fault_model.hpp"
+#include "resil/inject/plan_options.hpp"
 #include "resil/inject/select.hpp"
 #include "resil/inject/storage.hpp"
 
@@ -34,23 +35,6 @@ uint128_t below(Rng& rng, uint128_t n);
 std::vector<uint128_t> draw_without_replacement(uint128_t total, std::uint64_t n, Rng& rng);
 /// Each value of [0, total) independently with probability p, sorted.
 std::vector<uint128_t> draw_bernoulli(uint128_t total, double p, Rng& rng);
-
-enum class Stratify { none, bits, dataset };
-/// The names of Stratify on the command line.
-inline constexpr std::pair<std::string_view, Stratify> stratify_names[] = {
-    {"none", Stratify::none}, {"bits", Stratify::bits}, {"dataset", Stratify::dataset}};
-
-struct PlanOptions {
-  std::uint64_t seed = 0;
-  std::uint64_t trial = 0;              // campaign trial: its own counter-based streams
-  std::optional<std::uint64_t> flips;   // exact count, sites without replacement
-  std::optional<double> ber;            // per stored bit
-  Stratify stratify = Stratify::none;
-  FaultModel model;
-  /// --finite: a site whose fault would leave a float NaN or Inf is redrawn (finite.hpp); planning
-  /// then draws each site's model randomness from the site's own stream.
-  bool finite = false;
-};
 
 struct Site {
   std::uint32_t target = 0;

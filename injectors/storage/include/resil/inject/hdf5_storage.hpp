@@ -19,14 +19,14 @@
 
 namespace resil::inject {
 
-class WordFile final : public Storage {
+class Hdf5Storage final : public Storage {
 public:
   /// Open `path`. Throws IoError / CorruptInputError naming the file. Access::in_place: HDF5
   /// read-only, only raw data at a known file offset changes, so no HDF5 metadata (superblock
   /// status flags, chunk index) changes and a kill at any point leaves a file HDF5 opens.
   /// Access::rewrite: HDF5 read-write too (a private copy): filtered or unallocated blocks through HDF5.
-  WordFile(const std::string& path, Access access);
-  ~WordFile() override;
+  Hdf5Storage(const std::string& path, Access access);
+  ~Hdf5Storage() override;
 
   Format format() const noexcept override { return Format::hdf5; }
   std::vector<Tensor> tensors() override;
@@ -50,7 +50,7 @@ public:
   /// datasets, chunks not allocated yet, contiguous data without storage, compact and other
   /// layouts. Reads no data, only the chunk index (addresses are kept for edit()).
   std::vector<std::uint64_t> hdf5_only(const std::string& dataset, std::vector<std::uint64_t> indices);
-  /// The HDF5 file this WordFile opened (read-only unless Access::rewrite).
+  /// The HDF5 file this Hdf5Storage opened (read-only unless Access::rewrite).
   const ckpt::h5::File& h5() const noexcept { return file_; }
   /// How edit() accesses a raw block of `words` words spanning `span_bytes` (never automatic).
   WordIo io_for(std::uint64_t words, std::uint64_t span_bytes) const noexcept {

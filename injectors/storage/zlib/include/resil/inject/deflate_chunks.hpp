@@ -7,7 +7,7 @@
 // with H5Dwrite_chunk. HDF5 is not thread-safe: every HDF5
 // call stays on the calling thread; the codec work runs on a small pool with a bounded window of
 // chunks in flight, so memory is O(threads x chunk) and reads, callbacks and writes happen in task
-// order whatever the thread count. WordFile::edit uses it for filtered chunked datasets; any other
+// order whatever the thread count. Hdf5Storage::edit uses it for filtered chunked datasets; any other
 // pipeline, and chunks this cannot take (not allocated, a filter skipped), stay with HDF5.
 #pragma once
 
@@ -71,13 +71,13 @@ enum class ChunkWrite {
   write,   // changed chunks are written back (H5Dwrite_chunk, filter mask 0)
 };
 
-/// fn(indices, words) per task, in task order, on the calling thread, as WordFile::edit does.
+/// fn(indices, words) per task, in task order, on the calling thread, as Hdf5Storage::edit does.
 /// Returns per task whether it was done here; the others (chunk not allocated, or stored with a
 /// filter skipped) are left to the caller untouched. An inflated size other than the chunk's
 /// byte size, or a stream that does not inflate, throws CorruptInputError naming `where` and the
 /// chunk. `threads` 0: chunk_codec_options().threads.
 std::vector<bool> edit_deflate_chunks(hid_t dset, const std::string& where, const ChunkGeometry& geom,
                                       const DeflatePipeline& pipeline, std::span<const ChunkTask> tasks, ChunkWrite write,
-                                      const WordFile::BlockFn& fn, unsigned threads = 0);
+                                      const Hdf5Storage::BlockFn& fn, unsigned threads = 0);
 
 }  // namespace resil::inject
