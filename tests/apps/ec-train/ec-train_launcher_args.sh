@@ -3,12 +3,10 @@
 # values it cannot use are exit 2 at once, a launcher or binary that cannot be run (126/127) is
 # not relaunched, a path with spaces is one path, and an attempt that fails is relaunched
 # --max-restarts times (a 20-digit --max-restarts is refused, not relaunched without end).
-set -u
-here=$(cd "$(dirname "$0")" && pwd)
-run=$here/../../../scripts/hpc/ec-train-run.sh
-dir=$1/ec-train_launcher_args
-rm -rf "$dir"; mkdir -p "$dir/with space"; cd "$dir" || exit 1
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/../../support/test_lib.sh" ec-train-launcher-args
+run=$SRC/scripts/hpc/ec-train-run.sh
+dir=$T
+mkdir -p "$dir/with space"; cd "$dir" || exit 1
 cat >mpiexec.sh <<'SH'
 #!/bin/bash
 shift 2; exec "$@"

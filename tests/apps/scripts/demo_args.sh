@@ -3,11 +3,10 @@
 # an unknown argument (exit 2), and an OUT that is a file or a directory of other files (exit 2,
 # untouched): an argument never runs the whole demo, and its `rm -rf "$OUT"` deletes only a demo's
 # own output.
-set -u
-demo=$(cd "$(dirname "$0")/../../../scripts" && pwd)/demo.sh
-dir=$1/demo_args
-rm -rf "$dir"; mkdir -p "$dir/precious"; cd "$dir" || exit 1
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/../../support/test_lib.sh" demo-args
+demo=$SRC/scripts/demo.sh
+dir=$T
+mkdir -p "$dir/precious"; cd "$dir" || exit 1
 echo keep >file; echo keep >precious/data
 bash "$demo" --help >out 2>err || fail "--help: exit $?"
 grep -q "OUT is replaced" out || fail "--help does not say what OUT is: $(cat out)"

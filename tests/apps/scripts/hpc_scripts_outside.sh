@@ -3,11 +3,10 @@
 # preemption's exit 75 (not exit 1 on an unbound SLURM_JOB_ID / PBS_JOBID), and ec-train.sbatch
 # says at once that it needs Slurm (exit 2, before any srun). run-train.sh is replaced by a stand-in that reports a preemption; then run-train.sh
 # itself with a stand-in ckpt-train; submit-campaign.sh's arguments with a stand-in sbatch.
-set -u
-src=$(cd "$(dirname "$0")/../../.." && pwd)
-dir=$1/hpc_scripts_outside
-rm -rf "$dir"; mkdir -p "$dir/root/scripts/hpc"; cd "$dir" || exit 1
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/../../support/test_lib.sh" hpc-scripts-outside
+src=$SRC
+dir=$T
+mkdir -p "$dir/root/scripts/hpc"; cd "$dir" || exit 1
 printf '#!/bin/sh\necho "stand-in: preempted"\nexit 75\n' >root/scripts/hpc/run-train.sh
 chmod +x root/scripts/hpc/run-train.sh
 for s in slurm/train.sbatch pbs/train.pbs; do
