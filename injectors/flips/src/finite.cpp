@@ -50,10 +50,10 @@ public:
   /// Reads the words of `sites` not read yet, one read per target (integers need none).
   void load(std::span<const Site> sites) {
     original_.reserve(original_.size() + sites.size());
-    std::map<std::uint32_t, std::vector<std::uint64_t>> todo;
+    std::map<std::uint32_t, std::vector<std::uint64_t>> unread;
     for (const auto& s : sites)
-      if (ckpt::float_layout(targets_[s.target].dtype) && !original_.count({s.target, s.index})) todo[s.target].push_back(s.index);
-    for (auto& [t, idx] : todo) {
+      if (ckpt::float_layout(targets_[s.target].dtype) && !original_.count({s.target, s.index})) unread[s.target].push_back(s.index);
+    for (auto& [t, idx] : unread) {
       std::sort(idx.begin(), idx.end());
       idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
       read_(t, std::move(idx), [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {

@@ -1,4 +1,4 @@
-"""Helpers shared by the Python-driven ckpt-flip tests (ckpt-flip_torch.py,
+"""What the Python-driven ckpt-flip tests share (ckpt-flip_torch.py,
 ckpt-flip_safetensors_npy.py): argv is the ckpt-flip binary and a scratch directory."""
 import hashlib
 import subprocess
