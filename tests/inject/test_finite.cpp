@@ -3,7 +3,6 @@
 // at-a-time reference), only finite outcomes, determinism, bounded failure.
 #include <catch2/catch.hpp>
 
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -262,10 +261,10 @@ TEST_CASE("--finite gives up after 10^6 + 100 per fault rejected draws when noth
     read += idx.size();
     fn(idx, w);
   };
-  const auto start = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH(sample_sites(targets, finite_flips(3, 9), reader), Catch::Contains("gave up after 1000301 drawn sites"));
+  // Bounded work: the words read are those of the drawn sites, not the 2^40 of the tensor.
   CHECK(read >= 1000301);
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));
+  CHECK(read <= 2 * 1000301);
   CHECK(max_rejected_draws(3) == 1000300);
   CHECK(max_rejected_draws(~std::uint64_t{0}) == ~std::uint64_t{0});
 }
