@@ -9,7 +9,8 @@
 # in a row between its update and its parity delta: repaired; without --scrub the same flip ends in
 # another state, so the case can fail), sweep (a row never read again, found by the sweep before the
 # end), kill-repair (two flipped rows on one rank, which is killed -9 right after writing the first
-# repaired row; relaunched, the second is found and repaired), log (the flip log's records).
+# repaired row; relaunched, the second is found and repaired), log (the flip log's records),
+# usage (bad --scrub and --inject settings: one line, exit 2).
 set -u
 case=$1 bin=$2 mpiexec=$3 dir=$4/scrub-$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -121,5 +122,24 @@ PY
        --inject-log again.jsonl --report r2.json || fail "second run"
     cmp <(tail -n +2 flips.jsonl | sed 's/"t":[^,}]*//') <(tail -n +2 again.jsonl | sed 's/"t":[^,}]*//') || fail "the same --inject-seed flipped other bits"
     [ "$(field r.json state_hash)" = "$(field r2.json state_hash)" ] || fail "same flips, other state" ;;
+  usage)
+    # Bad --scrub and --inject settings: one error line naming the option, exit 2, before any training.
+    chk=$here/ec_train_check.py
+    expect() {  # expect REGEX ARGS...: exit 2 with one line matching REGEX
+      local re=$1; shift
+      /usr/bin/python3 "$chk" expect-exit 2 "$re" --one-line -- "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 "$@" >/dev/null || fail "expected exit 2 /$re/ for: $*"
+    }
+    expect "^ec-train: error: --scrub goes with --ft ec" --ft none --scrub
+    expect "^ec-train: error: --scrub-sweep 4 needs --scrub-cadence sweep or touched\+sweep" --ft ec --scrub --scrub-sweep 4
+    expect "^ec-train: error: --scrub-sweep and --scrub-cadence go with --scrub" --ft ec --scrub-cadence sweep
+    expect "^ec-train: error: --inject: 'bogus@3': unknown target 'bogus'" --ft ec --inject bogus@3
+    expect "^ec-train: error: --inject: 'row@0': the step must be" --ft ec --inject row@0
+    expect "^ec-train: error: --inject: 'row@3:members=2': 'members' is not a key of target row" --ft ec --inject row@3:members=2
+    expect "^ec-train: error: --inject row@99: step 99 is beyond --steps 24" --ft ec --inject row@99
+    expect "^ec-train: error: --inject parity@3:rank=7: there are only 4 ranks" --ft ec --inject parity@3:rank=7
+    expect "^ec-train: error: --inject parity@3: only --ft ec keeps parity" --ft none --inject parity@3
+    expect "^ec-train: error: --inject stripe@3:members=4: a stripe has k \\+ m = 3 members" --ft ec --inject stripe@3:members=4
+    expect "^ec-train: error: --kill 1@3:scrub: a kill inside a scrub repair needs --scrub" --ft ec --job-id x --kill 1@3:scrub
+    echo "ok: usage errors" ;;
   *) fail "unknown case $case" ;;
 esac
