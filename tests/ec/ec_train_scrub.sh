@@ -10,7 +10,8 @@
 # another state, so the case can fail), sweep (a row never read again, found by the sweep before the
 # end), kill-repair (two flipped rows on one rank, which is killed -9 right after writing the first
 # repaired row; relaunched, the second is found and repaired), log (the flip log's records),
-# usage (bad --scrub and --inject settings: one line, exit 2).
+# during-rebuild (flips while a failed rank's stripes are rebuilt), usage (bad --scrub and --inject
+# settings: one line, exit 2).
 set -u
 case=$1 bin=$2 mpiexec=$3 dir=$4/scrub-$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -97,6 +98,14 @@ case $case in
     same r.json
     ls /dev/shm | grep -q "resil-ec-$job-" && fail "segments left behind"
     echo "ok: killed inside the repair, relaunched, state_hash $(field r.json state_hash)" ;;
+  during-rebuild)
+    # Flips while a failed rank's stripes are rebuilt: the rows a degraded read or a rebuild reads
+    # are checked on their holders first, so no decode reads a flipped row.
+    ref 2 2
+    ec --k 2 --m 2 --rebuild-stripes 8 --scrub --scrub-cadence touched+sweep --scrub-sweep 8 --fail 1@8 \
+       --inject row@10:rank=2,parity@12:rank=3 --report r.json || fail "run: $(tail -3 run.out)"
+    same r.json; repaired r.json data 1
+    [ "$(field r.json failures.0.outcome)" = rebuilt ] || fail "failure outcome $(field r.json failures.0.outcome)" ;;
   log)
     ec --k 2 --m 2 --scrub --inject row@3:rank=1,parity@4,mlp@5:rank=2,opt@5:rank=3:bits=2,stripe@6:members=2 --inject-seed 5 \
        --inject-log flips.jsonl --report r.json || fail "run: $(tail -3 run.out)"

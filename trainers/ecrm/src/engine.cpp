@@ -83,13 +83,15 @@ void Engine::train_step(std::int64_t step) {
   // Applied now when this step reads parity (degraded reads, rebuild, a scrub's repair), else while
   // the replies travel.
   if (recovering || cfg_.scrub) commit();
-  // Scrub: the rows this step serves are verified (and anything found repaired) before any of them
-  // is read for a reply, an update or a delta (docs/design/ec-train-protocol.md, "Scrubbing").
-  if (cfg_.scrub) scrub_round(step);
-
-  // Serve: the rows asked of this rank; while anything is lost, every rank also takes the same
-  // rebuild round (the data is as of the end of step - 1).
+  // While anything is lost, every rank takes the same rebuild round (the data is as of the end of
+  // step - 1).
   const auto jobs = recovering ? recovery_.take_rebuild_jobs(cfg_.rebuild_stripes) : std::vector<Recovery::RebuildJob>{};
+  // Scrub: the rows this step serves, and those its decodes read here, are verified (and anything
+  // found repaired) before any of them is read for a reply, a decode, an update or a delta
+  // (docs/design/ec-train-protocol.md, "Scrubbing").
+  if (cfg_.scrub) scrub_round(step, jobs);
+
+  // Serve: the rows asked of this rank, the recovery bytes and this round's rebuild sources.
   double recovery_s = rows_.serve(jobs, recovering ? std::function<void()>{} : std::function<void()>(commit));
 
   // Decode: lost rows from their survivors, this round's rebuild jobs.
@@ -520,6 +522,12 @@ void Engine::step_and_commit(std::int64_t step, bool follows, const Progress& pr
 
 int Engine::finish(const Progress& progress) {
   flush();
+  // Before the rest of a rebuild reads its sources: every surviving row checked and repaired.
+  if (cfg_.scrub && recovery_.any_lost()) {
+    scrub_.sweep(store_.layout().stripes());
+    const auto done = scrub_.repair(cfg_.steps, now_seconds() - t_start_);
+    repairs_.insert(repairs_.end(), done.begin(), done.end());
+  }
   // Finish any rebuild still running, so the final state is fully redundant before it is hashed.
   while (cfg_.ft == Ft::ec && recovery_.any_lost()) {
     const double r0 = now_seconds();

@@ -109,7 +109,7 @@ private:
   /// The --inject items due at `step` (`at_delta`: those between the row updates and the deltas).
   void inject_flips(std::int64_t step, bool at_delta);
   /// This step's checks (the rows it serves, the sweep) and the collective repair of what they found.
-  void scrub_round(std::int64_t step);
+  void scrub_round(std::int64_t step, const std::vector<Recovery::RebuildJob>& jobs);
   /// The scrub's counts summed over ranks (collective), for the report.
   void total_scrub();
   /// The bit in the segment's fired mask of --inject item i (after the --kill items).

@@ -221,9 +221,11 @@ void Engine::inject_flips(std::int64_t step, bool at_delta) {
   }
 }
 
-void Engine::scrub_round(std::int64_t step) {
+void Engine::scrub_round(std::int64_t step, const std::vector<Recovery::RebuildJob>& jobs) {
   scrub_step_ = step;
   if (cfg_.scrub_touched) scrub_.check_rows(rows_.owned());
+  // Whatever the cadence: a decode never reads an unchecked row.
+  if (recovery_.any_lost()) scrub_.check_sources(rows_.decode_sources(), jobs);
   if (cfg_.scrub_sweep) scrub_.sweep(cfg_.scrub_sweep);
   const auto done = scrub_.repair(step, now_seconds() - t_start_);
   repairs_.insert(repairs_.end(), done.begin(), done.end());

@@ -37,6 +37,29 @@ void Scrub::check_rows(const std::vector<RowId>& owned) {
   stats_.check_s += now_s() - t0;
 }
 
+void Scrub::check_sources(const std::vector<RowId>& rows, const std::vector<Recovery::RebuildJob>& jobs) {
+  const double t0 = now_s();
+  const auto& lay = store_.layout();
+  const int me = net_.rank();
+  const auto rb = store_.row_bytes();
+  for (const auto& id : rows) {
+    const auto p = lay.locate(static_cast<int>(id.table), id.row);
+    const int j = lay.fragment_on(p.stripe, me);
+    if (j < 0 || rec_.lost(me, p.stripe)) continue;
+    const MemberRow r{p.stripe, static_cast<std::uint32_t>(j), static_cast<std::uint32_t>(p.offset / rb)};
+    if (!verify(r)) suspects_.push_back(r);
+  }
+  for (const auto& job : jobs)
+    for (int j : store_.codec().plan(job.erased).sources()) {
+      if (lay.rank_of(job.stripe, j) != me || rec_.lost(me, job.stripe)) continue;
+      for (std::uint32_t row = 0; row < lay.rows_per_fragment(); ++row) {
+        const MemberRow r{job.stripe, static_cast<std::uint32_t>(j), row};
+        if (!verify(r)) suspects_.push_back(r);
+      }
+    }
+  stats_.check_s += now_s() - t0;
+}
+
 void Scrub::sweep(std::uint64_t stripes) {
   const double t0 = now_s();
   const auto& lay = store_.layout();

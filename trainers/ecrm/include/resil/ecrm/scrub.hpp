@@ -10,6 +10,7 @@
 //   - the rows a step serves, after the last step's deltas are applied and before any of them is
 //     read for a reply, an update or a delta (check_rows, then the collective repair);
 //   - a background sweep of a few stripes per step (sweep);
+//   - while members are lost, this rank's rows that the step's degraded reads and rebuild read;
 //   - the other members of every codeword a repair decodes, before it reads them.
 #pragma once
 
@@ -54,6 +55,10 @@ public:
 
   /// Local: verify the rows in `owned` (this rank's, any order); mismatches become suspects.
   void check_rows(const std::vector<RowId>& owned);
+  /// Local, while members are lost: verify what this step's decodes will read from this rank: its
+  /// member's row of each of `rows` (lost rows whose degraded read or decode it is a source of) and
+  /// every row of its source members of the rebuild `jobs`.
+  void check_sources(const std::vector<RowId>& rows, const std::vector<Recovery::RebuildJob>& jobs);
   /// Local: verify every row of this rank's members of the next `stripes` stripes of the sweep.
   /// The cursor is the same on every rank and wraps at the end of the store.
   void sweep(std::uint64_t stripes);
