@@ -31,9 +31,9 @@ namespace {
 
 struct Options {
   ecrm::Config cfg;
-  std::string fail, kill, ckpt_dir = "ec-train-ckpt", report, bottom_mlp = "32", top_mlp = "32";
+  std::string fail, kill, inject, scrub_cadence = "touched", inject_log, ckpt_dir = "ec-train-ckpt", report, bottom_mlp = "32", top_mlp = "32";
   std::optional<std::string> job_id;
-  std::optional<std::uint64_t> seed;
+  std::optional<std::uint64_t> seed, inject_seed;
   bool cleanup = false;
 };
 
@@ -65,6 +65,9 @@ const char* examples = R"(Examples:
       three failures in a stripe exceed m = 2: restart from the newest checkpoint instead of exit 8
   mpiexec -n 6 ec-train --bottom-mlp 512,256,64 --top-mlp 512,256 --tables 26 --batch 1024 --seed 3
       the DLRM reference's Criteo Kaggle shape (dense MLPs that dominate the step, as in ECRM's runs)
+  mpiexec -n 4 ec-train --k 2 --m 2 --seed 3 --scrub --inject row@10,parity@20,stripe@30:members=2 --inject-log flips.jsonl
+      bit flips in a shard row, a parity row and two members of one codeword, each found by its row
+      checksum and repaired by the code; the report's state_hash equals the fault-free run's
   scripts/hpc/ec-train-run.sh -n 4 -- --k 3 --m 1 --commit in-step --kill 1@100:node --job-id j1 --seed 3
       a real kill -9 with node loss at step 100, relaunched; step 99 was committed when it ended,
       so nothing is redone (with the default --commit next-step step 99 is redone)
@@ -93,6 +96,17 @@ void setup(CLI::App& app, Options& o) {
       ->option_text("next-step|in-step");
   app.add_option("--fail", o.fail, "RANK@STEP[,RANK@STEP...]: the rank loses its memory at the start of STEP");
   app.add_option("--kill", o.kill, "RANK@STEP[:node][,...]: the rank SIGKILLs itself at the start of STEP (:node: removing its state segment first)");
+  app.add_flag("--scrub", c.scrub,
+               "--ft ec: keep a CRC-32C per shard and parity row, check rows before they are read and parity rows as deltas fold in, "
+               "repair bad rows from the code while training goes on (more than m bad in one codeword: exit 8, or --fallback-ckpt)");
+  app.add_option("--scrub-cadence", o.scrub_cadence, "touched (the rows each step reads, checked before it reads them), sweep, or touched+sweep")
+      ->check(CLI::IsMember({"touched", "sweep", "touched+sweep"}))->capture_default_str();
+  app.add_option("--scrub-sweep", c.scrub_sweep, "stripes the background sweep verifies per step (0: no sweep)")->transform(app::Decimal())->capture_default_str();
+  app.add_option("--inject", o.inject,
+                 "TARGET@STEP[:rank=R][:stripe=S][:members=J][:bits=B][:at=start|delta][,...]: flip bits in memory at STEP; TARGET row "
+                 "(a shard row), parity (a parity row), stripe (J members of one codeword), mlp (an MLP replica), opt (its Adam state)");
+  app.add_option("--inject-seed", o.inject_seed, "seed of the --inject draws (default: --seed)")->transform(app::Decimal());
+  app.add_option("--inject-log", o.inject_log, "append the flips to this flip log (JSON lines, rank 0)")->check(app::NonEmptyPath());
   app.add_option("--job-id", o.job_id, "state segments /dev/shm/resil-ec-JOB-RANK (default: SLURM_JOB_ID, PBS_JOBID, else a hash of the command line)");
   app.add_flag("--cleanup", o.cleanup, "remove the state segments of --job-id left by a run that did not complete, and exit");
   app.add_option("--ckpt-interval", c.ckpt_interval, "steps between checkpoints (--ft ckpt, --fallback-ckpt)")
@@ -125,7 +139,8 @@ void check_paths(const Options& o) {
   namespace fs = ckpt::fs;
   const auto& c = o.cfg;
   if (!c.data.empty()) fs::require_input_file(c.data, "--data");  // exit 3 like every missing input (CLI11's check made it 2)
-  fs::require_distinct({{"--data", c.data, false}, {"--resume", c.resume, false}, {"--report", o.report, true}});
+  fs::require_distinct({{"--data", c.data, false}, {"--resume", c.resume, false}, {"--report", o.report, true}, {"--inject-log", o.inject_log, true}});
+  if (!o.inject_log.empty()) fs::require_output_file(o.inject_log, "--inject-log");
   if (o.report.empty()) return;
   fs::require_output_file(o.report, "--report");
   // Inside --ckpt-dir only a checkpoint's own names (ckpt-step*: manifests, step directories) collide.
@@ -170,9 +185,16 @@ int run(Options& o, const train::Comm& comm, const std::string& job_id) {
   c.top_mlp = ecrm::parse_mlp(o.top_mlp, "--top-mlp");
   c.kill = ecrm::parse_kills(o.kill);
   c.fail = ecrm::parse_failures(o.fail);
+  c.inject = ecrm::parse_injects(o.inject);
+  c.scrub_touched = o.scrub_cadence != "sweep";
+  if (o.scrub_cadence == "touched" && c.scrub_sweep > 0) throw UsageError("--scrub-sweep " + std::to_string(c.scrub_sweep) + " needs --scrub-cadence sweep or touched+sweep");
+  if (o.scrub_cadence.find("sweep") != std::string::npos && c.scrub_sweep == 0) c.scrub_sweep = 16;
+  c.inject_log = o.inject_log;
   c.validate(comm.size());
   c.seed_given = o.seed.has_value();
   if (o.seed) c.seed = *o.seed;
+  c.inject_seed_given = o.inject_seed.has_value();
+  if (o.inject_seed) c.inject_seed = *o.inject_seed;
   c.ckpt_dir = o.ckpt_dir;
   c.report = o.report;
   train::agree(comm, [&] { if (comm.rank() == 0) check_paths(o); }, true);

@@ -64,8 +64,10 @@ std::vector<KillSpec> parse_kills(const std::string& text) {
     std::string spec = item;
     KillSpec k;
     if (const auto colon = spec.find(':'); colon != std::string::npos) {
-      if (spec.substr(colon + 1) != "node") throw UsageError("--kill: '" + item + "' is not RANK@STEP[:node]");
-      k.node = true;
+      const std::string what = spec.substr(colon + 1);
+      if (what != "node" && what != "scrub") throw UsageError("--kill: '" + item + "' is not RANK@STEP[:node|:scrub]");
+      k.node = what == "node";
+      k.in_repair = what == "scrub";
       spec.resize(colon);
     }
     std::vector<FailSpec> f;
@@ -81,6 +83,59 @@ std::vector<KillSpec> parse_kills(const std::string& text) {
     out.push_back(k);
   }
   if (out.size() > 64) throw UsageError("--kill: at most 64 items");
+  return out;
+}
+
+std::string_view inject_target_name(InjectTarget t) noexcept {
+  switch (t) {
+    case InjectTarget::parity: return "parity";
+    case InjectTarget::stripe: return "stripe";
+    case InjectTarget::mlp: return "mlp";
+    case InjectTarget::opt: return "opt";
+    default: return "row";
+  }
+}
+
+std::vector<InjectSpec> parse_injects(const std::string& text) {
+  std::vector<InjectSpec> out;
+  const char* form = "TARGET@STEP[:rank=R][:stripe=S][:members=J][:member=M][:row=W][:bits=B][:at=start|delta] (TARGET row|parity|stripe|mlp|opt)";
+  for (const auto& item : items(text)) {
+    if (item.empty()) throw UsageError("--inject: an empty item in '" + text + "' (a stray comma?)");
+    const auto bad = [&](const std::string& why) { return UsageError("--inject: '" + item + "': " + why); };
+    InjectSpec f;
+    f.text = item;
+    std::vector<std::string> parts;
+    for (std::size_t pos = 0;;) {
+      const auto c = item.find(':', pos);
+      parts.push_back(item.substr(pos, c == std::string::npos ? std::string::npos : c - pos));
+      if (c == std::string::npos) break;
+      pos = c + 1;
+    }
+    const auto at = parts[0].find('@');
+    if (at == std::string::npos) throw bad(std::string("not ") + form);
+    const std::string target = parts[0].substr(0, at);
+    bool known = false;
+    for (auto t : {InjectTarget::row, InjectTarget::parity, InjectTarget::stripe, InjectTarget::mlp, InjectTarget::opt})
+      if (target == inject_target_name(t)) f.target = t, known = true;
+    if (!known) throw bad("unknown target '" + target + "' (row, parity, stripe, mlp, opt)");
+    if (!decimal(std::string_view(parts[0]).substr(at + 1), f.step) || f.step < 1) throw bad("the step must be decimal digits, >= 1");
+    for (std::size_t i = 1; i < parts.size(); ++i) {
+      const auto eq = parts[i].find('=');
+      const std::string key = parts[i].substr(0, eq), val = eq == std::string::npos ? "" : parts[i].substr(eq + 1);
+      bool ok = eq != std::string::npos;
+      if (key == "rank") ok = ok && decimal(std::string_view(val), f.rank);
+      else if (key == "stripe" && f.target == InjectTarget::stripe) ok = ok && decimal(std::string_view(val), f.stripe);
+      else if (key == "members" && f.target == InjectTarget::stripe) ok = ok && decimal(std::string_view(val), f.members) && f.members >= 1;
+      else if (key == "member" && f.target == InjectTarget::stripe) ok = ok && decimal(std::string_view(val), f.member);
+      else if (key == "row" && f.target == InjectTarget::stripe) ok = ok && decimal(std::string_view(val), f.row);
+      else if (key == "bits") ok = ok && decimal(std::string_view(val), f.bits) && f.bits >= 1 && f.bits <= 32;
+      else if (key == "at") ok = ok && (val == "start" || val == "delta"), f.at_delta = val == "delta";
+      else throw bad("'" + key + "' is not a key of target " + target + " (" + form + ")");
+      if (!ok) throw bad("'" + parts[i] + "' is not a valid value (" + form + ")");
+    }
+    if (f.target == InjectTarget::stripe && f.rank >= 0) throw bad("target stripe flips the members' holders: give stripe=S, not rank=R");
+    out.push_back(f);
+  }
   return out;
 }
 
@@ -125,6 +180,18 @@ void Config::validate(int world) const {
     const std::string item = "--kill " + std::to_string(f.rank) + "@" + std::to_string(f.step);
     if (f.rank >= world) throw UsageError(item + ": there are only " + std::to_string(world) + " ranks (0.." + std::to_string(world - 1) + ")");
     if (f.step > steps) throw UsageError(item + ": step " + std::to_string(f.step) + " is beyond --steps " + std::to_string(steps));
+    if (f.in_repair && !scrub) throw UsageError(item + ":scrub: a kill inside a scrub repair needs --scrub");
+  }
+  if (kill.size() + inject.size() > 64) throw UsageError("--kill and --inject: at most 64 items together");
+  for (const auto& f : inject) {
+    const std::string item = "--inject " + f.text;
+    if (f.rank >= world) throw UsageError(item + ": there are only " + std::to_string(world) + " ranks (0.." + std::to_string(world - 1) + ")");
+    if (f.step > steps) throw UsageError(item + ": step " + std::to_string(f.step) + " is beyond --steps " + std::to_string(steps));
+    if ((f.target == InjectTarget::parity || f.target == InjectTarget::stripe) && ft != Ft::ec)
+      throw UsageError(item + ": only --ft ec keeps parity");
+    if (f.target == InjectTarget::stripe && (f.members > k + m || f.member >= k + m))
+      throw UsageError(item + ": a stripe has k + m = " + std::to_string(k + m) + " members");
+    if (f.row >= static_cast<int>(rows_per_fragment)) throw UsageError(item + ": a fragment has --rows-per-fragment " + std::to_string(rows_per_fragment) + " rows");
   }
   if (signal_at > steps)
     throw UsageError("--signal-at " + std::to_string(signal_at) + ": step " + std::to_string(signal_at) + " is beyond --steps " + std::to_string(steps));
@@ -134,6 +201,9 @@ void Config::validate(int world) const {
                      " ranks; this job has " + std::to_string(world));
   if (fallback_ckpt && ft != Ft::ec) throw UsageError("--fallback-ckpt goes with --ft ec");
   if (commit == Commit::in_step && ft != Ft::ec) throw UsageError("--commit in-step goes with --ft ec (only ec has parity deltas to commit)");
+  if (scrub && ft != Ft::ec) throw UsageError("--scrub goes with --ft ec (it repairs with the parity)");
+  if (!scrub && (scrub_sweep > 0 || !scrub_touched)) throw UsageError("--scrub-sweep and --scrub-cadence go with --scrub");
+  if (scrub && !scrub_touched && scrub_sweep == 0) throw UsageError("--scrub-cadence sweep needs --scrub-sweep N > 0 (stripes per step)");
 }
 
 }  // namespace resil::ecrm

@@ -7,7 +7,10 @@
 #include <csignal>
 #include <cstring>
 #include <iostream>
+#include <fstream>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "engine_impl.hpp"
 #include "resil/ckpt/checkpoint.hpp"
@@ -42,8 +45,20 @@ double now_seconds() {
 Engine::Engine(Config cfg, const Transport& net)
     : cfg_(std::move(cfg)), net_(net), be_(train::make_cpu_backend(1)), net_model_(*be_, dlrm_config(cfg_), fetched_rows(*be_, rows_, cfg_.dim, emb_)),
       opt_(*be_, train::OptimizerConfig{train::OptimizerKind::adam, cfg_.mlp_lr}),
-      store_(net, cfg_.k, cfg_.m, cfg_.tables, cfg_.rows, cfg_.dim, cfg_.rows_per_fragment, false), recovery_(net, store_, cfg_.m),
-      deltas_(net, store_, recovery_), rows_(net, store_, recovery_), schedule_(cfg_.fail, cfg_.kill) {
+      store_(net, cfg_.k, cfg_.m, cfg_.tables, cfg_.rows, cfg_.dim, cfg_.rows_per_fragment, false, cfg_.scrub), recovery_(net, store_, cfg_.m),
+      deltas_(net, store_, recovery_), rows_(net, store_, recovery_), scrub_(net, store_, recovery_), schedule_(cfg_.fail, cfg_.kill) {
+  if (cfg_.scrub) deltas_.report_mismatches(&scrub_.suspects());
+  // --kill R@S:scrub: this rank dies right after writing its first repaired row of step S (recorded
+  // as fired in its segment first, so that the relaunch does not die again).
+  scrub_.on_repaired_write([this] {
+    const auto i = schedule_.kill_in_repair(scrub_step_, net_.rank());
+    if (!i) return;
+    schedule_.set_kills_fired(schedule_.kills_fired() | std::uint64_t{1} << *i);
+    if (seg_) seg_->set_kills_fired(schedule_.kills_fired());
+    std::fflush(stdout);
+    std::cout.flush();
+    std::raise(SIGKILL);
+  });
   opt_.attach(net_model_.params());
   active_.assign(static_cast<std::size_t>(net_.size()), -1);
 }
@@ -58,17 +73,25 @@ void Engine::train_step(std::int64_t step) {
   rows_.request(b, deltas_.outgoing());
   deltas_.sent();
   // Once they are applied here, this rank's state is step `committed` complete: commit it (restart.cpp).
+  bool applied = false;
   auto commit = [&] {
-    if (committed < 0) return;
+    if (committed < 0 || applied) return;
+    applied = true;
     deltas_.apply(static_cast<std::uint64_t>(committed), rows_.extra_received());
     this->commit(committed);
   };
-  // Applied now when this step reads parity (degraded reads, rebuild), else while the replies travel.
-  if (recovering) commit();
-
-  // Serve: the rows asked of this rank; while anything is lost, every rank also takes the same
-  // rebuild round (the data is as of the end of step - 1).
+  // Applied now when this step reads parity (degraded reads, rebuild, a scrub's repair), else while
+  // the replies travel.
+  if (recovering || cfg_.scrub) commit();
+  // While anything is lost, every rank takes the same rebuild round (the data is as of the end of
+  // step - 1).
   const auto jobs = recovering ? recovery_.take_rebuild_jobs(cfg_.rebuild_stripes) : std::vector<Recovery::RebuildJob>{};
+  // Scrub: the rows this step serves, and those its decodes read here, are verified (and anything
+  // found repaired) before any of them is read for a reply, a decode, an update or a delta
+  // (docs/design/ec-train-protocol.md, "Scrubbing").
+  if (cfg_.scrub) scrub_round(step, jobs);
+
+  // Serve: the rows asked of this rank, the recovery bytes and this round's rebuild sources.
   double recovery_s = rows_.serve(jobs, recovering ? std::function<void()>{} : std::function<void()>(commit));
 
   // Decode: lost rows from their survivors, this round's rebuild jobs.
@@ -85,13 +108,14 @@ void Engine::train_step(std::int64_t step) {
 
   // Apply row updates: row gradients to their owners, summed in rank order, Adagrad on each row.
   update_rows(rows_.gradients(emb_->grads()));
+  inject_flips(step, true);  // --inject ...:at=delta: a flip between a row's update and its delta
 
   // Send deltas: XOR of each updated row to its stripe's parity holders, sent with the next
   // step's requests (or flushed); commit: when every holder applied them (next step), this step.
   // --commit in-step: in a round of their own now (committed by the caller, after the step's
   // timeline entry: the commit records the timeline's length).
   if (cfg_.ft != Ft::ec) return;
-  deltas_.build(step, rows_.owned(), rows_.places(), rows_.old_bytes());
+  deltas_.build(step, rows_.owned(), rows_.places(), rows_.old_bytes(), fresh_);
   if (cfg_.commit == Commit::in_step) deltas_.flush();
 }
 
@@ -126,6 +150,7 @@ void Engine::update_rows(const std::vector<float>& gsum) {
   const auto& owned = rows_.owned();
   const auto& place = rows_.places();  // owned[i] is at place[i] (located by the exchange)
   const auto old = rows_.old_bytes();
+  if (cfg_.scrub) fresh_.resize(owned.size() * rb);
   for (std::size_t i = 0; i < owned.size(); ++i) {
     if (i + prefetch_ahead < owned.size()) prefetch_row(store_.row(owned[i + prefetch_ahead], place[i + prefetch_ahead]));
     float v[2 * max_dim];  // [w | s] of one row: Config::dim <= max_dim (config.cpp)
@@ -138,6 +163,14 @@ void Engine::update_rows(const std::vector<float>& gsum) {
     const auto dst = store_.row(owned[i], place[i]);
     store_.before_write(dst);  // the one-step undo record (segment.hpp)
     std::memcpy(dst.data(), v, rb);
+    if (!cfg_.scrub) continue;
+    // The row's checksum follows the update (an error in the bytes read stays visible in it), and
+    // the delta is made from the bytes computed here, not read back from the store.
+    const ec::ConstBytes now(reinterpret_cast<const std::byte*>(v), rb);
+    std::memcpy(fresh_.data() + i * rb, v, rb);
+    const auto& p = place[i];
+    store_.follow(store_.checksum(static_cast<int>(owned[i].table), p.fragment, {p.rank, p.slot}, static_cast<std::uint32_t>(p.offset / rb)),
+                  ec::ConstBytes(old.data() + i * rb, rb), now);
   }
 }
 
@@ -313,7 +346,8 @@ std::string Engine::state_hash() {
 int Engine::run(const Progress& progress) {
   try {
     return run_steps(progress);
-  } catch (const DataLossError&) {
+  } catch (const DataLossError& e) {
+    if (dynamic_cast<const ScrubLossError*>(&e)) scrub_loss_ = e.what();
     // The job is over for good (a relaunch cannot help): say so in the report, leave no segment.
     write_report("", static_cast<int>(ExitCode::data_loss), -1);
     remove_segment();
@@ -338,7 +372,17 @@ int Engine::run_steps(const Progress& progress) {
       follows = false;
       continue;
     }
-    step_and_commit(step, follows && !failed, progress);
+    inject_flips(step, false);
+    try {
+      step_and_commit(step, follows && !failed, progress);
+    } catch (const ScrubLossError& e) {
+      scrub_loss_ = e.what();
+      if (!cfg_.fallback_ckpt) throw;
+      if (net_.rank() == 0) std::cerr << "ec-train: " << e.what() << "; restarting from the newest checkpoint (--fallback-ckpt)\n";
+      step = rollback(step, fails_.size());
+      follows = false;
+      continue;
+    }
     follows = true;
     ++step;
   }
@@ -369,6 +413,7 @@ void Engine::start_up() {
     cfg_.seed = me == 0 ? draw_seed() : 0;
     net_.bcast(cfg_.seed, 0);
   }
+  if (!cfg_.inject_seed_given) cfg_.inject_seed = cfg_.seed;
   const double a0 = now_seconds();
   train::agree(net_, [&] { open_segment(); });
   if (!cfg_.job_id.empty()) {
@@ -402,6 +447,16 @@ void Engine::start_up() {
               << cfg_.seed << (cfg_.seed_given ? "" : seed_from_segment ? " (of the job's segments)" : " (drawn)")
               << (resume ? ", resumed from " + resume->string() : "") << (cfg_.job_id.empty() ? "" : ", job " + cfg_.job_id) << "\n"
               << std::flush;
+  if (me == 0 && !cfg_.inject.empty())
+    std::cout << "ec-train: --inject " << cfg_.inject.size() << " item(s), inject seed " << cfg_.inject_seed << "\n" << std::flush;
+  if (me == 0 && !cfg_.inject_log.empty() && !relaunch) {
+    // The flip log's header (a relaunch appends to the log its first launch began).
+    nlohmann::json h{{"type", "header"}, {"format", "resil-flip-log/1"}, {"tool", "ec-train"}, {"seed", cfg_.inject_seed}, {"trial", 0},
+                     {"model", "flip"}, {"planned", cfg_.inject.size()}, {"in_place", true}, {"raw", false}};
+    h["args"] = nlohmann::json::array();
+    for (const auto& f : cfg_.inject) h["args"].push_back(f.text);
+    std::ofstream(cfg_.inject_log, std::ios::trunc) << h.dump() << "\n";
+  }
   if (!relaunch) {
     if (cfg_.ft == Ft::ec) store_.encode_all();
     // Rollbacks need a checkpoint of the starting state in --ckpt-dir.
@@ -467,6 +522,12 @@ void Engine::step_and_commit(std::int64_t step, bool follows, const Progress& pr
 
 int Engine::finish(const Progress& progress) {
   flush();
+  // Before the rest of a rebuild reads its sources: every surviving row checked and repaired.
+  if (cfg_.scrub && recovery_.any_lost()) {
+    scrub_.sweep(store_.layout().stripes());
+    const auto done = scrub_.repair(cfg_.steps, now_seconds() - t_start_);
+    repairs_.insert(repairs_.end(), done.begin(), done.end());
+  }
   // Finish any rebuild still running, so the final state is fully redundant before it is hashed.
   while (cfg_.ft == Ft::ec && recovery_.any_lost()) {
     const double r0 = now_seconds();
@@ -474,11 +535,22 @@ int Engine::finish(const Progress& progress) {
     after_rebuild(cfg_.steps, now_seconds() - r0);
   }
   if (progress.end) progress.end();
+  if (cfg_.scrub) {
+    // A last full sweep: nothing the run's cadence left unchecked ends in the final state unrepaired
+    // (a codeword beyond repair here ends the run with exit 8).
+    scrub_.sweep(store_.layout().stripes());
+    scrub_step_ = cfg_.steps;
+    const auto done = scrub_.repair(cfg_.steps, now_seconds() - t_start_);
+    repairs_.insert(repairs_.end(), done.begin(), done.end());
+  }
+  total_scrub();
   const std::int64_t mismatches = cfg_.ft == Ft::ec ? static_cast<std::int64_t>(store_.verify_parity()) : -1;
   const auto hash = state_hash();
   if (mismatches > 0) throw EcError(std::to_string(mismatches) + " parity fragments differ from a fresh encode of the data at the end");
   // Agreed before any rank removes its segment: a report that cannot be written leaves every
   // segment in place (the same command then completes again from the last step), not some.
+  if (net_.rank() == 0 && !cfg_.inject_log.empty())
+    std::ofstream(cfg_.inject_log, std::ios::app) << nlohmann::json{{"type", "footer"}, {"applied", injected_.size()}}.dump() << "\n";
   train::agree(net_, [&] {
     write_report(hash, 0, mismatches);
     retire_preempt_source();

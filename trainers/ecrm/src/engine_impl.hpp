@@ -16,6 +16,7 @@
 #include "resil/ecrm/parity_deltas.hpp"
 #include "resil/ecrm/recovery.hpp"
 #include "resil/ecrm/row_exchange.hpp"
+#include "resil/ecrm/scrub.hpp"
 #include "resil/ecrm/segment.hpp"
 #include "resil/ecrm/shard_store.hpp"
 #include "resil/train/dlrm.hpp"
@@ -57,6 +58,16 @@ struct FailRecord {
   std::int64_t rollback_steps = 0;
 };
 
+/// One --inject flip as applied (the flip log's record, kept for the report).
+struct InjectRecord {
+  std::size_t item = 0;  // index in --inject
+  std::int64_t step = 0;
+  int rank = 0;
+  std::string target, dataset;
+  std::int64_t stripe = -1, member = -1, row = -1;  // shard rows and parity rows
+  double t = 0;                                     // seconds since the run started
+};
+
 class Engine {
 public:
   Engine(Config cfg, const Transport& net);
@@ -94,6 +105,15 @@ private:
   void set_mlp_state(const ByteVec& b);
   void after_rebuild(std::int64_t step, double round_s);
   std::string state_hash();
+  // inject.cpp: --inject, and the scrub's round in a step (scrub.hpp)
+  /// The --inject items due at `step` (`at_delta`: those between the row updates and the deltas).
+  void inject_flips(std::int64_t step, bool at_delta);
+  /// This step's checks (the rows it serves, the sweep) and the collective repair of what they found.
+  void scrub_round(std::int64_t step, const std::vector<Recovery::RebuildJob>& jobs);
+  /// The scrub's counts summed over ranks (collective), for the report.
+  void total_scrub();
+  /// The bit in the segment's fired mask of --inject item i (after the --kill items).
+  std::uint64_t inject_bit(std::size_t i) const noexcept { return std::uint64_t{1} << (cfg_.kill.size() + i); }
   // restart.cpp: the state segment, commits, start-up as recovery
   void open_segment();
   /// Start-up from the segments of an earlier launch: the step to continue after, or nullopt when
@@ -139,6 +159,13 @@ private:
   Recovery recovery_;
   ParityDeltas deltas_;
   RowExchange rows_;
+  Scrub scrub_;
+  std::vector<std::byte> fresh_;            // --scrub: the updated rows' new bytes (ParityDeltas::build)
+  std::vector<ScrubRepair> repairs_;        // every repair, in order (the same list on every rank)
+  ScrubStats scrub_total_;                  // summed over ranks at the end (total_scrub)
+  std::int64_t scrub_step_ = 0;             // the step whose scrub round runs
+  std::string scrub_loss_;                  // the message of a scrub that could not repair
+  std::vector<InjectRecord> injected_;      // rank 0: every --inject flip of this launch
   std::unique_ptr<BatchSource> data_;
 
   std::int64_t start_step_ = 0, resumed_from_ = -1, last_ckpt_ = -1, redo_until_ = -1;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "resil/ecrm/config.hpp"
@@ -35,8 +36,14 @@ public:
   std::uint64_t kills_due(std::int64_t step) const {
     std::uint64_t due = 0;
     for (std::size_t i = 0; i < kill_.size(); ++i)
-      if (kill_[i].step == step && !(kills_fired_ >> i & 1u)) due |= std::uint64_t{1} << i;
+      if (kill_[i].step == step && !kill_[i].in_repair && !(kills_fired_ >> i & 1u)) due |= std::uint64_t{1} << i;
     return due;
+  }
+  /// The --kill R@S:scrub spec of `rank` at `step` that has not fired (its index), if any.
+  std::optional<std::size_t> kill_in_repair(std::int64_t step, int rank) const {
+    for (std::size_t i = 0; i < kill_.size(); ++i)
+      if (kill_[i].step == step && kill_[i].in_repair && kill_[i].rank == rank && !(kills_fired_ >> i & 1u)) return i;
+    return std::nullopt;
   }
   const std::vector<KillSpec>& kills() const noexcept { return kill_; }
   std::uint64_t kills_fired() const noexcept { return kills_fired_; }

@@ -8,7 +8,7 @@
 namespace resil::ecrm {
 
 void ParityDeltas::build(std::int64_t step, const std::vector<RowId>& owned, const std::vector<ec::RowPlace>& place,
-                         std::span<const std::byte> old) {
+                         std::span<const std::byte> old, std::span<const std::byte> fresh) {
   const auto& lay = store_.layout();
   const int N = net_.size(), k = store_.k();
   const auto rb = store_.row_bytes();
@@ -43,7 +43,8 @@ void ParityDeltas::build(std::int64_t step, const std::vector<RowId>& owned, con
       for (std::size_t q = i; q < e; ++q, out += per_row) {
         const auto off = static_cast<std::uint32_t>(place[q].offset);
         std::memcpy(out, &off, sizeof off);
-        ec::xor_delta(ec::ConstBytes(old.data() + q * rb, rb), store_.row(owned[q]), ec::Bytes(out + sizeof off, rb));
+        const ec::ConstBytes now = fresh.empty() ? ec::ConstBytes(store_.row(owned[q])) : ec::ConstBytes(fresh.data() + q * rb, rb);
+        ec::xor_delta(ec::ConstBytes(old.data() + q * rb, rb), now, ec::Bytes(out + sizeof off, rb));
       }
     }
   }
@@ -90,7 +91,19 @@ void ParityDeltas::apply(std::uint64_t step, std::span<const ByteView> in) {
         const auto off = offset(q);
         if (off + rb > par.size()) throw EcError("parity delta for stripe " + std::to_string(stripe) + " at offset " + std::to_string(off));
         store_.before_write(par.subspan(off, rb));  // the one-step undo record (segment.hpp)
+        if (!store_.has_checksums()) {
+          store_.codec().update_row(j - k, static_cast<int>(fragment), off, ec::ConstBytes(rows + q * per_row + sizeof(std::uint32_t), rb), par);
+          continue;
+        }
+        // Checked as it is folded: the parity row's bytes against its checksum, then the checksum
+        // follows the fold (an error already there stays visible in it).
+        const auto prow = static_cast<std::uint32_t>(off / rb);
+        auto& sum = store_.checksum(t, j, at, prow);
+        const std::uint32_t before = ShardStore::crc(par.subspan(off, rb));
         store_.codec().update_row(j - k, static_cast<int>(fragment), off, ec::ConstBytes(rows + q * per_row + sizeof(std::uint32_t), rb), par);
+        if (before != sum && mismatches_) mismatches_->push_back({stripe, static_cast<std::uint32_t>(j), prow});
+        store_.before_write(std::as_bytes(std::span(&sum, 1)));
+        sum ^= before ^ ShardStore::crc(par.subspan(off, rb));
       }
     }
   }

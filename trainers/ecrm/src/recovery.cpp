@@ -143,6 +143,7 @@ void Recovery::finish_rebuild(const std::vector<RebuildJob>& jobs, std::vector<R
     const int t = lay.table_of(job.stripe);
     const int mine = lay.fragment_on(job.stripe, me);
     decode_member(job.stripe, store_.codec().plan(job.erased), mine, from, lay.fragment_bytes(t), store_.member(job.stripe, mine));
+    store_.seal_member(job.stripe, mine);  // its row checksums, if kept (no undo, as the bytes)
     if (mine >= k) {
       // Decoded from data as of `committed_step`: every delta up to it is inside; later ones must still come.
       // Neither the bytes nor these marks go through the undo record: a rollback past this point

@@ -131,6 +131,45 @@ void Engine::write_report(const std::string& state_hash, int exit_code, std::int
   }
   for (const auto& [when, rate] : throughput(log_, cfg_.batch))
     j["throughput"][when] = {{"samples_per_s", rate.per_s()}, {"seconds", rate.seconds}};
+  if (cfg_.scrub) {
+    // Counts over every rank (this launch); the repairs are the same list on every rank.
+    const auto& st = scrub_total_;
+    nlohmann::json sc{{"touched", cfg_.scrub_touched},
+                      {"sweep_stripes", cfg_.scrub_sweep},
+                      {"rows_checked", st.rows_checked},
+                      {"check_s", st.check_s},
+                      {"repair_s", st.repair_s},
+                      {"repair_rounds", scrub_.stats().rounds},
+                      {"repaired", {{"data", scrub_.stats().repaired_data}, {"parity", scrub_.stats().repaired_parity}, {"checksum", scrub_.stats().repaired_checksum}}},
+                      {"unrepairable", scrub_loss_.empty() ? nlohmann::json(nullptr) : nlohmann::json(scrub_loss_)}};
+    sc["repairs"] = nlohmann::json::array();
+    for (const auto& r : repairs_)
+      if (sc["repairs"].size() < 10000)
+        sc["repairs"].push_back({{"step", r.step}, {"stripe", r.stripe}, {"member", r.member}, {"row", r.row}, {"rank", r.rank}, {"kind", r.kind}, {"t", r.t}});
+    j["scrub"] = sc;
+  } else {
+    j["scrub"] = nullptr;
+  }
+  if (!cfg_.inject.empty()) {
+    j["inject_seed"] = cfg_.inject_seed;
+    j["injections"] = nlohmann::json::array();
+    for (const auto& f : injected_) {
+      nlohmann::json r{{"inject", cfg_.inject[f.item].text}, {"step", f.step}, {"rank", f.rank}, {"target", f.target}, {"dataset", f.dataset}, {"t", f.t}};
+      r["repaired_step"] = nullptr;
+      if (f.stripe >= 0) {
+        r["stripe"] = f.stripe, r["member"] = f.member, r["member_row"] = f.row;
+        // The first repair of that row at or after the flip: how long the corruption lived.
+        for (const auto& q : repairs_)
+          if (static_cast<std::int64_t>(q.stripe) == f.stripe && static_cast<std::int64_t>(q.member) == f.member &&
+              static_cast<std::int64_t>(q.row) == f.row && q.step >= f.step) {
+            r["repaired_step"] = q.step;
+            r["flip_to_repair_s"] = q.t - f.t;
+            break;
+          }
+      }
+      j["injections"].push_back(r);
+    }
+  }
   ckpt::fs::write_file_atomic(cfg_.report, j.dump(1) + "\n");
 }
 
@@ -163,6 +202,11 @@ void Engine::print_summary(const std::string& state_hash) const {
   }
   for (const auto& [when, rate] : throughput(log_, cfg_.batch))
     std::printf("  throughput %-6s: %.0f samples/s over %.2f s\n", when.c_str(), rate.per_s(), rate.seconds);
+  if (cfg_.scrub)
+    std::printf("  scrub: %llu rows checked (%.3f s per rank), %llu repaired (data %llu, parity %llu, checksum %llu)\n",
+                static_cast<unsigned long long>(scrub_total_.rows_checked), scrub_total_.check_s, static_cast<unsigned long long>(repairs_.size()),
+                static_cast<unsigned long long>(scrub_.stats().repaired_data), static_cast<unsigned long long>(scrub_.stats().repaired_parity),
+                static_cast<unsigned long long>(scrub_.stats().repaired_checksum));
   const train::NumericConfig nc = be_->numeric();
   std::printf("state_hash %s\nnumeric %s (%s)\n", state_hash.c_str(), nc.id.c_str(), nc.detail.c_str());
   if (!cfg_.report.empty()) std::printf("report: %s\n", cfg_.report.string().c_str());

@@ -86,7 +86,12 @@ void Engine::open_segment() {
   // relaunch with another list would misread it.
   std::string kills;
   for (const auto& k : cfg_.kill) kills += "," + std::to_string(k.rank) + "@" + std::to_string(k.step) + (k.node ? ":node" : "");
-  const std::string key = cfg_.computation_json(N) + std::string(ft_name(cfg_.ft)) + data_id + kills;
+  // --scrub changes the store's layout (row checksums), and --inject items are kept fired by position.
+  std::string scrub, injects;
+  if (cfg_.scrub) scrub = "scrub";
+  for (const auto& f : cfg_.inject) injects += "," + f.text;
+  if (!cfg_.inject.empty()) injects += ";seed=" + std::to_string(cfg_.inject_seed);
+  const std::string key = cfg_.computation_json(N) + std::string(ft_name(cfg_.ft)) + data_id + kills + scrub + injects;
   // The same settings by option name, for the message that refuses another configuration's segment.
   auto settings = nlohmann::json::parse(cfg_.computation_json(N));
   nlohmann::json named = nlohmann::json::object();
@@ -100,6 +105,8 @@ void Engine::open_segment() {
   named["--ft"] = ft_name(cfg_.ft);
   named["--data content (XXH64)"] = data_id;
   named["--kill"] = kills.empty() ? std::string() : kills.substr(1);
+  if (cfg_.scrub) named["--scrub"] = true;
+  if (!cfg_.inject.empty()) named["--inject"] = injects.substr(1);
   const SegmentIdentity id{ckpt::xxh64(std::as_bytes(std::span(key.data(), key.size()))), cfg_.seed, me, N, named.dump()};
   SegmentLayout lay;
   lay.store_bytes = store_.memory_bytes();
@@ -108,6 +115,8 @@ void Engine::open_segment() {
   // Each row's parity delta also changes one ledger word (a 24-byte entry); the ledgers are part
   // of the store, so the small state written at every commit does not grow with the state.
   lay.undo_bytes = 2 * rows_per_step * (16 + store_.row_bytes()) + rows_per_step * 24 + 4096;
+  // --scrub: each updated data row and each parity row a delta folds into also changes its checksum word.
+  if (cfg_.scrub) lay.undo_bytes += 2 * rows_per_step * static_cast<std::size_t>(1 + cfg_.m) * 24;
   lay.slot_bytes = mlp_state_bytes() + static_cast<std::size_t>(N) * (16 + store_.layout().stripes()) + (256u << 10);
   lay.log_entries = static_cast<std::size_t>(std::min<std::int64_t>(4 * cfg_.steps + 1024, std::int64_t{1} << 20));
   seg_ = Segment::attach(cfg_.job_id, id, lay);
@@ -314,7 +323,7 @@ std::optional<std::int64_t> Engine::restart_from_segments() {
   if (!intact)
     for (std::size_t i = 0; i < log_.size(); ++i) seg_->log_put(i, log_entry(log_[i]));
   // The --kill specs that fired (recorded in every surviving header) and which of them are new.
-  std::vector<int> bits(cfg_.kill.size(), 0);
+  std::vector<int> bits(cfg_.kill.size() + cfg_.inject.size(), 0);  // then the --inject items (inject_bit)
   for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = intact && (seg_->kills_fired() >> i & 1u) ? 1 : 0;
   if (!bits.empty()) net_.allreduce_max(bits);
   std::uint64_t mask = 0;

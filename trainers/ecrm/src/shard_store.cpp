@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include <isa-l/crc.h>
+
 #include "resil/core/error.hpp"
 #include "resil/core/rng.hpp"
 #include "resil/ecrm/segment.hpp"
@@ -21,12 +23,12 @@ std::vector<ec::TableShape> shapes(int tables, std::uint32_t rows, std::size_t r
 }  // namespace
 
 ShardStore::ShardStore(const Transport& net, int k, int m, int tables, std::uint32_t rows, int dim, std::uint32_t rows_per_fragment,
-                       bool own_memory)
+                       bool own_memory, bool checksums)
     : net_(net), k_(k), dim_(dim), row_bytes_(static_cast<std::size_t>(dim) * 2 * sizeof(float)),
-      lay_(k, m, net.size(), shapes(tables, rows, row_bytes_), rows_per_fragment), codec_(k, m) {
+      lay_(k, m, net.size(), shapes(tables, rows, row_bytes_), rows_per_fragment), codec_(k, m), checksums_(checksums) {
   const int me = net_.rank();
   for (int t = 0; t < tables; ++t)
-    bytes_ += (lay_.data_slots(me, t) + lay_.parity_slots(me, t)) * lay_.fragment_bytes(t) + sources(t) * sizeof(std::uint64_t);
+    bytes_ += (lay_.data_slots(me, t) + lay_.parity_slots(me, t)) * lay_.fragment_bytes(t) + sources(t) * sizeof(std::uint64_t) + sum_bytes(t);
   if (own_memory) {
     own_.assign(bytes_, std::byte{0});
     use_memory(own_);
@@ -40,6 +42,7 @@ void ShardStore::use_memory(std::span<std::byte> mem) {
   data_.clear();
   parity_.clear();
   ledgers_.clear();
+  sums_.clear();
   // Per table: [data fragments | parity fragments | ledger words]; fragments are multiples of 8 bytes.
   std::size_t at = 0;
   for (int t = 0; t < lay_.tables(); ++t) {
@@ -49,12 +52,50 @@ void ShardStore::use_memory(std::span<std::byte> mem) {
     at += d + p;
     ledgers_.emplace_back(std::span(reinterpret_cast<std::uint64_t*>(mem.data() + at), sources(t)));
     at += sources(t) * sizeof(std::uint64_t);
+    sums_.emplace_back(reinterpret_cast<std::uint32_t*>(mem.data() + at), checksums_ ? (lay_.data_slots(me, t) + lay_.parity_slots(me, t)) * lay_.rows_per_fragment() : 0);
+    at += sum_bytes(t);
   }
   if (mem.data() != own_.data()) std::vector<std::byte>().swap(own_);
 }
 
 void ShardStore::before_write(std::span<const std::byte> range) {
   if (undo_) undo_->save(range);
+}
+
+std::size_t ShardStore::sum_bytes(int t) const noexcept {
+  if (!checksums_) return 0;
+  const int me = net_.rank();
+  const std::size_t words = (lay_.data_slots(me, t) + lay_.parity_slots(me, t)) * lay_.rows_per_fragment();
+  return (words * sizeof(std::uint32_t) + 7) / 8 * 8;  // the next table's fragments start 8-byte aligned
+}
+
+std::uint32_t ShardStore::crc(ec::ConstBytes bytes) noexcept {
+  return crc32_iscsi(reinterpret_cast<unsigned char*>(const_cast<std::byte*>(bytes.data())), static_cast<int>(bytes.size()), 0xFFFFFFFFu);
+}
+
+void ShardStore::follow(std::uint32_t& sum, ec::ConstBytes before, ec::ConstBytes after) {
+  before_write(std::as_bytes(std::span(&sum, 1)));
+  sum ^= crc(before) ^ crc(after);
+}
+
+void ShardStore::seal(std::uint32_t& sum, ec::ConstBytes bytes) {
+  before_write(std::as_bytes(std::span(&sum, 1)));
+  sum = crc(bytes);
+}
+
+void ShardStore::seal_member(std::uint64_t stripe, int j) {
+  if (!checksums_) return;
+  const int t = lay_.table_of(stripe);
+  const auto p = lay_.place(stripe, j);
+  const auto m = member(t, j, p);
+  for (std::uint32_t r = 0; r < lay_.rows_per_fragment(); ++r) checksum(t, j, p, r) = crc(m.subspan(r * row_bytes_, row_bytes_));
+}
+
+void ShardStore::seal_all() {
+  if (!checksums_) return;
+  const int me = net_.rank();
+  for (std::uint64_t s = 0; s < lay_.stripes(); ++s)
+    if (const int j = lay_.fragment_on(s, me); j >= 0) seal_member(s, j);
 }
 
 std::uint64_t ShardStore::sources(int t) const noexcept {
@@ -164,6 +205,7 @@ void ShardStore::encode_all() {
     codec_.encode_row(j - k_, src, member(s, j));
   });
   for (auto& l : ledgers_) l.clear();
+  seal_all();
 }
 
 std::uint64_t ShardStore::verify_parity() {

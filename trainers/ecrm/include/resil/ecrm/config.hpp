@@ -37,13 +37,40 @@ std::vector<FailSpec> parse_failures(const std::string& text);
 /// `--kill RANK@STEP[:node]`: at the start of STEP, RANK sends itself SIGKILL (a real process
 /// death; the launcher relaunches the job); with `:node` it first removes its state segment (a
 /// node loss: its memory is gone too).
+/// `:scrub` (testing the scrub, with --scrub): the rank dies inside STEP's scrub repair, right after
+/// it wrote its first repaired row (no kill when that step repairs nothing on the rank).
 struct KillSpec {
   int rank = 0;
   std::int64_t step = 0;
   bool node = false;
+  bool in_repair = false;
 };
-/// Parse "1@20,2@20:node" (UsageError naming the bad item); at most 64 items.
+/// Parse "1@20,2@20:node,1@30:scrub" (UsageError naming the bad item); at most 64 items.
 std::vector<KillSpec> parse_kills(const std::string& text);
+
+/// `--inject TARGET@STEP[:key=value...]`: in-memory bit flips at the start of STEP (or, with
+/// `:at=delta`, between the step's row updates and its parity deltas), reproducible from
+/// --inject-seed. Targets: `row` (a data row of a rank's shard: weights or Adagrad accumulators),
+/// `parity` (a row of a rank's parity fragment), `stripe` (`members` members of one codeword: the
+/// rows at one offset of one stripe), `mlp` (a rank's MLP replica), `opt` (its Adam state).
+/// Keys: rank=R (default drawn), stripe=S (stripe only; default drawn), members=J (stripe only,
+/// 1..k+m; default 2), member=M and row=W (stripe only: member M is one of them, the codeword is
+/// row W of the fragments; default drawn), bits=B (bits flipped in one 32-bit word, 1..32; default 1), at=start|delta.
+enum class InjectTarget { row, parity, stripe, mlp, opt };
+std::string_view inject_target_name(InjectTarget t) noexcept;
+struct InjectSpec {
+  InjectTarget target = InjectTarget::row;
+  std::int64_t step = 0;
+  int rank = -1;               // -1: drawn
+  std::int64_t stripe = -1;    // -1: drawn
+  int members = 2, bits = 1;
+  int member = -1, row = -1;   // stripe only; -1: drawn
+  bool at_delta = false;
+  std::string text;            // as given, for messages and the log
+};
+/// Parse "row@5,parity@7:rank=2,stripe@9:members=3" (UsageError naming the bad item); with the
+/// --kill items at most 64 in all (they share the segment's fired mask).
+std::vector<InjectSpec> parse_injects(const std::string& text);
 
 /// `--bottom-mlp` / `--top-mlp`: hidden layer sizes "512,256,64" (1..8 layers, each 1..max_mlp_width;
 /// UsageError naming `option`).
@@ -85,13 +112,22 @@ struct Config {
   std::filesystem::path report;
   std::int64_t signal_at = -1;           // testing: rank 0 raises SIGUSR1 on itself before this step
   int poll_us = -2;  // how ranks wait for MPI: train::poll_auto (resil/train/comm.hpp)
+  // --scrub (docs/design/ec-train-protocol.md, "Scrubbing"): row checksums, checks and repair.
+  bool scrub = false;
+  bool scrub_touched = true;             // check the rows each step serves, before it reads them
+  std::uint64_t scrub_sweep = 0;         // stripes verified per step by the background sweep
+  std::vector<InjectSpec> inject;        // --inject
+  std::uint64_t inject_seed = 0;
+  bool inject_seed_given = false;        // else: --seed
+  std::filesystem::path inject_log;      // the flip log (rank 0 writes it)
 
   /// The MLPs are ec-train's defaults (32 / 32).
   bool default_mlps() const { return bottom_mlp == Config{}.bottom_mlp && top_mlp == Config{}.top_mlp; }
   /// The fields that define the computation: a resume must match them.
   std::string computation_json(int world) const;
   /// Checks that need the world size (UsageError naming the option): k + m <= world, every --fail
-  /// rank in the world and step within --steps, --fallback-ckpt and --commit in-step only with --ft ec.
+  /// rank in the world and step within --steps, --fallback-ckpt, --commit in-step and --scrub only
+  /// with --ft ec, --inject ranks, stripes and members in range.
   void validate(int world) const;
 };
 

@@ -23,7 +23,11 @@ public:
 
   /// The deltas of `step` for the rows `owned` (sorted; their places `place`, their bytes before the
   /// update in `old`, row_bytes each; the store holds the new bytes), held until sent.
-  void build(std::int64_t step, const std::vector<RowId>& owned, const std::vector<ec::RowPlace>& place, std::span<const std::byte> old);
+  /// `fresh`: the rows' new bytes as computed (row_bytes each; empty: read them from the store). With
+  /// them a flip that lands in a stored row between its update and this call is not carried into
+  /// the parity (the row's checksum then finds it, and the parity repairs it: scrub.hpp).
+  void build(std::int64_t step, const std::vector<RowId>& owned, const std::vector<ec::RowPlace>& place, std::span<const std::byte> old,
+             std::span<const std::byte> fresh = {});
   /// The step whose deltas wait to be sent (-1: none) and, per holder, the buffers (null: none).
   std::int64_t pending_step() const noexcept { return pending_step_; }
   const std::vector<ByteVec>* outgoing() const noexcept { return pending_step_ >= 0 ? &pending_ : nullptr; }
@@ -36,6 +40,9 @@ public:
   /// parities must be current before the next step's first exchange (a failure, a checkpoint, the
   /// end of the run).
   void flush();
+  /// With row checksums: each parity row is checked as a delta is folded into it; rows whose
+  /// checksum did not match their bytes before the fold are appended here (null: nowhere).
+  void report_mismatches(std::vector<MemberRow>* to) noexcept { mismatches_ = to; }
 
 private:
   const Transport& net_;
@@ -43,6 +50,7 @@ private:
   const Recovery& recovery_;
   std::vector<ByteVec> pending_;  // per holder
   std::int64_t pending_step_ = -1;
+  std::vector<MemberRow>* mismatches_ = nullptr;
 };
 
 }  // namespace resil::ecrm

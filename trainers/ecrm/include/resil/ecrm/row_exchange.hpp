@@ -50,6 +50,9 @@ public:
   const std::vector<RowId>& owned() const noexcept { return owned_; }
   const std::vector<ec::RowPlace>& places() const noexcept { return place_; }
   std::span<const std::byte> old_bytes() const noexcept { return old_; }
+  /// Rows of lost fragments whose decode reads this rank's member of their stripe this step
+  /// (degraded reads asked of it, lost rows it sends whole to their owner); valid after request().
+  const std::vector<RowId>& decode_sources() const noexcept { return serve_; }
 
 private:
   struct Degraded {

@@ -32,6 +32,14 @@ struct FetchReq {
   std::uint64_t slot = 0, offset = 0, len = 0;
 };
 
+/// One row of one member of a stripe: row `row` (0 <= row < rows per fragment) of member `member`
+/// (0..k-1 data, k..n-1 parity). Rows at the same `row` of a stripe's members form one codeword.
+struct MemberRow {
+  std::uint64_t stripe = 0;
+  std::uint32_t member = 0, row = 0;
+  auto operator<=>(const MemberRow&) const = default;
+};
+
 class UndoSink;
 
 /// How many rows ahead a loop over scattered rows asks for the next ones (prefetch_row).
@@ -48,8 +56,10 @@ class ShardStore {
 public:
   /// With `own_memory` false the store has no bytes until use_memory() (the engine places them in
   /// its shared-memory segment, segment.hpp, so that they outlive the process).
+  /// `checksums`: keep a CRC-32C per row of every data and parity fragment (ec-train --scrub,
+  /// scrub.hpp), in the store's memory after each table's ledger words.
   ShardStore(const Transport& net, int k, int m, int tables, std::uint32_t rows, int dim, std::uint32_t rows_per_fragment,
-             bool own_memory = true);
+             bool own_memory = true, bool checksums = false);
 
   /// Bytes of all data and parity fragments of this rank and the parity ledgers' words.
   std::size_t memory_bytes() const noexcept { return bytes_; }
@@ -87,6 +97,28 @@ public:
   /// word's old value in the undo sink first: a rollback restores it with the parity bytes.
   void require_delta(int t, ec::DeltaTag tag);
 
+  // ---- row checksums (only with `checksums`) ----
+  /// CRC-32C (ISA-L crc32_iscsi) of a row's bytes. Affine over XOR for one length: crc(a) ^ crc(b)
+  /// ^ crc(c) = crc(a ^ b ^ c), which is what lets a checksum follow a delta without reading the row.
+  static std::uint32_t crc(ec::ConstBytes bytes) noexcept;
+  bool has_checksums() const noexcept { return checksums_; }
+  std::uint32_t rows_per_fragment() const noexcept { return lay_.rows_per_fragment(); }
+  /// The checksum word of row `row` (0 <= row < B) of this rank's member j of a stripe of table t at `p`.
+  std::uint32_t& checksum(int t, int j, const ec::FragmentPlace& p, std::uint32_t row) {
+    const auto base = j < k_ ? std::uint64_t{0} : lay_.data_slots(net_.rank(), t);
+    return sums_[static_cast<std::size_t>(t)][(base + p.slot) * lay_.rows_per_fragment() + row];
+  }
+  /// A row of a member changed from `before` to `after` (same length): its checksum follows
+  /// (sum ^= crc(before) ^ crc(after)), the old word going to the undo record first. An error
+  /// already in `before` (sum != crc(before)) stays visible in the new sum.
+  void follow(std::uint32_t& sum, ec::ConstBytes before, ec::ConstBytes after);
+  /// Set a row's checksum to the crc of its current (known good) bytes, through the undo record.
+  void seal(std::uint32_t& sum, ec::ConstBytes bytes);
+  /// Every checksum from the current bytes (after an initial encode, a checkpoint load), no undo.
+  void seal_all();
+  /// Every row of this rank's member j of stripe s from its current bytes (after a rebuild), no undo.
+  void seal_member(std::uint64_t stripe, int j);
+
   /// Initial values: weights uniform in +-sqrt(1/rows) keyed by (seed, table, row), accumulators 0.
   void init_rows(std::uint64_t seed);
   /// This rank lost its memory: the stores hold garbage (so any use of lost bytes shows up in the
@@ -111,6 +143,7 @@ public:
 
 private:
   std::uint64_t sources(int t) const noexcept;
+  std::size_t sum_bytes(int t) const noexcept;  // table t's checksum words, padded to 8 bytes
 
   const Transport& net_;
   int k_, dim_;
@@ -122,6 +155,8 @@ private:
   std::vector<std::span<std::byte>> data_, parity_;  // per table, inside own_ or the segment
   UndoSink* undo_ = nullptr;
   std::vector<ec::DeltaLedger> ledgers_;             // per table, over words inside own_ or the segment
+  bool checksums_ = false;
+  std::vector<std::span<std::uint32_t>> sums_;       // per table: data rows, then parity rows (slot order)
 };
 
 }  // namespace resil::ecrm

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# ec-train --scrub: bit flips in the shard store (--inject) found by the row checksums and repaired
+# by the erasure code while training goes on; each repaired run must end with the fault-free run's
+# state_hash and parity equal to a fresh encode.
+#   ec_train_scrub.sh CASE EC_TRAIN MPIEXEC WORKDIR
+# CASEs: row (a shard row), parity (a parity row), stripe-m (m members of one codeword: the limit),
+# beyond (m + 1 members: exit 8 naming the codeword, the report saying where), beyond-fallback (the
+# same with --fallback-ckpt: the newest checkpoint, then the fault-free state), before-delta (a flip
+# in a row between its update and its parity delta: repaired; without --scrub the same flip ends in
+# another state, so the case can fail), sweep (a row never read again, found by the sweep before the
+# end), kill-repair (two flipped rows on one rank, which is killed -9 right after writing the first
+# repaired row; relaunched, the second is found and repaired), log (the flip log's records),
+# during-rebuild (flips while a failed rank's stripes are rebuilt), usage (bad --scrub and --inject
+# settings: one line, exit 2).
+set -u
+case=$1 bin=$2 mpiexec=$3 dir=$4/scrub-$1
+here=$(cd "$(dirname "$0")" && pwd)
+run=$here/../../scripts/hpc/ec-train-run.sh
+rm -rf "$dir"; mkdir -p "$dir"; cd "$dir" || exit 1
+S=(--tables 4 --rows 600 --dim 8 --batch 48 --rows-per-fragment 4 --seed 11 --steps 24 --poll-us 200)
+fail() { echo "FAIL: $*" >&2; [ -n "${job:-}" ] && "$bin" --cleanup --job-id "$job" >/dev/null 2>&1; exit 1; }
+field() { /usr/bin/python3 -c 'import json,sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."): v = v[int(k)] if isinstance(v, list) else v.get(k)
+print(v)' "$1" "$2"; }
+ref() { "$mpiexec" -n 4 "$bin" "${S[@]}" --k "$1" --m "$2" --ft none --report ref.json >ref.out 2>&1 || fail "reference run: $(cat ref.out)"; }
+ec() { "$mpiexec" -n 4 "$bin" "${S[@]}" --ft ec "$@" >run.out 2>&1; }
+same() {  # same REPORT: the reference's state_hash, parity verified
+  [ "$(field "$1" completed)" = True ] || fail "$1 not completed: $(tail -3 run.out)"
+  [ "$(field "$1" state_hash)" = "$(field ref.json state_hash)" ] || fail "state_hash $(field "$1" state_hash) != reference $(field ref.json state_hash)"
+  [ "$(field "$1" parity_mismatches)" = 0 ] || fail "parity mismatches"
+}
+repaired() {  # repaired REPORT KIND N: at least N repairs of KIND, and every injection repaired
+  local got; got=$(field "$1" "scrub.repaired.$2")
+  [ "$got" -ge "$3" ] || fail "$2 repairs: $got, expected >= $3"
+  /usr/bin/python3 -c 'import json,sys
+r = json.load(open(sys.argv[1]))
+bad = [i for i in r["injections"] if i.get("repaired_step") is None or i["repaired_step"] < i["step"]]
+sys.exit(1 if bad or not r["injections"] else 0)' "$1" || fail "an injection was not repaired: $(field "$1" injections)"
+  echo "ok: $2 repairs $got, state_hash $(field "$1" state_hash)"
+}
+
+case $case in
+  row)
+    ref 2 1
+    ec --k 2 --m 1 --scrub --inject row@6:rank=1 --report r.json || fail "run: $(tail -3 run.out)"
+    same r.json; repaired r.json data 1 ;;
+  parity)
+    ref 2 2
+    ec --k 2 --m 2 --scrub --inject parity@6:rank=2,parity@9:rank=0:bits=3 --report r.json || fail "run: $(tail -3 run.out)"
+    same r.json; repaired r.json parity 2 ;;
+  stripe-m)
+    ref 2 2
+    ec --k 2 --m 2 --scrub --inject stripe@6:members=2:stripe=40 --report r.json || fail "run: $(tail -3 run.out)"
+    same r.json; repaired r.json data 0
+    [ "$(/usr/bin/python3 -c 'import json,sys; r=json.load(open("r.json")); print(len({(q["stripe"],q["member"]) for q in r["scrub"]["repairs"] if q["stripe"]==40}))')" = 2 ] ||
+      fail "expected two members of stripe 40 repaired: $(field r.json scrub.repairs)" ;;
+  beyond)
+    ec --k 2 --m 1 --scrub --inject stripe@6:members=2:stripe=40 --report r.json
+    rc=$?
+    [ $rc = 8 ] || fail "exit $rc, expected 8: $(tail -3 run.out)"
+    grep -q "ec-train: error: step [0-9]*: scrub found 1 codeword(s) with more corrupt or lost members than m = 1 can repair: stripe 40 (table 0) row [0-3]: members" run.out ||
+      fail "no error line naming the codeword: $(cat run.out)"
+    [ "$(grep -c 'ec-train: error:' run.out)" = 1 ] || fail "expected one error line: $(cat run.out)"
+    [ "$(field r.json exit_code)" = 8 ] && [ "$(field r.json completed)" = False ] || fail "report: exit_code $(field r.json exit_code)"
+    field r.json scrub.unrepairable | grep -q "stripe 40" || fail "report's scrub.unrepairable: $(field r.json scrub.unrepairable)"
+    echo "ok: exit 8, $(grep 'ec-train: error' run.out)" ;;
+  beyond-fallback)
+    ref 2 1
+    ec --k 2 --m 1 --scrub --scrub-cadence touched+sweep --scrub-sweep 1000 --fallback-ckpt --ckpt-interval 4 --ckpt-dir ck \
+       --inject stripe@6:members=2:stripe=40 --report r.json || fail "run: $(tail -3 run.out)"
+    same r.json
+    grep -q "restarting from the newest checkpoint (--fallback-ckpt)" run.out || fail "no fallback line: $(cat run.out)"
+    echo "ok: fell back to a checkpoint, state_hash $(field r.json state_hash)" ;;
+  before-delta)
+    ref 2 1
+    ec --k 2 --m 1 --scrub --inject row@6:rank=1:at=delta --report r.json || fail "run: $(tail -3 run.out)"
+    same r.json; repaired r.json data 1
+    # Without the scrub the same flip is carried into the parity and trained on: another state.
+    ec --k 2 --m 1 --inject row@6:rank=1:at=delta --report plain.json || fail "run without --scrub: $(tail -3 run.out)"
+    [ "$(field plain.json state_hash)" != "$(field ref.json state_hash)" ] || fail "the flip did not change the unscrubbed run's state" ;;
+  sweep)
+    # Rows 598 and 599 of table 0 are padding (--rows 598): rows 2 and 3 of member 1 of stripe 74
+    # (k = 2, 4 rows a fragment). No step reads them: only a sweep finds a flip there.
+    S=("${S[@]/#600/598}")
+    ref 2 1
+    ec --k 2 --m 1 --scrub --scrub-cadence sweep --scrub-sweep 8 --inject stripe@4:members=1:stripe=74:member=1:row=3 --report r.json ||
+      fail "run: $(tail -3 run.out)"
+    same r.json; repaired r.json data 0
+    [ "$(field r.json injections.0.repaired_step)" -lt 24 ] || fail "the sweep did not find the flip during the run"
+    echo "ok: found by the sweep at step $(field r.json injections.0.repaired_step)" ;;
+  kill-repair)
+    ref 2 1
+    job=ctest-scrub-$$
+    "$run" -n 4 --ec-train "$bin" --max-restarts 2 -- "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --scrub --scrub-cadence touched+sweep \
+      --scrub-sweep 1000 --inject row@6:rank=1,row@6:rank=1 --kill 1@6:scrub --report r.json >run.out 2>&1 || fail "launcher: $(tail -5 run.out)"
+    [ "$(field r.json relaunches)" = 1 ] || fail "expected one relaunch: $(field r.json relaunches)"
+    same r.json
+    ls /dev/shm | grep -q "resil-ec-$job-" && fail "segments left behind"
+    echo "ok: killed inside the repair, relaunched, state_hash $(field r.json state_hash)" ;;
+  during-rebuild)
+    # Flips while a failed rank's stripes are rebuilt: the rows a degraded read or a rebuild reads
+    # are checked on their holders first, so no decode reads a flipped row.
+    ref 2 2
+    ec --k 2 --m 2 --rebuild-stripes 8 --scrub --scrub-cadence touched+sweep --scrub-sweep 8 --fail 1@8 \
+       --inject row@10:rank=2,parity@12:rank=3 --report r.json || fail "run: $(tail -3 run.out)"
+    same r.json; repaired r.json data 1
+    [ "$(field r.json failures.0.outcome)" = rebuilt ] || fail "failure outcome $(field r.json failures.0.outcome)" ;;
+  log)
+    ec --k 2 --m 2 --scrub --inject row@3:rank=1,parity@4,mlp@5:rank=2,opt@5:rank=3:bits=2,stripe@6:members=2 --inject-seed 5 \
+       --inject-log flips.jsonl --report r.json || fail "run: $(tail -3 run.out)"
+    /usr/bin/python3 - flips.jsonl <<'PY' || fail "flip log"
+import json, struct, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+h, recs, foot = lines[0], lines[1:-1], lines[-1]
+assert h["type"] == "header" and h["format"] == "resil-flip-log/1" and h["tool"] == "ec-train" and h["seed"] == 5, h
+assert foot == {"type": "footer", "applied": 6}, foot
+assert [r["target"] for r in recs] == ["row", "parity", "mlp", "opt", "stripe", "stripe"], [r["target"] for r in recs]
+for r in recs:
+    old, new, mask = int(r["old"], 16), int(r["new"], 16), int(r["mask"], 16)
+    assert old ^ new == mask and sorted(r["bits"]) == [b for b in range(32) if mask >> b & 1] and r["anchor"] in r["bits"], r
+    v = struct.unpack("<f", struct.pack("<I", old))[0]
+    assert r["old_value"] == v or (v != v and r["old_value"] == "nan"), r
+assert len(recs[3]["bits"]) == 2 and recs[2]["dataset"].startswith("/model/") and recs[3]["dataset"].startswith("/optimizer/"), recs[2:4]
+assert recs[0]["dataset"].startswith("/embedding/table") and recs[1]["dataset"].startswith("/parity/table"), recs[:2]
+assert recs[4]["stripe"] == recs[5]["stripe"] and recs[4]["member_row"] == recs[5]["member_row"] and recs[4]["member"] != recs[5]["member"]
+print("ok: flip log", len(recs), "records")
+PY
+    # The same seed flips the same bits.
+    ec --k 2 --m 2 --scrub --inject row@3:rank=1,parity@4,mlp@5:rank=2,opt@5:rank=3:bits=2,stripe@6:members=2 --inject-seed 5 \
+       --inject-log again.jsonl --report r2.json || fail "second run"
+    cmp <(tail -n +2 flips.jsonl | sed 's/"t":[^,}]*//') <(tail -n +2 again.jsonl | sed 's/"t":[^,}]*//') || fail "the same --inject-seed flipped other bits"
+    [ "$(field r.json state_hash)" = "$(field r2.json state_hash)" ] || fail "same flips, other state" ;;
+  usage)
+    # Bad --scrub and --inject settings: one error line naming the option, exit 2, before any training.
+    chk=$here/ec_train_check.py
+    expect() {  # expect REGEX ARGS...: exit 2 with one line matching REGEX
+      local re=$1; shift
+      /usr/bin/python3 "$chk" expect-exit 2 "$re" --one-line -- "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 "$@" >/dev/null || fail "expected exit 2 /$re/ for: $*"
+    }
+    expect "^ec-train: error: --scrub goes with --ft ec" --ft none --scrub
+    expect "^ec-train: error: --scrub-sweep 4 needs --scrub-cadence sweep or touched\+sweep" --ft ec --scrub --scrub-sweep 4
+    expect "^ec-train: error: --scrub-sweep and --scrub-cadence go with --scrub" --ft ec --scrub-cadence sweep
+    expect "^ec-train: error: --inject: 'bogus@3': unknown target 'bogus'" --ft ec --inject bogus@3
+    expect "^ec-train: error: --inject: 'row@0': the step must be" --ft ec --inject row@0
+    expect "^ec-train: error: --inject: 'row@3:members=2': 'members' is not a key of target row" --ft ec --inject row@3:members=2
+    expect "^ec-train: error: --inject row@99: step 99 is beyond --steps 24" --ft ec --inject row@99
+    expect "^ec-train: error: --inject parity@3:rank=7: there are only 4 ranks" --ft ec --inject parity@3:rank=7
+    expect "^ec-train: error: --inject parity@3: only --ft ec keeps parity" --ft none --inject parity@3
+    expect "^ec-train: error: --inject stripe@3:members=4: a stripe has k \\+ m = 3 members" --ft ec --inject stripe@3:members=4
+    expect "^ec-train: error: --kill 1@3:scrub: a kill inside a scrub repair needs --scrub" --ft ec --job-id x --kill 1@3:scrub
+    echo "ok: usage errors" ;;
+  *) fail "unknown case $case" ;;
+esac
