@@ -30,8 +30,9 @@ std::int64_t GptConfig::parameters() const {
 }
 
 struct Gpt::Net {
-  Net(Backend& b, const GptConfig& c, bool bf16) : be(b), emb(b, c.vocab, c.context, c.width, bf16), ln_f(b, "ln_f", c.width, bf16) {
-    for (int l = 0; l < c.layers; ++l) blocks.push_back(std::make_unique<gpt::Block>(b, l, c.heads, c.width, bf16));
+  Net(Backend& b, const GptConfig& c, bool bf16, const TensorParallel& tp)
+      : be(b), emb(b, c.vocab, c.context, c.width, bf16), ln_f(b, "ln_f", c.width, bf16) {
+    for (int l = 0; l < c.layers; ++l) blocks.push_back(std::make_unique<gpt::Block>(b, l, c.heads, c.width, bf16, tp));
   }
   Backend& be;
   gpt::Embedding emb;
@@ -44,9 +45,18 @@ struct Gpt::Net {
   int B = 0, T = 0;
 };
 
-Gpt::Gpt(Backend& be, GptConfig cfg, bool bf16) : cfg_(cfg), bf16_(bf16) {
+Gpt::Gpt(Backend& be, GptConfig cfg, bool bf16, TensorParallel tp) : cfg_(cfg), bf16_(bf16), tp_(std::move(tp)) {
   cfg_.validate();
-  net_ = std::make_unique<Net>(be, cfg_, bf16_);
+  if (tp_.size < 1 || cfg_.heads % tp_.size != 0)
+    throw UsageError("--heads " + std::to_string(cfg_.heads) + " is not divisible by the " + std::to_string(tp_.size) + " tp ranks");
+  if (tp_.size > 1 && !tp_.sum) throw UsageError("gpt: tensor parallelism without a sum over its ranks");
+  net_ = std::make_unique<Net>(be, cfg_, bf16_, tp_);
+}
+
+std::map<std::string, ckpt::TpSlice> Gpt::slices() const {
+  std::map<std::string, ckpt::TpSlice> out;
+  for (const auto& b : net_->blocks) out.merge(b->slices());
+  return out;
 }
 
 Gpt::~Gpt() = default;
