@@ -54,7 +54,7 @@ Run::Eval Run::evaluate(Data& d, Staging& st) {
     const Batch batch = st.gather(d, true, std::span<const std::uint32_t>(idx).subspan(b, std::min(chunk, n - b)));
     StepStats s;
     if (mode == ckpt::ParallelMode::mp) {
-      s = stage->eval_step(batch);
+      s = gpt_stage ? gpt_stage->eval_step(batch) : stage->eval_step(batch);
     } else {
       s = model->evaluate(batch, d.clicks ? &scores : nullptr);
     }

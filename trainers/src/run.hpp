@@ -38,6 +38,7 @@ struct Run {
   std::unique_ptr<Optimizer> opt;
   std::vector<std::pair<std::size_t, std::size_t>> layout;  // mp stages
   std::unique_ptr<PipelineStage> stage;
+  std::unique_ptr<GptPipelineStage> gpt_stage;  // mp of a gpt (stage is null then)
   std::vector<ParamRef> params;  // this rank's parameters
   std::map<std::string, std::string> slices;  // tp: param -> its slice of the global tensor (ckpt::TpSlice JSON)
   std::string device;            // the backend in words (summary)

@@ -67,7 +67,9 @@ double Run::clip_gradients() {
       total += p;
     }
   } else {
-    for (const auto& p : params) local += be->sum_squares(p.grad->data(), p.grad->numel());
+    // mp of a gpt: the last stage's copy of wte is counted on the first stage only
+    for (const auto& p : params)
+      if (!gpt_stage || !gpt_stage->is_copy(p.name)) local += be->sum_squares(p.grad->data(), p.grad->numel());
     total = local;
   }
   if (mode == ckpt::ParallelMode::mp && comm.size() > 1) {

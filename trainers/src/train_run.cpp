@@ -61,9 +61,15 @@ Run::Run(TrainConfig c, const Comm& cm, bool random_init) : cfg(std::move(c)), c
   OptimizerConfig oc = cfg.optimizer;
   oc.master_weights = cfg.precision == Precision::bf16;
   opt = std::make_unique<Optimizer>(*be, oc);
-  if (mode == ckpt::ParallelMode::mp) {
+  if (mode == ckpt::ParallelMode::mp && cfg.model == ModelKind::gpt) {
+    // gpt: blocks in stages, the embeddings on the first, the head on the last (GptPipelineStage)
+    layout = partition_blocks(cfg.gpt.layers, comm.size());
+    const auto [first, end] = layout[static_cast<std::size_t>(comm.rank())];
+    gpt_stage = std::make_unique<GptPipelineStage>(dynamic_cast<Gpt&>(*model), first, end, comm, cfg.micro_batches, dcomm.get());
+    params = gpt_stage->params();
+  } else if (mode == ckpt::ParallelMode::mp) {
     auto* cls = dynamic_cast<Classifier*>(model.get());
-    if (!cls) throw UsageError("--parallel mp supports the layer-chain models mlp and cnn, not " + name(cfg.model));
+    if (!cls) throw UsageError("--parallel mp supports mlp, cnn and gpt, not " + name(cfg.model));
     layout = partition_layers(cls->net(), comm.size());
     const auto [first, end] = layout[static_cast<std::size_t>(comm.rank())];
     stage = std::make_unique<PipelineStage>(cls->net(), first, end, comm, cfg.micro_batches, dcomm.get());

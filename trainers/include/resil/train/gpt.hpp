@@ -81,10 +81,30 @@ public:
   /// The logits (vocab values) of the token that follows `tokens` (1..context tokens).
   std::vector<float> next_logits(std::span<const std::int32_t> tokens);
 
+  // The step in pieces, for a pipeline stage (--parallel mp): forward_backward is
+  //   stage(b); x = embed(); x = blocks_forward(x, 0, layers); dx = head(x, scale, &s);
+  //   dx = blocks_backward(dx, 0, layers); embed_backward(dx)
+  /// The batch's inputs and targets into backend memory (checks sequence length and tokens).
+  void stage(const Batch& b);
+  /// Token and position embeddings of the staged batch: (B*T) x C.
+  const Tensor& embed();
+  const Tensor& blocks_forward(const Tensor& x, int first, int end);
+  /// Final LayerNorm, the tied LM head and the loss of the staged targets, then their backward:
+  /// wte's gradient += the head's part; returns dL/dx. Adds the loss to `s`.
+  const Tensor& head(const Tensor& x, float grad_scale, StepStats& s);
+  /// The loss of the staged targets only (no gradients).
+  StepStats head_evaluate(const Tensor& x);
+  const Tensor& blocks_backward(const Tensor& dy, int first, int end);
+  /// wte and wpe's gradients += the embedding's part.
+  void embed_backward(const Tensor& d);
+  /// Parameters of a pipeline stage: the embeddings (`embeddings`), blocks [first, end), ln_f
+  /// (`head`), and wte again for the LM head of a last stage that does not hold the embeddings.
+  std::vector<ParamRef> stage_params(int first, int end, bool embeddings, bool head);
+
 private:
   struct Net;
-  void stage(const Batch& b);        // the batch's inputs and targets into backend memory
   const Tensor& forward_logits();    // forward from the staged inputs to (B*T) x vocab logits
+  const Tensor& logits_of(const Tensor& xf);  // the LM head
   GptConfig cfg_;
   bool bf16_;
   TensorParallel tp_;

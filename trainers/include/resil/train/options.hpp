@@ -31,8 +31,10 @@ struct Names<ModelKind> {
 };
 template <>
 struct Names<ckpt::ParallelMode> {
-  static constexpr std::array<std::pair<std::string_view, ckpt::ParallelMode>, 4> table{
-      {{"none", ckpt::ParallelMode::none}, {"dp", ckpt::ParallelMode::dp}, {"mp", ckpt::ParallelMode::mp}, {"tp", ckpt::ParallelMode::tp}}};
+  // "pp" (pipeline parallel) is another name of mp: the mode is recorded as "mp"
+  static constexpr std::array<std::pair<std::string_view, ckpt::ParallelMode>, 5> table{
+      {{"none", ckpt::ParallelMode::none}, {"dp", ckpt::ParallelMode::dp}, {"mp", ckpt::ParallelMode::mp}, {"tp", ckpt::ParallelMode::tp},
+       {"pp", ckpt::ParallelMode::mp}}};
 };
 template <>
 struct Names<DeviceKind> {
