@@ -1,4 +1,4 @@
-// ckpt-train: deterministic training (none | dp | mp) that writes and resumes HDF5 checkpoints.
+// ckpt-train: deterministic training (none | dp | mp | tp) that writes and resumes HDF5 checkpoints.
 #include <iostream>
 #include <optional>
 #include <string_view>

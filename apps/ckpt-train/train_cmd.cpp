@@ -46,7 +46,7 @@ void setup_train(CLI::App& app, TrainOptions& o) {
   add_choice<ModelKind>(app, "--model", c.model, "mlp | cnn | dlrm | gpt");
   app.add_option("--epochs", c.epochs, "epochs to train")->transform(Decimal(1, 100000));
   app.add_option("--seed", o.seed, "root seed (default: drawn once and printed)")->transform(Decimal());
-  add_choice<ckpt::ParallelMode>(app, "--parallel", c.parallel, "none | dp | mp");
+  add_choice<ckpt::ParallelMode>(app, "--parallel", c.parallel, "none | dp | mp (also: pp) | tp (tp: gpt, tensor parallel over the ranks)");
   app.add_option("--ckpt-dir", c.ckpt_dir, "directory for checkpoints")->required()->check(NonEmptyPath());
   app.add_option("--ckpt-every", c.ckpt_every, "epochs between checkpoints (the last epoch is always saved)")->transform(Decimal(1, 100000));
   add_choice<OptimizerKind>(app, "--optimizer", o.optimizer, "sgd | adam | adagrad | adamw (default: adamw for gpt, adam otherwise)");

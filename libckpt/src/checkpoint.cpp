@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <future>
 
@@ -20,6 +21,7 @@ std::string_view mode_name(ParallelMode m) noexcept {
   switch (m) {
     case ParallelMode::dp: return "dp";
     case ParallelMode::mp: return "mp";
+    case ParallelMode::tp: return "tp";
     default: return "none";
   }
 }
@@ -28,7 +30,78 @@ ParallelMode mode_from_name(std::string_view s) {
   if (s == "none") return ParallelMode::none;
   if (s == "dp") return ParallelMode::dp;
   if (s == "mp") return ParallelMode::mp;
-  throw UsageError("unknown parallel mode '" + std::string(s) + "' (expected none, dp or mp)");
+  if (s == "tp") return ParallelMode::tp;
+  throw UsageError("unknown parallel mode '" + std::string(s) + "' (expected none, dp, mp or tp)");
+}
+
+std::string TpSlice::to_json() const {
+  json r = json::array();
+  for (const auto& [lo, hi] : ranges) r.push_back({lo, hi});
+  return json({{"global_shape", global_shape}, {"dim", dim}, {"ranges", r}}).dump();
+}
+
+TpSlice TpSlice::from_json(const std::string& text, const std::string& where) {
+  TpSlice s;
+  try {
+    const json j = json::parse(text);
+    s.global_shape = j.at("global_shape").get<Shape>();
+    s.dim = j.at("dim").get<std::size_t>();
+    for (const auto& r : j.at("ranges")) s.ranges.emplace_back(r.at(0).get<std::uint64_t>(), r.at(1).get<std::uint64_t>());
+  } catch (const json::exception& e) {
+    throw CorruptInputError(where + ": " + tp_slice_attr + " is not a tp slice: " + e.what());
+  }
+  if (s.dim >= s.global_shape.size() || s.ranges.empty())
+    throw CorruptInputError(where + ": " + tp_slice_attr + " " + text + " names no dimension of its global shape");
+  for (const auto& [lo, hi] : s.ranges)
+    if (lo >= hi || hi > s.global_shape[s.dim])
+      throw CorruptInputError(where + ": " + tp_slice_attr + " " + text + " has a range outside its global shape");
+  return s;
+}
+
+Shape TpSlice::local_shape() const {
+  Shape l = global_shape;
+  l[dim] = 0;
+  for (const auto& [lo, hi] : ranges) l[dim] += hi - lo;
+  return l;
+}
+
+std::uint64_t TpSlice::global_index(std::uint64_t local) const {
+  const Shape l = local_shape();
+  std::uint64_t inner = 1;  // elements per index of `dim`
+  for (std::size_t d = dim + 1; d < l.size(); ++d) inner *= l[d];
+  const std::uint64_t outer = local / (l[dim] * inner), rest = local % (l[dim] * inner);
+  std::uint64_t i = rest / inner;
+  const std::uint64_t within = rest % inner;
+  std::uint64_t g = 0;
+  for (const auto& [lo, hi] : ranges) {
+    if (i < hi - lo) {
+      g = lo + i;
+      break;
+    }
+    i -= hi - lo;
+  }
+  return (outer * global_shape[dim] + g) * inner + within;
+}
+
+void TpSlice::place(const Tensor& local, Tensor& global) const {
+  if (local.shape() != local_shape() || global.shape() != global_shape || local.dtype() != global.dtype())
+    throw MismatchError("a tp slice of " + shape_string(local_shape()) + " in " + shape_string(global_shape) + " does not fit tensors " +
+                        shape_string(local.shape()) + " and " + shape_string(global.shape()));
+  const std::size_t es = dtype_size(local.dtype());
+  std::uint64_t inner = es;
+  for (std::size_t d = dim + 1; d < global_shape.size(); ++d) inner *= global_shape[d];
+  std::uint64_t outer = 1;
+  for (std::size_t d = 0; d < dim; ++d) outer *= global_shape[d];
+  const std::uint64_t local_rows = local_shape()[dim];
+  const std::byte* src = local.bytes().data();
+  std::byte* dst = global.bytes().data();
+  for (std::uint64_t o = 0; o < outer; ++o) {
+    std::uint64_t li = 0;
+    for (const auto& [lo, hi] : ranges) {
+      std::memcpy(dst + (o * global_shape[dim] + lo) * inner, src + (o * local_rows + li) * inner, (hi - lo) * inner);
+      li += hi - lo;
+    }
+  }
 }
 
 void write(hid_t file, const Checkpoint& c, const WriteOptions& opt) {
@@ -48,6 +121,16 @@ void write(hid_t file, const Checkpoint& c, const WriteOptions& opt) {
   for (const auto& [path, t] : all) write_tensor_data(file, path, *t, opt);
   const std::vector<std::uint64_t> checksums = sums.get();
   for (std::size_t i = 0; i < all.size(); ++i) set_checksum(file, all[i].first, checksums[i]);
+  for (const auto& [param, slice] : c.slices) {
+    std::vector<std::string> paths = {"/model/" + param};
+    if (auto it = c.optimizer.find(param); it != c.optimizer.end())
+      for (const auto& [slot, t] : it->second) paths.push_back("/optimizer/" + param + "/" + slot);
+    for (const auto& path : paths) {
+      if (!h5::exists(file, path)) continue;
+      h5::Dataset d = h5::open_dataset(file, path, "");
+      h5::write_attr_str(d, tp_slice_attr, slice);
+    }
+  }
   h5::Group meta(RESIL_H5_CHECK(H5Gcreate2(file, "/meta", H5P_DEFAULT, h5::untimed_create_plist(H5P_GROUP_CREATE), H5P_DEFAULT), "create /meta"));
   const Meta& m = c.meta;
   h5::write_attr_i64(meta, "format_version", m.format_version);
@@ -127,6 +210,8 @@ Checkpoint read(const stdfs::path& p, bool verify_checksums) {
       throw CorruptInputError(fname + ": dataset " + info.path + ": checksum mismatch (stored " + std::to_string(*info.checksum) + ")");
     if (info.path.starts_with("/model/")) {
       c.model.emplace(info.path.substr(7), read_tensor(f, info.path, fname));
+      h5::Dataset d = h5::open_dataset(f, info.path, fname);
+      if (h5::has_attr(d, tp_slice_attr)) c.slices.emplace(info.path.substr(7), h5::read_attr_str(d, tp_slice_attr));
     } else if (info.path.starts_with("/optimizer/")) {
       const std::string rest = info.path.substr(11);
       const auto slash = rest.rfind('/');

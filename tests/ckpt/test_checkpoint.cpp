@@ -127,3 +127,38 @@ TEST_CASE("sharded checkpoints commit through their manifest", "[ckpt][unit]") {
     CHECK(latest(dir.path()) == dir / "ckpt-step00000005.h5");
   }
 }
+
+TEST_CASE("a tp slice maps local elements to the global tensor and round-trips through the file", "[ckpt][unit]") {
+  // Rank 1 of 2 of a 6 x 2 q/k/v weight: rows 1, 3 and 5 (one row of each of q, k, v).
+  TpSlice s;
+  s.global_shape = {6, 2};
+  s.dim = 0;
+  s.ranges = {{1, 2}, {3, 4}, {5, 6}};
+  CHECK(s.local_shape() == Shape{3, 2});
+  CHECK(s.global_index(0) == 2);  // local (0, 0) = global (1, 0)
+  CHECK(s.global_index(3) == 7);  // local (1, 1) = global (3, 1)
+  CHECK(s.global_index(5) == 11);
+  // A column slice (a row-parallel weight): columns 2..3 of a 2 x 4 tensor.
+  TpSlice c{{2, 4}, 1, {{2, 4}}};
+  CHECK(c.global_index(1) == 3);
+  CHECK(c.global_index(2) == 6);
+  const std::vector<float> local = {1, 2, 3, 4};
+  Tensor g = Tensor::from<float>({2, 4}, std::span<const float>(std::vector<float>(8, 0.0f)));
+  c.place(Tensor::from<float>({2, 2}, std::span<const float>(local)), g);
+  CHECK(std::vector<float>(g.as<float>().begin(), g.as<float>().end()) == std::vector<float>{0, 0, 1, 2, 0, 0, 3, 4});
+  CHECK(TpSlice::from_json(s.to_json(), "x").ranges == s.ranges);
+  CHECK_THROWS_AS(TpSlice::from_json(R"({"global_shape":[4],"dim":0,"ranges":[[3,5]]})", "x"), resil::CorruptInputError);
+
+  TempDir tmp;
+  Checkpoint ck = sample(5);
+  ck.model["fc1.weight"] = Tensor::from<float>({3, 2}, std::span<const float>(std::vector<float>(6, 1.0f)));
+  ck.optimizer["fc1.weight"]["exp_avg"] = Tensor::from<float>({3, 2}, std::span<const float>(std::vector<float>(6, 1.0f)));
+  ck.optimizer["fc1.weight"]["exp_avg_sq"] = Tensor::from<float>({3, 2}, std::span<const float>(std::vector<float>(6, 1.0f)));
+  ck.slices["fc1.weight"] = s.to_json();
+  const auto p = save(tmp / "tp.h5", ck);
+  const Checkpoint back = read(p);
+  CHECK(back.slices == ck.slices);
+  h5::File f = h5::open_file(p.string(), h5::Mode::read);
+  h5::Dataset d = h5::open_dataset(f, "/optimizer/fc1.weight/exp_avg", "");
+  CHECK(h5::read_attr_str(d, tp_slice_attr) == s.to_json());
+}

@@ -29,16 +29,33 @@ def ulps_apart(a, b):
 
 
 def datasets(path):
-    out = {}
+    """Every /model and /optimizer dataset as float arrays; a tp shard's slice (its resil_tp_slice
+    attribute) is put into its place in the global tensor, so tp checkpoints compare with serial ones."""
+    out, sliced = {}, set()
     for f in shards(path):
         with h5py.File(f, "r") as h:
             def visit(name, obj):
                 if isinstance(obj, h5py.Dataset) and (name.startswith("model/") or name.startswith("optimizer/")):
-                    out[name] = obj[()]
+                    v = obj[()]
                     if obj.attrs.get("resil_dtype") in (b"bf16", "bf16"):  # bfloat16 words: the upper half of a float
                         BF16.add(name)
-                        out[name] = (out[name].astype(np.uint32) << 16).view(np.float32)
+                        v = (v.astype(np.uint32) << 16).view(np.float32)
+                    sl = obj.attrs.get("resil_tp_slice")
+                    if sl is None:
+                        # a parameter two shards hold (a gpt pipeline's wte) must be the same bits in both
+                        if name in out and not (out[name].shape == v.shape and out[name].tobytes() == v.tobytes()):
+                            sys.exit(f"{path}: {name}: the shards' copies differ")
+                        out[name] = v
+                        return
+                    sl = json.loads(sl)
+                    sliced.add(name)
+                    g = out.setdefault(name, np.full(sl["global_shape"], np.nan, dtype=v.dtype))
+                    idx = np.concatenate([np.arange(lo, hi) for lo, hi in sl["ranges"]])
+                    g[(slice(None),) * sl["dim"] + (idx,)] = v
             h.visititems(visit)
+    for name in sliced:  # an element no shard's slice held stays NaN
+        if np.isnan(out[name]).any():
+            sys.exit(f"{path}: {name}: the shards' slices do not cover the tensor")
     return out
 
 ap = argparse.ArgumentParser()

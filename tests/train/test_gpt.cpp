@@ -14,44 +14,18 @@
 #include "resil/core/error.hpp"
 #include "resil/core/rng.hpp"
 #include "resil/train/gpt.hpp"
+#include "resil_test/gradcheck.hpp"
 
 using namespace resil::train;
 
 namespace {
-std::vector<float> randv(std::size_t n, std::uint64_t stream, float scale = 1.0f) {
-  resil::Rng rng(4321, stream);
-  std::vector<float> v(n);
-  for (auto& x : v) x = static_cast<float>(rng.normal()) * scale;
-  return v;
-}
+std::vector<float> randv(std::size_t n, std::uint64_t stream, float scale = 1.0f) { return resil::test::randv(4321, n, stream, scale); }
+using resil::test::dot;
 
-double dot(const std::vector<float>& a, const std::vector<float>& b) {
-  double s = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
-  return s;
-}
-
-/// Compare analytic gradient `g` of f at `v` (changed and restored in place) with central differences.
+/// Central differences against the analytic gradient, relative to max(1e-2, |numeric| + |analytic|) within 1e-2.
 void check_grad(std::vector<float>& v, const std::vector<float>& g, const std::function<double()>& f, const std::string& what,
                 std::size_t max_checks = 48) {
-  REQUIRE(g.size() == v.size());
-  const std::size_t stride = std::max<std::size_t>(1, v.size() / max_checks);
-  int bad = 0;
-  for (std::size_t i = 0; i < v.size(); i += stride) {
-    const float old = v[i], h = 1e-2f;
-    v[i] = old + h;
-    const double fp = f();
-    v[i] = old - h;
-    const double fm = f();
-    v[i] = old;
-    const double num = (fp - fm) / (2.0 * h);
-    const double err = std::fabs(num - g[i]) / std::max(1e-2, std::fabs(num) + std::fabs(g[i]));
-    if (err > 1e-2) {
-      ++bad;
-      UNSCOPED_INFO(what << "[" << i << "]: numeric " << num << " analytic " << g[i]);
-    }
-  }
-  CHECK(bad == 0);
+  resil::test::check_grad(v, g, f, what, {1e-2, 1e-2, max_checks});
 }
 
 /// Check every parameter of `params` against f, which re-runs the forward pass from the values.

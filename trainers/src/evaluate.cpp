@@ -54,7 +54,7 @@ Run::Eval Run::evaluate(Data& d, Staging& st) {
     const Batch batch = st.gather(d, true, std::span<const std::uint32_t>(idx).subspan(b, std::min(chunk, n - b)));
     StepStats s;
     if (mode == ckpt::ParallelMode::mp) {
-      s = stage->eval_step(batch);
+      s = gpt_stage ? gpt_stage->eval_step(batch) : stage->eval_step(batch);
     } else {
       s = model->evaluate(batch, d.clicks ? &scores : nullptr);
     }
@@ -81,20 +81,8 @@ Summary evaluate(const stdfs::path& from, const std::optional<std::string>& data
   const double t0 = now();
   const Comm solo = Comm::world();
   if (solo.size() > 1) throw UsageError("eval runs in one process (got " + std::to_string(solo.size()) + " MPI ranks)");
-  // Gather every parameter (all shards of an mp manifest) into one checkpoint.
-  ckpt::Checkpoint all;
-  if (from.string().ends_with(".manifest.json")) {
-    const ckpt::Manifest m = ckpt::read_manifest(from);
-    for (const auto& shard : m.shards) {
-      ckpt::Checkpoint c = ckpt::read(from.parent_path() / shard);
-      check_shard(m, from, c.meta, from.parent_path() / shard);
-      if (all.meta.config.empty()) all.meta = c.meta;
-      for (auto& [k, v] : c.model) all.model.emplace(k, std::move(v));
-      for (auto& [k, v] : c.optimizer) all.optimizer.emplace(k, std::move(v));
-    }
-  } else {
-    all = ckpt::read(from);
-  }
+  // Gather every parameter (all shards of an mp or tp manifest) into one checkpoint.
+  ckpt::Checkpoint all = read_whole(from);
   check_meta(all.meta, from.string());
   TrainConfig cfg = config_of(all.meta, from.string());
   if (data_dir) cfg.data = *data_dir;

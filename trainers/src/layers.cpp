@@ -68,6 +68,7 @@ const Tensor& Linear::forward(const Tensor& x) {
   x_ = &x;
   y_.ensure(be_, {n, out_});
   be_.gemm(false, true, n, out_, in_, 1.0f, x.data(), in_, w_.data(), in_, 0.0f, y_.data(), out_);
+  if (reduce_output_) reduce_output_(y_);
   be_.add_bias(y_.data(), b_.data(), n, out_);
   if (bf16_) be_.round_bf16(y_.data(), y_.numel());
   return y_;
@@ -80,6 +81,7 @@ const Tensor& Linear::backward(const Tensor& dy, bool need_dx) {
   if (need_dx) {
     dx_.ensure(be_, {n, in_});
     be_.gemm(false, false, n, in_, out_, 1.0f, dy.data(), out_, w_.data(), in_, 0.0f, dx_.data(), in_);
+    if (reduce_input_grad_) reduce_input_grad_(dx_);
     if (bf16_) be_.round_bf16(dx_.data(), dx_.numel());
   }
   return dx_;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -37,7 +38,9 @@ struct Run {
   std::unique_ptr<Optimizer> opt;
   std::vector<std::pair<std::size_t, std::size_t>> layout;  // mp stages
   std::unique_ptr<PipelineStage> stage;
+  std::unique_ptr<GptPipelineStage> gpt_stage;  // mp of a gpt (stage is null then)
   std::vector<ParamRef> params;  // this rank's parameters
+  std::map<std::string, std::string> slices;  // tp: param -> its slice of the global tensor (ckpt::TpSlice JSON)
   std::string device;            // the backend in words (summary)
   std::int64_t step = 0, epoch = 0;
   std::uint64_t cursor = 0;      // samples of epoch `epoch` consumed when the state was saved/loaded
@@ -49,6 +52,8 @@ struct Run {
   Run(TrainConfig c, const Comm& cm, bool random_init = true);
   std::string layout_json() const;
   bool weights_finite();
+  /// tp: a tensor summed over the ranks in place (rank order on the host, or NCCL's).
+  void tp_sum(Tensor& t);
 
   // checkpoints (train_checkpoint.cpp)
   ckpt::Checkpoint snapshot();
@@ -81,6 +86,9 @@ Start start(const TrainConfig& cfg, const Comm& comm, const std::optional<std::f
 
 /// Resolve what to load on this rank and check compatibility with this run (train_checkpoint.cpp).
 ckpt::Checkpoint load_for_rank(const std::filesystem::path& from, const Run& run);
+/// A checkpoint file, or every shard of a manifest in one checkpoint (tp slices placed into their
+/// global tensors): what one process evaluates or samples.
+ckpt::Checkpoint read_whole(const std::filesystem::path& from);
 /// /meta values no run writes are corrupt input, not a mismatch or a confusing failure later.
 void check_meta(const ckpt::Meta& m, const std::string& where);
 /// The largest /meta step (and optimizer_step) a checkpoint may hold.

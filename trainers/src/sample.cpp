@@ -18,9 +18,7 @@ std::string sample(const stdfs::path& from, const std::string& prompt, int lengt
                    const std::optional<DeviceKind>& device) {
   if (length < 0) throw UsageError("--length must not be negative");
   if (!(temperature > 0.0)) throw UsageError("--temperature must be positive");
-  if (from.string().ends_with(".manifest.json"))
-    throw UsageError(from.string() + ": a sharded checkpoint; sample reads a gpt checkpoint file (none or dp)");
-  const ckpt::Checkpoint c = ckpt::read(from);
+  const ckpt::Checkpoint c = read_whole(from);  // a file, or a tp manifest's shards put together
   check_meta(c.meta, from.string());
   TrainConfig cfg = config_of(c.meta, from.string());
   if (cfg.model != ModelKind::gpt)

@@ -3,6 +3,9 @@
 #include "resil/train/trainer.hpp"
 
 #include <bit>
+#include <cstring>
+#include <map>
+#include <optional>
 #include <functional>
 
 #include "resil/ckpt/checkpoint.hpp"
@@ -59,6 +62,7 @@ ckpt::Checkpoint Run::snapshot() {
   c.meta.rng_state = {cfg.seed, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(step)};
   // 0 at epoch boundaries; a preemption checkpoint records how far into epoch `epoch` it is.
   c.meta.data_cursor = cursor;
+  c.slices = slices;
   for (const auto& p : params) {
     const auto h = p.value->to_host();
     ckpt::Shape shape(p.value->dims().begin(), p.value->dims().end());
@@ -76,8 +80,8 @@ ckpt::Checkpoint Run::snapshot() {
 
 std::string Run::save() {
   auto collective = [&](const std::function<void()>& phase) { agree(comm, phase); };
-  // mp: every rank's shard, then the manifest (the commit of the set) once every shard is durable.
-  if (mode == ckpt::ParallelMode::mp) {
+  // mp, tp: every rank's shard, then the manifest (the commit of the set) once every shard is durable.
+  if (mode == ckpt::ParallelMode::mp || mode == ckpt::ParallelMode::tp) {
     ckpt::Checkpoint shard;
     collective([&] { shard = snapshot(); });  // a rank that cannot snapshot must not leave the others waiting
     return ckpt::save_sharded(cfg.ckpt_dir, shard, collective).string();
@@ -162,7 +166,56 @@ ckpt::Checkpoint load_for_rank(const stdfs::path& from, const Run& run) {
                         " ranks; this run is " + name(run.cfg.parallel) + " with " + std::to_string(run.comm.size()) + " ranks");
   if (run.mode == ckpt::ParallelMode::mp && c.meta.stage_layout != run.layout_json())
     throw MismatchError(file.string() + ": stage layout " + c.meta.stage_layout + " differs from this run's " + run.layout_json());
+  // tp: the shard must hold this rank's slice of every sliced parameter (and nothing else sliced).
+  for (const auto& [p, slice] : run.slices) {
+    const auto it = c.slices.find(p);
+    const std::string held = it == c.slices.end() ? std::string("the whole tensor") : it->second;
+    if (held != slice) throw MismatchError(file.string() + ": /model/" + p + " holds " + held + "; this rank needs the slice " + slice);
+  }
+  for (const auto& [p, slice] : c.slices)
+    if (!run.slices.count(p)) throw MismatchError(file.string() + ": /model/" + p + " holds the slice " + slice + "; this run needs the whole tensor");
   return c;
+}
+
+ckpt::Checkpoint read_whole(const stdfs::path& from) {
+  if (!from.string().ends_with(".manifest.json")) return ckpt::read(from);
+  const ckpt::Manifest m = ckpt::read_manifest(from);
+  ckpt::Checkpoint all;
+  std::map<std::string, std::uint64_t> placed;  // sliced tensors: elements placed so far
+  auto put = [&](std::map<std::string, ckpt::Tensor>& into, const std::string& key, ckpt::Tensor t, const ckpt::TpSlice* s, const std::string& what,
+                 const std::string& count_as) {
+    if (!s) {
+      into.emplace(key, std::move(t));
+      return;
+    }
+    auto [it, fresh] = into.try_emplace(key, t.dtype(), s->global_shape);
+    if (fresh) std::memset(it->second.bytes().data(), 0, it->second.nbytes());
+    try {
+      s->place(t, it->second);
+    } catch (const Error& e) {
+      throw CorruptInputError(what + ": " + e.what());
+    }
+    if (!count_as.empty()) placed[count_as] += t.numel();
+  };
+  for (const auto& shard : m.shards) {
+    const stdfs::path file = from.parent_path() / shard;
+    ckpt::Checkpoint c = ckpt::read(file);
+    check_shard(m, from, c.meta, file);
+    if (all.meta.config.empty()) all.meta = c.meta;
+    for (auto& [k, v] : c.model) {
+      std::optional<ckpt::TpSlice> s;
+      if (auto it = c.slices.find(k); it != c.slices.end()) s = ckpt::TpSlice::from_json(it->second, file.string() + ": /model/" + k);
+      put(all.model, k, std::move(v), s ? &*s : nullptr, file.string() + ": /model/" + k, k);
+      if (auto o = c.optimizer.find(k); o != c.optimizer.end())
+        for (auto& [slot, t] : o->second) put(all.optimizer[k], slot, std::move(t), s ? &*s : nullptr, file.string() + ": /optimizer/" + k + "/" + slot, "");
+    }
+  }
+  // every element of a sliced tensor must come from some shard
+  for (const auto& [k, v] : all.model)
+    if (auto p = placed.find(k); p != placed.end() && p->second != v.numel())
+      throw CorruptInputError(from.string() + ": the shards hold " + std::to_string(p->second) + " of the " + std::to_string(v.numel()) +
+                              " elements of /model/" + k);
+  return all;
 }
 
 Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& comm, const ProgressFn& progress,

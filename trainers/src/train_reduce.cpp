@@ -52,8 +52,26 @@ double Run::clip_gradients() {
   // so the stages' partial sums meet in one sum where each entry has one non-zero term (exact), then
   // are added in rank order: the norm does not depend on how the sum travelled.
   double local = 0.0;
-  for (const auto& p : params) local += be->sum_squares(p.grad->data(), p.grad->numel());
-  double total = local;
+  double total = 0.0;
+  if (mode == ckpt::ParallelMode::tp && comm.size() > 1) {
+    // tp: a parameter held whole is the same on every rank and counts once; a sliced one is the
+    // sum of its slices' sums of squares in rank order; then parameters in order, as one process.
+    const std::size_t R = static_cast<std::size_t>(comm.size()), r = static_cast<std::size_t>(comm.rank());
+    std::vector<double> parts(params.size() * R, 0.0);
+    for (std::size_t i = 0; i < params.size(); ++i)
+      if (slices.count(params[i].name) || r == 0) parts[i * R + r] = be->sum_squares(params[i].grad->data(), params[i].grad->numel());
+    comm.allreduce_sum(parts);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      double p = 0.0;
+      for (std::size_t k = 0; k < R; ++k) p += parts[i * R + k];
+      total += p;
+    }
+  } else {
+    // mp of a gpt: the last stage's copy of wte is counted on the first stage only
+    for (const auto& p : params)
+      if (!gpt_stage || !gpt_stage->is_copy(p.name)) local += be->sum_squares(p.grad->data(), p.grad->numel());
+    total = local;
+  }
   if (mode == ckpt::ParallelMode::mp && comm.size() > 1) {
     std::vector<double> parts(static_cast<std::size_t>(comm.size()), 0.0);
     parts[static_cast<std::size_t>(comm.rank())] = local;

@@ -43,8 +43,17 @@ Run::Run(TrainConfig c, const Comm& cm, bool random_init) : cfg(std::move(c)), c
     if (cfg.seq < 1 || cfg.seq > cfg.gpt.context)
       throw UsageError("--seq " + std::to_string(cfg.seq) + " is longer than the model's context of " + std::to_string(cfg.gpt.context) +
                        " (--context)");
-    model = std::make_unique<Gpt>(*be, cfg.gpt, cfg.precision == Precision::bf16);
+    TensorParallel tp;
+    if (mode == ckpt::ParallelMode::tp) {
+      tp = {comm.rank(), comm.size(), [this](Tensor& t) { tp_sum(t); }};
+      if (cfg.gpt.heads % comm.size() != 0)
+        throw UsageError("--heads " + std::to_string(cfg.gpt.heads) + " is not divisible by the " + std::to_string(comm.size()) + " tp ranks");
+    }
+    auto gpt = std::make_unique<Gpt>(*be, cfg.gpt, cfg.precision == Precision::bf16, tp);
+    for (const auto& [p, slice] : gpt->slices()) slices.emplace(p, slice.to_json());
+    model = std::move(gpt);
   } else {
+    if (mode == ckpt::ParallelMode::tp) throw UsageError("--parallel tp supports --model gpt, not " + name(cfg.model));
     if (cfg.precision != Precision::fp32) throw UsageError("--precision " + name(cfg.precision) + " supports --model gpt, not " + name(cfg.model));
     model = make_model(*be, name(cfg.model));
   }
@@ -52,9 +61,15 @@ Run::Run(TrainConfig c, const Comm& cm, bool random_init) : cfg(std::move(c)), c
   OptimizerConfig oc = cfg.optimizer;
   oc.master_weights = cfg.precision == Precision::bf16;
   opt = std::make_unique<Optimizer>(*be, oc);
-  if (mode == ckpt::ParallelMode::mp) {
+  if (mode == ckpt::ParallelMode::mp && cfg.model == ModelKind::gpt) {
+    // gpt: blocks in stages, the embeddings on the first, the head on the last (GptPipelineStage)
+    layout = partition_blocks(cfg.gpt.layers, comm.size());
+    const auto [first, end] = layout[static_cast<std::size_t>(comm.rank())];
+    gpt_stage = std::make_unique<GptPipelineStage>(dynamic_cast<Gpt&>(*model), first, end, comm, cfg.micro_batches, dcomm.get());
+    params = gpt_stage->params();
+  } else if (mode == ckpt::ParallelMode::mp) {
     auto* cls = dynamic_cast<Classifier*>(model.get());
-    if (!cls) throw UsageError("--parallel mp supports the layer-chain models mlp and cnn, not " + name(cfg.model));
+    if (!cls) throw UsageError("--parallel mp supports mlp, cnn and gpt, not " + name(cfg.model));
     layout = partition_layers(cls->net(), comm.size());
     const auto [first, end] = layout[static_cast<std::size_t>(comm.rank())];
     stage = std::make_unique<PipelineStage>(cls->net(), first, end, comm, cfg.micro_batches, dcomm.get());
@@ -69,6 +84,13 @@ std::string Run::layout_json() const {
   json a = json::array();
   for (auto [f, e] : layout) a.push_back({f, e});
   return layout.empty() ? std::string() : a.dump();
+}
+
+void Run::tp_sum(Tensor& t) {
+  if (dcomm) return dcomm->allreduce_sum({{t.data(), t.numel()}});
+  std::vector<float> h = t.to_host();
+  comm.allreduce_sum(h);
+  be->upload(t.data(), h.data(), h.size());
 }
 
 bool Run::weights_finite() {

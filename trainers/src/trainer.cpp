@@ -23,7 +23,8 @@ StepStats Run::train_step(Data& d, Staging& st, std::span<const std::uint32_t> o
   // forward, backward (mp: through the pipeline, activations exchanged between stages)
   StepStats stats;
   if (mode == ckpt::ParallelMode::mp) {
-    stats = stage->train_step(st.gather(d, false, data::rank_batch(order, s, static_cast<std::size_t>(cfg.batch), 0, 1)), scale);
+    const Batch global = st.gather(d, false, data::rank_batch(order, s, static_cast<std::size_t>(cfg.batch), 0, 1));
+    stats = gpt_stage ? gpt_stage->train_step(global, scale) : stage->train_step(global, scale);
   } else {
     const int world = mode == ckpt::ParallelMode::dp ? comm.size() : 1;
     const int rank = mode == ckpt::ParallelMode::dp ? comm.rank() : 0;

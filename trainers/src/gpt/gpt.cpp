@@ -30,8 +30,9 @@ std::int64_t GptConfig::parameters() const {
 }
 
 struct Gpt::Net {
-  Net(Backend& b, const GptConfig& c, bool bf16) : be(b), emb(b, c.vocab, c.context, c.width, bf16), ln_f(b, "ln_f", c.width, bf16) {
-    for (int l = 0; l < c.layers; ++l) blocks.push_back(std::make_unique<gpt::Block>(b, l, c.heads, c.width, bf16));
+  Net(Backend& b, const GptConfig& c, bool bf16, const TensorParallel& tp)
+      : be(b), emb(b, c.vocab, c.context, c.width, bf16), ln_f(b, "ln_f", c.width, bf16) {
+    for (int l = 0; l < c.layers; ++l) blocks.push_back(std::make_unique<gpt::Block>(b, l, c.heads, c.width, bf16, tp));
   }
   Backend& be;
   gpt::Embedding emb;
@@ -44,9 +45,18 @@ struct Gpt::Net {
   int B = 0, T = 0;
 };
 
-Gpt::Gpt(Backend& be, GptConfig cfg, bool bf16) : cfg_(cfg), bf16_(bf16) {
+Gpt::Gpt(Backend& be, GptConfig cfg, bool bf16, TensorParallel tp) : cfg_(cfg), bf16_(bf16), tp_(std::move(tp)) {
   cfg_.validate();
-  net_ = std::make_unique<Net>(be, cfg_, bf16_);
+  if (tp_.size < 1 || cfg_.heads % tp_.size != 0)
+    throw UsageError("--heads " + std::to_string(cfg_.heads) + " is not divisible by the " + std::to_string(tp_.size) + " tp ranks");
+  if (tp_.size > 1 && !tp_.sum) throw UsageError("gpt: tensor parallelism without a sum over its ranks");
+  net_ = std::make_unique<Net>(be, cfg_, bf16_, tp_);
+}
+
+std::map<std::string, ckpt::TpSlice> Gpt::slices() const {
+  std::map<std::string, ckpt::TpSlice> out;
+  for (const auto& b : net_->blocks) out.merge(b->slices());
+  return out;
 }
 
 Gpt::~Gpt() = default;
@@ -72,18 +82,37 @@ void Gpt::zero_grad() {
 
 const Tensor& Gpt::forward_logits() {
   Net& n = *net_;
-  const GptConfig& cfg = cfg_;
-  Backend& be = n.be;
-  const Tensor* x = &n.emb.forward(n.tokens, n.B, n.T);
-  for (auto& b : n.blocks) x = &b->forward(*x, n.B, n.T);
+  const Tensor* x = &blocks_forward(embed(), 0, cfg_.layers);
   n.xf = &n.ln_f.forward(*x);
+  return logits_of(*n.xf);
+}
+
+const Tensor& Gpt::logits_of(const Tensor& xf) {
+  Net& n = *net_;
+  const GptConfig& cfg = cfg_;
   const int rows = n.B * n.T;
-  n.logits.ensure(be, {rows, cfg.vocab});
+  n.logits.ensure(n.be, {rows, cfg.vocab});
   // logits = xf wte^T (the LM head is the token embedding)
-  be.gemm(false, true, rows, cfg.vocab, cfg.width, 1.0f, n.xf->data(), cfg.width, n.emb.wte.data(), cfg.width, 0.0f, n.logits.data(), cfg.vocab);
-  gpt::round_if(be, n.logits, bf16_);  // the loss is computed in float from the bf16 logits
+  n.be.gemm(false, true, rows, cfg.vocab, cfg.width, 1.0f, xf.data(), cfg.width, n.emb.wte.data(), cfg.width, 0.0f, n.logits.data(), cfg.vocab);
+  gpt::round_if(n.be, n.logits, bf16_);  // the loss is computed in float from the bf16 logits
   return n.logits;
 }
+
+const Tensor& Gpt::embed() { return net_->emb.forward(net_->tokens, net_->B, net_->T); }
+
+const Tensor& Gpt::blocks_forward(const Tensor& x, int first, int end) {
+  const Tensor* y = &x;
+  for (int l = first; l < end; ++l) y = &net_->blocks[static_cast<std::size_t>(l)]->forward(*y, net_->B, net_->T);
+  return *y;
+}
+
+const Tensor& Gpt::blocks_backward(const Tensor& dy, int first, int end) {
+  const Tensor* d = &dy;
+  for (int l = end - 1; l >= first; --l) d = &net_->blocks[static_cast<std::size_t>(l)]->backward(*d);
+  return *d;
+}
+
+void Gpt::embed_backward(const Tensor& d) { net_->emb.backward(d); }
 
 /// Stage a batch: inputs are each window's first seq tokens, targets the seq tokens after them.
 void Gpt::stage(const Batch& b) {
@@ -112,20 +141,28 @@ void Gpt::stage(const Batch& b) {
 }
 
 StepStats Gpt::forward_backward(const Batch& b, float grad_scale) {
+  stage(b);
+  StepStats s;
+  const Tensor& dx = head(blocks_forward(embed(), 0, cfg_.layers), grad_scale, s);
+  embed_backward(blocks_backward(dx, 0, cfg_.layers));
+  return s;
+}
+
+const Tensor& Gpt::head(const Tensor& x, float grad_scale, StepStats& s) {
   Net& n = *net_;
   Backend& be = n.be;
   const int C = cfg_.width, V = cfg_.vocab;
-  stage(b);
   const int rows = n.B * n.T;
-  // forward
-  const Tensor& logits = forward_logits();
+  n.xf = &n.ln_f.forward(x);
+  const Tensor& logits = logits_of(*n.xf);
   // loss: the mean over tokens, so the windows' scale is divided among their seq tokens
   n.dlogits.ensure(be, logits.dims());
-  StepStats s;
-  s.samples = rows;
-  s.loss_sum = be.softmax_xent(logits.data(), n.targets.data(), rows, V, grad_scale / static_cast<float>(n.T), n.dlogits.data(), &s.correct);
+  std::int64_t correct = 0;
+  s.loss_sum += be.softmax_xent(logits.data(), n.targets.data(), rows, V, grad_scale / static_cast<float>(n.T), n.dlogits.data(), &correct);
+  s.correct += correct;
+  s.samples += rows;
   gpt::round_if(be, n.dlogits, bf16_);
-  // backward: LM head (dwte += dlogits^T xf, dxf = dlogits wte), final LayerNorm, blocks, embeddings
+  // backward: LM head (dwte += dlogits^T xf, dxf = dlogits wte), final LayerNorm
   be.gemm(true, false, V, C, rows, 1.0f, n.dlogits.data(), V, n.xf->data(), C, 1.0f, n.emb.dwte.data(), C);
   n.dxf.ensure(be, {rows, C});
   be.gemm(false, false, rows, C, V, 1.0f, n.dlogits.data(), V, n.emb.wte.data(), C, 0.0f, n.dxf.data(), C);
@@ -133,10 +170,28 @@ StepStats Gpt::forward_backward(const Batch& b, float grad_scale) {
   n.dx.ensure(be, {rows, C});
   n.dx.zero();
   n.ln_f.backward(n.dxf, n.dx);
-  const Tensor* d = &n.dx;
-  for (auto it = n.blocks.rbegin(); it != n.blocks.rend(); ++it) d = &(*it)->backward(*d);
-  n.emb.backward(*d);
+  return n.dx;
+}
+
+StepStats Gpt::head_evaluate(const Tensor& x) {
+  Net& n = *net_;
+  n.xf = &n.ln_f.forward(x);
+  const Tensor& logits = logits_of(*n.xf);
+  StepStats s;
+  s.samples = static_cast<std::int64_t>(n.B) * n.T;
+  s.loss_sum = n.be.softmax_xent(logits.data(), n.targets.data(), n.B * n.T, cfg_.vocab, 0.0f, nullptr, &s.correct);
   return s;
+}
+
+std::vector<ParamRef> Gpt::stage_params(int first, int end, bool embeddings, bool head) {
+  std::vector<ParamRef> out;
+  if (embeddings) out = net_->emb.params();
+  else if (head) out.push_back(net_->emb.params().front());  // wte: the LM head's weight
+  for (int l = first; l < end; ++l)
+    for (auto& p : net_->blocks[static_cast<std::size_t>(l)]->params()) out.push_back(p);
+  if (head)
+    for (auto& p : net_->ln_f.params()) out.push_back(p);
+  return out;
 }
 
 StepStats Gpt::evaluate(const Batch& b, std::vector<float>* /*scores*/) {

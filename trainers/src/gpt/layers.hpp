@@ -10,10 +10,13 @@
 // bf16 GEMM with fp32 accumulation, bit for bit. Private to the trainer.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "resil/ckpt/checkpoint.hpp"
+#include "resil/train/gpt.hpp"
 #include "resil/train/layers.hpp"
 
 namespace resil::train::gpt {
@@ -96,20 +99,25 @@ private:
   Tensor scores_, probs_, out_, dprobs_, dqkv_;  // scores_ doubles as dS in backward
 };
 
-/// One pre-LayerNorm transformer block: x + attn(ln_1(x)), then + mlp(ln_2(.)).
+/// One pre-LayerNorm transformer block: x + attn(ln_1(x)), then + mlp(ln_2(.)). Under tensor
+/// parallelism (gpt.hpp) this rank's heads and MLP columns.
 class Block {
 public:
-  Block(Backend& be, int index, int heads, int C, bool bf16 = false);
+  Block(Backend& be, int index, int heads, int C, bool bf16 = false, const TensorParallel& tp = {});
   const Tensor& forward(const Tensor& x, int B, int T);
   /// dL/dx for the last forward's input, from dL/dy.
   const Tensor& backward(const Tensor& dy);
   std::vector<ParamRef> params();
   /// GPT-2's init (gpt.hpp); `layers` scales the residual projections.
   void init(std::uint64_t seed, int layers);
+  /// tp: this rank's slices of the global tensors (empty for one rank).
+  std::map<std::string, ckpt::TpSlice> slices() const;
 
 private:
   Backend& be_;
   bool bf16_;
+  int C_;
+  TensorParallel tp_;
   std::string prefix_;
   LayerNorm ln_1_;
   Linear c_attn_;

@@ -26,7 +26,9 @@ namespace resil::ckpt {
 /// Version 1 files still read (optimizer_step absent); newer versions are refused.
 inline constexpr std::int64_t format_version = 2;
 
-enum class ParallelMode { none, dp, mp };
+/// none: one process; dp: data parallel (replicas); mp: pipeline over a layer chain (mlp, cnn);
+/// tp: tensor parallel (gpt: Megatron-style column- and row-parallel Linears, shards hold slices).
+enum class ParallelMode { none, dp, mp, tp };
 std::string_view mode_name(ParallelMode m) noexcept;
 ParallelMode mode_from_name(std::string_view s);  // throws UsageError
 
@@ -53,6 +55,30 @@ struct Checkpoint {
   Meta meta;
   std::map<std::string, Tensor> model;                               // param -> tensor
   std::map<std::string, std::map<std::string, Tensor>> optimizer;    // param -> slot -> tensor
+  /// tp shards: param -> the slice of the global tensor this shard holds, as JSON
+  /// ({"global_shape": [...], "dim": d, "ranges": [[lo, hi], ...]}: the local tensor is the global
+  /// one's indices lo..hi-1 of each range along `dim`, concatenated). Written as the attribute
+  /// `resil_tp_slice` on /model/<param> and on each of its /optimizer/<param>/<slot> datasets.
+  std::map<std::string, std::string> slices;
+};
+
+/// The attribute naming a tp shard's slice of the global tensor (Checkpoint::slices).
+inline constexpr const char* tp_slice_attr = "resil_tp_slice";
+
+/// A tp shard's slice of a global tensor: along dimension `dim`, the global indices of each range
+/// [lo, hi), concatenated in order, all of every other dimension.
+struct TpSlice {
+  Shape global_shape;
+  std::size_t dim = 0;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  std::string to_json() const;
+  /// CorruptInputError naming `where` for text that is not a slice of its global shape.
+  static TpSlice from_json(const std::string& text, const std::string& where);
+  Shape local_shape() const;
+  /// The global tensor's flat (row-major) index of the local tensor's flat index `local`.
+  std::uint64_t global_index(std::uint64_t local) const;
+  /// Copy `local` (of local_shape()) into its place in `global` (of global_shape, the same dtype).
+  void place(const Tensor& local, Tensor& global) const;
 };
 
 /// Write a whole checkpoint to an open file (no commit protocol; use save() for that).

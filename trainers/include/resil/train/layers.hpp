@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,11 +78,18 @@ public:
   /// Mixed precision: round the output and the input gradient to bfloat16 (the weight and bias
   /// gradients stay float accumulations).
   void set_bf16(bool on) noexcept { bf16_ = on; }
+  /// Tensor parallelism: `sum` adds a tensor over the ranks in place (every rank gets the same
+  /// bits). A row-parallel Linear (this rank's input features) sums its output's partial products
+  /// before adding the bias (reduce_output); a column-parallel one (this rank's output features)
+  /// sums its input gradient's (reduce_input_grad). Both before the bf16 rounding.
+  void set_reduce_output(std::function<void(Tensor&)> sum) { reduce_output_ = std::move(sum); }
+  void set_reduce_input_grad(std::function<void(Tensor&)> sum) { reduce_input_grad_ = std::move(sum); }
 
 private:
   Backend& be_;
   int in_, out_;
   bool bf16_ = false;
+  std::function<void(Tensor&)> reduce_output_, reduce_input_grad_;
   Tensor w_, b_, dw_, db_, y_, dx_;
   const Tensor* x_ = nullptr;
 };

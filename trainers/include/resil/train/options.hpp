@@ -19,7 +19,7 @@ enum class ModelKind { mlp, cnn, dlrm, gpt };
 enum class DeviceKind { cpu, cuda, automatic };  // "auto": cuda when a GPU is present
 enum class ReduceKind { automatic, host, nccl };  // "auto": nccl when usable, else host
 enum class Precision { fp32, bf16 };  // bf16: mixed precision (bf16 compute, fp32 master weights and moments)
-// --optimizer is OptimizerKind (optimizer.hpp); --parallel is ckpt::ParallelMode (none | dp | mp), the mode the checkpoint records.
+// --optimizer is OptimizerKind (optimizer.hpp); --parallel is ckpt::ParallelMode (none | dp | mp | tp), the mode the checkpoint records.
 
 template <class E>
 struct Names;  // Names<E>::table: the (name, value) pairs of E, in the order help texts list them
@@ -31,8 +31,10 @@ struct Names<ModelKind> {
 };
 template <>
 struct Names<ckpt::ParallelMode> {
-  static constexpr std::array<std::pair<std::string_view, ckpt::ParallelMode>, 3> table{
-      {{"none", ckpt::ParallelMode::none}, {"dp", ckpt::ParallelMode::dp}, {"mp", ckpt::ParallelMode::mp}}};
+  // "pp" (pipeline parallel) is another name of mp: the mode is recorded as "mp"
+  static constexpr std::array<std::pair<std::string_view, ckpt::ParallelMode>, 5> table{
+      {{"none", ckpt::ParallelMode::none}, {"dp", ckpt::ParallelMode::dp}, {"mp", ckpt::ParallelMode::mp}, {"tp", ckpt::ParallelMode::tp},
+       {"pp", ckpt::ParallelMode::mp}}};
 };
 template <>
 struct Names<DeviceKind> {
