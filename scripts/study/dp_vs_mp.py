@@ -258,6 +258,8 @@ class Study:
         """Write the arm's records, slimmed, to PUBLISH/NAME.jsonl.gz (once, when complete)."""
         dst = self.published(arm)
         if os.path.exists(dst):
+            if self.commit and subprocess.run(["git", "-C", ROOT, "ls-files", "--error-unmatch", dst], capture_output=True).returncode != 0:
+                self.git_commit([dst], f"dp-vs-mp study: records of {arm.name}")
             return False
         out = os.path.join(self.dir, "campaigns", arm.name)
         if arm.kind == "order":
@@ -282,10 +284,15 @@ class Study:
     def git_commit(self, paths, msg):
         if not self.commit:
             return
-        subprocess.run(["git", "-C", ROOT, "add", "--", *paths], check=True)
-        r = subprocess.run(["git", "-C", ROOT, "commit", "-q", "-m", msg, "--", *paths], capture_output=True, text=True)
-        if r.returncode != 0 and "nothing" not in r.stdout + r.stderr:
-            log(f"git commit failed: {r.stderr.strip()}")
+        # Another git command in the same checkout may hold the index lock for a moment: retry, and never
+        # let a failed commit stop the study (the files stay in PUBLISH; `publish --commit` commits later).
+        for attempt in range(10):
+            a = subprocess.run(["git", "-C", ROOT, "add", "--", *paths], capture_output=True, text=True)
+            r = subprocess.run(["git", "-C", ROOT, "commit", "-q", "-m", msg, "--", *paths], capture_output=True, text=True) if a.returncode == 0 else a
+            if r.returncode == 0 or "nothing" in r.stdout + r.stderr:
+                return
+            time.sleep(3 * (attempt + 1))
+        log(f"git commit of {', '.join(os.path.relpath(p, ROOT) for p in paths)} failed: {r.stderr.strip()}")
 
 
 def read_jsonl(path):
@@ -314,13 +321,18 @@ def read_records(campaign_dir):
     return [recs[k] for k in sorted(recs)]
 
 
+def _num(v):
+    """A flip's value as a number ("nan", "inf", "-inf" in the records: the floats, written as NaN/Infinity)."""
+    return float(v) if isinstance(v, str) else v
+
+
 def slim(r):
     s = r.get("summary") or {}
     return {"trial": r["trial"], "class": r["class"], "metric": r.get("metric"), "golden_metric": r.get("golden_metric"),
             "delta": r.get("delta"), "exit_code": r.get("exit_code"), "signal": r.get("signal"), "note": r.get("note"),
             "n_flips": r.get("n_flips"), "injected_nonfinite": r.get("injected_nonfinite"),
             "field": (r.get("strata") or {}).get("field"), "numeric": r.get("numeric"),
-            "flips": [[f.get("tensor"), f.get("file"), f.get("index"), f.get("bit"), f.get("old_value"), f.get("new_value")]
+            "flips": [[f.get("dataset"), f.get("file"), f.get("index"), f.get("bit"), _num(f.get("old_value")), _num(f.get("new_value"))]
                       for f in r.get("flips", [])],
             "summary": {k: s.get(k) for k in ("test_accuracy", "test_loss", "final_loss", "loss_curve", "replica_divergence", "nan_detected",
                                               "nan_step", "steps") if k in s},
