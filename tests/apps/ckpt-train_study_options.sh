@@ -35,7 +35,7 @@ PYEOF
 
 # A flipped weight (bit 26 of one element) in a copy: in rank 1 only, and in every replica.
 cp "$CK" "$T/bad.h5"
-run "$FLIP" inject "$T/bad.h5" --in-place --flips 1 --seed 3 --role model --bits 26 --no-sync
+run "$FLIP" inject "$T/bad.h5" --in-place --log "$T/bad-flips.jsonl" --flips 1 --seed 3 --role model --bits 26 --no-sync
 resume one --replica-from "1=$T/bad.h5"
 resume allr --replica-divergence
 run "${MPI[@]}" "$TRAIN" resume --from "$T/bad.h5" --epochs 2 --ckpt-dir "$T/r-all" --summary "$T/all.json" --replica-divergence
