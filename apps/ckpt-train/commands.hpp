@@ -40,6 +40,7 @@ struct ResumeOptions {
   std::uint64_t test_limit = 0;
   int threads = 0;  // 0: the checkpoint's
   int mpi_wait = resil::train::poll_auto;
+  std::string replica;  // --replica-from RANK=FILE
 };
 void setup_resume(CLI::App& app, ResumeOptions& o);
 int run_resume(const ResumeOptions& o, const resil::train::Comm& comm);

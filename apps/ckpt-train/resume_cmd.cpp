@@ -20,6 +20,14 @@ void setup_resume(CLI::App& app, ResumeOptions& o) {
   app.add_option("--test-limit", o.test_limit, "override the stored test limit")->transform(Decimal());
   app.add_option("--threads", o.threads, "CPU GEMM threads per rank (default: the checkpoint's; the results do not depend on them)")
       ->transform(Decimal(1, 256));
+  app.add_option("--loss-every", o.over.loss_every, "summary loss_curve: the mean training loss of every N steps (0 = none)")
+      ->transform(Decimal(0, std::uint64_t{1} << 40));
+  app.add_option("--shuffle-seed", o.over.shuffle_seed, "draw the data order from this seed instead of the checkpoint's (a run without a fault that "
+                 "differs from the checkpoint's own continuation only in the order of its samples)")->transform(Decimal());
+  app.add_option("--replica-from", o.replica, "dp: RANK=FILE, that rank loads its whole state from FILE, every other rank from --from "
+                 "(a fault in one replica); implies --replica-divergence");
+  app.add_flag("--replica-divergence", o.over.replica_divergence, "dp: the summary's replica_divergence, how far each rank's final model weights "
+               "are from rank 0's (the replica that evaluates and saves)");
   add_mpi_wait(app, o.mpi_wait);
 }
 
@@ -28,6 +36,14 @@ int run_resume(const ResumeOptions& o, const resil::train::Comm& comm) {
   if (!o.data.empty()) over.data = o.data;
   if (o.test_limit) over.test_limit = o.test_limit;
   if (o.threads) over.threads = o.threads;
+  if (!o.replica.empty()) {
+    const auto eq = o.replica.find('=');
+    const std::string rank = eq == std::string::npos ? std::string() : o.replica.substr(0, eq);
+    if (rank.empty() || rank.size() > 6 || rank.find_first_not_of("0123456789") != std::string::npos || eq + 1 >= o.replica.size())
+      throw UsageError("--replica-from '" + o.replica + "': expected RANK=FILE, e.g. 1=ckpt-step000300.h5");
+    over.replica_rank = std::stoi(rank);
+    over.replica_from = o.replica.substr(eq + 1);
+  }
   const auto s = resil::train::resume(o.from, over, comm, progress_printer(), stdout_logger());
   return report_end(s, over.epochs, comm);
 }

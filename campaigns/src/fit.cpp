@@ -51,6 +51,7 @@ FitModel FitModel::parse(std::string_view text, const std::string& source) {
   }
   if (j.contains("mbit") && !j.at("mbit").is_null()) m.mbit = f.number_in("mbit", 0, 1e15);  // null: the campaign's fault space
   m.exposure = f.number_in("exposure", 0, 1).value_or(1.0);
+  m.restore_probability = f.number_in("restore_probability", 0, 1).value_or(1.0);
   if (!j.contains("patterns") || !j.at("patterns").is_array()) f.bad("patterns", "an array of patterns", j.value("patterns", json()));
   for (const auto& p : j.at("patterns")) {
     if (!p.is_object()) f.bad("patterns", "an array of objects", p);
@@ -104,11 +105,13 @@ FitModel FitModel::parse(std::string_view text, const std::string& source) {
 
 json FitResult::to_json() const {
   auto v = [](const FitValue& f) {
-    json o{{"fit", f.value}, {"lo", f.lo}, {"hi", f.hi}, {"complete", f.complete}};
+    json o{{"fit", f.value}, {"plug_in", f.plug_in}, {"lo", f.lo}, {"hi", f.hi}, {"complete", f.complete}};
     if (f.mc) o["mc"] = {{"mean", f.mc->mean}, {"median", f.mc->median}, {"p2_5", f.mc->p2_5}, {"p97_5", f.mc->p97_5}};
     return o;
   };
-  json j{{"mbit", mbit}, {"raw_fit", raw_fit}, {"sdc", v(sdc)}, {"critical_sdc", v(critical_sdc)}, {"due", v(due)},
+  json j{{"mbit", mbit}, {"raw_fit", raw_fit},
+         {"point", monte_carlo.draws > 0 ? "fit: the Monte Carlo median; plug_in: the model at the observed proportions"
+                                         : "fit = plug_in: the model at the observed proportions"}, {"sdc", v(sdc)}, {"critical_sdc", v(critical_sdc)}, {"due", v(due)},
          {"sdc_low_level_only", v(sdc_low_level_only)}, {"sdc_injection_only", v(sdc_injection_only)}, {"per_pattern", per_pattern},
          {"bounds", "conservative: interval arithmetic over the raw-rate range and each pattern's Clopper-Pearson interval"}};
   if (monte_carlo.draws > 0)
@@ -252,7 +255,7 @@ FitResult compute_fit(const FitModel& m, const std::vector<PatternEvidence>& ev,
   r.monte_carlo = mc;
   r.dirichlet_mix = m.has_counts();
   r.raw_distribution = m.raw_distribution;
-  const double scale = r.mbit * m.exposure;  // FIT = upsets per 1e9 device-hours
+  const double scale = r.mbit * m.exposure * m.restore_probability;  // FIT = upsets per 1e9 device-hours that reach a restore
   r.raw_fit = m.raw_fit_per_mbit * scale;
   const double raw_lo = m.raw_lo * scale, raw_hi = m.raw_hi * scale;
   r.per_pattern = json::array();
@@ -302,6 +305,10 @@ FitResult compute_fit(const FitModel& m, const std::vector<PatternEvidence>& ev,
   const auto s1 = rate(single.sdc, single.n, confidence);
   r.sdc_injection_only = {r.raw_fit * s1.p, raw_lo * s1.clopper_pearson.lo, raw_hi * s1.clopper_pearson.hi, single.measured(), {}};
   if (mc.draws > 0) propagate(m, ev, single, scale, mc, r);
+  for (FitValue* v : {&r.sdc, &r.critical_sdc, &r.due, &r.sdc_low_level_only, &r.sdc_injection_only}) {
+    v->plug_in = v->value;
+    if (v->mc) v->value = v->mc->median;
+  }
   return r;
 }
 

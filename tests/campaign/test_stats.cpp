@@ -472,7 +472,7 @@ TEST_CASE("two-level FIT: Monte Carlo propagation", "[fit][unit]") {
         {"name": "single", "p": 0.8, "ecc_corrected": 1.0, "campaign_model": "flip"},
         {"name": "double", "p": 0.2, "ecc_corrected": 0.0, "ecc_detected": 0.5, "campaign_model": "adjacent:2"}]})", "fm.json");
   const PatternEvidence single{100, 10, 5, 20}, dbl{50, 25, 10, 5};
-  SECTION("deterministic for a seed; the point value and bounds do not change") {
+  SECTION("deterministic for a seed; the plug-in value and bounds do not change, the point is the median") {
     const auto plain = compute_fit(m, {single, dbl}, single, 0, 0.95);
     const auto a = compute_fit(m, {single, dbl}, single, 0, 0.95, {N, 7});
     const auto b = compute_fit(m, {single, dbl}, single, 0, 0.95, {N, 7});
@@ -483,7 +483,10 @@ TEST_CASE("two-level FIT: Monte Carlo propagation", "[fit][unit]") {
     CHECK(a.to_json().at("monte_carlo").at("seed") == 7);
     for (auto f : {&FitResult::sdc, &FitResult::critical_sdc, &FitResult::due, &FitResult::sdc_low_level_only, &FitResult::sdc_injection_only}) {
       const auto& v = a.*f;
-      CHECK(v.value == (plain.*f).value);
+      CHECK(v.plug_in == (plain.*f).value);
+      CHECK((plain.*f).plug_in == (plain.*f).value);  // without a Monte Carlo the point is the plug-in value
+      REQUIRE(v.mc);
+      CHECK(v.value == v.mc->median);
       CHECK(v.lo == (plain.*f).lo);
       CHECK(v.hi == (plain.*f).hi);
       REQUIRE(v.mc);
@@ -520,13 +523,35 @@ TEST_CASE("two-level FIT: Monte Carlo propagation", "[fit][unit]") {
     CHECK(quantile_ok(incomplete_beta(3.5, 17.5, r.sdc.mc->p2_5), 0.025, N));
     CHECK(quantile_ok(incomplete_beta(3.5, 17.5, r.sdc.mc->p97_5), 0.975, N));
     CHECK(quantile_ok(incomplete_beta(1.5, 19.5, r.critical_sdc.mc->median), 0.5, N));
-    // No DUE seen: Beta(0.5, 20.5), not a point mass at 0.
-    CHECK(r.due.value == 0);
+    // No DUE seen: Beta(0.5, 20.5), not a point mass at 0; the point (the median) lies inside its interval.
+    CHECK(r.due.plug_in == 0);
+    CHECK(r.due.value > 0);
+    CHECK(r.due.mc->p2_5 <= r.due.value);
+    CHECK(r.due.value <= r.due.mc->p97_5);
+    CHECK(quantile_ok(incomplete_beta(0.5, 20.5, r.due.value), 0.5, N));
     CHECK(quantile_ok(incomplete_beta(0.5, 20.5, r.due.mc->p97_5), 0.975, N));
     // An unmeasured pattern draws from the prior Beta(1/2, 1/2) and stays incomplete.
     const auto u = compute_fit(fm, {e, PatternEvidence{}}, e, 0, 0.95, {N, 3});
     CHECK_FALSE(u.sdc.complete);
     CHECK(u.sdc.mc->p97_5 > r.sdc.mc->p97_5);
+  }
+  SECTION("restore_probability scales every FIT, its bounds and its draws") {
+    const auto half = FitModel::parse(R"({"name": "t", "source": "test values", "raw_fit_per_mbit": 10, "raw_fit_per_mbit_range": [5, 20],
+      "mbit": 2, "exposure": 0.5, "restore_probability": 0.25, "patterns": [
+        {"name": "single", "p": 0.8, "ecc_corrected": 1.0, "campaign_model": "flip"},
+        {"name": "double", "p": 0.2, "ecc_corrected": 0.0, "ecc_detected": 0.5, "campaign_model": "adjacent:2"}]})", "fm.json");
+    CHECK(half.restore_probability == 0.25);
+    CHECK(m.restore_probability == 1.0);  // the default: every checkpoint is restored
+    const auto a = compute_fit(m, {single, dbl}, single, 0, 0.95, {N, 7});
+    const auto q = compute_fit(half, {single, dbl}, single, 0, 0.95, {N, 7});
+    for (auto f : {&FitResult::sdc, &FitResult::critical_sdc, &FitResult::due}) {
+      CHECK((q.*f).plug_in == Approx(0.25 * (a.*f).plug_in));
+      CHECK((q.*f).lo == Approx(0.25 * (a.*f).lo));
+      CHECK((q.*f).hi == Approx(0.25 * (a.*f).hi));
+      CHECK((q.*f).value == Approx(0.25 * (a.*f).value));
+    }
+    CHECK_THROWS_AS(FitModel::parse(R"({"source": "t", "raw_fit_per_mbit": 1, "restore_probability": 1.5,
+        "patterns": [{"name": "a", "p": 1, "campaign_model": "flip"}]})", "f"), resil::UsageError);
   }
   SECTION("pattern mix from counts: Dirichlet(count + 1/2)") {
     const auto fm = FitModel::parse(R"({"source": "t", "raw_fit_per_mbit": 1, "mbit": 1, "patterns": [
@@ -535,7 +560,7 @@ TEST_CASE("two-level FIT: Monte Carlo propagation", "[fit][unit]") {
     CHECK(fm.patterns[0].p == Approx(0.75));
     const auto r = compute_fit(fm, {PatternEvidence{}, PatternEvidence{}}, {}, 0, 0.95, {N, 5});
     CHECK(r.dirichlet_mix);
-    CHECK(r.due.value == Approx(0.75));
+    CHECK(r.due.plug_in == Approx(0.75));
     // DUE = P_a ~ Beta(30.5, 10.5).
     const double a = 30.5, b = 10.5, s = a + b;
     CHECK(std::fabs(r.due.mc->mean - a / s) < 5 * std::sqrt(a * b / (s * s * (s + 1)) / N));

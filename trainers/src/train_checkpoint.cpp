@@ -227,6 +227,10 @@ Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& co
     ckpt::fs::require_input_file(from, "--from");  // exit 3 (CLI11's existence check made it 2)
     std::vector<InputPath> in = checkpoint_inputs(from);
     if (o.data) in.push_back({"--data", *o.data});
+    if (!o.replica_from.empty()) {
+      ckpt::fs::require_input_file(o.replica_from, "--replica-from");
+      for (auto& f : checkpoint_inputs(o.replica_from)) in.push_back({"--replica-from", f.path});
+    }
     check_paths({{"--ckpt-dir", o.ckpt_dir, true}, {"--metrics", o.metrics, false}, {"--summary", o.summary, false}}, in);
   }, true);
   try {
@@ -247,6 +251,9 @@ Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& co
     if (o.parallel && *o.parallel != cfg.parallel)
       throw MismatchError(from.string() + ": checkpoint was written with --parallel " + name(cfg.parallel) + ", this run asks for " +
                           name(*o.parallel));
+    if (!o.replica_from.empty() && (cfg.parallel != ckpt::ParallelMode::dp || o.replica_rank < 0 || o.replica_rank >= comm.size()))
+      throw UsageError("--replica-from " + std::to_string(o.replica_rank) + "=" + o.replica_from.string() + ": needs a dp checkpoint and a rank in 0.." +
+                       std::to_string(comm.size() - 1) + " (this run: " + name(cfg.parallel) + ", " + std::to_string(comm.size()) + " ranks)");
     if (meta.world_size != comm.size())
       throw MismatchError(from.string() + ": checkpoint was written by " + std::to_string(meta.world_size) + " ranks, this run has " +
                           std::to_string(comm.size()));
@@ -268,6 +275,13 @@ Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& co
   if (o.data) cfg.data = *o.data;
   if (o.test_limit) cfg.test_limit = *o.test_limit;
   if (o.threads) cfg.threads = *o.threads;
+  cfg.loss_every = o.loss_every;
+  cfg.shuffle_seed = o.shuffle_seed;
+  if (!o.replica_from.empty()) {
+    cfg.replica_rank = o.replica_rank;
+    cfg.replica_from = o.replica_from;
+  }
+  cfg.replica_divergence = (o.replica_divergence || !o.replica_from.empty()) && cfg.parallel == ckpt::ParallelMode::dp && comm.size() > 1;
   if (o.device && *o.device != cfg.device) cfg.reduce = ReduceKind::automatic;  // re-chosen for the new device
   if (o.device) cfg.device = *o.device;
   if (o.reduce) cfg.reduce = *o.reduce;

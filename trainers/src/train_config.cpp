@@ -160,6 +160,15 @@ std::string Summary::to_json() const {
   if (test_auc >= 0) j["test_auc"] = test_auc;
   if (model == "gpt" && std::isfinite(test_loss)) j["test_bpb"] = bits_per_byte(test_loss);
   if (!mpi_wait.empty()) j["mpi_wait"] = mpi_wait;
+  if (has_loss_curve) {
+    json c = json::array();
+    for (const double v : loss_curve) c.push_back(std::isfinite(v) ? json(v) : json(nullptr));
+    j["loss_curve"] = c;
+  }
+  if (divergence)
+    j["replica_divergence"] = {{"ranks_differing", divergence->ranks_differing}, {"elements_differing", divergence->elements_differing},
+                               {"elements", divergence->elements},
+                               {"max_abs_difference", std::isfinite(divergence->max_abs_difference) ? json(divergence->max_abs_difference) : json(nullptr)}};
   if (preempted) {
     j["preempt_signal"] = preempt_signal;
     j["data_cursor"] = data_cursor;

@@ -119,7 +119,9 @@ Start start(const TrainConfig& cfg, const Comm& comm, const std::optional<stdfs:
     if (s.steps == 0)
       throw UsageError("--batch " + std::to_string(cfg.batch) + " is larger than the " + std::to_string(s.data.train_n()) + " training samples");
     if (resume_from) {
-      s.run->load_state(load_for_rank(*resume_from, *s.run), resume_from->string());
+      // dp --replica-from: one rank's state comes from another file (a fault in that replica only).
+      const stdfs::path& src = cfg.replica_rank == comm.rank() ? cfg.replica_from : *resume_from;
+      s.run->load_state(load_for_rank(src, *s.run), src.string());
       if (s.run->epoch >= cfg.epochs)
         throw UsageError(resume_from->string() + " already has " + std::to_string(s.run->epoch) + " epochs; ask --epochs beyond that");
       // A preemption checkpoint resumes mid-epoch: the epoch's order is a pure function of

@@ -3,8 +3,12 @@
 // evaluate, checkpoint, report. The parts live in the files of their concepts (see run.hpp).
 #include "resil/train/trainer.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <new>
 
 #include "resil/ckpt/fs.hpp"
@@ -69,6 +73,37 @@ void preempt(Run& run, Summary& sum, bool saved) {
     append_line(run.cfg.metrics, json({{"epoch", run.epoch + (run.cursor ? 1 : 0)}, {"step", run.step}, {"preempted", true},
                                        {"data_cursor", run.cursor}, {"checkpoint", sum.last_checkpoint}}));
 }
+
+/// dp: every rank's model weights against rank 0's (the replica that evaluates and saves).
+Summary::Divergence divergence(Run& run) {
+  std::vector<float> mine;
+  for (const auto& p : run.params) {
+    const auto h = p.value->to_host();
+    mine.insert(mine.end(), h.begin(), h.end());
+  }
+  std::vector<float> ref = mine;
+  run.comm.bcast_bytes(ref.data(), ref.size() * sizeof(float), 0);
+  double stats[2] = {0.0, 0.0};  // elements differing, max |difference|
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    if (std::bit_cast<std::uint32_t>(mine[i]) == std::bit_cast<std::uint32_t>(ref[i])) continue;
+    stats[0] += 1.0;
+    const double d = std::fabs(static_cast<double>(mine[i]) - static_cast<double>(ref[i]));
+    stats[1] = std::isnan(d) || std::isnan(stats[1]) ? std::numeric_limits<double>::quiet_NaN() : std::max(stats[1], d);
+  }
+  std::vector<std::byte> packed(sizeof stats);
+  std::memcpy(packed.data(), stats, sizeof stats);
+  const auto all = run.comm.gather(packed, 0);
+  Summary::Divergence d;
+  d.elements = mine.size();
+  for (const auto& b : all) {
+    double r[2];
+    std::memcpy(r, b.data(), sizeof r);
+    if (r[0] > 0) ++d.ranks_differing;
+    d.elements_differing += static_cast<std::uint64_t>(r[0]);
+    d.max_abs_difference = std::isnan(r[1]) || std::isnan(d.max_abs_difference) ? r[1] + d.max_abs_difference : std::max(d.max_abs_difference, r[1]);
+  }
+  return d;
+}
 }  // namespace
 
 Summary train(TrainConfig cfg, const Comm& comm, const std::optional<std::filesystem::path>& resume_from, const ProgressFn& progress,
@@ -109,11 +144,14 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<std::filesy
     sum.steps = run->step;
     sum.epochs = run->epoch;
     Staging st;
+    sum.has_loss_curve = cfg.loss_every > 0;
+    double win_loss = 0.0;
+    std::uint64_t win_samples = 0;
     const std::uint64_t total = steps * static_cast<std::size_t>(cfg.epochs - run->epoch) - first;
     std::uint64_t done = 0;
     while (run->epoch < cfg.epochs) {
       const double te = now();
-      const auto order = data::epoch_order(data.train_n(), cfg.seed, static_cast<std::uint64_t>(run->epoch));
+      const auto order = data::epoch_order(data.train_n(), cfg.shuffle_seed.value_or(cfg.seed), static_cast<std::uint64_t>(run->epoch));
       run->opt->set_epoch(run->epoch);
       StepStats ep;
       double step_seconds = 0.0;  // the training steps alone (no evaluation, no checkpoint)
@@ -132,6 +170,15 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<std::filesy
           if (root && !cfg.metrics.empty())
             append_line(cfg.metrics, json({{"epoch", run->epoch + 1}, {"step", run->step + 1}, {"nan_seen", true}}));
           throw;
+        }
+        if (cfg.loss_every > 0) {
+          win_loss += st1.loss_sum;
+          win_samples += st1.samples;
+          if (static_cast<std::uint64_t>(run->step) % cfg.loss_every == 0) {
+            sum.loss_curve.push_back(win_loss / static_cast<double>(win_samples));
+            win_loss = 0.0;
+            win_samples = 0;
+          }
         }
         ep.loss_sum += st1.loss_sum;
         ep.correct += st1.correct;
@@ -163,6 +210,7 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<std::filesy
         return finish(nullptr);
       }
     }
+    if (cfg.replica_divergence) sum.divergence = divergence(*run);
   } catch (const Error& e) {
     finish(&e);
     throw;

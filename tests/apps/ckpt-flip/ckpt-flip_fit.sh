@@ -1,9 +1,11 @@
 #!/bin/bash
 # ckpt-flip fit as a black box with the shipped field-data fault models (examples/fault-models/
 # dram-field-*.json) on small real campaigns (single-bit and adjacent double-bit flips of a tiny
-# ckpt-train MLP, evaluated by ckpt-train eval): the Monte Carlo median lies within the conservative
-# bounds, the interval is not degenerate, a fixed seed gives identical output, a drawn seed is printed
-# and repeats the run, the older JSON fields are still there, and bad input exits 2.
+# ckpt-train MLP, evaluated by ckpt-train eval): the point estimate is the Monte Carlo median, inside its
+# own interval and the conservative bounds (also for an outcome no trial showed, whose plug-in value is
+# 0), the interval is not degenerate, a fixed seed gives identical output, a drawn seed is printed and
+# repeats the run, restore_probability scales every FIT, the older JSON fields are still there, and bad
+# input exits 2.
 . "$(dirname "$0")/../../support/test_lib.sh" ckpt-flip-fit
 FLIP=$1
 TRAIN=$2
@@ -31,7 +33,7 @@ run "$FLIP" fit --fault-model "$NOECC" "${RES[@]}" --seed 11 --draws 20000 --jso
 grep -v '^JSON:' "$T/stdout" > "$T/a.txt"
 grep -q "conservative bounds" "$T/a.txt" && grep -q "MC 95% interval" "$T/a.txt" && grep -q "injection only" "$T/a.txt" \
   && grep -q "low-level only" "$T/a.txt" && grep -q "seed 11;" "$T/a.txt" || { cat "$T/a.txt"; fail "fit text output"; }
-grep -q "Schroeder" "$T/a.txt" && grep -q "Sridharan" "$T/a.txt" && grep -q "assumption:" "$T/a.txt" || fail "source and assumptions not printed"
+grep -q "Sridharan" "$T/a.txt" && grep -q "1024 Mbit" "$T/a.txt" && grep -q "assumption:" "$T/a.txt" || fail "source and assumptions not printed"
 grep -q "ILLUSTRATIVE" "$T/a.txt" && fail "the field-data model is printed as illustrative"
 run "$FLIP" fit --fault-model "$NOECC" "${RES[@]}" --seed 11 --draws 20000 --json "$T/b.json"
 grep -v '^JSON:' "$T/stdout" > "$T/b.txt"
@@ -50,25 +52,32 @@ import json, sys
 t = sys.argv[1]
 a, c = json.load(open(t + "/a.json")), json.load(open(t + "/c.json"))
 fm = a["fault_model"]
-assert not fm["illustrative"] and "Schroeder" in fm["source"] and "Sridharan" in fm["source"] and fm["assumptions"], fm
+assert not fm["illustrative"] and "Sridharan" in fm["source"] and "transient" in fm["source"] and fm["assumptions"], fm
+assert 0.0178 < a["raw_fit"] / a["mbit"] < 0.0179, a  # 18.3 FIT per 1 Gbit device, per Mbit
 assert a["monte_carlo"]["draws"] == 20000 and a["monte_carlo"]["seed"] == 11 and c["monte_carlo"]["seed"] == 12
 assert a["monte_carlo"]["raw_rate"].startswith("log-uniform") and a["monte_carlo"]["pattern_mix"] == "fixed"
 assert a["raw_fit"] > 0 and a["mbit"] > 0 and len(a["per_pattern"]) == 6
 assert all(p["measured"] and p["trials"] == 10 for p in a["per_pattern"]), a["per_pattern"]
 for k in ("sdc", "critical_sdc", "due", "sdc_low_level_only", "sdc_injection_only"):
     v = a[k]
-    assert {"fit", "lo", "hi", "complete"} <= v.keys(), v   # the fields older readers use
+    assert {"fit", "plug_in", "lo", "hi", "complete"} <= v.keys(), v   # the fields older readers use, and the plug-in value
     assert v["complete"], (k, v)
     mc = v["mc"]
     assert v["lo"] <= mc["median"] <= v["hi"], (k, v)      # median within the conservative bounds
     assert mc["p2_5"] < mc["median"] < mc["p97_5"], (k, v)  # a non-degenerate interval
     assert mc["p97_5"] > 1.05 * mc["p2_5"], (k, v)
     assert mc["p2_5"] <= mc["mean"] <= mc["p97_5"], (k, v)
-    # Another seed: same point value and bounds, different draws.
-    assert (v["fit"], v["lo"], v["hi"]) == (c[k]["fit"], c[k]["lo"], c[k]["hi"]), k
+    assert v["fit"] == mc["median"] and mc["p2_5"] <= v["fit"] <= mc["p97_5"], (k, v)  # the point inside its interval
+    assert v["lo"] <= v["plug_in"] <= v["hi"], (k, v)
+    # Another seed: same plug-in value and bounds, different draws.
+    assert (v["plug_in"], v["lo"], v["hi"]) == (c[k]["plug_in"], c[k]["lo"], c[k]["hi"]), k
     assert v["mc"] != c[k]["mc"], k
 # Without ECC every upset escapes: the low-level-only SDC is the raw rate.
-assert abs(a["sdc_low_level_only"]["fit"] - a["raw_fit"]) < 1e-6 * a["raw_fit"]
+assert abs(a["sdc_low_level_only"]["plug_in"] - a["raw_fit"]) < 1e-6 * a["raw_fit"]
+# An outcome no trial showed: plug-in 0, but the point (the median) is not 0, and lies inside the interval.
+zero = [k for k in ("sdc", "critical_sdc", "due") if a[k]["plug_in"] == 0]
+for k in zero:
+    assert a[k]["fit"] > 0 and a[k]["mc"]["p2_5"] <= a[k]["fit"], (k, a[k])
 PYEOF
 
 # SEC-DED: single bits corrected, 2-bit words detected: SDC 0, DUE = raw x P(single-word) whatever
@@ -80,11 +89,25 @@ s = json.load(open(sys.argv[1]))
 p_word = 1.4 / 18.3
 assert s["sdc"]["fit"] == 0 and s["sdc"]["hi"] == 0 and s["sdc"]["mc"]["p97_5"] == 0, s["sdc"]
 d = s["due"]
-assert abs(d["fit"] - s["raw_fit"] * p_word) < 1e-3 * d["fit"], d
-lo, hi = d["fit"] * 25000 / 41833, d["fit"] * 70000 / 41833
+assert abs(d["plug_in"] - s["raw_fit"] * p_word) < 1e-3 * d["plug_in"], d
+lo, hi = d["plug_in"] * 0.008936 / 0.01787, d["plug_in"] * 0.03574 / 0.01787
 assert lo * 0.999 <= d["lo"] and d["hi"] <= hi * 1.001, d
 assert lo * 0.999 <= d["mc"]["p2_5"] < d["mc"]["median"] < d["mc"]["p97_5"] <= hi * 1.001, d
 assert s["sdc_injection_only"]["fit"] > 0
+PYEOF
+
+# restore_probability 0.25: a quarter of the corrupted checkpoints are ever restored; every FIT, its bounds
+# and (same seed) its draws scale by 0.25, and the factor is printed.
+$PY -c "import json; j=json.load(open('$NOECC')); j['restore_probability'] = 0.25; json.dump(j, open('$T/restore.json', 'w'))" || fail "test setup"
+run "$FLIP" fit --fault-model "$T/restore.json" "${RES[@]}" --seed 11 --draws 20000 --json "$T/r.json"
+grep -q "restore probability 0.25" "$T/stdout" || { cat "$T/stdout"; fail "restore probability not printed"; }
+$PY - "$T" <<'PYEOF' || fail "restore_probability"
+import json, sys
+t = sys.argv[1]
+a, r = json.load(open(t + "/a.json")), json.load(open(t + "/r.json"))
+for k in ("sdc", "critical_sdc", "due", "sdc_low_level_only", "sdc_injection_only"):
+    for f in ("fit", "plug_in", "lo", "hi"):
+        assert abs(r[k][f] - 0.25 * a[k][f]) <= 1e-9 * max(1e-300, a[k][f]), (k, f, r[k][f], a[k][f])
 PYEOF
 
 # Only the single-bit campaign: the single-word pattern is unmeasured, the result incomplete.

@@ -46,6 +46,9 @@ struct FitModel {
   RawRateDistribution raw_distribution = RawRateDistribution::log_uniform;
   std::optional<double> mbit;  // 2^20 bits
   double exposure = 1;
+  // Probability that a corrupted checkpoint is ever read back (restored) before it is replaced: an
+  // upset of a checkpoint nobody restores has no effect on training. Multiplies every FIT.
+  double restore_probability = 1;
   std::vector<FitPattern> patterns;
   bool has_counts() const noexcept { return !patterns.empty() && patterns.front().count.has_value(); }
   static FitModel parse(std::string_view json_text, const std::string& source);  // throws UsageError
@@ -66,9 +69,13 @@ struct FitDistribution {
 /// pattern's Clopper-Pearson interval; unmeasured patterns contribute [0, 1]) and, when a Monte
 /// Carlo propagation ran, the distribution of its draws.
 struct FitValue {
+  // value: the point estimate, the Monte Carlo median when a Monte Carlo ran (so it lies inside the Monte
+  // Carlo interval), else the plug-in value; plug_in: the model evaluated at the observed proportions
+  // x / n (0 for an outcome never observed, which the Jeffreys posterior's interval excludes).
   double value = 0, lo = 0, hi = 0;
   bool complete = true;  // false: some needed pattern was not measured (value uses 0 for it)
   std::optional<FitDistribution> mc;
+  double plug_in = 0;
 };
 
 /// Monte Carlo propagation: draws == 0 switches it off. Draw i uses the stream Rng(seed, i) only,

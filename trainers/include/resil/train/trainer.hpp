@@ -43,6 +43,12 @@ struct TrainConfig {
   std::filesystem::path ckpt_dir;
   std::filesystem::path metrics;   // JSONL, one record per epoch ("" = none)
   std::filesystem::path summary;   // JSON at the end ("" = none)
+  // Settings of one run that are not part of the computation's identity (never stored in a checkpoint):
+  std::uint64_t loss_every = 0;               // > 0: Summary::loss_curve, the mean training loss of every loss_every steps
+  std::optional<std::uint64_t> shuffle_seed;  // the seed of the data order instead of `seed` (resume --shuffle-seed)
+  int replica_rank = -1;                      // dp resume: this rank loads replica_from instead of the checkpoint
+  std::filesystem::path replica_from;
+  bool replica_divergence = false;            // dp: Summary::divergence at the end (implied by replica_from)
 
   /// The part of the config that defines the computation (stored in the checkpoint's /meta config).
   std::string to_json() const;
@@ -71,6 +77,19 @@ struct Summary {
   std::string last_checkpoint;
   std::string error;
   int exit_code = 0;
+  // TrainConfig::loss_every > 0: the mean training loss of each window of loss_every global steps
+  // (window k ends at step (k+1) * loss_every of the run, counted from the checkpoint's step 0).
+  std::vector<double> loss_curve;
+  bool has_loss_curve = false;
+  // TrainConfig::replica_divergence: how far the dp replicas' model weights are from rank 0's at the
+  // end (rank 0 evaluates and writes the checkpoint): ranks and elements whose bits differ, and the
+  // largest absolute difference (NaN when a value is non-finite on one side only).
+  struct Divergence {
+    int ranks_differing = 0;
+    std::uint64_t elements_differing = 0, elements = 0;
+    double max_abs_difference = 0.0;
+  };
+  std::optional<Divergence> divergence;
   std::string to_json() const;
 };
 
@@ -99,6 +118,11 @@ struct ResumeOverrides {
   std::optional<std::string> data;
   std::optional<std::uint64_t> test_limit;
   std::optional<int> threads;                  // CPU GEMM threads (they do not change the results)
+  std::uint64_t loss_every = 0;                // as TrainConfig's
+  std::optional<std::uint64_t> shuffle_seed;
+  int replica_rank = -1;                       // with replica_from: dp only, a rank of the run
+  std::filesystem::path replica_from;
+  bool replica_divergence = false;
 };
 /// Resume: config from the checkpoint's /meta, then overrides (mismatch -> MismatchError).
 Summary resume(const std::filesystem::path& from, const ResumeOverrides& o, const Comm& comm, const ProgressFn& progress = {},

@@ -1,0 +1,402 @@
+#!/usr/bin/python3
+"""The dp-vs-mp fault-injection study (method: docs/design/study-method.md).
+
+  dp_vs_mp.py plan   [--plan full|smoke]                  arms, trial counts, the widths they buy
+  dp_vs_mp.py run    [--plan full|smoke] [--dir D] [--only ARM ...] [--models mlp cnn] [--jobs 1]
+                     [--publish DIR] [--commit]
+  dp_vs_mp.py publish [--dir D] [--publish DIR]           records of finished arms -> DIR/*.jsonl.gz
+  dp_vs_mp.py report [--publish DIR] [--live D] [--out docs/results/dp-vs-mp.md]
+
+`run` trains the golden runs (3 epochs, a checkpoint per epoch, 4 ranks or stages), then runs the arms in
+the order of scripts/study/plan.py: each a `ckpt-flip campaign` (or a set of fault-free resumes with other
+data orders) in D/campaigns/NAME. It resumes: golden runs are reused, campaigns skip recorded trials, so
+kill it at any point and start the same command again. After each arm completes its records are written,
+slimmed and gzipped, to DIR/NAME.jsonl.gz (default docs/results/dp-vs-mp-study), and with --commit
+committed (`git commit` of that one file and DIR/goldens.json). Progress: one line per arm and per 10 trials.
+
+Examples:
+  scripts/study/dp_vs_mp.py plan
+  nice -n 19 scripts/study/dp_vs_mp.py run --jobs 1 --commit          # the full study, resumable
+  scripts/study/dp_vs_mp.py run --plan smoke --dir out/study-smoke --publish out/study-smoke/pub
+  scripts/study/dp_vs_mp.py report
+"""
+import argparse
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import plan as P  # noqa: E402
+import stats as S  # noqa: E402
+
+DEFAULT_DIR = os.path.join(ROOT, "out", "dp-vs-mp-study")
+DEFAULT_PUBLISH = os.path.join(ROOT, "docs", "results", "dp-vs-mp-study")
+
+
+def log(msg):
+    print(time.strftime("%H:%M:%S"), msg, flush=True)
+
+
+def die(msg, code=2):
+    print(f"dp_vs_mp.py: error: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+class Study:
+    def __init__(self, args):
+        self.dir = os.path.abspath(args.dir)
+        self.plan = args.plan
+        self.bin = os.path.abspath(os.path.join(ROOT, args.build, "bin"))
+        self.mpiexec = args.mpiexec
+        self.jobs = args.jobs
+        self.publish_dir = os.path.abspath(args.publish)
+        self.commit = args.commit
+        os.makedirs(self.dir, exist_ok=True)
+        self.stamp_plan()
+
+    def stamp_plan(self):
+        """A study directory belongs to one plan: its recipes and sizes are in the golden parameters."""
+        f = os.path.join(self.dir, "plan")
+        if os.path.exists(f):
+            have = open(f).read().strip()
+            if have != self.plan:
+                die(f"{self.dir} holds the '{have}' plan, not '{self.plan}': use another --dir")
+        else:
+            open(f, "w").write(self.plan + "\n")
+
+    def recipe(self, model, opt):
+        return P.RECIPES[(model, opt)] if self.plan == "full" else P.SMOKE_RECIPE + (" --optimizer sgd --momentum 0.9 --lr 0.02" if opt == "sgdm" else "")
+
+    def loss_every(self, model):
+        return P.LOSS_EVERY[model] if self.plan == "full" else P.SMOKE_LOSS_EVERY
+
+    def test_limit(self):
+        return P.TEST_LIMIT if self.plan == "full" else 200
+
+    # ------------------------------------------------------------ golden runs
+    def golden_dir(self, g):
+        return os.path.join(self.dir, "golden", P.golden_name(*g))
+
+    def golden(self, g):
+        model, mode, opt, seed = g
+        d = self.golden_dir(g)
+        params = f"ranks={P.RANKS} epochs={P.EPOCHS} seed={seed} test_limit={self.test_limit()} {self.recipe(model, opt)}"
+        done = os.path.join(d, "golden-train.json")
+        if os.path.exists(done):
+            if open(os.path.join(d, "golden-params")).read().strip() != params:
+                die(f"{d} was trained with other parameters: use another --dir")
+            return True
+        log(f"golden run {P.golden_name(*g)}: {params}")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        t0 = time.time()
+        cmd = [self.mpiexec, "-n", str(P.RANKS), f"{self.bin}/ckpt-train", "train", "--model", model, "--parallel", mode,
+               "--epochs", str(P.EPOCHS), "--seed", str(seed), *self.recipe(model, opt).split(), "--test-limit", str(self.test_limit()),
+               "--ckpt-dir", f"{d}/ckpt", "--metrics", f"{d}/golden-metrics.jsonl", "--summary", f"{d}/train.json"]
+        with open(f"{d}/train.log", "w") as out:
+            r = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
+        if r.returncode != 0:
+            log(f"golden run {P.golden_name(*g)} failed (exit {r.returncode}, {d}/train.log): its arms are skipped")
+            return False
+        wall = time.time() - t0
+        last = subprocess.run([f"{self.bin}/ckpt-train", "latest", "--ckpt-dir", f"{d}/ckpt"], check=True, capture_output=True,
+                              text=True).stdout.strip()
+        subprocess.run([f"{self.bin}/ckpt-train", "eval", "--from", last, "--test-limit", "10000", "--summary", f"{d}/golden-eval-full.json"],
+                       check=True, stdout=subprocess.DEVNULL)
+        open(f"{d}/train-seconds", "w").write(f"{wall:.1f}\n")
+        open(f"{d}/golden-params", "w").write(params + "\n")
+        os.replace(f"{d}/train.json", done)
+        return True
+
+    def checkpoint(self, g, point):
+        d = os.path.join(self.golden_dir(g), "ckpt")
+        mode = g[1]
+        files = sorted(f for f in os.listdir(d) if f.startswith("ckpt-step") and (f.endswith(".manifest.json") if mode == "mp" else f.endswith(".h5")))
+        if len(files) != P.EPOCHS:
+            die(f"{d} holds {len(files)} checkpoints, not {P.EPOCHS}", 3)
+        return os.path.join(d, files[0] if point == "early" else files[P.EPOCHS - 2])
+
+    # ------------------------------------------------------------ arms
+    def resume_cmd(self, arm, ckpt_arg, extra=()):
+        return [self.mpiexec, "-n", str(P.RANKS), f"{self.bin}/ckpt-train", "resume", *ckpt_arg, "--epochs", str(P.EPOCHS),
+                "--ckpt-dir", "{dir}", "--summary", "{out}", "--loss-every", str(self.loss_every(arm.model)), *extra]
+
+    def campaign(self, arm):
+        g = (arm.model, arm.mode, arm.opt, arm.seed)
+        ckpt = self.checkpoint(g, arm.point)
+        if arm.replica:
+            # rank REPLICA_RANK loads the altered copy, every other rank the golden file itself
+            cmd = self.resume_cmd(arm, ["--from", ckpt, "--replica-from", f"{P.REPLICA_RANK}={{ckpt}}"])
+        else:
+            cmd = self.resume_cmd(arm, ["--from", "{ckpt}"], ["--replica-divergence"] if arm.mode == "dp" else [])
+        inject = {"flips": arm.flips, "model": "flip", "role": arm.role, "strata": "none"}
+        if arm.bits:
+            inject["bits"] = arm.bits
+        cfg = {"name": arm.name, "checkpoint": ckpt, "command": cmd, "trials": arm.n, "seed": 1, "timeout_s": 1800,
+               "inject": inject, "metric": "test_accuracy", "tolerance": 0.01}
+        os.makedirs(os.path.join(self.dir, "configs"), exist_ok=True)
+        cpath = os.path.join(self.dir, "configs", arm.name + ".json")
+        text = json.dumps(cfg, indent=1) + "\n"
+        if not os.path.exists(cpath) or open(cpath).read() != text:
+            open(cpath, "w").write(text)
+        out = os.path.join(self.dir, "campaigns", arm.name)
+        have = len(read_records(out))
+        if have >= arm.n:
+            return
+        log(f"campaign {arm.name}: {arm.n} trials ({have} recorded), {arm.flips} flip(s), role {arm.role}, bits {arm.bits or 'all'}, "
+            f"{arm.point} checkpoint {os.path.basename(ckpt)}")
+        r = subprocess.run([f"{self.bin}/ckpt-flip", "campaign", cpath, "--out", out, "--jobs", str(self.jobs), "--quiet"])
+        if r.returncode != 0:
+            die(f"campaign {arm.name} ended with exit {r.returncode}", r.returncode)
+
+    def order_noise(self, arm):
+        """Fault-free resumes of the golden checkpoint whose data order comes from another seed."""
+        g = (arm.model, arm.mode, arm.opt, arm.seed)
+        ckpt = self.checkpoint(g, arm.point)
+        out = os.path.join(self.dir, "campaigns", arm.name)
+        os.makedirs(out, exist_ok=True)
+        rec_path = os.path.join(out, "records.jsonl")
+        have = {r["trial"] for r in read_jsonl(rec_path)}
+        todo = [k for k in range(arm.n) if k not in have]
+        if not todo:
+            return
+        log(f"data-order noise {arm.name}: {arm.n} resumes ({len(have)} recorded), {arm.point} checkpoint {os.path.basename(ckpt)}")
+        golden = self.golden_resume(arm, ckpt)
+        for k in todo:
+            scratch = os.path.join(out, "scratch")
+            shutil.rmtree(scratch, ignore_errors=True)
+            os.makedirs(scratch)
+            summ = os.path.join(scratch, "summary.json")
+            shuffle_seed = 1000003 * (k + 1)
+            cmd = [c.replace("{dir}", os.path.join(scratch, "ckpt")).replace("{out}", summ)
+                   for c in self.resume_cmd(arm, ["--from", ckpt], ["--shuffle-seed", str(shuffle_seed)])]
+            t0 = time.time()
+            r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600)
+            s = json.load(open(summ)) if os.path.exists(summ) else {}
+            rec = {"trial": k, "class": "noise", "shuffle_seed": shuffle_seed, "exit_code": r.returncode,
+                   "metric": s.get("test_accuracy"), "golden_metric": golden["test_accuracy"],
+                   "delta": None if s.get("test_accuracy") is None else s["test_accuracy"] - golden["test_accuracy"],
+                   "summary": {k2: s.get(k2) for k2 in ("test_accuracy", "test_loss", "final_loss", "loss_curve", "nan_detected", "steps")},
+                   "wall_seconds": time.time() - t0}
+            with open(rec_path, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            shutil.rmtree(scratch, ignore_errors=True)
+        return
+
+    def golden_resume(self, arm, ckpt):
+        """The fault-free resume of `ckpt` with its own data order (what every trial is compared with)."""
+        out = os.path.join(self.dir, "campaigns", arm.name)
+        path = os.path.join(out, "golden.json")
+        if os.path.exists(path):
+            return json.load(open(path))["summary"]
+        scratch = os.path.join(out, "golden-scratch")
+        shutil.rmtree(scratch, ignore_errors=True)
+        os.makedirs(scratch)
+        summ = os.path.join(scratch, "summary.json")
+        cmd = [c.replace("{dir}", os.path.join(scratch, "ckpt")).replace("{out}", summ) for c in self.resume_cmd(arm, ["--from", ckpt])]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        s = json.load(open(summ))
+        json.dump({"summary": s}, open(path + ".tmp", "w"))
+        os.replace(path + ".tmp", path)
+        shutil.rmtree(scratch, ignore_errors=True)
+        return s
+
+    def arm_done(self, arm):
+        out = os.path.join(self.dir, "campaigns", arm.name)
+        n = len(read_jsonl(os.path.join(out, "records.jsonl"))) if arm.kind == "order" else len(read_records(out))
+        return n >= arm.n
+
+    def run(self, arms):
+        ok = {g: self.golden(g) for g in P.goldens(arms)}
+        self.publish_goldens(arms)
+        for arm in arms:
+            if not ok[(arm.model, arm.mode, arm.opt, arm.seed)]:
+                continue
+            t0 = time.time()
+            if arm.kind == "order":
+                self.order_noise(arm)
+            else:
+                self.campaign(arm)
+            if self.arm_done(arm):
+                if self.publish(arm) and time.time() - t0 > 1:
+                    log(f"arm {arm.name} complete: {os.path.relpath(self.published(arm), ROOT)}")
+
+    # ------------------------------------------------------------ publishing
+    def published(self, arm):
+        return os.path.join(self.publish_dir, arm.name + ".jsonl.gz")
+
+    def publish_goldens(self, arms):
+        os.makedirs(self.publish_dir, exist_ok=True)
+        gold = {}
+        for g in P.goldens(arms):
+            d = self.golden_dir(g)
+            if not os.path.exists(os.path.join(d, "golden-train.json")):
+                continue
+            gold[P.golden_name(*g)] = {
+                "model": g[0], "mode": g[1], "optimizer": g[2], "seed": g[3],
+                "params": open(os.path.join(d, "golden-params")).read().strip(),
+                "train": json.load(open(os.path.join(d, "golden-train.json"))),
+                "epochs": read_jsonl(os.path.join(d, "golden-metrics.jsonl")),
+                "full_test_accuracy": json.load(open(os.path.join(d, "golden-eval-full.json")))["test_accuracy"],
+                "train_seconds": float(open(os.path.join(d, "train-seconds")).read())}
+        path = os.path.join(self.publish_dir, "goldens.json")
+        text = json.dumps({"plan": self.plan, "ranks": P.RANKS, "epochs": P.EPOCHS, "test_limit": self.test_limit(), "goldens": gold},
+                          indent=1, sort_keys=True) + "\n"
+        if not os.path.exists(path) or open(path).read() != text:
+            open(path, "w").write(text)
+            self.git_commit([path], "dp-vs-mp study: golden runs")
+
+    def publish(self, arm):
+        """Write the arm's records, slimmed, to PUBLISH/NAME.jsonl.gz (once, when complete)."""
+        dst = self.published(arm)
+        if os.path.exists(dst):
+            if self.commit and subprocess.run(["git", "-C", ROOT, "ls-files", "--error-unmatch", dst], capture_output=True).returncode != 0:
+                self.git_commit([dst], f"dp-vs-mp study: records of {arm.name}")
+            return False
+        out = os.path.join(self.dir, "campaigns", arm.name)
+        if arm.kind == "order":
+            recs = sorted(read_jsonl(os.path.join(out, "records.jsonl")), key=lambda r: r["trial"])
+            golden = json.load(open(os.path.join(out, "golden.json")))["summary"]
+        else:
+            recs = [slim(r) for r in read_records(out)]
+            golden = json.load(open(os.path.join(out, "golden.json")))["summary"]
+        head = {"arm": arm._asdict(), "golden_summary": {k: golden.get(k) for k in ("test_accuracy", "test_loss", "final_loss", "loss_curve",
+                                                                                   "numeric", "replica_divergence")},
+                "records": len(recs)}
+        os.makedirs(self.publish_dir, exist_ok=True)
+        tmp = dst + ".tmp"
+        with gzip.GzipFile(tmp, "wb", mtime=0) as f:
+            f.write((json.dumps({"head": head}) + "\n").encode())
+            for r in recs:
+                f.write((json.dumps(r, separators=(",", ":")) + "\n").encode())
+        os.replace(tmp, dst)
+        self.git_commit([dst], f"dp-vs-mp study: records of {arm.name} ({len(recs)} trials)")
+        return True
+
+    def git_commit(self, paths, msg):
+        if not self.commit:
+            return
+        # Another git command in the same checkout may hold the index lock for a moment: retry, and never
+        # let a failed commit stop the study (the files stay in PUBLISH; `publish --commit` commits later).
+        for attempt in range(10):
+            a = subprocess.run(["git", "-C", ROOT, "add", "--", *paths], capture_output=True, text=True)
+            r = subprocess.run(["git", "-C", ROOT, "commit", "-q", "-m", msg, "--", *paths], capture_output=True, text=True) if a.returncode == 0 else a
+            if r.returncode == 0 or "nothing" in r.stdout + r.stderr:
+                return
+            time.sleep(3 * (attempt + 1))
+        log(f"git commit of {', '.join(os.path.relpath(p, ROOT) for p in paths)} failed: {r.stderr.strip()}")
+
+
+def read_jsonl(path):
+    if not os.path.exists(path):
+        return []
+    out = []
+    for line in open(path):
+        line = line.strip()
+        if line:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass  # a torn last line of an interrupted run
+    return out
+
+
+def read_records(campaign_dir):
+    """The trial records of a campaign directory, one per trial id."""
+    d = os.path.join(campaign_dir, "results")
+    recs = {}
+    if os.path.isdir(d):
+        for f in sorted(os.listdir(d)):
+            if f.endswith(".jsonl"):
+                for r in read_jsonl(os.path.join(d, f)):
+                    recs[r["trial"]] = r
+    return [recs[k] for k in sorted(recs)]
+
+
+def _num(v):
+    """A flip's value as a number ("nan", "inf", "-inf" in the records: the floats, written as NaN/Infinity)."""
+    return float(v) if isinstance(v, str) else v
+
+
+def slim(r):
+    s = r.get("summary") or {}
+    return {"trial": r["trial"], "class": r["class"], "metric": r.get("metric"), "golden_metric": r.get("golden_metric"),
+            "delta": r.get("delta"), "exit_code": r.get("exit_code"), "signal": r.get("signal"), "note": r.get("note"),
+            "n_flips": r.get("n_flips"), "injected_nonfinite": r.get("injected_nonfinite"),
+            "field": (r.get("strata") or {}).get("field"), "numeric": r.get("numeric"),
+            "flips": [[f.get("dataset"), f.get("file"), f.get("index"), f.get("bit"), _num(f.get("old_value")), _num(f.get("new_value"))]
+                      for f in r.get("flips", [])],
+            "summary": {k: s.get(k) for k in ("test_accuracy", "test_loss", "final_loss", "loss_curve", "replica_divergence", "nan_detected",
+                                              "nan_step", "steps") if k in s},
+            "wall_seconds": r.get("wall_seconds")}
+
+
+def cmd_plan(args):
+    arms = P.arms(args.plan, tuple(args.models))
+    print("Interval-width targets (95 % Clopper-Pearson) and the trials they need:")
+    for fam, t in P.TARGETS.items():
+        if "width" in t:
+            print(f"  {fam:8s} rate {100 * t['p']:.0f} % to within {100 * t['width']:.0f} points: n >= {S.trials_for_width(t['p'], t['width'])}"
+                  f"  ({t['why']})")
+        else:
+            print(f"  {fam:8s} {t['why']}")
+    total = 0
+    print(f"\n{len(arms)} arms, in the order they run:")
+    for a in arms:
+        total += a.n
+        print(f"  {a.name:40s} {a.kind:8s} n={a.n:4d}  {a.model} {a.mode} {a.opt} seed {a.seed} {a.point} role {a.role} flips {a.flips}"
+              f" bits {a.bits or 'all'}{' one replica' if a.replica else ''}")
+    print(f"{total} trials and fault-free resumes in all")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=("plan", "run", "publish", "report"))
+    ap.add_argument("--plan", choices=("full", "smoke"), default="full")
+    ap.add_argument("--dir", default=DEFAULT_DIR, help="study working directory (default out/dp-vs-mp-study)")
+    ap.add_argument("--publish", default=DEFAULT_PUBLISH, help="where finished arms' records go (default docs/results/dp-vs-mp-study)")
+    ap.add_argument("--models", nargs="+", default=["mlp", "cnn"], choices=("mlp", "cnn"))
+    ap.add_argument("--only", nargs="+", default=None, help="run only these arms (names as `plan` prints them)")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--mpiexec", default="mpiexec")
+    ap.add_argument("--commit", action="store_true", help="git-commit each finished arm's records")
+    ap.add_argument("--live", default=None, help="report: also read the running arms from this study directory")
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "dp-vs-mp.md"))
+    args = ap.parse_args()
+    if args.command == "plan":
+        return cmd_plan(args)
+    if args.command == "report":
+        import report
+        return report.main(args)
+    arms = P.arms(args.plan, tuple(args.models))
+    if args.only:
+        names = {a.name for a in arms}
+        bad = [o for o in args.only if o not in names]
+        if bad:
+            die(f"--only: no arm named {', '.join(bad)} (see `plan`)")
+        arms = [a for a in arms if a.name in args.only]
+    st = Study(args)
+    if args.command == "publish":
+        st.publish_goldens(arms)
+        for a in arms:
+            if st.arm_done(a):
+                st.publish(a)
+        return
+    for exe in ("ckpt-train", "ckpt-flip"):
+        if not os.access(os.path.join(st.bin, exe), os.X_OK):
+            die(f"build {exe} first ({st.bin})")
+    st.run(arms)
+    log("all arms complete")
+
+
+if __name__ == "__main__":
+    main()

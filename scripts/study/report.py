@@ -1,0 +1,682 @@
+"""docs/results/dp-vs-mp.md from the study's published records (method: docs/design/study-method.md).
+
+Reads PUBLISH/goldens.json and PUBLISH/NAME.jsonl.gz (one per finished arm); with --live DIR also the
+records of arms still running in that study directory (marked as such: no verdict is drawn from an arm
+that has not reached its planned size). Every number is computed here from the records.
+"""
+import gzip
+import json
+import math
+import os
+import platform
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import plan as P  # noqa: E402
+import stats as S  # noqa: E402
+
+DUE = ("load_failure", "hang", "crash", "nan_at_load", "nan_later")
+ALPHA = 0.05
+
+
+# ---------------------------------------------------------------- loading
+
+def load_arm(path):
+    with gzip.open(path, "rt") as f:
+        head = json.loads(f.readline())["head"]
+        recs = [json.loads(line) for line in f if line.strip()]
+    return head, recs
+
+
+def load(publish, live):
+    from dp_vs_mp import read_jsonl, read_records, slim  # noqa: E402
+    data = {}
+    gold = json.load(open(os.path.join(publish, "goldens.json"))) if os.path.exists(os.path.join(publish, "goldens.json")) else None
+    plan_name = gold["plan"] if gold else "full"
+    for arm in P.arms(plan_name):
+        path = os.path.join(publish, arm.name + ".jsonl.gz")
+        if os.path.exists(path):
+            head, recs = load_arm(path)
+            data[arm.name] = {"arm": arm, "golden": head["golden_summary"], "recs": recs, "complete": len(recs) >= arm.n}
+        elif live:
+            d = os.path.join(live, "campaigns", arm.name)
+            if not os.path.exists(os.path.join(d, "golden.json")):
+                continue
+            golden = json.load(open(os.path.join(d, "golden.json")))["summary"]
+            recs = read_jsonl(os.path.join(d, "records.jsonl")) if arm.kind == "order" else [slim(r) for r in read_records(d)]
+            if recs:
+                data[arm.name] = {"arm": arm, "golden": golden, "recs": recs, "complete": len(recs) >= arm.n}
+    return plan_name, gold, data
+
+
+# ---------------------------------------------------------------- classification
+
+def images(r, test_limit):
+    if r.get("metric") is None or r.get("golden_metric") is None:
+        return None
+    return round((r["metric"] - r["golden_metric"]) * test_limit)
+
+
+def golden_key(arm):
+    return (arm.model, arm.mode, arm.opt, arm.seed, arm.point)
+
+
+class Bands:
+    """Noise bands: the accuracy band per (model, point), pooled over the seed-1 Adam goldens of dp and mp,
+    widened for another golden by its own noise range; loss-curve bands per golden and window."""
+
+    def __init__(self, data, test_limit):
+        self.test_limit = test_limit
+        self.deltas = {}  # golden key -> [delta images]
+        self.curves = {}  # golden key -> [relative deviation per window]
+        self.golden_curve = {}
+        for d in data.values():
+            a = d["arm"]
+            if a.family != "noise":
+                continue
+            k = golden_key(a)
+            g = d["golden"].get("loss_curve")
+            if g:
+                self.golden_curve[k] = g
+            for r in d["recs"]:
+                if r.get("class") in DUE:
+                    continue
+                di = images(r, test_limit)
+                if di is not None:
+                    self.deltas.setdefault(k, []).append(di)
+                lc = (r.get("summary") or {}).get("loss_curve")
+                if g and lc and len(lc) == len(g) and all(v is not None for v in lc):
+                    self.curves.setdefault(k, []).append([abs(x - y) / abs(y) if y else 0.0 for x, y in zip(lc, g)])
+
+    def pooled(self, model, point):
+        vals = []
+        for mode in ("dp", "mp"):
+            vals += self.deltas.get((model, mode, "adam", 1, point), [])
+        return vals
+
+    def band(self, arm):
+        vals = self.pooled(arm.model, arm.point) + self.deltas.get(golden_key(arm), [])
+        if not vals:
+            return None
+        return (min(vals), max(vals))
+
+    def curve_band(self, arm):
+        rows = self.curves.get(golden_key(arm))
+        if not rows:
+            return None
+        return [max(col) for col in zip(*rows)]
+
+
+def classify(r, band, test_limit):
+    c = r.get("class")
+    if c in DUE:
+        return "due"
+    if c == "unreadable_summary":
+        return "unknown"
+    d = images(r, test_limit)
+    out = d is not None and band is not None and (d < band[0] or d > band[1])
+    if out:
+        return "critical" if d < -0.01 * test_limit else "sdc"
+    return "bitwise_masked" if c == "bit_masked" else "noise_changed"
+
+
+def curve_class(r, golden_curve, cband, outcome):
+    if outcome == "due":
+        return "diverged"
+    lc = (r.get("summary") or {}).get("loss_curve")
+    if not lc or not golden_curve or not cband or len(lc) != len(golden_curve) or any(v is None for v in lc):
+        return None
+    ex = [(x - y) / abs(y) - b if y else 0.0 for x, y, b in zip(lc, golden_curve, cband)]
+    above = [i for i, e in enumerate(ex) if e > 0]
+    if not above:
+        return "silent_degradation" if outcome in ("sdc", "critical") else "within_band"
+    if ex[-1] <= 0:
+        return "spike_recover"
+    return "spike_degrade" if above[0] <= 1 else "gradual_drift"
+
+
+# ---------------------------------------------------------------- formatting
+
+def pct(x, n):
+    return f"{100 * x / n:.1f}%" if n else "-"
+
+
+def ci(x, n):
+    lo, hi = S.clopper_pearson(x, n)
+    return f"[{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def rate(x, n):
+    return f"{x}/{n} = {pct(x, n)} {ci(x, n)}" if n else "no trials"
+
+
+def pfmt(p):
+    return f"{p:.3g}"
+
+
+# ---------------------------------------------------------------- the report
+
+class Report:
+    def __init__(self, plan_name, gold, data):
+        self.plan = plan_name
+        self.gold = gold
+        self.data = data
+        self.test_limit = gold["test_limit"] if gold else P.TEST_LIMIT
+        self.bands = Bands(data, self.test_limit)
+        self.out = []
+        self.outcomes = {}  # arm name -> list of (record, outcome, curve class)
+        for name, d in data.items():
+            a = d["arm"]
+            if a.kind != "campaign":
+                continue
+            band = self.bands.band(a)
+            gc = d["golden"].get("loss_curve")
+            cb = self.bands.curve_band(a)
+            rows = []
+            for r in d["recs"]:
+                o = classify(r, band, self.test_limit)
+                rows.append((r, o, curve_class(r, gc, cb, o)))
+            self.outcomes[name] = rows
+
+    def w(self, line=""):
+        self.out.append(line)
+
+    def counts(self, name, pred=lambda r: True):
+        rows = [x for x in self.outcomes.get(name, []) if pred(x[0])]
+        n = len(rows)
+        c = {k: sum(1 for _, o, _ in rows if o == k) for k in ("due", "sdc", "critical", "noise_changed", "bitwise_masked", "unknown")}
+        c["n"] = n
+        c["harmful"] = c["due"] + c["critical"]
+        c["outside"] = c["sdc"] + c["critical"]
+        c["changed"] = n - c["bitwise_masked"] - c["due"] - c["unknown"]
+        return c
+
+    def complete(self, name):
+        d = self.data.get(name)
+        return bool(d and d["complete"])
+
+    # ------------------------------------------------------------ sections
+    def header(self):
+        arms = P.arms(self.plan)
+        done = [a for a in arms if self.complete(a.name)]
+        running = [a for a in arms if a.name in self.data and not self.complete(a.name)]
+        missing = [a for a in arms if a.name not in self.data]
+        self.w("# dp vs mp: checkpoint bit-flip sensitivity against a noise baseline (Fashion-MNIST)")
+        self.w()
+        self.w(f"Generated by `scripts/study/dp_vs_mp.py report` on {time.strftime('%Y-%m-%d')} from the records in "
+               "`docs/results/dp-vs-mp-study/` (method, estimands and budget: [design/study-method.md](../design/study-method.md)).")
+        self.w()
+        if missing or running:
+            self.w(f"**Partial study: {len(done)} of {len(arms)} arms complete**; {len(running)} running, {len(missing)} not started. "
+                   "Verdicts are drawn only from complete arms; a claim whose arms are not all complete says *pending*. "
+                   "Arms not complete: " + ", ".join(
+                       f"`{a.name}` ({len(self.data[a.name]['recs'])} of {a.n})" if a.name in self.data else f"`{a.name}` (0 of {a.n})"
+                       for a in running + missing) + ".")
+        else:
+            self.w(f"All {len(arms)} arms complete.")
+        self.w()
+        if self.gold:
+            ids = sorted({g["train"].get("numeric", {}).get("id", "?") for g in self.gold["goldens"].values()})
+            self.w(f"Golden runs: {self.gold['epochs']} epochs, a checkpoint after each, {self.gold['ranks']} ranks (dp) or stages (mp); every trial "
+                   f"resumes the checkpoint after epoch 1 (*early*) or 2 (*late*) to epoch 3 and is evaluated on the first {self.test_limit} test images. "
+                   f"Numeric configuration: {', '.join(ids)}. Machine: {platform.machine()}, {os.cpu_count()} cores.")
+            self.w()
+
+    def goldens(self):
+        if not self.gold:
+            return
+        self.w("## Golden runs")
+        self.w()
+        self.w("| golden | recipe (`ckpt-train train` options) | test acc per epoch | all 10,000 test images | train wall |")
+        self.w("|---|---|---|---:|---:|")
+        for name, g in sorted(self.gold["goldens"].items()):
+            accs = " ".join(f"{100 * e['test_accuracy']:.2f}" for e in g["epochs"] if "test_accuracy" in e)
+            recipe = g["params"].split(" ", 4)[-1]
+            self.w(f"| {name} | `{recipe}` | {accs} | {100 * g['full_test_accuracy']:.2f}% | {g['train_seconds']:.0f} s |")
+        self.w()
+
+    def noise(self):
+        self.w("## Noise baseline")
+        self.w()
+        self.w("Δ = a fault-free resume's final test accuracy minus the golden resume's, in test images of "
+               f"{self.test_limit}: *ulp* = a flip of bit 0 of one random model weight, *order* = the unaltered checkpoint resumed "
+               "with another data order (`--shuffle-seed`). The band of a model and point is [min, max] of the pooled seed-1 runs "
+               "of dp and mp; [min, max] of n draws covers 95 % of the noise distribution with the confidence given.")
+        self.w()
+        self.w("| model | point | n | band (images) | confidence (95 % content) | ulp: n, range | order: n, range | bitwise changed (ulp) |")
+        self.w("|---|---|---:|---|---:|---|---|---:|")
+        for model in ("mlp", "cnn"):
+            for point in ("early", "late"):
+                vals = self.bands.pooled(model, point)
+                if not vals:
+                    continue
+                parts = {}
+                changed = [0, 0]
+                for kind in ("ulp", "order"):
+                    v = []
+                    for mode in ("dp", "mp"):
+                        d = self.data.get(f"noise-{kind}-{model}-{mode}-{point}")
+                        if d:
+                            v += [images(r, self.test_limit) for r in d["recs"] if r.get("class") not in DUE and images(r, self.test_limit) is not None]
+                            if kind == "ulp":
+                                changed[0] += sum(1 for r in d["recs"] if r.get("class") != "bit_masked")
+                                changed[1] += len(d["recs"])
+                    parts[kind] = f"{len(v)}, [{min(v)}, {max(v)}]" if v else "-"
+                self.w(f"| {model} | {point} | {len(vals)} | [{min(vals)}, {max(vals)}] | {S.tolerance_confidence(len(vals)):.3f} | "
+                       f"{parts['ulp']} | {parts['order']} | {changed[0]}/{changed[1]} |")
+        self.w()
+        rows = []
+        for d in self.data.values():
+            a = d["arm"]
+            if a.family == "noise" and (a.opt, a.seed) != ("adam", 1) and a.kind == "campaign":
+                k = golden_key(a)
+                v = self.bands.deltas.get(k, [])
+                pooled = self.bands.pooled(a.model, a.point)
+                if v and pooled:
+                    inside = sum(1 for x in v if min(pooled) <= x <= max(pooled))
+                    rows.append(f"| {a.model} {a.opt} seed {a.seed} | {len(v)} | [{min(v)}, {max(v)}] | {inside}/{len(v)} inside [{min(pooled)}, {max(pooled)}] |")
+        if rows:
+            self.w("Noise of the other goldens (late point, ulp and order runs) against the pooled seed-1 band (where they fall outside, "
+                   "their own range widens the band for their campaigns):")
+            self.w()
+            self.w("| golden | n | range (images) | inside the seed-1 band |")
+            self.w("|---|---:|---|---|")
+            for r in sorted(rows):
+                self.w(r)
+            self.w()
+
+    def campaigns(self):
+        self.w("## Campaigns: outcome classes against the noise band")
+        self.w()
+        self.w("Rates are of one bit flipped uniformly at random among the stored bits of the targeted state (the primary estimand); "
+               "95 % Clopper-Pearson intervals. **SDC** = Δ outside the band, **critical** = an SDC more than 1 point (20 images) down, "
+               "**harmful** = critical SDC or DUE, **bitwise changed** = the final weights differ from golden's (what the earlier grid "
+               "called SDC), **in band** = changed bits, Δ inside the band.")
+        self.w()
+        self.w("| campaign | n | band | SDC (outside band) | critical | DUE | harmful | bitwise changed | in band |")
+        self.w("|---|---:|---|---|---:|---|---|---:|---:|")
+        for a in P.arms(self.plan):
+            if a.kind != "campaign" or a.family == "noise" or a.name not in self.outcomes:
+                continue
+            c = self.counts(a.name)
+            band = self.bands.band(a)
+            mark = "" if self.complete(a.name) else f" (running, {c['n']} of {a.n})"
+            self.w(f"| {a.name}{mark} | {c['n']} | [{band[0]}, {band[1]}] | {rate(c['outside'], c['n'])} | {c['critical']} | "
+                   f"{rate(c['due'], c['n'])} | {rate(c['harmful'], c['n'])} | {pct(c['changed'], c['n'])} | {c['noise_changed']} |"
+                   if band else f"| {a.name}{mark} | {c['n']} | no noise yet | | | | | | |")
+        self.w()
+        self.w("The same harmful rates post-stratified by the field each trial hit (sign, exponent, mantissa weighted by their "
+               "1/32, 8/32, 23/32 shares of the stored f32 bits): the interval is the Jeffreys-posterior mixture's, so a field with "
+               "no harmful trial still contributes its spread; the point is shown inside its interval.")
+        self.w()
+        self.w("| campaign | uniform (CP) | post-stratified [95 %] | per field (harmful / n) |")
+        self.w("|---|---|---|---|")
+        shares = {"sign": 1, "exponent": 8, "mantissa": 23}
+        for a in P.arms(self.plan):
+            if a.kind != "campaign" or a.family not in ("primary", "sgdm", "seeds", "replica") or a.name not in self.outcomes:
+                continue
+            strata = {}
+            for r, o, _ in self.outcomes[a.name]:
+                f = r.get("field")
+                if f in shares:
+                    x, n = strata.get(f, (0, 0))
+                    strata[f] = (x + (o in ("critical", "due")), n + 1)
+            if not strata:
+                continue
+            st = S.stratified_rate(strata, shares, draws=8000)
+            c = self.counts(a.name)
+            per = ", ".join(f"{f} {strata[f][0]}/{strata[f][1]}" for f in shares if f in strata)
+            self.w(f"| {a.name} | {rate(c['harmful'], c['n'])} | {100 * st['point']:.2f}% [{100 * st['lo']:.2f}, {100 * st['hi']:.2f}] | {per} |")
+        self.w()
+        self.w("Loss-curve classes of the resumed trials (training-loss windows against the golden resume's curve and the noise runs' "
+               "per-window band; definitions in the design):")
+        self.w()
+        kinds = ("within_band", "spike_recover", "spike_degrade", "gradual_drift", "silent_degradation", "diverged")
+        self.w("| campaign | " + " | ".join(k.replace("_", " ") for k in kinds) + " | no curve |")
+        self.w("|---|" + "---:|" * (len(kinds) + 1))
+        for a in P.arms(self.plan):
+            if a.kind != "campaign" or a.family == "noise" or a.name not in self.outcomes:
+                continue
+            rows = self.outcomes[a.name]
+            cnt = {k: sum(1 for _, _, cc in rows if cc == k) for k in kinds}
+            none = sum(1 for _, _, cc in rows if cc is None)
+            self.w(f"| {a.name} | " + " | ".join(str(cnt[k]) for k in kinds) + f" | {none} |")
+        self.w()
+
+    # ------------------------------------------------------------ findings
+    def findings(self):
+        self.w("## Findings")
+        self.w()
+        self.w("Each claim of the seed studies, the estimand resil measures for it, the tests (families Holm-adjusted; BH q-values "
+               "alongside) and a verdict: *reproduced*, *not reproduced*, *not testable* (the design cannot show it), or *pending* "
+               "(its arms are not complete).")
+        self.w()
+        self.claim1()
+        self.claim2()
+        self.claim3()
+        self.claim4()
+        self.seeds()
+
+    def family(self, tests):
+        """tests: list of dicts with 'p'; adds 'holm' and 'bh'."""
+        if not tests:
+            return tests
+        ps = [t["p"] for t in tests]
+        for t, h, q in zip(tests, S.holm(ps), S.benjamini_hochberg(ps)):
+            t["holm"], t["bh"] = h, q
+        return tests
+
+    def claim1(self):
+        self.w("### 1. Models absorb flips unless a crucial bit (bit 30, the exponent's MSB) is hit")
+        self.w()
+        self.w("Estimands: the harmful rate of a flip of bit 30 of a uniformly chosen model weight (enriched campaign), split by the "
+               "sign of the value before the flip; the harmful rate of 10 flips anywhere in the model state against 10 flips sparing bit 30.")
+        self.w()
+        names = []
+        tests = []
+        for model in ("mlp", "cnn"):
+            n30 = f"{model}-dp-model-late-bit30"
+            if n30 in self.outcomes:
+                names.append(n30)
+                rows = self.outcomes[n30]
+                pos = [(r, o) for r, o, _ in rows if r["flips"] and r["flips"][0][4] is not None and r["flips"][0][4] >= 0]
+                neg = [(r, o) for r, o, _ in rows if r["flips"] and r["flips"][0][4] is not None and r["flips"][0][4] < 0]
+                hp = sum(1 for _, o in pos if o in ("critical", "due"))
+                hn = sum(1 for _, o in neg if o in ("critical", "due"))
+                sites = {(r["flips"][0][0], r["flips"][0][2]) for r, _, _ in rows if r["flips"]}
+                c = self.counts(n30)
+                p = S.fisher_exact(hp, len(pos) - hp, hn, len(neg) - hn)
+                tests.append({"what": f"{model} bit 30: positive vs negative value", "p": p})
+                self.w(f"- {n30}: harmful {rate(c['harmful'], c['n'])} (CP width {100 * S.cp_width(c['harmful'], c['n']):.1f} points) on "
+                       f"{len(sites)} distinct weights; value positive before the flip: {rate(hp, len(pos))}; negative: {rate(hn, len(neg))}; "
+                       f"Fisher p = {pfmt(p)}.")
+            k10, k10n = f"{model}-dp-model-late-k10", f"{model}-dp-model-late-k10-no30"
+            if k10 in self.outcomes and k10n in self.outcomes:
+                names += [k10, k10n]
+                a, b = self.counts(k10), self.counts(k10n)
+                p = S.fisher_exact(a["harmful"], a["n"] - a["harmful"], b["harmful"], b["n"] - b["harmful"])
+                tests.append({"what": f"{model} 10 flips: anywhere vs sparing bit 30", "p": p})
+                hit30 = sum(1 for r, o, _ in self.outcomes[k10] if any(f[3] == 30 for f in r["flips"]))
+                self.w(f"- {model}, 10 flips: anywhere {rate(a['harmful'], a['n'])} harmful ({hit30} trials hit bit 30); sparing bit 30 "
+                       f"{rate(b['harmful'], b['n'])}; Fisher p = {pfmt(p)}.")
+            for point in ("early", "late"):
+                for mode in ("dp", "mp"):
+                    nm = f"{model}-{mode}-model-{point}"
+                    if nm in self.outcomes:
+                        names.append(nm)
+                        rows = self.outcomes[nm]
+                        h30 = [o for r, o, _ in rows if r["flips"] and r["flips"][0][3] == 30]
+                        ho = [o for r, o, _ in rows if r["flips"] and r["flips"][0][3] != 30]
+                        x30 = sum(1 for o in h30 if o in ("critical", "due"))
+                        xo = sum(1 for o in ho if o in ("critical", "due"))
+                        self.w(f"- {nm} (uniform, 1 flip): harmful with bit 30 {rate(x30, len(h30))}, any other bit {rate(xo, len(ho))}.")
+        self.family(tests)
+        if tests:
+            self.w()
+            for t in tests:
+                self.w(f"  - {t['what']}: p = {pfmt(t['p'])}, Holm {pfmt(t['holm'])}, BH q {pfmt(t['bh'])}")
+        self.w()
+        pending = [n for n in names if not self.complete(n)]
+        if not names:
+            self.w("Verdict: **pending** (no arm of this claim has records yet).")
+        elif pending:
+            self.w(f"Verdict: **pending** ({len(pending)} of its arms still running).")
+        else:
+            ok = True
+            for model in ("mlp", "cnn"):
+                b = self.counts(f"{model}-dp-model-late-k10-no30")
+                if b["n"] and S.clopper_pearson(b["harmful"], b["n"])[1] > 0.05:
+                    ok = False
+                u = self.counts(f"{model}-dp-model-late-bit30")
+                if u["n"] and S.clopper_pearson(u["harmful"], u["n"])[0] <= 0.05:
+                    ok = False
+            self.w(f"Rule: *reproduced* when in every model 10 flips sparing bit 30 are harmful at most 5 % of the time (upper CP bound) and a "
+                   f"flip of bit 30 is harmful more than 5 % of the time (lower CP bound). Verdict: **{'reproduced' if ok else 'not reproduced'}**.")
+        self.w()
+
+    def claim2(self):
+        self.w("### 2. The model state is more sensitive than the optimizer state")
+        self.w()
+        self.w("Estimand: the difference of the harmful rates of one uniformly random bit flip in the model state and in the optimizer "
+               "state of one checkpoint. Test: Fisher exact on the two uniform campaigns (Newcombe interval of the difference); stratified "
+               "method: CMH across fields (sign / exponent / mantissa, each trial by the field it hit) and the posterior P(model > optimizer).")
+        self.w()
+        tests = []
+        names = []
+        for model in ("mlp", "cnn"):
+            for opt in ("adam", "sgdm"):
+                for point in ("early", "late"):
+                    for mode in ("dp", "mp"):
+                        suffix = "" if opt == "adam" else "-sgdm"
+                        m, o = f"{model}-{mode}-model-{point}{suffix}", f"{model}-{mode}-optimizer-{point}{suffix}"
+                        if m not in self.outcomes or o not in self.outcomes:
+                            continue
+                        names += [m, o]
+                        a, b = self.counts(m), self.counts(o)
+                        p = S.fisher_exact(a["harmful"], a["n"] - a["harmful"], b["harmful"], b["n"] - b["harmful"])
+                        lo, hi = S.newcombe_diff(a["harmful"], a["n"], b["harmful"], b["n"])
+                        tables = []
+                        for field in ("sign", "exponent", "mantissa"):
+                            fa = [x for x in self.outcomes[m] if x[0].get("field") == field]
+                            fb = [x for x in self.outcomes[o] if x[0].get("field") == field]
+                            xa = sum(1 for _, oc, _ in fa if oc in ("critical", "due"))
+                            xb = sum(1 for _, oc, _ in fb if oc in ("critical", "due"))
+                            tables.append(((xa, len(fa) - xa), (xb, len(fb) - xb)))
+                        c = S.cmh(tables)
+                        post = S.posterior_prob_greater(a["harmful"], a["n"], b["harmful"], b["n"])
+                        tests.append({"what": f"{model} {mode} {point} {opt}", "p": p, "a": a, "b": b, "ci": (lo, hi), "cmh": c, "post": post})
+        self.family(tests)
+        for t in tests:
+            a, b = t["a"], t["b"]
+            self.w(f"- {t['what']}: model {rate(a['harmful'], a['n'])} vs optimizer {rate(b['harmful'], b['n'])}; difference "
+                   f"[{100 * t['ci'][0]:.1f}, {100 * t['ci'][1]:.1f}] points; Fisher p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])}); CMH across "
+                   f"fields p = {pfmt(t['cmh']['p'])}, MH odds ratio {t['cmh']['or']:.3g}; P(model > optimizer) = {t['post']:.3f}.")
+        self.w()
+        # Adam's second moment: v shrinks / grows / negative
+        for model in ("mlp", "cnn"):
+            for point in ("early", "late"):
+                for mode in ("dp", "mp"):
+                    o = f"{model}-{mode}-optimizer-{point}"
+                    if o not in self.outcomes:
+                        continue
+                    groups = {"v negative": [], "v grows": [], "v shrinks": [], "first moment (exp_avg)": []}
+                    for r, oc, _ in self.outcomes[o]:
+                        if not r["flips"]:
+                            continue
+                        t, _, _, bit, old, new = r["flips"][0]
+                        if not t.endswith("exp_avg_sq"):
+                            groups["first moment (exp_avg)"].append(oc)
+                        elif old is None or new is None or new < 0 or (new == 0 and bit == 31):
+                            groups["v negative"].append(oc)
+                        elif abs(new) > abs(old):
+                            groups["v grows"].append(oc)
+                        else:
+                            groups["v shrinks"].append(oc)
+                    parts = []
+                    for g, v in groups.items():
+                        x = sum(1 for oc in v if oc in ("critical", "due"))
+                        parts.append(f"{g} {rate(x, len(v))}")
+                    self.w(f"- {o}, harmful by what the flip did: " + "; ".join(parts) + ".")
+        self.w()
+        if not tests:
+            self.w("Verdict: **pending** (no pair of model and optimizer campaigns has records yet).")
+        elif any(not self.complete(n) for n in names):
+            self.w("Verdict: **pending** (arms still running).")
+        else:
+            more_model = [t for t in tests if t["holm"] < ALPHA and t["a"]["harmful"] / t["a"]["n"] > t["b"]["harmful"] / t["b"]["n"]]
+            more_opt = [t for t in tests if t["holm"] < ALPHA and t["a"]["harmful"] / t["a"]["n"] < t["b"]["harmful"] / t["b"]["n"]]
+            v = "reproduced" if len(more_model) == len(tests) else "not reproduced"
+            self.w(f"Rule: *reproduced* when the model state's harmful rate is higher, Holm-adjusted p < 0.05, in every pair. Verdict: **{v}**: "
+                   f"the model state is significantly more harmful in {len(more_model)} of {len(tests)} pairs, the optimizer state in {len(more_opt)}.")
+        self.w()
+
+    def paired(self, a_name, b_name, outcome):
+        """Pairs the trials of two campaigns by trial id (the same sites)."""
+        ra = {r["trial"]: o for r, o, _ in self.outcomes[a_name]}
+        rb = {r["trial"]: o for r, o, _ in self.outcomes[b_name]}
+        common = sorted(set(ra) & set(rb))
+        fa = [outcome(ra[t]) for t in common]
+        fb = [outcome(rb[t]) for t in common]
+        only_a = sum(1 for x, y in zip(fa, fb) if x and not y)
+        only_b = sum(1 for x, y in zip(fa, fb) if y and not x)
+        return len(common), sum(fa), sum(fb), only_a, only_b
+
+    def claim3(self):
+        self.w("### 3. Data-parallel vs model-parallel training")
+        self.w()
+        self.w("Estimand: the difference, on the same sites, of the harmful (and outside-band SDC) rates of one uniformly random bit "
+               "flip in a dp and in an mp checkpoint of the same model and recipe; for a parallelism effect proper, the same difference "
+               "between a fault in one dp replica and a fault in all of them.")
+        self.w()
+        self.w("Every dp rank loads the same checkpoint, so a fault in it reaches every replica: the all-replica dp arm equals serial "
+               "training up to the order of the gradient reduction, and a dp-vs-mp difference there is not a parallelism effect. The "
+               "one-replica arm puts the same sites into rank 1's state only. Pairs draw the same sites (same seed and fault space): exact "
+               "McNemar tests on the discordant trials.")
+        self.w()
+        outcomes = {"harmful": lambda o: o in ("critical", "due"), "SDC (outside band)": lambda o: o in ("sdc", "critical")}
+        tests, names = [], []
+        for model in ("mlp", "cnn"):
+            for role in ("model", "optimizer"):
+                for point in ("early", "late"):
+                    d, m = f"{model}-dp-{role}-{point}", f"{model}-mp-{role}-{point}"
+                    if d in self.outcomes and m in self.outcomes:
+                        names += [d, m]
+                        for oname, f in outcomes.items():
+                            n, xa, xb, oa, ob = self.paired(d, m, f)
+                            tests.append({"what": f"{model} {role} {point}, {oname}: dp {rate(xa, n)} vs mp {rate(xb, n)}; {oa} only dp, {ob} only mp",
+                                          "p": S.mcnemar_exact(oa, ob)})
+        self.family(tests)
+        for t in tests:
+            self.w(f"- {t['what']}; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])}, BH q {pfmt(t['bh'])})")
+        self.w()
+        rtests = []
+        for model in ("mlp", "cnn"):
+            for role in ("model", "optimizer"):
+                one, allr = f"{model}-dp1-{role}-late", f"{model}-dp-{role}-late"
+                if one in self.outcomes and allr in self.outcomes:
+                    names += [one]
+                    for oname, f in outcomes.items():
+                        n, xa, xb, oa, ob = self.paired(one, allr, f)
+                        rtests.append({"what": f"{model} {role}, {oname}: one replica {rate(xa, n)} vs all replicas {rate(xb, n)}; {oa} only one, {ob} only all",
+                                       "p": S.mcnemar_exact(oa, ob)})
+                    div = [(r.get("summary") or {}).get("replica_divergence") for r, _, _ in self.outcomes[one]]
+                    div = [x for x in div if x]
+                    dall = [(r.get("summary") or {}).get("replica_divergence") for r, _, _ in self.outcomes[allr]]
+                    dall = [x for x in dall if x]
+                    if div:
+                        diverged = sum(1 for x in div if x["ranks_differing"] > 0)
+                        med = sorted(x["elements_differing"] for x in div)[len(div) // 2]
+                        self.w(f"- {one}: replicas apart at the end in {diverged} of {len(div)} trials (median {med} of {div[0]['elements']} "
+                               f"weights differ from rank 0's); the all-replica arm: {sum(1 for x in dall if x['ranks_differing'] > 0)} of {len(dall)}.")
+        self.family(rtests)
+        for t in rtests:
+            self.w(f"- {t['what']}; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])})")
+        self.w()
+        if not tests:
+            self.w("Verdict: **pending**.")
+        elif any(not self.complete(n) for n in names):
+            self.w("Verdict: **pending** (arms still running).")
+        else:
+            sig = [t for t in tests if t["holm"] < ALPHA]
+            rsig = [t for t in rtests if t["holm"] < ALPHA]
+            self.w(f"Rule: dp and mp *differ* where a paired test is significant after Holm. {len(sig)} of {len(tests)} dp-vs-mp tests and "
+                   f"{len(rsig)} of {len(rtests)} one-vs-all-replica tests are. Verdict on the seed studies' dp-vs-mp difference: "
+                   f"**{'reproduced' if sig else 'not reproduced'}** for the checkpoint fault model; a parallelism effect proper is "
+                   "measured only by the one-replica arm.")
+        self.w()
+
+    def claim4(self):
+        self.w("### 4. Early vs late injection")
+        self.w()
+        self.w("Estimand: the difference, on the same sites, of the harmful (and outside-band SDC) rates of one uniformly random bit flip "
+               "in the checkpoint after epoch 1 and in the one after epoch 2 (paired: exact McNemar).")
+        self.w()
+        tests, names = [], []
+        outcomes = {"harmful": lambda o: o in ("critical", "due"), "SDC (outside band)": lambda o: o in ("sdc", "critical")}
+        for model in ("mlp",):
+            for mode in ("dp", "mp"):
+                for role in ("model", "optimizer"):
+                    e, l = f"{model}-{mode}-{role}-early", f"{model}-{mode}-{role}-late"
+                    if e in self.outcomes and l in self.outcomes:
+                        names += [e, l]
+                        for oname, f in outcomes.items():
+                            n, xa, xb, oa, ob = self.paired(e, l, f)
+                            tests.append({"what": f"{model} {mode} {role}, {oname}: early {rate(xa, n)} vs late {rate(xb, n)}; {oa} only early, {ob} only late",
+                                          "p": S.mcnemar_exact(oa, ob)})
+        self.family(tests)
+        for t in tests:
+            self.w(f"- {t['what']}; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])})")
+        self.w()
+        self.w("The CNN's early checkpoint is not in the grid: for the CNN the claim is **not testable** here.")
+        if not tests:
+            self.w("Verdict (MLP): **pending**.")
+        elif any(not self.complete(n) for n in names):
+            self.w("Verdict (MLP): **pending** (arms still running).")
+        else:
+            sig = [t for t in tests if t["holm"] < ALPHA]
+            self.w(f"Verdict (MLP): **{'reproduced' if sig else 'not reproduced'}**: {len(sig)} of {len(tests)} paired tests significant after Holm.")
+        self.w()
+
+    def seeds(self):
+        self.w("### Training seeds")
+        self.w()
+        any_row = False
+        for model in ("mlp", "cnn"):
+            for role in ("model", "optimizer"):
+                parts = []
+                for seed, name in ((1, f"{model}-dp-{role}-late"), (2, f"{model}-dp-{role}-late-s2"), (3, f"{model}-dp-{role}-late-s3")):
+                    if name in self.outcomes:
+                        c = self.counts(name)
+                        parts.append(f"seed {seed} {rate(c['harmful'], c['n'])}")
+                if parts:
+                    any_row = True
+                    self.w(f"- {model} dp late {role}, harmful: " + "; ".join(parts) + ".")
+        if not any_row:
+            self.w("No seed arm has records yet.")
+        self.w()
+
+    def budget(self):
+        self.w("## Trial budget: interval-width targets first")
+        self.w()
+        self.w("Each family's trial count is the smallest n whose 95 % Clopper-Pearson interval reaches the target width at the "
+               "anticipated rate (`scripts/study/dp_vs_mp.py plan`), rounded up to a multiple of 10; the last column is what the "
+               "records reached.")
+        self.w()
+        self.w("| family | target | planned n | widest 95 % CP interval reached (harmful rate) |")
+        self.w("|---|---|---:|---|")
+        for fam, t in P.TARGETS.items():
+            if "width" not in t:
+                continue
+            widths = []
+            for a in P.arms(self.plan):
+                if a.family == fam and a.name in self.outcomes:
+                    c = self.counts(a.name)
+                    widths.append(100 * S.cp_width(c["harmful"], c["n"]))
+            n = next((a.n for a in P.arms(self.plan) if a.family == fam), 0)
+            self.w(f"| {fam} | {t['why']} | {n} | {max(widths):.1f} points over {len(widths)} campaign(s) |" if widths else
+                   f"| {fam} | {t['why']} | {n} | not run yet |")
+        walls = [r.get("wall_seconds") or 0 for d in self.data.values() for r in d["recs"]]
+        self.w()
+        self.w(f"Trial wall time in these records: {sum(walls) / 3600:.1f} h over {len(walls)} trials and fault-free resumes.")
+        self.w()
+
+    def render(self):
+        self.header()
+        self.budget()
+        self.goldens()
+        self.noise()
+        self.campaigns()
+        self.findings()
+        return "\n".join(self.out) + "\n"
+
+
+def main(args):
+    plan_name, gold, data = load(os.path.abspath(args.publish), os.path.abspath(args.live) if args.live else None)
+    text = Report(plan_name, gold, data).render()
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(args.out + ".tmp", args.out)
+    print(f"report: {args.out} ({len(data)} arms with records)")

@@ -1,0 +1,51 @@
+#!/bin/bash
+# scripts/study/dp_vs_mp.py end to end at its smallest (--plan smoke, MLP, five arms): the golden runs,
+# data-order and ulp noise, the dp model campaign, its one-replica twin (same sites, rank 1 only) and the
+# bit-30 campaign; each finished arm's records are published once, gzipped, with the loss curves and the
+# replica divergence; the report has its sections and marks the study partial; a second run records
+# nothing new; a bad arm name is one error line and exit 2.
+. "$(dirname "$0")/../../support/test_lib.sh" study-method
+BUILD=$1
+ARMS=(noise-ulp-mlp-dp-late noise-order-mlp-dp-late mlp-dp-model-late mlp-dp1-model-late mlp-dp-model-late-bit30)
+S=(/usr/bin/python3 "$SRC/scripts/study/dp_vs_mp.py")
+run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only "${ARMS[@]}"
+for a in "${ARMS[@]}"; do [ -s "$T/pub/$a.jsonl.gz" ] || fail "arm $a not published"; done
+[ -s "$T/pub/goldens.json" ] || fail "no goldens.json"
+$PY - "$T/pub" <<'PYEOF' || fail "published records"
+import gzip, json, sys
+p = sys.argv[1]
+def arm(n):
+    with gzip.open(f"{p}/{n}.jsonl.gz", "rt") as f:
+        head = json.loads(f.readline())["head"]
+        return head, [json.loads(l) for l in f]
+g = json.load(open(p + "/goldens.json"))
+assert set(g["goldens"]) == {"mlp-dp-adam-s1"}, g["goldens"].keys()
+h, order = arm("noise-order-mlp-dp-late")
+assert len(order) == 2 and len({r["shuffle_seed"] for r in order}) == 2, order
+assert all(r["exit_code"] == 0 and r["summary"]["loss_curve"] for r in order), order
+assert h["golden_summary"]["loss_curve"], h
+_, ulp = arm("noise-ulp-mlp-dp-late")
+assert all(f[3] == 0 for r in ulp for f in r["flips"]), "the ulp arm flipped another bit than 0"
+_, dp = arm("mlp-dp-model-late")
+_, one = arm("mlp-dp1-model-late")
+for r in dp:
+    assert r["summary"]["replica_divergence"]["ranks_differing"] == 0, r   # the fault is in every replica
+    assert r["summary"]["loss_curve"], r
+sites = {r["trial"]: r["flips"] for r in dp}
+for r in one:
+    assert r["flips"] == sites[r["trial"]], "the one-replica arm flips other sites than the dp arm"
+_, b30 = arm("mlp-dp-model-late-bit30")
+assert all(f[3] == 30 and f[4] is not None for r in b30 for f in r["flips"]), b30
+PYEOF
+run "${S[@]}" report --publish "$T/pub" --out "$T/r.md"
+for s in "Partial study" "## Noise baseline" "## Campaigns: outcome classes" "## Findings" "### 1. " "### 2. " "### 3. " "### 4. " \
+         "Loss-curve classes" "## Trial budget" "mlp-dp1-model-late"; do
+  grep -q -- "$s" "$T/r.md" || { cat "$T/r.md"; fail "the report lacks '$s'"; }
+done
+# A second run: every arm is complete, nothing runs, nothing is published again.
+before=$(stat -c %Y "$T/pub/mlp-dp-model-late.jsonl.gz")
+run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only "${ARMS[@]}"
+grep -q "campaign \|noise " "$T/stdout" && { cat "$T/stdout"; fail "a re-run ran arms again"; }
+[ "$(stat -c %Y "$T/pub/mlp-dp-model-late.jsonl.gz")" = "$before" ] || fail "a re-run published again"
+expect_err 2 "no-such-arm" "${S[@]}" run --plan smoke --dir "$T/s" --only no-such-arm
+echo "study method: all checks passed"
