@@ -337,8 +337,8 @@ refused("safetensors", safetensors("long.safetensors", two, lie=1000), "beyond t
 refused("safetensors", safetensors("dup.safetensors", two, raw_header=b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
                                                                         b'"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}}'),
         "duplicate key 'a'", "duplicate names")
-refused("safetensors", safetensors("dtype.safetensors", two, header_patch=lambda h: h["a"].update(dtype="C64")),
-        "unsupported dtype 'C64'", "unknown dtype")
+refused("safetensors", safetensors("dtype.safetensors", two, header_patch=lambda h: h["a"].update(dtype="C128")),
+        "unsupported dtype 'C128'", "unknown dtype")
 
 if failures:
     print(f"{len(failures)} failure(s)")
