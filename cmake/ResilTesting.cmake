@@ -1,4 +1,4 @@
-# Test registration helpers (BLT/SCR style). Labels: unit, integration, mpi, gpu, perf.
+# Test registration functions (BLT/SCR style). Labels: unit, integration, mpi, gpu, perf.
 # resil_add_test(NAME <name> COMMAND <cmd...> LABELS <labels...> [TIMEOUT s] [WORKING_DIRECTORY d]
 #                [PROPERTIES <k v ...>])
 function(resil_add_test)

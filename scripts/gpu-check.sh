@@ -400,12 +400,12 @@ step_unittests() {
 declare -A needs=([prefix]=carried [configure]=prefix [build]=configure [smoke]=build [gputests]=build
                   [determinism]=build [bench]=build [unittests]=build)
 passed=() failed=() skipped=()
-IFS=, read -ra todo <<< "$steps"
-for s in "${todo[@]}"; do
+IFS=, read -ra chosen <<< "$steps"
+for s in "${chosen[@]}"; do
   declare -F "step_$s" > /dev/null || die "unknown step '$s'"
 done
-echo "gpu-check: steps ${todo[*]}; build $build; log $log; python $py; $(date -u +%FT%TZ)"
-for s in "${todo[@]}"; do
+echo "gpu-check: steps ${chosen[*]}; build $build; log $log; python $py; $(date -u +%FT%TZ)"
+for s in "${chosen[@]}"; do
   n=${needs[$s]:-}
   if ((${#failed[@]} && !keep_going)); then
     skipped+=("$s")

@@ -5,7 +5,7 @@
 #include "resil/app/main.hpp"
 #include "resil/app/validators.hpp"
 #include "resil/core/cpus.hpp"
-#include "resil/inject/campaign.hpp"
+#include "resil/campaign/campaign.hpp"
 
 namespace resil::app::ckpt_flip {
 

@@ -8,9 +8,9 @@
 #include "resil/ckpt/fs.hpp"
 #include "resil/core/error.hpp"
 #include "resil/core/rng.hpp"
-#include "resil/inject/campaign.hpp"
-#include "resil/inject/campaign_report.hpp"
-#include "resil/inject/fit.hpp"
+#include "resil/campaign/campaign.hpp"
+#include "resil/campaign/report.hpp"
+#include "resil/campaign/fit.hpp"
 
 namespace resil::app::ckpt_flip {
 

@@ -5,7 +5,7 @@
 #include "resil/core/error.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/app/choice.hpp"
-#include "resil/inject/campaign_report.hpp"
+#include "resil/campaign/report.hpp"
 
 namespace resil::app::ckpt_flip {
 

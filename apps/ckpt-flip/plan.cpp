@@ -6,10 +6,10 @@
 #include "resil/app/choice.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/ckpt/io.hpp"
-#include "resil/inject/campaign.hpp"
+#include "resil/campaign/campaign.hpp"
 #include "resil/inject/counts.hpp"
 #include "resil/inject/plan.hpp"
-#include "resil/inject/stats.hpp"
+#include "resil/campaign/stats.hpp"
 
 namespace resil::app::ckpt_flip {
 

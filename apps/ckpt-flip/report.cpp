@@ -12,7 +12,7 @@
 #include "resil/app/validators.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/core/error.hpp"
-#include "resil/inject/campaign_report.hpp"
+#include "resil/campaign/report.hpp"
 
 namespace resil::app::ckpt_flip {
 

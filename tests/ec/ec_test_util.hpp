@@ -1,4 +1,4 @@
-// Test helpers for libec: fragments that start unaligned and end exactly at the end of their
+// Test support for libec: fragments that start unaligned and end exactly at the end of their
 // allocation (so an overrun reads or writes past it, which ASan reports), filled from a seeded
 // counter-based stream.
 #pragma once

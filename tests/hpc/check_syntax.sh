@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bash -n on every batch script (Slurm, PBS, shared helpers): the PBS ones have no server to run on here.
+# bash -n on every batch script (Slurm, PBS, the scripts they share): the PBS ones have no server to run on here.
 set -euo pipefail
 src=${1:?usage: check_syntax.sh SOURCE_DIR}
 n=0

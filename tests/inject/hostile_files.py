@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Hostile but valid HDF5 files for ckpt-flip's dataset model (tests/apps/ckpt-flip_hostile_datasets.sh).
+"""Hostile but valid HDF5 files for ckpt-flip's dataset model (tests/apps/ckpt-flip/ckpt-flip_hostile_datasets.sh).
 
 Usage: hostile_files.py KIND OUT.h5 [EXTRA.h5]
 

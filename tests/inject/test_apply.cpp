@@ -25,28 +25,16 @@
 #include "resil/inject/raw.hpp"
 #include "resil/inject/diff.hpp"
 #include "resil/inject/scan.hpp"
-#include "resil/inject/words.hpp"
+#include "resil/inject/hdf5_storage.hpp"
+#include "resil_test/tensors.hpp"
 #include "resil_test/tmpdir.hpp"
 
 using namespace resil;
 using namespace resil::inject;
 using ckpt::DType;
+using test::filled;
 
 namespace {
-
-ckpt::Tensor filled(DType t, ckpt::Shape shape, std::uint64_t seed) {
-  ckpt::Tensor x(t, std::move(shape));
-  Rng rng(seed, 0);
-  auto bytes = x.bytes();
-  const std::size_t sz = ckpt::dtype_size(t);
-  for (std::size_t i = 0; i < x.numel(); ++i) {
-    // Plausible values: floats from a normal, integers small.
-    const double v = ckpt::dtype_is_float(t) ? rng.normal() : static_cast<double>(rng.below(100));
-    const std::uint64_t w = ckpt::double_to_word(t, v);
-    std::memcpy(bytes.data() + i * sz, &w, sz);
-  }
-  return x;
-}
 
 std::uint64_t word_at(const ckpt::Tensor& t, std::uint64_t i) {
   std::uint64_t w = 0;
@@ -794,36 +782,36 @@ TEST_CASE("word I/O: automatic picks syscalls when syncing sparse words of a wri
   const std::string saved_env = env ? env : "";
   ::unsetenv("RESIL_INJECT_WORD_IO");
   {
-    WordFile wf(p, Access::in_place);
+    Hdf5Storage wf(p, Access::in_place);
     CHECK(wf.io_for(10'000, std::uint64_t{1} << 30) == WordIo::syscalls);  // sync (the default), 26 pages per word
     CHECK(wf.io_for(10'000, std::uint64_t{100} << 20) == WordIo::mapped);   // 2.4 pages per word
     CHECK(wf.io_for(1, 4) == WordIo::mapped);
     wf.set_sync(false);
     CHECK(wf.io_for(10'000, std::uint64_t{1} << 30) == WordIo::mapped);
     wf.close();
-    WordFile rd(p, Access::read);  // reading never syncs anything
+    Hdf5Storage rd(p, Access::read);  // reading never syncs anything
     CHECK(rd.io_for(10'000, std::uint64_t{1} << 30) == WordIo::mapped);
   }
   {
     WordIoScope pinned(WordIo::mapped);
-    WordFile wf(p, Access::in_place);
+    Hdf5Storage wf(p, Access::in_place);
     CHECK(wf.io_for(10'000, std::uint64_t{1} << 30) == WordIo::mapped);
   }
   ::setenv("RESIL_INJECT_WORD_IO", "syscalls", 1);
   {
-    WordFile wf(p, Access::in_place);
+    Hdf5Storage wf(p, Access::in_place);
     wf.set_sync(false);
     CHECK(wf.io_for(1, 4) == WordIo::syscalls);
   }
   ::setenv("RESIL_INJECT_WORD_IO", "mmap", 1);
-  CHECK_THROWS_AS(WordFile(p, Access::in_place), UsageError);
+  CHECK_THROWS_AS(Hdf5Storage(p, Access::in_place), UsageError);
   if (saved_env.empty()) ::unsetenv("RESIL_INJECT_WORD_IO");
   else ::setenv("RESIL_INJECT_WORD_IO", saved_env.c_str(), 1);
 }
 
-TEST_CASE("word I/O: one WordFile reads each sparse word once and sees its own writes", "[inject][unit]") {
+TEST_CASE("word I/O: one Hdf5Storage reads each sparse word once and sees its own writes", "[inject][unit]") {
   // pread/pwrite keeps the words it read or wrote: a second edit of the same words must see what
-  // the first one wrote, and a revert through the same WordFile restores the file byte for byte.
+  // the first one wrote, and a revert through the same Hdf5Storage restores the file byte for byte.
   test::TempDir dir("inject-wordio-known");
   const auto p = (dir / "f.h5").string();
   {
@@ -835,7 +823,7 @@ TEST_CASE("word I/O: one WordFile reads each sparse word once and sees its own w
   const std::vector<std::uint64_t> idx{0, 1, 999, 4999};
   std::vector<std::uint64_t> seen;
   {
-    WordFile wf(p, Access::in_place);
+    Hdf5Storage wf(p, Access::in_place);
     wf.edit("/c", idx, [&](std::span<const std::uint64_t>, std::span<std::uint64_t> w) { seen.assign(w.begin(), w.end()); });
     wf.edit("/c", idx, [&](std::span<const std::uint64_t>, std::span<std::uint64_t> w) {
       for (std::size_t k = 0; k < w.size(); ++k) {
@@ -852,7 +840,7 @@ TEST_CASE("word I/O: one WordFile reads each sparse word once and sees its own w
   }
   CHECK(file_bytes(p) != bytes0);
   {
-    WordFile wf(p, Access::in_place);
+    Hdf5Storage wf(p, Access::in_place);
     wf.edit("/c", idx, [&](std::span<const std::uint64_t>, std::span<std::uint64_t> w) {
       for (std::size_t k = 0; k < w.size(); ++k) CHECK(w[k] == (seen[k] ^ (std::uint64_t{1} << (k * 7))));
       for (std::size_t k = 0; k < w.size(); ++k) w[k] = seen[k];
@@ -865,7 +853,7 @@ TEST_CASE("word I/O: one WordFile reads each sparse word once and sees its own w
   CHECK(file_bytes(p) == bytes0);
 }
 
-TEST_CASE("plan and apply through one WordFile: same records and bytes as by path", "[inject][unit]") {
+TEST_CASE("plan and apply through one Hdf5Storage: same records and bytes as by path", "[inject][unit]") {
   test::TempDir dir("inject-onefile");
   const auto a = (dir / "a.h5").string(), b = (dir / "b.h5").string();
   {
@@ -891,7 +879,7 @@ TEST_CASE("plan and apply through one WordFile: same records and bytes as by pat
   std::vector<FlipRecord> recs;
   ApplyStats st;
   {
-    WordFile wf(a, Access::in_place);
+    Hdf5Storage wf(a, Access::in_place);
     wf.set_sync(false);
     CHECK(select(ckpt::list_datasets(wf.h5()), {}).size() == targets.size());
     recs = plan(wf, targets, sites, p);
@@ -906,10 +894,10 @@ TEST_CASE("plan and apply through one WordFile: same records and bytes as by pat
   CHECK(file_bytes(a) == file_bytes(b));
   check_only_logged_bits_differ(b, a, {});  // same contents
   {
-    WordFile rd(a, Access::read);
+    Hdf5Storage rd(a, Access::read);
     CHECK_THROWS_AS(apply(rd, recs, Direction::revert), UsageError);
   }
-  WordFile wf(a, Access::in_place);
+  Hdf5Storage wf(a, Access::in_place);
   apply(wf, recs, Direction::revert);
   apply(b, by_path, Direction::revert);
   CHECK(file_bytes(a) == file_bytes(b));

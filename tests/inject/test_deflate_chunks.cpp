@@ -16,7 +16,8 @@
 #include "resil/inject/apply.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/sampling.hpp"
-#include "resil/inject/words.hpp"
+#include "resil/inject/hdf5_storage.hpp"
+#include "resil_test/tensors.hpp"
 #include "resil_test/tmpdir.hpp"
 
 using namespace resil;
@@ -66,18 +67,8 @@ Filters filters_of(const std::string& path, const std::string& dataset) {
   return out;
 }
 
-ckpt::Tensor filled(ckpt::DType t, ckpt::Shape shape, std::uint64_t seed) {
-  ckpt::Tensor x(t, std::move(shape));
-  Rng rng(seed, 0);
-  auto bytes = x.bytes();
-  const std::size_t sz = ckpt::dtype_size(t);
-  for (std::size_t i = 0; i < x.numel(); ++i) {
-    const double v = ckpt::dtype_is_float(t) ? rng.normal() : static_cast<double>(rng.below(1000));
-    const std::uint64_t w = ckpt::double_to_word(t, v);
-    std::memcpy(bytes.data() + i * sz, &w, sz);
-  }
-  return x;
-}
+// Integers in [0, 1000).
+ckpt::Tensor filled(ckpt::DType t, ckpt::Shape shape, std::uint64_t seed) { return test::filled(t, std::move(shape), seed, 1000); }
 
 // A dataset through the C API with an explicit filter list (fletcher32, orders HDF5 allows).
 void write_filtered(hid_t file, const std::string& name, std::vector<hsize_t> shape, std::vector<hsize_t> chunk,
@@ -423,7 +414,7 @@ TEST_CASE("direct gzip chunks in place: reads fine, a change is refused and noth
   const auto before = contents(src);
   CodecScope direct({true, 2});
   const auto s0 = chunk_codec_stats();
-  WordFile wf(src, Access::in_place);
+  Hdf5Storage wf(src, Access::in_place);
   std::vector<std::uint64_t> seen;
   wf.edit("/w", {5, 399, 170}, [&](std::span<const std::uint64_t> i, std::span<std::uint64_t> w) {
     for (std::size_t k = 0; k < i.size(); ++k) {
@@ -455,7 +446,7 @@ TEST_CASE("RESIL_INJECT_THREADS: 1..64, RESIL_INJECT_PATCH: 0|1, anything else i
   }
   CodecScope direct({true, 0});
   auto read_all = [&] {
-    WordFile wf(src, Access::read);
+    Hdf5Storage wf(src, Access::read);
     std::uint64_t n = 0;
     std::vector<std::uint64_t> idx(400);
     for (std::uint64_t i = 0; i < 400; ++i) idx[i] = i;

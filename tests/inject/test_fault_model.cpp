@@ -4,7 +4,7 @@
 
 #include "resil/core/error.hpp"
 #include "resil/inject/fault_model.hpp"
-#include "resil/inject/selection.hpp"
+#include "resil/inject/select_expr.hpp"
 
 using namespace resil;
 using namespace resil::inject;

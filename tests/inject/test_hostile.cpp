@@ -18,7 +18,7 @@
 #include "resil/inject/plan.hpp"
 #include "resil/inject/regions.hpp"
 #include "resil/inject/sampling.hpp"
-#include "resil/inject/selection.hpp"
+#include "resil/inject/select_expr.hpp"
 #include "resil_test/tmpdir.hpp"
 
 using namespace resil;

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "resil/core/error.hpp"
-#include "resil/inject/selection.hpp"
+#include "resil/inject/select_expr.hpp"
 
 using namespace resil;
 using namespace resil::inject;

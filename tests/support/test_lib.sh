@@ -1,5 +1,5 @@
 # The preamble every shell test of resil shares; source it first:
-#   . "$(dirname "$0")/../support/test_lib.sh" NAME
+#   . "$(dirname "$0")/../support/test_lib.sh" NAME     (from tests/apps/<app>/: ../../support)
 # It sets PY (Debian's python3, which has h5py and numpy), SRC (the source tree), T (a private
 # temporary directory, removed at exit, named after NAME) and defines:
 #   fail MSG...             print FAIL: MSG and exit 1

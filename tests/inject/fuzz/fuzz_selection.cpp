@@ -7,7 +7,7 @@
 
 #include "resil/core/error.hpp"
 #include "resil/inject/fault_model.hpp"
-#include "resil/inject/selection.hpp"
+#include "resil/inject/select_expr.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);

@@ -9,7 +9,7 @@ set -euo pipefail
 SRC=$1; OUT=$2; SECS=${3:-20}; MODE=${4:-run}
 CXX=${RESIL_FUZZ_CXX:-clang++}
 mkdir -p "$OUT"
-INC="-I$SRC/injectors/include -I$SRC/injectors/formats/include -I$SRC/libckpt/include -I$SRC/core/include"
+INC="-I$SRC/injectors/flips/include -I$SRC/injectors/storage/include -I$SRC/injectors/storage/zlib/include -I$SRC/injectors/formats/include -I$SRC/libckpt/include -I$SRC/core/include"
 FLAGS="-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $INC"
 build() {  # build NAME SOURCES... [-lLIB...]
   local name=$1; shift
@@ -19,13 +19,14 @@ build() {  # build NAME SOURCES... [-lLIB...]
     $CXX $FLAGS -o "$OUT/$name" "${srcs[@]}" "${libs[@]}"
   fi
 }
-I=$SRC/injectors/src
+I=$SRC/injectors/flips/src
+Z=$SRC/injectors/storage/zlib/src
 F=$SRC/tests/inject/fuzz
-build fuzz_log "$F/fuzz_log.cpp" "$I/flip_log.cpp" "$I/selection.cpp" "$SRC/libckpt/src/dtype.cpp" "$SRC/libckpt/src/fs.cpp"
-build fuzz_pattern "$F/fuzz_pattern.cpp" "$I/fault_model.cpp" "$I/selection.cpp" "$SRC/libckpt/src/fs.cpp"
-build fuzz_selection "$F/fuzz_selection.cpp" "$I/fault_model.cpp" "$I/selection.cpp" "$SRC/libckpt/src/fs.cpp"
+build fuzz_log "$F/fuzz_log.cpp" "$I/flip_log.cpp" "$I/select_expr.cpp" "$SRC/libckpt/src/dtype.cpp" "$SRC/libckpt/src/fs.cpp"
+build fuzz_pattern "$F/fuzz_pattern.cpp" "$I/fault_model.cpp" "$I/select_expr.cpp" "$SRC/libckpt/src/fs.cpp"
+build fuzz_selection "$F/fuzz_selection.cpp" "$I/fault_model.cpp" "$I/select_expr.cpp" "$SRC/libckpt/src/fs.cpp"
 # The token-level zlib patcher decodes the compressed chunks of user files.
-build fuzz_patch "$F/fuzz_patch.cpp" "$I/deflate_patch.cpp" -ldeflate -lz
+build fuzz_patch "$F/fuzz_patch.cpp" "$Z/deflate_patch.cpp" -ldeflate -lz
 # The format parsers of torch.save archives, safetensors and NumPy files (injectors/formats).
 FS=$SRC/injectors/formats/src
 build fuzz_pickle "$F/fuzz_pickle.cpp" "$FS/pickle.cpp" "$FS/torch.cpp" "$FS/zip.cpp" -lz

@@ -1,4 +1,4 @@
-// Test support: a fresh temporary directory removed at scope exit, and a helper to run a
+// Test support: a fresh temporary directory removed at scope exit, and a function to run a
 // command (python interop scripts) and get its exit status.
 #pragma once
 

@@ -66,7 +66,7 @@ __global__ void k_channel_bias_grad(const float* dy, float* db, int n, int c, in
   }
 }
 
-// ---------------------------------------------------------------- convolution helpers
+// ---------------------------------------------------------------- convolution geometry and kernels
 // ConvGeom's own oh()/ow() are host functions; the same formulas for device code.
 __device__ __forceinline__ int geom_oh(const ConvGeom& g) { return (g.h + 2 * g.pad - g.kh) / g.stride + 1; }
 __device__ __forceinline__ int geom_ow(const ConvGeom& g) { return (g.w + 2 * g.pad - g.kw) / g.stride + 1; }

@@ -4,7 +4,7 @@
 // only through `Transport`: collectives every rank enters in the same order. The MPI implementation
 // (over train::Comm, make_comm_transport) is the only one that ships; the tests drive the same
 // protocol code over an in-process transport with several simulated ranks on threads
-// (tests/ec/inproc_transport.hpp).
+// (tests/ecrm/inproc_transport.hpp).
 //
 // Determinism: allreduce_sum_ordered sums in rank order (rank 0 + 1 + ...), so a run's result
 // depends only on the world size, never on arrival order.

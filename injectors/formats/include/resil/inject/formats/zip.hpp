@@ -1,6 +1,6 @@
 // A zip directory reader (PKZIP APPNOTE 6.3: end of central directory, zip64 locator and record,
 // central directory, local headers, data descriptors) for the containers torch.save and
-// np.savez write, and CRC-32 helpers to keep an edited archive valid. It reads only the directory:
+// np.savez write, and the CRC-32 functions that keep an edited archive valid. It reads only the directory:
 // entry data is never inflated here. Anything it cannot vouch for is refused (CorruptInputError):
 // multi-disk archives, encryption, methods other than stored/deflated, local headers that disagree
 // with the central directory, entries that overlap each other or the directory, duplicate names.

@@ -1,0 +1,276 @@
+// One trial: sample, plan, inject, run, classify, restore, record (trial.hpp).
+#include "trial.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "resil/ckpt/checkpoint.hpp"
+#include "resil/config.hpp"
+#include "resil/core/error.hpp"
+#include "resil/core/rng.hpp"
+#include "resil/inject/apply.hpp"
+#include "resil/inject/names.hpp"
+#include "resil/inject/plan.hpp"
+#include "resil/inject/storage.hpp"
+#include "resil/inject/transaction.hpp"
+
+namespace resil::inject::detail {
+
+using nlohmann::json;
+namespace stdfs = std::filesystem;
+
+namespace {
+
+json flip_json(const FlipRecord& r, const std::string& file) {
+  const bool fl = ckpt::dtype_is_float(r.dtype);
+  json j = {{"index", r.index}, {"nd", r.nd}, {"dtype", ckpt::dtype_name(r.dtype)}, {"bit", r.anchor},
+            {"mask", hex_bits(r.mask(), r.width)}, {"old", hex_bits(r.old_bits, r.width)}, {"new", hex_bits(r.new_bits, r.width)}};
+  if (fl) {
+    j["old_value"] = value_json(ckpt::word_to_double(r.dtype, r.old_bits));
+    j["new_value"] = value_json(ckpt::word_to_double(r.dtype, r.new_bits));
+  }
+  if (!file.empty()) j["file"] = file;
+  put_name(j, "dataset", r.dataset);  // names that are not UTF-8: escaped and flagged (names.hpp)
+  return j;
+}
+
+}  // namespace
+
+void TrialContext::prepare() {
+  for (const auto& f : work.files) work_ids.push_back(file_id(f));
+  if (c.mode == TrialMode::worker)
+    worker = std::make_unique<TrialWorker>(std::vector<std::string>(c.command.begin(), c.command.begin() + static_cast<std::ptrdiff_t>(trial_subcommand_at(c.command))),
+                                           golden_files.entry.string(), wdir / "worker.log", std::max(c.timeout_s, 60.0));
+}
+
+json TrialContext::run(std::uint64_t t) {
+  if (auto rec = attempt(t, !worker)) return *rec;
+  worker->restart();
+  return *attempt(t, true);
+}
+
+std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
+  Attempt a{.t = t, .st = strata[t % strata.size()]};
+  draw_sites(a);
+  plan_files(a);
+  inject_flips(a);
+  execute(a);
+  classify_run(a);
+  restore_files(a);
+  if (a.worker_died && !last) return std::nullopt;
+  if (a.r.summary) check_numeric(c, golden, *a.r.summary, t);  // after the restore: the work copy is golden again
+  return record_of(a);
+}
+
+void TrialContext::draw_sites(Attempt& a) {
+  const Stratum& st = a.st;
+  PlanOptions& popt = a.popt;
+  popt.seed = c.seed;
+  popt.trial = a.t;
+  popt.flips = c.flips;
+  popt.model = fmodel;
+  popt.finite = c.finite;
+  // --finite reads the candidates' words from this job's copy (still the golden bytes here).
+  std::map<std::size_t, std::unique_ptr<Storage>> readers;
+  a.sampled = sample_sites(st.sel.targets, popt, [&](std::uint32_t tg, std::vector<std::uint64_t> idx, const Storage::BlockFn& fn) {
+    auto& r = readers[st.sel.file[tg]];
+    if (!r) r = open_storage(work.files[st.sel.file[tg]].string(), Access::read, c.format);
+    r->edit(st.sel.targets[tg].info.path, std::move(idx), fn);
+  });
+  readers.clear();
+}
+
+void TrialContext::plan_files(Attempt& a) {
+  const Stratum& st = a.st;
+  const auto& sites = a.sampled.sites;
+  // Plan per file: the sites of each file against that file's targets.
+  std::map<std::size_t, std::pair<std::vector<Target>, std::vector<Site>>> per;
+  std::map<std::uint32_t, std::uint32_t> remap;
+  for (const auto& s : sites) {
+    const std::size_t f = st.sel.file[s.target];
+    auto& [tg, ss] = per[f];
+    if (!remap.count(s.target)) {
+      remap[s.target] = static_cast<std::uint32_t>(tg.size());
+      tg.push_back(st.sel.targets[s.target]);
+    }
+    ss.push_back({remap[s.target], s.index, s.bit});
+  }
+  for (auto& [f, ts] : per) a.recs[f] = plan(work.files[f].string(), ts.first, ts.second, a.popt, c.format);
+}
+
+void TrialContext::inject_flips(Attempt& a) {
+  const Stratum& st = a.st;
+  CkptFiles& trial_files = a.trial_files;
+  trial_files = work;
+  if (c.copies) {
+    stdfs::remove_all(wdir / "copy");
+    trial_files = copy_checkpoint(golden_files, wdir / "copy");
+  }
+  // Per file, the injection transaction: its log is durable before the file changes (revert works after a kill).
+  // The role label of a flipped tensor: its target's (the format adapter's role).
+  auto role_label = [&](std::size_t f, const std::string& dataset) {
+    for (std::size_t i = 0; i < st.sel.targets.size(); ++i)
+      if (st.sel.file[i] == f && st.sel.targets[i].info.path == dataset) return st.sel.role[i];
+    return role_of(dataset);
+  };
+  for (const auto& [f, rv] : a.recs) {
+    LogHeader h;
+    h.tool_version = resil::version;
+    h.seed = c.seed;
+    h.trial = a.t;
+    h.model = fmodel.name();
+    h.input = h.output = trial_files.files[f].string();
+    h.in_place = true;
+    h.planned = rv.size();
+    h.finite = c.finite;
+    h.rejected = a.sampled.rejected;  // the trial's, in each of its files' logs
+    h.file_format = std::string(format_name(resolve_format(trial_files.files[f].string(), c.format)));
+    h.keep_crc = c.keep_crc;
+    for (const auto& r : rv) {
+      a.flips.push_back(flip_json(r, golden_files.files.size() > 1 ? golden_files.rel[f] : ""));
+      a.touched.insert({f, r.dataset});
+      if (ckpt::dtype_is_float(r.dtype) && !std::isfinite(ckpt::word_to_double(r.dtype, r.new_bits))) a.nonfinite = true;
+      if (a.labels.empty()) {
+        const std::string dt(ckpt::dtype_name(r.dtype));
+        a.labels = {{"field", field_of(dt, r.anchor)}, {"bit", std::to_string(r.anchor)}, {"role", role_label(f, r.dataset)}, {"dtype", dt},
+                    {"tensor", display_name(r.dataset) + (golden_files.files.size() > 1 ? "@" + golden_files.rel[f] : "")}};
+      }
+    }
+    const stdfs::path pending = wdir / ("pending-" + std::to_string(f) + ".jsonl");
+    stdfs::remove_all(pending);  // never write through whatever an earlier command left there
+    apply_logged(pending, h, rv, trial_files.files[f].string(), {.sync = true, .hash_output = false, .format = c.format});
+  }
+}
+
+void TrialContext::execute(Attempt& a) {
+  const stdfs::path scratch = wdir / "scratch", sum_path = wdir / "summary.json", tlog = wdir / "trial.log";
+  stdfs::remove_all(scratch);
+  stdfs::create_directories(scratch);
+  stdfs::remove(sum_path);
+  const auto argv = substitute(c.command, {{"ckpt", a.trial_files.entry.string()}, {"out", sum_path.string()}, {"dir", scratch.string()},
+                                           {"trial", std::to_string(a.t)}, {"seed", std::to_string(derive_seed(c.seed, a.t))}});
+  std::optional<CommandResult> ran;
+  if (worker) {
+    // The worker forks the trial with the argv from its subcommand on: the request carries the whole argv.
+    ran = worker->run(argv, c.timeout_s, tlog);
+  } else {
+    ran = run_command(argv, c.timeout_s, tlog);
+  }
+  a.worker_died = !ran;
+  a.r = ran ? *ran : CommandResult{};
+  if (a.worker_died) a.r.output_tail = tail_of(tlog, 400);
+}
+
+void TrialContext::classify_run(Attempt& a) {
+  const stdfs::path sum_path = wdir / "summary.json";
+  CommandResult& r = a.r;
+  Classified& k = a.k;
+  if (a.worker_died) {
+    k.outcome = Outcome::crash;
+    k.note = "the trial worker died twice without a result";
+  } else {
+    auto sf = read_summary(sum_path);
+    r.summary = std::move(sf.json);
+    r.summary_problem = std::move(sf.problem);
+    k = classify(c, golden, r, a.nonfinite, std::nullopt);
+    if (k.outcome == Outcome::masked && golden.final_weights && r.summary)
+      if (const auto fw = final_weights_of(*r.summary)) k = classify(c, golden, r, a.nonfinite, fw);
+  }
+}
+
+void TrialContext::restore_files(Attempt& a) {
+  // Restore: exact revert from the log, verified against the golden checksums. The command may
+  // have rewritten, truncated, deleted or replaced {ckpt}: then the file is copied again from
+  // golden and the trial recorded like any other (never an abort: a re-run would stop there again).
+  std::string& restore = a.restore;
+  bool damaged = false;
+  if (c.copies) {
+    stdfs::remove_all(wdir / "copy");
+  } else {
+    restore = "reverted";
+    for (std::size_t f = 0; f < work.files.size(); ++f) {
+      bool ok = file_id(work.files[f]) == work_ids[f];
+      if (ok) {
+        try {
+          if (const auto it = a.recs.find(f); it != a.recs.end())
+            apply(work.files[f].string(), it->second, Direction::revert, true, true, true, c.format);
+          const auto stored = open_storage(work.files[f].string(), Access::read, c.format);
+          for (const auto& [key, sum] : gsum) {
+            if (key.first != f || (c.verify == Verify::touched && !a.touched.count(key))) continue;
+            if (stored->checksum(key.second) != sum) ok = false;
+          }
+        } catch (const Error&) {
+          ok = false;
+          damaged = true;
+        }
+      } else {
+        damaged = true;
+      }
+      if (!ok) {  // the command altered the file itself (or a revert failed): start again from golden
+        copy_with_marker(golden_files.files[f], work.files[f]);
+        work_ids[f] = file_id(work.files[f]);
+        restore = "recopied";
+      }
+      const stdfs::path marker = golden_files.files[f].string() + ".done", work_marker = work.files[f].string() + ".done";
+      const bool marker_ok = stdfs::exists(marker) ? same_small_file(marker, work_marker) : !stdfs::exists(stdfs::symlink_status(work_marker));
+      if (!marker_ok) {
+        copy_with_marker(golden_files.files[f], work.files[f]);
+        work_ids[f] = file_id(work.files[f]);
+        restore = "recopied";
+        damaged = true;
+      }
+    }
+    if (work.entry != work.files[0] && !same_small_file(golden_files.entry, work.entry)) {  // the mp manifest
+      replace_with_copy(golden_files.entry, work.entry);
+      restore = "recopied";
+      damaged = true;
+    }
+  }
+  if (damaged) a.k.note += std::string(a.k.note.empty() ? "" : "; ") + "the command deleted, replaced or damaged {ckpt}: copied again from golden";
+  for (const auto& [f, rv] : a.recs) stdfs::remove(wdir / ("pending-" + std::to_string(f) + ".jsonl"));
+  stdfs::remove_all(wdir / "scratch");
+}
+
+json TrialContext::record_of(const Attempt& a) const {
+  const std::uint64_t t = a.t;
+  const CommandResult& r = a.r;
+  const Classified& k = a.k;
+  json rec = {{"trial", t},
+              {"shard", std::to_string(shard.index) + "/" + std::to_string(shard.count)},
+              {"seed", c.seed},
+              {"campaign", campaign},
+              {"trial_seed", derive_seed(c.seed, t)},
+              {"stratum", a.st.label},
+              {"class", outcome_name(k.outcome)},
+              {"note", k.note},
+              {"exit_code", r.timed_out || a.worker_died ? json(nullptr) : json(r.exit_code)},
+              {"signal", r.signal ? json(r.signal) : json(nullptr)},
+              {"metric", k.metric ? json(*k.metric) : json(nullptr)},
+              {"golden_metric", golden.metric},
+              {"delta", k.delta ? json(*k.delta) : json(nullptr)},
+              {"n_flips", a.flips.size()},
+              {"flips", a.flips},
+              {"strata", a.labels},
+              {"injected_nonfinite", a.nonfinite},
+              {"restore", a.restore},
+              {"wall_seconds", r.wall_seconds}};
+  if (!k.metrics.empty()) rec["metrics"] = k.metrics;  // several metrics: each one's value, golden, delta, verdict
+  if (r.summary)
+    if (const auto id = numeric_id_of(*r.summary)) rec["numeric"] = *id;
+  if (r.summary && r.summary->is_object()) {
+    json s;
+    for (const char* key : {"final_loss", "test_loss", "test_accuracy", "test_auc", "nan_detected", "nan_step", "steps", "error"})
+      if (r.summary->contains(key)) s[key] = r.summary->at(key);
+    for (const auto& m : c.more_metrics)
+      if (r.summary->contains(m.name)) s[m.name] = r.summary->at(m.name);
+    rec["summary"] = s;
+  }
+  if (k.outcome == Outcome::crash || k.outcome == Outcome::load_failure || k.outcome == Outcome::hang) rec["output_tail"] = r.output_tail;
+  return rec;
+}
+
+}  // namespace resil::inject::detail

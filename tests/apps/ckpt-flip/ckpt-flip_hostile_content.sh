@@ -1,0 +1,76 @@
+#!/bin/bash
+# What a checkpoint's content may not do to ckpt-flip: tensor names holding terminal escape
+# sequences, a newline, NUL or C1 controls (torch.save, safetensors, HDF5) are printed escaped by
+# inspect and inject --dry-run, one line per tensor, never raw; and a torch.save file whose tensor
+# bytes hold HDF5's signature at offset 1024 (where a user block would end) is still torch.save,
+# while an HDF5 file with a user block that starts like a zip is still HDF5.
+. "$(dirname "$0")/../../support/test_lib.sh" ckpt-flip-hostile-content
+FLIP=$1
+
+$PY - "$T" <<'PY' || fail "could not write the checkpoints"
+import io, json, struct, sys
+import h5py, numpy as np, torch
+d = sys.argv[1]
+# ESC ] 0 ; ... BEL retitles a terminal window, ESC [ 31 m turns it red, the newline would add a
+# listing line, NUL and U+0085 (C1 NEXT LINE) are controls too.
+evil = "a\x1b]0;pwned\x07\x1b[31mred\nb\x00c\u0085d"
+torch.save({"model": {evil: torch.ones(4), "plain": torch.zeros(2)}}, f"{d}/names.pt")
+head = json.dumps({evil: {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+                   "plain": {"dtype": "F32", "shape": [2], "data_offsets": [16, 24]}}).encode()
+head += b" " * (-len(head) % 8)
+open(f"{d}/names.safetensors", "wb").write(struct.pack("<Q", len(head)) + head + bytes(24))
+with h5py.File(f"{d}/names.h5", "w") as f:  # HDF5 link names cannot hold NUL
+    f["model/" + evil.replace("\x00", "")] = np.ones(4, "f4")
+    f["model/plain"] = np.zeros(2, "f4")
+
+# A .pt whose one tensor's bytes hold HDF5's signature exactly at file offset 1024.
+sig = b"\x89HDF\r\n\x1a\n"
+def saved(w):
+    b = io.BytesIO()
+    torch.save({"model": {"w": w}}, b)
+    return b.getvalue()
+w = torch.zeros(1024)
+data = saved(w).find(bytes(4096))  # the storage: the first run of its zero bytes
+assert 0 < data <= 1024 - 8
+raw = bytearray(4096)
+raw[1024 - data:1024 - data + 8] = sig
+pt = saved(torch.frombuffer(raw, dtype=torch.float32).clone())
+assert pt[1024:1032] == sig and pt[:4] == b"PK\x03\x04"
+open(f"{d}/sig.pt", "wb").write(pt)
+# An HDF5 file with a 512-byte user block that starts like a zip archive: HDF5 all the same.
+with h5py.File(f"{d}/ub.h5", "w", userblock_size=512) as f:
+    f["model/w"] = np.arange(8, dtype="f4")
+with open(f"{d}/ub.h5", "r+b") as fh:
+    fh.write(b"PK\x03\x04" + b"u" * 60)
+PY
+
+# clean FILE: no control character in FILE but the newlines that end its lines.
+clean() {
+  $PY - "$1" <<'PY'
+import re, sys
+data = open(sys.argv[1], "rb").read()
+bad = re.search(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]", data)
+if bad:
+    sys.exit(f"control byte {bad.group()!r} at {bad.start()}: {data[max(0, bad.start() - 40):bad.start() + 40]!r}")
+PY
+}
+for f in names.pt names.safetensors names.h5; do
+  run "$FLIP" inspect "$T/$f"
+  clean "$T/stdout" || fail "$f: inspect prints a name raw: $(cat -v "$T/stdout")"
+  grep -qF 'a\x1b]0;pwned\x07\x1b[31mred\x0ab' "$T/stdout" || fail "$f: inspect does not show the name escaped: $(cat -v "$T/stdout")"
+  [ "$(grep -c ' f32\[' "$T/stdout")" = 2 ] && [ "$(wc -l < "$T/stdout")" = "$(grep -c . "$T/stdout")" ] || fail "$f: not one line per tensor: $(cat -v "$T/stdout")"
+  run "$FLIP" inject "$T/$f" --dry-run --flips 40 --seed 3 --include '*red*'
+  clean "$T/stdout" || fail "$f: inject --dry-run prints a name raw: $(cat -v "$T/stdout")"
+  [ "$(grep -c 'pwned' "$T/stdout")" = 40 ] || fail "$f: expected 40 planned flips, one line each: $(cat -v "$T/stdout")"
+done
+
+# Detection is not decided by a tensor's bytes.
+run "$FLIP" inspect "$T/sig.pt"
+grep -q "^format: torch" "$T/stdout" || fail "sig.pt (HDF5's signature inside a tensor) is not torch.save: $(cat "$T/stdout")"
+sum=$(sha "$T/sig.pt")
+run "$FLIP" inject "$T/sig.pt" --in-place --log "$T/sig.jsonl" --flips 5 --seed 1
+run "$FLIP" revert "$T/sig.pt" --log "$T/sig.jsonl"
+[ "$(sha "$T/sig.pt")" = "$sum" ] || fail "sig.pt: inject and revert did not give the file back"
+run "$FLIP" inspect "$T/ub.h5"
+grep -q "^format: hdf5" "$T/stdout" || fail "ub.h5 (a user block that starts like a zip) is not HDF5: $(cat "$T/stdout")"
+echo PASS
