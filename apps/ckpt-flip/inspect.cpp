@@ -1,4 +1,5 @@
 #include <iostream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -7,15 +8,17 @@
 #include "resil/inject/counts.hpp"
 #include "resil/inject/names.hpp"
 #include "resil/inject/plan.hpp"
+#include "resil/inject/select.hpp"
 
 namespace resil::app::ckpt_flip {
 
 CLI::App* setup_inspect(CLI::App& app, InspectOptions& o) {
-  auto* c = app.add_subcommand("inspect", "Show the file's format and its groups/datasets: dtype, shape, layout, filters, bytes, checksum, fault space.");
+  auto* c = app.add_subcommand("inspect", "Show the file's format and its groups/datasets: dtype, shape, layout, filters, bytes, checksum, role, counter flag, fault space (stored, and what default filters sample).");
   c->footer(
       "Examples:\n"
       "  ckpt-flip inspect ckpt.h5\n"
-      "  ckpt-flip inspect state_dict.h5 --json | jq '.total_bits'\n"
+      "  ckpt-flip inspect state_dict.h5 --json | jq '.total_bits, .sampled_bits'\n"
+      "  ckpt-flip inspect last.ckpt --json | jq '.datasets[] | select(.role == \"optimizer\") | .dataset'\n"
       "  ckpt-flip inspect ckpt.h5 --verify        # also recompute the resil_xxh64 checksums");
   c->add_option("FILE", o.file, "checkpoint file")->required();
   c->add_flag("--json", o.json, "machine-readable output");
@@ -38,18 +41,31 @@ const char* layout_name(ckpt::Layout l) {
 
 int run_inspect(const InspectOptions& o) {
   const auto f = inject::open_storage(o.file, inject::Access::read, o.format);
-  const auto infos = inject::infos_of(f->tensors());
+  const auto tensors = f->tensors();
+  // What inject and a campaign sample with default filters: select() with no option.
+  std::set<std::string> sampled;
+  try {
+    for (const auto& t : inject::select(tensors, {})) sampled.insert(t.info.path);
+  } catch (const NothingSelectedError&) {
+  }
   nlohmann::json js = nlohmann::json::array();
-  uint128_t total_bits = 0;  // beyond 64 bits on large enough files (counts.hpp)
+  uint128_t total_bits = 0, sampled_bits = 0;  // beyond 64 bits on large enough files (counts.hpp)
+  std::size_t counters = 0;
   std::string last_group;
   // The format as detected from the content (or forced): a .pt that is really HDF5 says so.
   const std::string format(inject::format_name(f->format()));
   if (!o.json) std::cout << o.file << "\nformat: " << format << "\n";
-  for (const auto& d : infos) {
+  for (const auto& t : tensors) {
+    const auto& d = t.info;
+    const char* role = inject::role_name(inject::effective_role(t));
+    const bool counter = inject::counter_of(t);
+    const bool in_sample = sampled.count(d.path) != 0;
     const bool readable = d.dtype && d.layout != ckpt::Layout::virtual_;
     const bool flippable = readable && d.external.empty();  // external raw files are never edited
-    const auto bits = inject::fault_bits(d);
+    const auto bits = t.shared_with.empty() ? inject::fault_bits(d) : uint128_t{0};
     total_bits += bits;
+    if (in_sample) sampled_bits += bits;
+    counters += counter && bits > 0;
     std::string checksum = d.checksum ? "present" : "absent";
     if (o.verify && d.checksum && readable) {
       checksum = f->checksum(d.path) == *d.checksum ? "ok" : "MISMATCH";
@@ -60,7 +76,8 @@ int run_inspect(const InspectOptions& o) {
       nlohmann::json j = {{"dtype", d.type_desc}, {"big_endian", d.big_endian}, {"shape", d.shape},
                           {"layout", layout_name(d.layout)}, {"chunks", d.chunks}, {"filters", d.filters},
                           {"stored_bytes", d.stored_bytes}, {"logical_bytes", d.logical_bytes}, {"checksum", checksum},
-                          {"fault_bits", inject::count_json(bits)}, {"flippable", flippable}, {"external", d.external}};
+                          {"fault_bits", inject::count_json(bits)}, {"flippable", flippable}, {"external", d.external},
+                          {"role", role}, {"counter", counter}, {"sampled", in_sample}};
       inject::put_name(j, "dataset", d.path);
       if (d.null_space) j["null_dataspace"] = true;
       if (!d.aliases.empty()) {
@@ -83,8 +100,10 @@ int run_inspect(const InspectOptions& o) {
               << (d.null_space ? "[] null dataspace (no element)" : ckpt::shape_string(d.shape))
               << "  " << layout_name(d.layout) << external << (d.chunks.empty() ? "" : " chunks " + ckpt::shape_string(d.chunks))
               << (filters.empty() ? "" : " " + filters) << "  " << d.stored_bytes << " B stored"
-              << "  checksum " << checksum << "  fault space " << (flippable ? inject::count_string(bits) + " bits"
-                                                       : readable ? "none (external raw data, never edited)" : "none (unsupported type)");
+              << "  checksum " << checksum << "  " << role << (counter ? " counter" : "") << "  fault space "
+              << (!flippable ? (readable ? "none (external raw data, never edited)" : "none (unsupported type)")
+                  : in_sample ? inject::count_string(bits) + " bits"
+                              : inject::count_string(bits) + " bits, not sampled by default" + (counter ? " (a counter: --include it)" : ""));
     // A storage may have a million viewers: the line lists a few (--json lists them all).
     constexpr std::size_t listed_aliases = 8;
     for (std::size_t k = 0; k < d.aliases.size() && k < listed_aliases; ++k) std::cout << "  also " << inject::display_name(d.aliases[k]);
@@ -92,11 +111,13 @@ int run_inspect(const InspectOptions& o) {
     std::cout << "\n";
   }
   if (o.json) {
-    nlohmann::json top = {{"format", format}, {"datasets", js}, {"total_bits", inject::count_json(total_bits)}};
+    nlohmann::json top = {{"format", format}, {"datasets", js}, {"total_bits", inject::count_json(total_bits)},
+                          {"sampled_bits", inject::count_json(sampled_bits)}, {"counters", counters}};
     inject::put_name(top, "file", o.file);
     std::cout << top.dump(2) << "\n";
   } else {
-    std::cout << infos.size() << " dataset(s), fault space " << inject::count_string(total_bits) << " stored bits\n";
+    std::cout << tensors.size() << " dataset(s), fault space " << inject::count_string(total_bits) << " stored bits; with default filters inject and "
+              << "campaigns sample " << inject::count_string(sampled_bits) << " bits (" << counters << " counter(s) left out unless --include names them)\n";
   }
   return 0;
 }

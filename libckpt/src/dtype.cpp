@@ -1,5 +1,6 @@
 #include "resil/ckpt/dtype.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -21,6 +22,7 @@ std::optional<DType> dtype_from_name(std::string_view n) noexcept {
       {"u16", DType::u16},  {"uint16", DType::u16},  {"u8", DType::u8},   {"uint8", DType::u8},
       {"f8_e4m3", DType::f8_e4m3}, {"float8_e4m3fn", DType::f8_e4m3},
       {"f8_e5m2", DType::f8_e5m2}, {"float8_e5m2", DType::f8_e5m2},
+      {"f8_e8m0", DType::f8_e8m0}, {"float8_e8m0fnu", DType::f8_e8m0},
       {"bool", DType::boolean}};
   for (const auto& a : aliases)
     if (a.name == n) return a.t;
@@ -100,6 +102,22 @@ std::uint8_t double_to_f8(double d, bool e4m3) {
   return sign | best;
 }
 
+// OCP E8M0: 2^(e-127) for e in 0..254, 0xFF NaN. Encoding: the nearest power of two (in value;
+// a tie, at 1.5 x 2^k, goes to the even code), clamped to 2^-127 .. 2^127 (no zero, no sign).
+double e8m0_to_double(std::uint8_t b) {
+  return b == 0xFF ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, static_cast<int>(b) - 127);
+}
+std::uint8_t double_to_e8m0(double d) {
+  if (std::isnan(d)) return 0xFF;
+  if (!(d > 0)) return 0;
+  if (std::isinf(d)) return 254;
+  int e;
+  const double f = std::frexp(d, &e);  // d = f x 2^e, f in [0.5, 1): between 2^(e-1) and 2^e
+  int k = e - 1;
+  if (f > 0.75 || (f == 0.75 && ((k + 127) & 1))) k = e;
+  return static_cast<std::uint8_t>(std::clamp(k + 127, 0, 254));
+}
+
 template <class I> std::uint64_t saturate(double v) {
   if (std::isnan(v)) return 0;
   const double lo = static_cast<double>(std::numeric_limits<I>::min());
@@ -127,6 +145,7 @@ double word_to_double(DType t, std::uint64_t w) noexcept {
     case DType::u8: return static_cast<std::uint8_t>(w);
     case DType::f8_e4m3: return f8_to_double(static_cast<std::uint8_t>(w), true);
     case DType::f8_e5m2: return f8_to_double(static_cast<std::uint8_t>(w), false);
+    case DType::f8_e8m0: return e8m0_to_double(static_cast<std::uint8_t>(w));
     case DType::boolean: return static_cast<std::uint8_t>(w);  // the stored byte: 0, 1, or a flipped bit's value
   }
   return 0;
@@ -148,6 +167,7 @@ std::uint64_t double_to_word(DType t, double v) noexcept {
     case DType::u8: return saturate<std::uint8_t>(v);
     case DType::f8_e4m3: return double_to_f8(v, true);
     case DType::f8_e5m2: return double_to_f8(v, false);
+    case DType::f8_e8m0: return double_to_e8m0(v);
     case DType::boolean: return saturate<std::uint8_t>(v);
   }
   return 0;

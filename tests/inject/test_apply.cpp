@@ -200,6 +200,48 @@ TEST_CASE("selection: roles, counters, include/exclude, --bits, --as", "[inject]
   CHECK_THROWS_AS(select(infos, s), NothingSelectedError);
 }
 
+TEST_CASE("selection: an empty selection names the filter that emptied it", "[inject][unit]") {
+  auto why = [](const std::vector<Tensor>& ts, const SelectOptions& s) {
+    try {
+      (void)select(ts, s);
+    } catch (const NothingSelectedError& e) {
+      return std::string(e.what());
+    }
+    return std::string("selected");
+  };
+  auto tensor = [](const std::string& path, DType d, std::uint64_t n, TensorRole role, bool counter = false) {
+    Tensor t;
+    t.info.path = path;
+    t.info.dtype = d;
+    t.info.type_desc = "x";
+    t.info.shape = {n};
+    t.info.stored_bytes = t.info.logical_bytes = n * dtype_size(d);
+    t.role = role;
+    t.counter = counter;
+    return t;
+  };
+  // Names outside the resil schema (a torch.save layout): the role comes from the adapter alone.
+  const std::vector<Tensor> ts = {tensor("/state_dict/w", DType::f32, 4, TensorRole::model), tensor("/epoch_t", DType::f32, 1, TensorRole::other),
+                                  tensor("/optimizer_states/0/state/0/step", DType::f32, 1, TensorRole::optimizer, true)};
+  SelectOptions s;
+  s.role = Role::optimizer;
+  CHECK_THAT(why(ts, s), Catch::Contains("every tensor left is a counter (1)"));
+  s.bits = BitSpec::parse("exponent");
+  CHECK_THAT(why(ts, s), Catch::Contains("counter") && !Catch::Contains("--bits"));
+  s = {};
+  s.role = Role::optimizer;
+  CHECK_THAT(why({ts[0], ts[1]}, s), Catch::Contains("--role optimizer matched no tensor (this file's tensors: 1 model, 0 optimizer, 1 other"));
+  s = {};
+  s.include = {"/nothing/*"};
+  CHECK_THAT(why(ts, s), Catch::Contains("--include /nothing/* matched no tensor"));
+  s = {};
+  s.exclude = {"/state_dict/**", "/epoch_t"};
+  CHECK_THAT(why(ts, s), Catch::Contains("--exclude /state_dict/** /epoch_t removed every tensor left"));
+  s = {};
+  s.bits = BitSpec::parse("exponent");
+  CHECK_THAT(why({tensor("/i", DType::i32, 4, TensorRole::model)}, s), Catch::Contains("--bits exponent selects no bit of the 1 tensor(s) left"));
+}
+
 TEST_CASE("raw faults hit file bytes and revert exactly", "[inject][unit]") {
   test::TempDir dir("inject-raw");
   const auto src = (dir / "r.h5").string(), out = (dir / "o.h5").string();

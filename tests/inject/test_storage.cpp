@@ -162,6 +162,24 @@ TEST_CASE("storage: fp8 and bool dtypes have their bit fields", "[inject][unit]"
   CHECK(ckpt::double_to_word(ckpt::DType::f8_e5m2, -2.0) == 0xc0);
   CHECK(ckpt::dtype_from_name("f8_e4m3") == ckpt::DType::f8_e4m3);
   CHECK(ckpt::dtype_from_name("bool") == ckpt::DType::boolean);
+  // OCP E8M0 (MX scales): all eight bits are exponent, 2^(e-127), 0xFF NaN; no sign, no mantissa.
+  CHECK(BitSpec::parse("exponent").mask_for(ckpt::DType::f8_e8m0) == 0xff);
+  CHECK(BitSpec::parse("sign").mask_for(ckpt::DType::f8_e8m0) == 0);
+  CHECK(BitSpec::parse("mantissa").mask_for(ckpt::DType::f8_e8m0) == 0);
+  CHECK(BitSpec::parse("exponent-msb").mask_for(ckpt::DType::f8_e8m0) == 0x80);
+  CHECK(ckpt::word_to_double(ckpt::DType::f8_e8m0, 127) == 1.0);
+  CHECK(ckpt::word_to_double(ckpt::DType::f8_e8m0, 0) == std::ldexp(1.0, -127));
+  CHECK(ckpt::word_to_double(ckpt::DType::f8_e8m0, 254) == std::ldexp(1.0, 127));
+  CHECK(std::isnan(ckpt::word_to_double(ckpt::DType::f8_e8m0, 0xff)));
+  CHECK(ckpt::double_to_word(ckpt::DType::f8_e8m0, 0.25) == 125);
+  CHECK(ckpt::double_to_word(ckpt::DType::f8_e8m0, 3.0) == 128);   // a tie between 2 and 4: the even code
+  CHECK(ckpt::double_to_word(ckpt::DType::f8_e8m0, 2.9) == 128);
+  CHECK(ckpt::double_to_word(ckpt::DType::f8_e8m0, 2.5) == 128);   // nearer 2 (distance 0.5) than 4 (1.5)
+  CHECK(ckpt::double_to_word(ckpt::DType::f8_e8m0, 6.0) == 130);   // tie between 4 (code 129) and 8 (130)
+  CHECK(ckpt::double_to_word(ckpt::DType::f8_e8m0, -1.0) == 0);
+  CHECK(ckpt::dtype_from_name("float8_e8m0fnu") == ckpt::DType::f8_e8m0);
+  CHECK(!ckpt::dtype_has_sign(ckpt::DType::f8_e8m0));
+  CHECK(ckpt::dtype_has_sign(ckpt::DType::f8_e4m3));
 }
 
 TEST_CASE("storage: bytes shared by several tensors count once; roles from the adapter", "[inject][unit]") {

@@ -31,6 +31,14 @@ bool matches_any_path(const Glob& g, const ckpt::DatasetInfo& d) {
   return g.matches(d.path) || std::any_of(d.aliases.begin(), d.aliases.end(), [&](const std::string& p) { return g.matches(p); });
 }
 
+TensorRole effective_role(const Tensor& t) {
+  const auto& d = t.info;
+  auto any_path = [&](auto&& pred) { return pred(d.path) || std::any_of(d.aliases.begin(), d.aliases.end(), pred); };
+  if (t.role == TensorRole::model || any_path([](const std::string& p) { return p.starts_with("/model/"); })) return TensorRole::model;
+  if (t.role == TensorRole::optimizer || any_path([](const std::string& p) { return p.starts_with("/optimizer/"); })) return TensorRole::optimizer;
+  return TensorRole::other;
+}
+
 std::vector<Target> select(const std::vector<ckpt::DatasetInfo>& datasets, const SelectOptions& opt) {
   std::vector<Tensor> tensors(datasets.size());
   for (std::size_t i = 0; i < datasets.size(); ++i) tensors[i].info = datasets[i];
@@ -42,25 +50,37 @@ std::vector<Target> select(const std::vector<Tensor>& tensors, const SelectOptio
   for (const auto& p : opt.include) inc.emplace_back(p);
   for (const auto& p : opt.exclude) exc.emplace_back(p);
   std::vector<Target> out;
+  // How many tensors each filter kept, in the order they apply, so an empty selection names the
+  // filter that emptied it.
+  std::size_t owned = 0, in_role = 0, in_include = 0, not_counter = 0, counters = 0, not_excluded = 0;
+  std::size_t role_count[3] = {0, 0, 0};  // model, optimizer, other: for the message
   for (const auto& tensor : tensors) {
     const auto& d = tensor.info;
     // Bytes shared by several tensors are one part of the fault space, under their owner.
     if (!flippable(d) || !tensor.shared_with.empty()) continue;
+    ++owned;
     // A dataset under several paths (hard links) is one target, whichever path names it: it is
     // in a role, included or excluded when any of its paths is (the resil schema's paths, or the
     // role its format's layout gives it).
-    auto any_path = [&](auto&& pred) { return pred(d.path) || std::any_of(d.aliases.begin(), d.aliases.end(), pred); };
-    const bool model = tensor.role == TensorRole::model || any_path([](const std::string& p) { return p.starts_with("/model/"); });
-    const bool optimizer = tensor.role == TensorRole::optimizer || any_path([](const std::string& p) { return p.starts_with("/optimizer/"); });
+    const TensorRole role = effective_role(tensor);
+    const bool model = role == TensorRole::model, optimizer = role == TensorRole::optimizer;
+    ++role_count[model ? 0 : optimizer ? 1 : 2];
     if (opt.role == Role::model && !model) continue;
     if (opt.role == Role::optimizer && !optimizer) continue;
+    ++in_role;
     bool included = false;
     for (const auto& g : inc) included = included || matches_any_path(g, d);
     if (!inc.empty() && !included) continue;
-    if (!included && (is_counter(d) || tensor.counter)) continue;  // counters only when an --include names them
+    ++in_include;
+    if (!included && counter_of(tensor)) {  // counters only when an --include names them
+      ++counters;
+      continue;
+    }
+    ++not_counter;
     bool excluded = false;
     for (const auto& g : exc) excluded = excluded || matches_any_path(g, d);
     if (excluded) continue;
+    ++not_excluded;
     Target t{d, *d.dtype};
     if (opt.as && ckpt::dtype_size(*opt.as) == ckpt::dtype_size(t.dtype) && !ckpt::dtype_is_float(t.dtype)) t.dtype = *opt.as;
     t.allowed = opt.bits.mask_for(t.dtype);
@@ -69,12 +89,28 @@ std::vector<Target> select(const std::vector<Tensor>& tensors, const SelectOptio
     out.push_back(std::move(t));
   }
   if (out.empty()) {
-    std::string why = "the selection matched no dataset with selectable bits";
-    if (!opt.include.empty()) why += " (--include";
-    for (const auto& p : opt.include) why += " " + p;
-    if (!opt.include.empty()) why += ")";
-    if (!opt.bits.empty()) why += " (--bits " + opt.bits.text() + ")";
-    throw NothingSelectedError(why);
+    auto list = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (const auto& p : v) s += " " + p;
+      return s;
+    };
+    std::string why;
+    if (owned == 0) {
+      why = "the file has no tensor with stored bits a fault can land in";
+    } else if (in_role == 0) {
+      why = std::string("--role ") + (opt.role == Role::model ? "model" : "optimizer") + " matched no tensor (this file's tensors: " +
+            std::to_string(role_count[0]) + " model, " + std::to_string(role_count[1]) + " optimizer, " + std::to_string(role_count[2]) +
+            " other; inspect shows each one's role)";
+    } else if (in_include == 0) {
+      why = "--include" + list(opt.include) + " matched no tensor" + (opt.role == Role::all ? std::string() : " of the selected role");
+    } else if (not_counter == 0) {
+      why = "every tensor left is a counter (" + std::to_string(counters) + "), which only an --include naming it selects";
+    } else if (not_excluded == 0) {
+      why = "--exclude" + list(opt.exclude) + " removed every tensor left";
+    } else {
+      why = "--bits " + opt.bits.text() + " selects no bit of the " + std::to_string(not_excluded) + " tensor(s) left (their dtypes lack those fields)";
+    }
+    throw NothingSelectedError("the selection is empty: " + why);
   }
   return out;
 }

@@ -205,7 +205,7 @@ std::uint64_t BitSpec::mask_for(ckpt::DType t) const noexcept {
     switch (it.kind) {
       case Kind::all: m |= all; break;
       case Kind::sign:
-        if (fl || ckpt::dtype_is_signed(t)) m |= std::uint64_t{1} << (w - 1);
+        if (ckpt::dtype_has_sign(t)) m |= std::uint64_t{1} << (w - 1);
         break;
       case Kind::msb: m |= std::uint64_t{1} << (w - 1); break;
       case Kind::lsb: m |= 1; break;

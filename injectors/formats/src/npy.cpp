@@ -19,8 +19,8 @@ std::optional<DType> dtype_from(std::string_view descr, bool& big_endian) {
   const std::string_view kind = descr.substr(1);
   struct Entry { std::string_view kind; DType dtype; };
   static constexpr Entry table[] = {{"f8", DType::f64}, {"f4", DType::f32}, {"f2", DType::f16}, {"i8", DType::i64},
-                                    {"i4", DType::i32}, {"i2", DType::i16}, {"i1", DType::i8}, {"u1", DType::u8},
-                                    {"b1", DType::boolean}};
+                                    {"i4", DType::i32}, {"i2", DType::i16}, {"i1", DType::i8}, {"u8", DType::u64},
+                                    {"u4", DType::u32}, {"u2", DType::u16}, {"u1", DType::u8}, {"b1", DType::boolean}};
   for (const auto& e : table) {
     if (e.kind != kind) continue;
     // One-byte types have no byte order ('|'); numpy also accepts '<' and '>' for them.

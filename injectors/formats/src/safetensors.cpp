@@ -13,8 +13,7 @@ constexpr std::string_view kFormat = "safetensors";
 constexpr std::uint64_t kMaxHeader = 100'000'000;
 
 std::optional<DType> dtype_from(std::string_view s) {
-  for (const DType t : {DType::f64, DType::f32, DType::f16, DType::bf16, DType::f8_e4m3, DType::f8_e5m2, DType::i64,
-                        DType::i32, DType::i16, DType::i8, DType::u8, DType::boolean})
+  for (const DType t : all_dtypes)
     if (dtype_name(t) == s) return t;
   return std::nullopt;
 }
@@ -37,13 +36,16 @@ SafetensorsTensor tensor(const std::string& name, const JsonValue& v, std::uint6
   if (!d) corrupt(kFormat, where + ": unsupported dtype " + (dt->kind == JsonValue::Kind::string ? "'" + printable(dt->text) + "'" : "(not a string)"), dt->offset);
   t.dtype = *d;
   if (shape->kind != JsonValue::Kind::array) corrupt(kFormat, where + ": shape is not an array", shape->offset);
-  std::uint64_t bytes = dtype_size(t.dtype);
+  // In bits: the packed sub-byte floats (F4, F6_*) fill whole bytes only in multiples.
+  std::uint64_t bits = dtype_bits(t.dtype);
   for (const auto& e : shape->items) {
     const auto n = e.as_u64();
     if (!n) corrupt(kFormat, where + ": shape entry is not a non-negative integer", e.offset);
     t.shape.push_back(*n);
-    if (__builtin_mul_overflow(bytes, *n, &bytes)) corrupt(kFormat, where + ": shape overflows 64 bits", e.offset);
+    if (__builtin_mul_overflow(bits, *n, &bits)) corrupt(kFormat, where + ": shape overflows 64 bits", e.offset);
   }
+  if (bits % 8) corrupt(kFormat, where + ": " + std::to_string(bits) + " bits of " + std::string(dtype_name(t.dtype)) + " elements do not fill whole bytes", shape->offset);
+  const std::uint64_t bytes = bits / 8;
   if (offs->kind != JsonValue::Kind::array || offs->items.size() != 2 || !offs->items[0].as_u64() || !offs->items[1].as_u64())
     corrupt(kFormat, where + ": data_offsets is not [begin, end]", offs->offset);
   const std::uint64_t begin = *offs->items[0].as_u64(), end = *offs->items[1].as_u64();

@@ -4,6 +4,7 @@
 // _rebuild_tensor_v3 with an untyped one plus a dtype for the newer dtypes).
 #include "resil/inject/formats/torch.hpp"
 
+#include <cstdio>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
@@ -19,6 +20,7 @@ constexpr std::size_t kMaxVisits = std::size_t{1} << 20;
 // made names of gigabytes): their total is bounded by the pickle's size.
 constexpr std::size_t kNameBytesBase = std::size_t{64} << 20, kNameBytesPerNode = 256;
 constexpr std::size_t kMaxShownName = 200;  // longer names are cut in messages
+constexpr std::size_t kMaxTupleKey = 256;    // a longer tuple key is named by its offset
 
 struct Named {
   std::string_view name;
@@ -33,7 +35,8 @@ constexpr Named kDtypes[] = {
     {"torch.float64", DType::f64}, {"torch.float32", DType::f32}, {"torch.float16", DType::f16},
     {"torch.bfloat16", DType::bf16}, {"torch.float8_e4m3fn", DType::f8_e4m3}, {"torch.float8_e5m2", DType::f8_e5m2},
     {"torch.int64", DType::i64}, {"torch.int32", DType::i32}, {"torch.int16", DType::i16},
-    {"torch.int8", DType::i8}, {"torch.uint8", DType::u8}, {"torch.bool", DType::boolean}};
+    {"torch.int8", DType::i8}, {"torch.uint8", DType::u8}, {"torch.bool", DType::boolean},
+    {"torch.float8_e8m0fnu", DType::f8_e8m0}, {"torch.uint16", DType::u16}, {"torch.uint32", DType::u32}, {"torch.uint64", DType::u64}};
 
 template <std::size_t N>
 std::optional<DType> lookup(const Named (&table)[N], std::string_view name) {
@@ -42,8 +45,21 @@ std::optional<DType> lookup(const Named (&table)[N], std::string_view name) {
   return std::nullopt;
 }
 
-bool is_model_key(std::string_view k) { return k == "model" || k == "model_state_dict" || k == "state_dict"; }
-bool is_optimizer_key(std::string_view k) { return k == "optimizer" || k == "optimizer_state_dict"; }
+// Top-level keys naming a model's or an optimizer's state in the layouts people save: plain
+// PyTorch scripts, Lightning (state_dict, optimizer_states), timm (state_dict_ema), fairseq
+// (last_optimizer_state), DeepSpeed (module), EMA copies of a model.
+bool is_model_key(std::string_view k) {
+  for (const std::string_view m : {"model", "model_state_dict", "state_dict", "model_state", "module", "net", "network", "ema",
+                                   "model_ema", "ema_state_dict", "state_dict_ema", "ema_model"})
+    if (k == m) return true;
+  return false;
+}
+bool is_optimizer_key(std::string_view k) {
+  for (const std::string_view m : {"optimizer", "optimizer_state_dict", "optimizer_states", "optimizer_state", "optim", "optim_state",
+                                   "optimizers", "last_optimizer_state"})
+    if (k == m) return true;
+  return false;
+}
 
 class Walker {
 public:
@@ -90,11 +106,32 @@ private:
     for (const auto& c : path_) s += (s.empty() ? "" : "/") + c;
     return s.empty() ? "tensor" : s;
   }
-  std::string key_text(std::size_t k) const {
+  // A dict key as a name component: strings as they are, integers in decimal, booleans, None,
+  // floats and tuples of those as Python prints them; any other key (an opaque object) by where
+  // the pickle made it, so the tensors under it keep distinct names.
+  std::string key_text(std::size_t k, int depth = 0) const {
     const PickleNode& n = node(k);
-    if (n.kind == PickleKind::string) return n.text;
-    if (n.kind == PickleKind::integer) return std::to_string(n.integer);
-    fail(k, "dict key that is neither a string nor an integer");
+    switch (n.kind) {
+      case PickleKind::string: return n.text;
+      case PickleKind::integer: return std::to_string(n.integer);
+      case PickleKind::boolean: return n.integer ? "True" : "False";
+      case PickleKind::none: return "None";
+      case PickleKind::real: {
+        char b[32];
+        std::snprintf(b, sizeof b, "%.17g", n.real);
+        return b;
+      }
+      case PickleKind::tuple:
+        // Small tuples only: a key built from memoised long strings must not build a long name.
+        if (depth < 4 && n.items.size() <= 8) {
+          std::string s = "(";
+          for (std::size_t j = 0; j < n.items.size() && s.size() <= kMaxTupleKey; ++j) s += (j ? ", " : "") + key_text(n.items[j], depth + 1);
+          if (s.size() <= kMaxTupleKey) return s + (n.items.size() == 1 ? ",)" : ")");
+        }
+        break;
+      default: break;
+    }
+    return "<key at pickle offset " + std::to_string(n.offset) + ">";
   }
 
   void walk(std::size_t i, Role role, int depth) {
@@ -111,6 +148,7 @@ private:
         return;
       case PickleKind::list:
       case PickleKind::tuple:
+      case PickleKind::set:
         for (std::size_t j = 0; j < n.items.size(); ++j) {
           path_.push_back(std::to_string(j));
           walk(n.items[j], role, depth + 1);
@@ -129,15 +167,27 @@ private:
         if (!names_.insert(out_.tensors.back().name).second)
           fail(i, "a second tensor with this name (a name is the dict keys and indices joined by '/': two tensors must not share one)");
         return;
+      case PickleKind::object:
+        // Never constructed: its arguments and state are walked for tensors (a user's class
+        // holding one), their names continuing the path; numbers inside are not listed.
+        if (in_object_ == 0) out_.opaque.push_back({name(), role, n.text});
+        ++in_object_;
+        for (std::size_t j = 1; j < n.items.size(); ++j) walk(n.items[j], role, depth + 1);
+        --in_object_;
+        return;
+      case PickleKind::persistent_id:
+        fail(i, "a storage that no tensor rebuild function views (a bare torch storage object, or a tensor built by a function "
+                "the reader does not know" + (in_object_ ? std::string(", inside an object") : std::string()) + ")");
       case PickleKind::integer:
       case PickleKind::real:
+        if (in_object_) return;
         out_.scalars.push_back({name(), role, n.kind == PickleKind::integer, n.integer, n.real});
         name_bytes_ += out_.scalars.back().name.size();
         if (name_bytes_ > kNameBytesBase + kNameBytesPerNode * p_.nodes.size())
           fail(i, "names of more than " + std::to_string(name_bytes_ >> 20) + " MiB from a pickle of " + std::to_string(p_.nodes.size()) +
                       " values (keys reused through the memo at every level)");
         return;
-      default: return;  // strings, None, booleans: no data
+      default: return;  // strings, bytes, None, booleans, names: no tensor data
     }
   }
 
@@ -220,7 +270,10 @@ private:
     const PickleNode& n = node(i);
     if (n.kind != PickleKind::persistent_id) fail(i, "tensor storage is not a persistent id");
     const PickleNode& pid = node(n.items[0]);
-    if (pid.kind != PickleKind::tuple || pid.items.size() != 5 || node(pid.items[0]).kind != PickleKind::string ||
+    // ('storage', type, key, location, numel); legacy torch.save adds view metadata, None since torch 0.4.
+    const bool legacy = pid.kind == PickleKind::tuple && pid.items.size() == 6;
+    if (legacy && node(pid.items[5]).kind != PickleKind::none) fail(i, "legacy persistent id with view metadata (torch before 0.4)");
+    if (pid.kind != PickleKind::tuple || (pid.items.size() != 5 && !legacy) || node(pid.items[0]).kind != PickleKind::string ||
         node(pid.items[0]).text != "storage" || node(pid.items[1]).kind != PickleKind::global ||
         node(pid.items[2]).kind != PickleKind::string || node(pid.items[3]).kind != PickleKind::string)
       fail(i, "persistent id is not ('storage', type, key, location, numel)");
@@ -247,6 +300,7 @@ private:
   std::unordered_map<std::string, std::size_t> index_;
   std::unordered_set<std::string> names_;
   std::size_t visits_ = 0, name_bytes_ = 0;
+  int in_object_ = 0;
 };
 
 }  // namespace
@@ -262,9 +316,75 @@ TorchState torch_state(const Pickle& pickle) {
   return Walker(pickle).run();
 }
 
+namespace {
+
+// torch/serialization.py's MAGIC_NUMBER 0x1950a86a20f9469cfc6c as LONG1's little-endian bytes.
+constexpr unsigned char kLegacyMagic[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+
+TorchArchive parse_legacy(Bytes file) {
+  TorchArchive a;
+  a.legacy = true;
+  std::size_t at = 0;
+  auto next = [&](const char* what) {
+    if (at >= file.size()) corrupt(kFormat, std::string("legacy torch.save file ends before its ") + what, at);
+    std::size_t used = 0;
+    Pickle p = parse_pickle_prefix(file.subspan(at), at, &used);
+    const std::size_t start = at;
+    at += used;
+    return std::pair{std::move(p), start};
+  };
+  const auto [magic, magic_at] = next("magic number");
+  const PickleNode& m = magic[magic.root];
+  if (m.kind != PickleKind::big_integer || m.text != std::string_view(reinterpret_cast<const char*>(kLegacyMagic), sizeof kLegacyMagic))
+    corrupt(kFormat, "a bare pickle that does not start with torch's magic number: not a torch.save file", magic_at);
+  const auto [version, version_at] = next("protocol version");
+  if (version[version.root].kind != PickleKind::integer || version[version.root].integer != 1001)
+    corrupt(kFormat, "legacy torch.save protocol version is not 1001", version_at);
+  const auto [info, info_at] = next("system info");
+  const PickleNode& d = info[info.root];
+  bool little = false;
+  for (std::size_t j = 0; d.kind == PickleKind::dict && j + 1 < d.items.size(); j += 2)
+    if (info[d.items[j]].kind == PickleKind::string && info[d.items[j]].text == "little_endian")
+      little = info[d.items[j + 1]].kind == PickleKind::boolean && info[d.items[j + 1]].integer == 1;
+  if (!little) corrupt(kFormat, "legacy torch.save file written on a big-endian machine (little_endian is not True)", info_at);
+  const auto [obj, obj_at] = next("object");
+  a.state = torch_state(obj);
+  const auto [keys, keys_at] = next("storage keys");
+  const PickleNode& kl = keys[keys.root];
+  if (kl.kind != PickleKind::list) corrupt(kFormat, "legacy storage key list is not a list", keys_at);
+  std::unordered_map<std::string, std::size_t> index;
+  for (std::size_t s = 0; s < a.state.storages.size(); ++s) index.emplace(a.state.storages[s].key, s);
+  a.storage_data.resize(a.state.storages.size());
+  std::vector<bool> seen(a.state.storages.size());
+  for (const std::size_t k : kl.items) {
+    const PickleNode& key = keys[k];
+    if (key.kind != PickleKind::string) corrupt(kFormat, "legacy storage key is not a string", key.offset);
+    const auto it = index.find(key.text);
+    if (it == index.end()) corrupt(kFormat, "storage '" + printable(key.text) + "' is listed but no tensor uses it", key.offset);
+    if (seen[it->second]) corrupt(kFormat, "storage '" + printable(key.text) + "' listed twice", key.offset);
+    seen[it->second] = true;
+    const TorchStorage& s = a.state.storages[it->second];
+    Reader r(file.subspan(at), kFormat, at);
+    const auto numel = r.le<std::uint64_t>("storage element count");
+    if (numel != s.numel)
+      corrupt(kFormat, "storage '" + printable(s.key) + "' holds " + std::to_string(numel) + " elements, its persistent id says " + std::to_string(s.numel), at);
+    std::uint64_t bytes = 0;
+    if (__builtin_mul_overflow(s.numel, dtype_size(s.dtype), &bytes) || !in_bounds(at + 8, bytes, file.size()))
+      corrupt(kFormat, "storage '" + printable(s.key) + "' of " + std::to_string(s.numel) + " x " + std::to_string(dtype_size(s.dtype)) +
+                           " bytes runs past the end of the file", at);
+    a.storage_data[it->second] = {at + 8, bytes};
+    at += 8 + static_cast<std::size_t>(bytes);
+  }
+  for (std::size_t s = 0; s < seen.size(); ++s)
+    if (!seen[s]) corrupt(kFormat, "storage '" + printable(a.state.storages[s].key) + "' is not in the storage key list", keys_at);
+  if (at != file.size()) corrupt(kFormat, std::to_string(file.size() - at) + " bytes after the last storage", at);
+  return a;
+}
+
+}  // namespace
+
 TorchArchive parse_torch(Bytes file) {
-  if (!file.empty() && file[0] == std::byte{0x80})
-    corrupt(kFormat, "legacy (non-zip) torch.save format is not supported (re-save it with a current torch.save)", 0);
+  if (!file.empty() && file[0] == std::byte{0x80}) return parse_legacy(file);
   TorchArchive a;
   a.zip = parse_zip(file);
   const ZipEntry* pkl = nullptr;
@@ -289,6 +409,7 @@ TorchArchive parse_torch(Bytes file) {
       corrupt(kFormat, "'" + entry + "' holds " + std::to_string(e->uncompressed_size) + " bytes, its storage " +
                            std::to_string(s.numel) + " x " + std::to_string(dtype_size(s.dtype)), e->header_offset);
     a.storage_entries.push_back(static_cast<std::size_t>(e - a.zip.entries.data()));
+    a.storage_data.push_back({e->data_offset, e->uncompressed_size});
   }
   return a;
 }

@@ -22,9 +22,14 @@ bool inside(std::uint64_t offset, std::uint64_t n, std::uint64_t size) noexcept 
 
 }  // namespace
 
-ckpt::DType dtype_of(formats::DType t) noexcept {
+std::optional<ckpt::DType> dtype_of(formats::DType t) noexcept {
   using F = formats::DType;
   switch (t) {
+    case F::f8_e8m0: return ckpt::DType::f8_e8m0;
+    case F::u64: return ckpt::DType::u64;
+    case F::u32: return ckpt::DType::u32;
+    case F::u16: return ckpt::DType::u16;
+    case F::f4: case F::f6_e2m3: case F::f6_e3m2: case F::c64: return std::nullopt;
     case F::f64: return ckpt::DType::f64;
     case F::f32: return ckpt::DType::f32;
     case F::f16: return ckpt::DType::f16;
@@ -46,11 +51,12 @@ Tensor make_tensor(std::string name, TensorRole role, formats::DType dtype, std:
   t.role = role;
   t.info.path = "/" + std::move(name);
   t.info.dtype = dtype_of(dtype);
-  t.info.type_desc = std::string(ckpt::dtype_name(*t.info.dtype));
+  // Opaque dtypes (packed sub-byte floats, complex): listed, never flipped (dtype empty).
+  t.info.type_desc = t.info.dtype ? std::string(ckpt::dtype_name(*t.info.dtype)) : std::string(formats::dtype_name(dtype)) + " (opaque)";
   t.info.big_endian = big_endian;
   t.info.shape = ckpt::Shape(shape.begin(), shape.end());
   t.info.layout = ckpt::Layout::contiguous;
-  t.info.logical_bytes = t.info.numel() * formats::dtype_size(dtype);
+  t.info.logical_bytes = t.info.numel() * formats::dtype_bits(dtype) / 8;
   t.info.stored_bytes = t.info.logical_bytes;
   t.storage = t.info.path;
   return t;

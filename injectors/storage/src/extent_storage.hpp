@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,8 +22,8 @@
 
 namespace resil::inject {
 
-/// The injector's dtype for a parser's (every one has a counterpart).
-ckpt::DType dtype_of(formats::DType t) noexcept;
+/// The injector's dtype for a parser's; none for the opaque ones (formats::dtype_opaque).
+std::optional<ckpt::DType> dtype_of(formats::DType t) noexcept;
 /// A tensor named "/" + `name` (names are the format's own: dict paths, safetensors keys), stored
 /// contiguously, with no alias.
 Tensor make_tensor(std::string name, TensorRole role, formats::DType dtype, std::vector<std::uint64_t> shape, bool big_endian);

@@ -17,7 +17,7 @@ public:
       Item it;
       it.tensor = make_tensor(t.name, TensorRole::model, t.dtype, t.shape, false);
       it.extent = {t.offset, t.size};
-      it.size = static_cast<unsigned>(formats::dtype_size(t.dtype));
+      it.size = formats::dtype_opaque(t.dtype) ? 1u : static_cast<unsigned>(formats::dtype_size(t.dtype));  // opaque: never edited
       add(std::move(it));
     }
   }

@@ -57,6 +57,10 @@ std::optional<Format> detect_format(std::span<const std::byte> head, std::uint64
     }
     return Format::torch;
   }
+  // A pickle stream (PROTO 2 to 5): legacy torch.save, whose parser tells a torch file (its magic
+  // number first) from another pickle.
+  if (head.size() >= 2 && head[0] == std::byte{0x80} && std::to_integer<unsigned>(head[1]) >= 2 && std::to_integer<unsigned>(head[1]) <= 5)
+    return Format::torch;
   // safetensors: u64 little-endian header length, then a JSON object that fits in the file.
   if (head.size() >= 9 && file_size >= 9) {
     const std::uint64_t n = le(head, 0, 8);
@@ -109,7 +113,7 @@ std::optional<Format> detect_format(const std::string& path) {
 Format resolve_format(const std::string& path, Format forced) {
   if (forced != Format::automatic) return forced;
   if (const auto f = detect_format(path)) return *f;
-  throw CorruptInputError(path + ": unknown file format: not HDF5, a torch.save zip, safetensors, .npy or .npz (no known signature)");
+  throw CorruptInputError(path + ": unknown file format: not HDF5, torch.save (zip or legacy), safetensors, .npy or .npz (no known signature)");
 }
 
 std::unique_ptr<Storage> open_storage(const std::string& path, Access access, Format format) {

@@ -1,4 +1,4 @@
-// torch.save zip archives. The fault space is storage bytes: each storage (zip member
+// torch.save files, zip archives and the legacy (non-zip) stream. The fault space is storage bytes: each storage (zip member
 // `<archive>/data/<key>`) is one tensor, whole, however many tensors view it and however much of
 // it they view (docs/design/storage-layer.md, "torch.save: the fault space is the storages"). It is named after the first tensor that
 // views it in pickle (dict) order, the other viewers' names are its aliases; its shape is that
@@ -41,6 +41,7 @@ public:
   TorchStorage(const std::string& path, Access access) : ZipStorage(path, access) {
     const Mapping m = map_for_parsing(path);
     auto a = parse_named(path, [&] { return formats::parse_torch(formats::bytes_of(m.data(), m.size())); });
+    legacy_ = a.legacy;
     zip_ = std::move(a.zip);
     std::map<std::string, std::vector<const formats::TorchTensor*>> viewers;  // storage key -> tensors in pickle order
     for (const auto& t : a.state.tensors) viewers[t.storage_key].push_back(&t);
@@ -49,9 +50,9 @@ public:
       const auto& views = viewers[st.key];
       if (views.empty()) continue;  // a storage no tensor views is not in the state
       const auto& first = *views.front();
-      const auto& e = zip_.entries[a.storage_entries[s]];
+      const auto& data = a.storage_data[s];
       const auto size = formats::dtype_size(first.dtype);
-      const std::uint64_t elements = e.uncompressed_size / size;
+      const std::uint64_t elements = data.size / size;
       const bool whole = whole_view(first, elements);
       std::vector<std::uint64_t> shape;
       if (whole) for (const auto d : first.shape) shape.push_back(static_cast<std::uint64_t>(d));
@@ -64,14 +65,24 @@ public:
       std::unordered_set<std::string> named{it.tensor.info.path};
       for (const auto* v : views)
         if (std::string alias = "/" + v->name; named.insert(alias).second) it.tensor.info.aliases.push_back(std::move(alias));
-      it.tensor.storage = e.name;
-      it.extent = {e.data_offset, elements * size};
+      // The storage's identity: its zip member, or (legacy) its key in the stream.
+      it.tensor.storage = legacy_ ? "data/" + st.key : zip_.entries[a.storage_entries[s]].name;
+      it.extent = {data.offset, elements * size};
       it.size = static_cast<unsigned>(size);
-      it.part = a.storage_entries[s];
+      it.part = legacy_ ? 0 : a.storage_entries[s];
       add(std::move(it));
     }
   }
   Format format() const noexcept override { return Format::torch; }
+
+protected:
+  // A legacy file has no CRC to keep: its storages are plain bytes of the stream.
+  void changed(const Item& it, std::uint64_t offset, std::span<const std::byte> old_bytes, std::span<const std::byte> new_bytes) override {
+    if (!legacy_) ZipStorage::changed(it, offset, old_bytes, new_bytes);
+  }
+
+private:
+  bool legacy_ = false;
 };
 
 }  // namespace

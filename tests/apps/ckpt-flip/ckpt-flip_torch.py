@@ -189,13 +189,14 @@ flip("revert", f"{T}/keep.pt", "--log", f"{T}/keep.jsonl")
 if sha(f"{T}/keep.pt") != original:
     fail("revert of a --keep-crc injection is not byte-identical")
 
-# Bad input: one line naming the file, exit 4, input untouched.
+# Bad input: one line naming the file, exit 4, input untouched (a legacy torch.save file cut short).
 legacy = f"{T}/legacy.pt"
 torch.save({"w": torch.ones(3)}, legacy, _use_new_zipfile_serialization=False)
+open(legacy, "r+b").truncate(os.path.getsize(legacy) - 2)
 before = sha(legacy)
 p = flip("inject", legacy, "--in-place", "--seed", "1", "--flips", "1", "--log", f"{T}/legacy.jsonl", rc=4)
 if len(p.stderr.strip().splitlines()) != 1 or legacy not in p.stderr:
-    fail(f"legacy torch file: not one line naming the file: {p.stderr!r}")
+    fail(f"truncated legacy torch file: not one line naming the file: {p.stderr!r}")
 if sha(legacy) != before:
     fail("a refused input changed")
 print("ok")

@@ -65,7 +65,7 @@ std::string dump(std::string_view kind, f::Bytes b) {
     o << "]}";
   } else if (kind == "torch") {
     const auto a = f::parse_torch(b);
-    o << "{\"prefix\":" << q(a.prefix) << ",\"tensors\":[";
+    o << "{\"legacy\":" << (a.legacy ? "true" : "false") << ",\"prefix\":" << q(a.prefix) << ",\"tensors\":[";
     for (std::size_t i = 0; i < a.state.tensors.size(); ++i) {
       const auto& t = a.state.tensors[i];
       o << (i ? "," : "") << "{\"name\":" << q(t.name) << ",\"role\":" << q(f::role_name(t.role)) << ",\"key\":" << q(t.storage_key)
@@ -77,7 +77,14 @@ std::string dump(std::string_view kind, f::Bytes b) {
     for (std::size_t i = 0; i < a.state.storages.size(); ++i) {
       const auto& s = a.state.storages[i];
       o << (i ? "," : "") << "{\"key\":" << q(s.key) << ",\"dtype\":" << q(f::dtype_name(s.dtype)) << ",\"numel\":" << s.numel
-        << ",\"location\":" << q(s.location) << ",\"entry\":" << entry(a.zip.entries[a.storage_entries[i]]) << "}";
+        << ",\"location\":" << q(s.location) << ",\"data_offset\":" << a.storage_data[i].offset << ",\"size\":" << a.storage_data[i].size;
+      if (!a.legacy) o << ",\"entry\":" << entry(a.zip.entries[a.storage_entries[i]]);
+      o << "}";
+    }
+    o << "],\"opaque\":[";
+    for (std::size_t i = 0; i < a.state.opaque.size(); ++i) {
+      const auto& x = a.state.opaque[i];
+      o << (i ? "," : "") << "{\"name\":" << q(x.name) << ",\"role\":" << q(f::role_name(x.role)) << ",\"type\":" << q(x.type) << "}";
     }
     o << "],\"scalars\":[";
     for (std::size_t i = 0; i < a.state.scalars.size(); ++i) {

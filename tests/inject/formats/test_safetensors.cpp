@@ -69,3 +69,29 @@ TEST_CASE("safetensors: refusals", "[formats][unit]") {
   const std::string ok = file("{" + a + "}", 8);
   for (std::size_t n = 0; n < ok.size(); ++n) CHECK_THROWS_AS(f::parse_safetensors(f::bytes_of(ok.data(), n)), resil::CorruptInputError);
 }
+
+TEST_CASE("safetensors: every dtype tag of the format is recognised; packed ones fill whole bytes", "[formats][unit]") {
+  struct Tag { const char* name; f::DType dtype; unsigned count, bytes; bool opaque; };
+  const Tag tags[] = {{"F64", f::DType::f64, 1, 8, false}, {"F32", f::DType::f32, 1, 4, false}, {"F16", f::DType::f16, 1, 2, false},
+                      {"BF16", f::DType::bf16, 1, 2, false}, {"F8_E4M3", f::DType::f8_e4m3, 1, 1, false},
+                      {"F8_E5M2", f::DType::f8_e5m2, 1, 1, false}, {"F8_E8M0", f::DType::f8_e8m0, 1, 1, false},
+                      {"I64", f::DType::i64, 1, 8, false}, {"I32", f::DType::i32, 1, 4, false}, {"I16", f::DType::i16, 1, 2, false},
+                      {"I8", f::DType::i8, 1, 1, false}, {"U64", f::DType::u64, 1, 8, false}, {"U32", f::DType::u32, 1, 4, false},
+                      {"U16", f::DType::u16, 1, 2, false}, {"U8", f::DType::u8, 1, 1, false}, {"BOOL", f::DType::boolean, 1, 1, false},
+                      {"F4", f::DType::f4, 6, 3, true}, {"F6_E2M3", f::DType::f6_e2m3, 4, 3, true},
+                      {"F6_E3M2", f::DType::f6_e3m2, 8, 6, true}, {"C64", f::DType::c64, 2, 16, true}};
+  for (const auto& t : tags) {
+    INFO(t.name);
+    const std::string h = std::string(R"({"a":{"dtype":")") + t.name + R"(","shape":[)" + std::to_string(t.count) + R"(],"data_offsets":[0,)" +
+                          std::to_string(t.bytes) + "]}}";
+    const std::string s = file(h, t.bytes);
+    const auto st = f::parse_safetensors(f::bytes_of(s.data(), s.size()));
+    REQUIRE(st.tensors.size() == 1);
+    CHECK(st.tensors[0].dtype == t.dtype);
+    CHECK(st.tensors[0].size == t.bytes);
+    CHECK(f::dtype_opaque(t.dtype) == t.opaque);
+    CHECK(f::dtype_name(t.dtype) == t.name);
+  }
+  CHECK_THAT(error_of(file(R"({"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", 2)), Catch::Contains("12 bits of F4 elements do not fill whole bytes"));
+  CHECK_THAT(error_of(file(R"({"a":{"dtype":"C128","shape":[1],"data_offsets":[0,16]}})", 16)), Catch::Contains("unsupported dtype 'C128'"));
+}

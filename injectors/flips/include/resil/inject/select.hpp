@@ -59,6 +59,15 @@ bool matches_any_path(const Glob& g, const ckpt::DatasetInfo& d);
 /// optimizer step counters, integer scalars, and everything under /meta.
 bool is_counter(const ckpt::DatasetInfo& d);
 
+/// The role --role filters on: the adapter's, or the resil schema's from a path (or alias) under
+/// /model/ or /optimizer/.
+TensorRole effective_role(const Tensor& t);
+constexpr const char* role_name(TensorRole r) noexcept {
+  return r == TensorRole::model ? "model" : r == TensorRole::optimizer ? "optimizer" : "other";
+}
+/// Whether select() skips a tensor unless an --include names it (is_counter or the adapter's flag).
+inline bool counter_of(const Tensor& t) { return t.counter || is_counter(t.info); }
+
 /// Filter a file's tensors (Storage::tensors()). A tensor whose bytes another one owns
 /// (`shared_with`) is never a target: shared bytes count once. Throws NothingSelectedError when no
 /// stored bit remains.

@@ -50,10 +50,19 @@ struct TorchScalar {
   double real = 0.0;
 };
 
+/// An object outside the tensor subset (argparse.Namespace, a numpy scalar or array, a user's
+/// class): read as an opaque value, never constructed; tensors in its arguments or state are found.
+struct TorchOpaque {
+  std::string name;  // its path, as a tensor's
+  Role role = Role::other;
+  std::string type;  // "argparse.Namespace", "numpy.core.multiarray.scalar"...
+};
+
 struct TorchState {
   std::vector<TorchTensor> tensors;   // in pickle order (a tensor reached by two paths is listed twice)
   std::vector<TorchStorage> storages; // each key once, in order of first use
   std::vector<TorchScalar> scalars;
+  std::vector<TorchOpaque> opaque;    // outermost opaque objects, in pickle order
   const TorchStorage* storage(const std::string& key) const noexcept;
 };
 
@@ -64,17 +73,24 @@ struct TorchState {
 /// tensors only) is model; a bare optimizer state_dict ("state" and "param_groups") is optimizer.
 TorchState torch_state(const Pickle& pickle);
 
-/// A whole torch.save archive: the zip directory, the archive's folder name, the state, and for
-/// each of state.storages (same order) its zip entry, checked to be stored and exactly as long as
-/// the storage.
+/// A whole torch.save file. Zip (torch >= 1.6 default): the zip directory, the archive's folder
+/// name, the state, and for each of state.storages (same order) its zip entry, checked to be
+/// stored and exactly as long as the storage. Legacy (`_use_new_zipfile_serialization=False`): a
+/// stream of pickles (magic number, protocol version 1001, system info, the object, the sorted
+/// storage keys), then each storage as an 8-byte little-endian element count and its elements.
 struct TorchArchive {
-  ZipDirectory zip;
-  std::string prefix;  // "archive/" (torch.save uses the file's stem)
+  bool legacy = false;
+  ZipDirectory zip;    // empty when legacy
+  std::string prefix;  // "archive/" (torch.save uses the file's stem); empty when legacy
   TorchState state;
-  std::vector<std::size_t> storage_entries;  // index into zip.entries, parallel to state.storages
+  std::vector<std::size_t> storage_entries;  // index into zip.entries, parallel to state.storages (zip only)
+  struct Span {
+    std::uint64_t offset = 0, size = 0;
+  };
+  std::vector<Span> storage_data;  // each storage's bytes in the file, parallel to state.storages (both forms)
 };
 
-/// Parse a torch.save file. The legacy (non-zip) torch format is refused with its own message.
+/// Parse a torch.save file: legacy when it starts with a pickle's PROTO opcode (0x80), else zip.
 TorchArchive parse_torch(Bytes file);
 
 }  // namespace resil::inject::formats
