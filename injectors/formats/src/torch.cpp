@@ -414,4 +414,21 @@ TorchArchive parse_torch(Bytes file) {
   return a;
 }
 
+std::vector<StorageViews> storage_views(const TorchState& state) {
+  std::unordered_map<std::string_view, std::size_t> index;
+  for (std::size_t s = 0; s < state.storages.size(); ++s) index.emplace(state.storages[s].key, s);
+  std::vector<StorageViews> out(state.storages.size());
+  for (const auto& t : state.tensors)
+    if (const auto it = index.find(t.storage_key); it != index.end()) out[it->second].viewers.push_back(&t);
+  for (auto& v : out) {
+    if (v.viewers.empty()) continue;
+    // A set, not a search of the list: a search per viewer made a list of a million references to
+    // one tensor quadratic (minutes for a few hundred bytes).
+    std::unordered_set<std::string> named{"/" + v.viewers.front()->name};
+    for (const auto* t : v.viewers)
+      if (std::string alias = "/" + t->name; named.insert(alias).second) v.aliases.push_back(std::move(alias));
+  }
+  return out;
+}
+
 }  // namespace resil::inject::formats

@@ -7,8 +7,6 @@
 // A storage all of whose viewers are counters (num_batches_tracked, an optimizer step, a 0-d
 // integer tensor) is a counter, excluded by default like HDF5 counters.
 #include <algorithm>
-#include <map>
-#include <unordered_set>
 #include <utility>
 
 #include "format_storages.hpp"
@@ -43,11 +41,10 @@ public:
     auto a = parse_named(path, [&] { return formats::parse_torch(formats::bytes_of(m.data(), m.size())); });
     legacy_ = a.legacy;
     zip_ = std::move(a.zip);
-    std::map<std::string, std::vector<const formats::TorchTensor*>> viewers;  // storage key -> tensors in pickle order
-    for (const auto& t : a.state.tensors) viewers[t.storage_key].push_back(&t);
+    auto views_of = formats::storage_views(a.state);
     for (std::size_t s = 0; s < a.state.storages.size(); ++s) {
       const auto& st = a.state.storages[s];
-      const auto& views = viewers[st.key];
+      const auto& views = views_of[s].viewers;
       if (views.empty()) continue;  // a storage no tensor views is not in the state
       const auto& first = *views.front();
       const auto& data = a.storage_data[s];
@@ -60,11 +57,7 @@ public:
       Item it;
       it.tensor = make_tensor(first.name, role_of(first.role), first.dtype, shape, false);
       it.tensor.counter = std::all_of(views.begin(), views.end(), [](const auto* v) { return v->counter; });
-      // A set, not a search of the list: a storage may have a million viewers (a list of references
-      // to one tensor), and the search made that quadratic (minutes for a few hundred bytes).
-      std::unordered_set<std::string> named{it.tensor.info.path};
-      for (const auto* v : views)
-        if (std::string alias = "/" + v->name; named.insert(alias).second) it.tensor.info.aliases.push_back(std::move(alias));
+      it.tensor.info.aliases = std::move(views_of[s].aliases);
       // The storage's identity: its zip member, or (legacy) its key in the stream.
       it.tensor.storage = legacy_ ? "data/" + st.key : zip_.entries[a.storage_entries[s]].name;
       it.extent = {data.offset, elements * size};

@@ -1,5 +1,6 @@
-// libFuzzer target: the pickle subset reader and the torch state walk must throw
-// CorruptInputError or succeed, never crash, never allocate beyond the input's size.
+// libFuzzer target: the pickle reader, the torch state walk (names) and the views of each storage
+// (alias lists) must throw CorruptInputError or succeed, never crash, never allocate beyond the
+// input's size.
 #include <cstddef>
 #include <cstdint>
 
@@ -9,7 +10,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
-    (void)resil::inject::formats::torch_state(resil::inject::formats::parse_pickle(resil::inject::formats::bytes_of(data, size)));
+    namespace f = resil::inject::formats;
+    // The state walk builds every tensor's name; storage_views every storage's alias list.
+    const f::TorchState state = f::torch_state(f::parse_pickle(f::bytes_of(data, size)));
+    (void)f::storage_views(state);
   } catch (const resil::CorruptInputError&) {
   }
   return 0;

@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const resil::CorruptInputError&) {
   }
   try {
-    (void)f::parse_torch(b);
+    const f::TorchArchive a = f::parse_torch(b);
+    (void)f::storage_views(a.state);
   } catch (const resil::CorruptInputError&) {
   }
   try {

@@ -40,7 +40,10 @@ for t in log pattern selection patch pickle safetensors zip npy; do
   # 1. Regression: every saved input (incl. past crashes) must pass.
   "$OUT/fuzz_$t" -runs=0 "$corpus" > "$OUT/replay_$t.log" 2>&1 || { tail -30 "$OUT/replay_$t.log"; exit 1; }
   # 2. Bounded fuzzing; a crash leaves crash-* in $OUT: copy it into the corpus to keep it.
-  "$OUT/fuzz_$t" -max_total_time="$SECS" -timeout=5 -rss_limit_mb=2048 -max_len=4096 \
+  # Timeout 30 s: a few hundred bytes of memoised lists reach the state walk's cap of 2^20 values
+  # (a million views of one storage, which torch.save writes and resil reads), about 10 s of one
+  # run under these sanitizers at -O1; a hang still fails.
+  "$OUT/fuzz_$t" -max_total_time="$SECS" -timeout=30 -rss_limit_mb=2048 -max_len=4096 \
       -artifact_prefix="$OUT/${t}_" "$work" "$corpus" > "$OUT/fuzz_$t.log" 2>&1 || {
     tail -40 "$OUT/fuzz_$t.log"; echo "fuzz_$t found a failure: see $OUT/${t}_*"; exit 1; }
   grep -E "^#[0-9]+.*DONE" "$OUT/fuzz_$t.log" | tail -1 || true

@@ -2,21 +2,14 @@
 
 #include <algorithm>
 #include <cassert>
-#include <chrono>
 #include <cstring>
 #include <string>
 
 #include "resil/core/error.hpp"
 #include "resil/ecrm/config.hpp"
+#include "clock.hpp"
 
 namespace resil::ecrm {
-
-namespace {
-double now_s() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
 
 std::size_t RowExchange::pos_of(const RowId& id) const {
   return static_cast<std::size_t>(std::lower_bound(owned_.begin(), owned_.end(), id) - owned_.begin());

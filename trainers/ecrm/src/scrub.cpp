@@ -1,17 +1,11 @@
 #include "resil/ecrm/scrub.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
-namespace resil::ecrm {
+#include "clock.hpp"
 
-namespace {
-double now_s() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
+namespace resil::ecrm {
 
 bool Scrub::verify(const MemberRow& r) {
   const auto& lay = store_.layout();

@@ -73,6 +73,17 @@ struct TorchState {
 /// tensors only) is model; a bare optimizer state_dict ("state" and "param_groups") is optimizer.
 TorchState torch_state(const Pickle& pickle);
 
+/// The tensors that view one storage and the names they give it: `viewers` in pickle order, and
+/// `aliases`, "/" + the name of each viewer after the first, each name once (the first viewer's name
+/// is the storage's). Linear in the number of tensors: a storage may have a million viewers.
+struct StorageViews {
+  std::vector<const TorchTensor*> viewers;
+  std::vector<std::string> aliases;
+};
+
+/// One StorageViews per state.storages entry (same order); pointers into `state.tensors`.
+std::vector<StorageViews> storage_views(const TorchState& state);
+
 /// A whole torch.save file. Zip (torch >= 1.6 default): the zip directory, the archive's folder
 /// name, the state, and for each of state.storages (same order) its zip entry, checked to be
 /// stored and exactly as long as the storage. Legacy (`_use_new_zipfile_serialization=False`): a
