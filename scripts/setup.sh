@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config ninja-build
   libhdf5-dev hdf5-tools libisal-dev libmpich-dev mpich libcli11-dev catch2
   nlohmann-json3-dev zlib1g-dev libxxhash-dev libssl-dev libdeflate-dev
-  python3-h5py python3-numpy python3-matplotlib dataset-fashion-mnist fortunes python3-torch
+  python3-h5py python3-numpy python3-matplotlib python3-scipy dataset-fashion-mnist fortunes python3-torch
   clang libclang-rt-14-dev
   slurm-wlm munge
 )
