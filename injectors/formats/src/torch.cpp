@@ -422,8 +422,8 @@ std::vector<StorageViews> storage_views(const TorchState& state) {
     if (const auto it = index.find(t.storage_key); it != index.end()) out[it->second].viewers.push_back(&t);
   for (auto& v : out) {
     if (v.viewers.empty()) continue;
-    // A set, not a search of the list: a search per viewer made a list of a million references to
-    // one tensor quadratic (minutes for a few hundred bytes).
+    // A set, not a search of the list: a storage may have a million viewers (a list of references
+    // to one tensor), which a search per viewer makes quadratic.
     std::unordered_set<std::string> named{"/" + v.viewers.front()->name};
     for (const auto* t : v.viewers)
       if (std::string alias = "/" + t->name; named.insert(alias).second) v.aliases.push_back(std::move(alias));
