@@ -86,22 +86,28 @@ def _flip(j):
                 new=int(j["new"], 16), old_value=_value(j.get("old_value")), new_value=_value(j.get("new_value")), file=j.get("file"))
 
 
-def read_flip_log(path):
-    """A `ckpt-flip inject --log` file (resil-flip-log/1) as a FlipLog of Flip records. Raw
-    (`--raw`) records are kept as dicts."""
-    header, flips, footer = None, [], None
+def _jsonl(path):
+    """(line number, value) of each non-blank line of a JSONL file. A last line that is not JSON is
+    text cut by a kill while it was written (a flip log's record, or a trial that runs again when
+    the campaign continues): skipped; any other is a FormatError."""
     with open(path, "rb") as f:
-        data = f.read()
-    lines = data.split(b"\n")
+        lines = f.read().split(b"\n")
     for n, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
         try:
-            j = json.loads(raw)
+            yield n, json.loads(raw)
         except ValueError as e:
-            if n == len(lines):  # text that ends inside a line: cut by a kill while it was written
-                break
+            if n == len(lines):
+                return
             raise FormatError(f"{path}:{n}: not JSON: {e}") from None
+
+
+def read_flip_log(path):
+    """A `ckpt-flip inject --log` file (resil-flip-log/1) as a FlipLog of Flip records. Raw
+    (`--raw`) records are kept as dicts."""
+    header, flips, footer = None, [], None
+    for n, j in _jsonl(path):
         kind = j.get("type") if isinstance(j, dict) else None
         try:
             if kind == "header":
@@ -157,18 +163,7 @@ def read_records(campaign_dir):
     recorded twice with the same class counts once, with another class is a FormatError."""
     by_trial = {}
     for path in sorted(glob.glob(os.path.join(campaign_dir, "results", "*.jsonl"))):
-        with open(path, "rb") as f:
-            data = f.read()
-        lines = data.split(b"\n")
-        for n, raw in enumerate(lines, 1):
-            if not raw.strip():
-                continue
-            try:
-                r = json.loads(raw)
-            except ValueError as e:
-                if n == len(lines):  # a torn last line: that trial runs again when the campaign continues
-                    break
-                raise FormatError(f"{path}:{n}: not JSON: {e}") from None
+        for n, r in _jsonl(path):
             if not isinstance(r, dict) or not isinstance(r.get("trial"), int) or r.get("class") not in CLASSES:
                 raise FormatError(f"{path}:{n}: not a trial record (trial id and a known class expected)")
             t = r["trial"]
