@@ -231,7 +231,13 @@ Segment Segment::create(const std::string& job, const SegmentIdentity& id, const
     ::shm_unlink(shm_name(job, id.rank).c_str());
     throw IoError(p + ": cannot size to " + std::to_string(o.total) + " bytes: " + std::strerror(e));
   }
-  auto s = open_mapped(p, std::move(fd), lay);
+  Segment s;
+  try {
+    s = open_mapped(p, std::move(fd), lay);  // fails under an address-space limit (ulimit -v) below the segment
+  } catch (...) {
+    ::shm_unlink(shm_name(job, id.rank).c_str());  // a segment that never held state is not left behind
+    throw;
+  }
   auto& h = s.head();
   h.version = version;
   h.config_hash = id.config_hash;
