@@ -28,6 +28,7 @@ stdout, OUT/trials.jsonl, OUT/summary.json and OUT/scrub_campaign.png.
 usage: scrub_campaign.py EC_TRAIN [--trials 10] [--targets row,parity,mlp,opt]
        [--cadences off,touched,sweep:4,touched+sweep:4] [--ranks 4] [--k 3] [--m 1] [--steps 30]
        [--rows 600] [--bits all] [--model flip] [--mpiexec mpiexec] [--out DIR] [--seed 1] [--no-plot]
+       scrub_campaign.py EC_TRAIN --plot-only --out DIR     (the plot again from DIR/summary.json)
 """
 import json
 import os
@@ -159,32 +160,44 @@ def main():
     with open(os.path.join(OUT, "summary.json"), "w") as f:
         json.dump({"ranks": RANKS, "k": K, "m": M, "steps": STEPS, "rows": int(ROWS), "trials": TRIALS, "bits": BITS, "model": MODEL,
                    "golden": golden["state_hash"], "golden_loss": golden["final_loss"], "summary": summary}, f, indent=1)
-    if "--no-plot" in sys.argv:
-        return
+    if "--no-plot" not in sys.argv:
+        plot(summary, TARGETS, CADENCES, TRIALS, f"ec-train --scrub, {RANKS} ranks, k={K} m={M}, --inject-bits {BITS} --inject-model {MODEL}")
+
+
+def plot(summary, targets, cadences, trials, title):
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4))
-        width = 0.8 / len(TARGETS)
-        for i, target in enumerate(TARGETS):
-            rows = [next(r for r in summary if r["target"] == target and r["cadence"] == c) for c in CADENCES]
-            xs = [x + i * width for x in range(len(CADENCES))]
-            ax.bar(xs, [100 * r["escaped"] / TRIALS for r in rows], width, label=target)
-            ax2.bar(xs, [r["median_steps_to_repair"] or 0 for r in rows], width, label=target)
-        for a in (ax, ax2):
-            a.set_xticks([x + 0.4 - width / 2 for x in range(len(CADENCES))])
-            a.set_xticklabels(CADENCES)
-            a.legend()
-        ax.set_ylabel("escapes (completed in another state), % of trials")
-        ax.set_title(f"one flip per run, {TRIALS} trials per bar")
-        ax2.set_ylabel("median steps from flip to repair")
-        ax2.set_title("repaired flips (none: no bar)")
-        fig.suptitle(f"ec-train --scrub, {RANKS} ranks, k={K} m={M}, --inject-bits {BITS} --inject-model {MODEL}")
-        fig.tight_layout()
-        fig.savefig(os.path.join(OUT, "scrub_campaign.png"), dpi=110)
     except ImportError:
         print("scrub_campaign: matplotlib not found: no plot")
+        return
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.2))
+    width = 0.8 / len(targets)
+    for i, target in enumerate(targets):
+        rows = [next(r for r in summary if r["target"] == target and r["cadence"] == c) for c in cadences]
+        xs = [x + i * width for x in range(len(cadences))]
+        ax.bar(xs, [100 * r["escaped"] / trials for r in rows], width, label=target)
+        ax2.bar(xs, [r["median_steps_to_repair"] or 0 for r in rows], width, label=target)
+    for a in (ax, ax2):
+        a.set_xticks([x + 0.4 - width / 2 for x in range(len(cadences))])
+        a.set_xticklabels(cadences)
+        a.legend(ncol=len(targets), loc="upper center", fontsize="small")
+    ax.set_ylim(0, 125)
+    ax2.set_ylim(0, 1.3 * max([r["median_steps_to_repair"] or 0 for r in summary] + [1]))
+    ax.set_ylabel("escapes (completed in another state), %")
+    ax.set_title(f"one flip per run, {trials} trials per bar")
+    ax2.set_ylabel("median steps from flip to repair")
+    ax2.set_title("repaired flips (none repaired: no bar)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(os.path.join(OUT, "scrub_campaign.png"), dpi=110)
 
 
-main()
+if "--plot-only" in sys.argv:  # the plot again, from OUT/summary.json
+    with open(os.path.join(OUT, "summary.json")) as f:
+        S = json.load(f)
+    plot(S["summary"], list(dict.fromkeys(r["target"] for r in S["summary"])), list(dict.fromkeys(r["cadence"] for r in S["summary"])), S["trials"],
+         f"ec-train --scrub, {S['ranks']} ranks, k={S['k']} m={S['m']}, --inject-bits {S['bits']} --inject-model {S['model']}")
+else:
+    main()
