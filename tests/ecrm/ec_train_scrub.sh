@@ -9,7 +9,8 @@
 # in a row between its update and its parity delta: repaired; without --scrub the same flip ends in
 # another state, so the case can fail), sweep (a row never read again, found by the sweep before the
 # end), kill-repair (two flipped rows on one rank, which is killed -9 right after writing the first
-# repaired row; relaunched, the second is found and repaired), log (the flip log's records, read by
+# repaired row; relaunched, the second is found and repaired, and the flip log the relaunch
+# completed reads as one), log (the flip log's records, read by
 # ckpt-flip's reader through FLIP_LOG_READ and by Python's resil.results, which must agree), models
 # (--inject-bits and --inject-model: the anchor in the selected field, the fault model's mask),
 # replica (a flip in rank 2's MLP replica or Adam state: the report's replica hashes tell the ranks
@@ -115,9 +116,12 @@ case $case in
     ref 2 1
     job=ctest-scrub-$$
     "$run" -n 4 --ec-train "$bin" --max-restarts 2 -- "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --scrub --scrub-cadence touched+sweep \
-      --scrub-sweep 1000 --inject row@6:rank=1,row@6:rank=1 --kill 1@6:scrub --report r.json >run.out 2>&1 || fail "launcher: $(tail -5 run.out)"
+      --scrub-sweep 1000 --inject row@6:rank=1,row@6:rank=1 --kill 1@6:scrub --inject-log flips.jsonl --report r.json >run.out 2>&1 ||
+      fail "launcher: $(tail -5 run.out)"
     [ "$(field r.json relaunches)" = 1 ] || fail "expected one relaunch: $(field r.json relaunches)"
     same r.json
+    # The relaunch appended the footer to the first launch's log, counting its records.
+    compare_readers flips.jsonl
     ls /dev/shm | grep -q "resil-ec-$job-" && fail "segments left behind"
     echo "ok: killed inside the repair, relaunched, state_hash $(field r.json state_hash)" ;;
   during-rebuild)
