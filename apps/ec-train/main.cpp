@@ -8,6 +8,7 @@
 #include <span>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -21,6 +22,8 @@
 #include "resil/ckpt/hash.hpp"
 #include "resil/ecrm/engine.hpp"
 #include "resil/ecrm/segment.hpp"
+#include "resil/inject/fault_model.hpp"
+#include "resil/inject/select_expr.hpp"
 #include "resil/train/agree.hpp"
 #include "resil/train/comm.hpp"
 #include "resil/train/preempt.hpp"
@@ -31,7 +34,7 @@ namespace {
 
 struct Options {
   ecrm::Config cfg;
-  std::string fail, kill, inject, scrub_cadence = "touched", inject_log, ckpt_dir = "ec-train-ckpt", report, bottom_mlp = "32", top_mlp = "32";
+  std::string fail, kill, inject, scrub_cadence = "touched", inject_log, inject_bits = "all", inject_model = "flip", ckpt_dir = "ec-train-ckpt", report, bottom_mlp = "32", top_mlp = "32";
   std::optional<std::string> job_id;
   std::optional<std::uint64_t> seed, inject_seed;
   bool cleanup = false;
@@ -53,6 +56,12 @@ std::string default_job_id(int argc, char** argv) {
   return "cmd-" + ckpt::hex_u64(ckpt::xxh64(std::as_bytes(std::span(cmd.data(), cmd.size()))));
 }
 
+// A message of ckpt-flip's --bits / --model parser, naming ec-train's option instead.
+std::string as_inject_option(const std::string& message, const std::string& option) {
+  if (message.rfind(option + " ", 0) == 0) return "--inject-" + message.substr(2);
+  return "--inject-" + option.substr(2) + ": " + message;
+}
+
 const char* examples = R"(Examples:
   mpiexec -n 6 ec-train --k 4 --m 2 --steps 300 --seed 3 --ft ec --fail 2@100,3@100 --report r.json
       two ranks lose their memory at step 100; training goes on with degraded reads while their
@@ -68,6 +77,9 @@ const char* examples = R"(Examples:
   mpiexec -n 4 ec-train --k 2 --m 2 --seed 3 --scrub --inject row@10,parity@20,stripe@30:members=2 --inject-log flips.jsonl
       bit flips in a shard row, a parity row and two members of one codeword, each found by its row
       checksum and repaired by the code; the report's state_hash equals the fault-free run's
+  mpiexec -n 4 ec-train --k 3 --m 1 --seed 3 --inject mlp@10:rank=2 --inject-bits exponent --inject-model adjacent:2 --inject-log f.jsonl
+      two adjacent exponent bits of one word of rank 2's MLP replica (the code does not cover the
+      MLPs): the report says the replicas diverged, and the state_hash differs from the fault-free run's
   scripts/hpc/ec-train-run.sh -n 4 -- --k 3 --m 1 --commit in-step --kill 1@100:node --job-id j1 --seed 3
       a real kill -9 with node loss at step 100, relaunched; step 99 was committed when it ended,
       so nothing is redone (with the default --commit next-step step 99 is redone)
@@ -106,6 +118,14 @@ void setup(CLI::App& app, Options& o) {
                  "TARGET@STEP[:rank=R][:stripe=S][:members=J][:bits=B][:at=start|delta][,...]: flip bits in memory at STEP; TARGET row "
                  "(a shard row), parity (a parity row), stripe (J members of one codeword), mlp (an MLP replica), opt (its Adam state)");
   app.add_option("--inject-seed", o.inject_seed, "seed of the --inject draws (default: --seed)")->transform(app::Decimal());
+  app.add_option("--inject-bits", o.inject_bits,
+                 "the bits of a 32-bit word a fault's anchor is drawn from, as ckpt-flip inject --bits: sign, exponent, exponent-msb, mantissa, "
+                 "mantissa-high, msb, lsb, all, numbers and ranges (0-7,31)")
+      ->capture_default_str();
+  app.add_option("--inject-model", o.inject_model,
+                 "what a fault does to the word, as ckpt-flip inject --model: flip, adjacent:K, random-bits:K, burst[:K], stuck-at-0, stuck-at-1, "
+                 "random-value, zero, pattern:FILE.json")
+      ->capture_default_str();
   app.add_option("--inject-log", o.inject_log, "append the flips to this flip log (JSON lines, rank 0)")->check(app::NonEmptyPath());
   app.add_option("--job-id", o.job_id, "state segments /dev/shm/resil-ec-JOB-RANK (default: SLURM_JOB_ID, PBS_JOBID, else a hash of the command line)");
   app.add_flag("--cleanup", o.cleanup, "remove the state segments of --job-id left by a run that did not complete, and exit");
@@ -190,6 +210,27 @@ int run(Options& o, const train::Comm& comm, const std::string& job_id) {
   if (o.scrub_cadence == "touched" && c.scrub_sweep > 0) throw UsageError("--scrub-sweep " + std::to_string(c.scrub_sweep) + " needs --scrub-cadence sweep or touched+sweep");
   if (o.scrub_cadence.find("sweep") != std::string::npos && c.scrub_sweep == 0) c.scrub_sweep = 16;
   c.inject_log = o.inject_log;
+  if (o.inject_bits.empty()) throw UsageError("--inject-bits: empty (leave it out, or say all)");
+  c.inject_bits = o.inject_bits;
+  try {
+    c.inject_allowed = static_cast<std::uint32_t>(inject::BitSpec::parse(o.inject_bits).mask_for(ckpt::DType::f32));
+  } catch (const UsageError& e) {
+    throw UsageError(as_inject_option(e.what(), "--bits"));
+  }
+  if (c.inject_allowed == 0) throw UsageError("--inject-bits " + o.inject_bits + " selects no bit of a 32-bit float word");
+  {
+    std::shared_ptr<inject::FaultModel> model;
+    try {
+      model = std::make_shared<inject::FaultModel>(inject::FaultModel::parse(o.inject_model));
+    } catch (const UsageError& e) {
+      throw UsageError(as_inject_option(e.what(), "--model"));
+    }
+    c.inject_model = model->name();
+    if (model->kind() != inject::FaultModel::Kind::flip)
+      c.inject_fault = [model](std::uint32_t old, unsigned anchor, std::uint32_t allowed, Rng& rng) {
+        return static_cast<std::uint32_t>(model->apply(old, 32, anchor, allowed, rng));
+      };
+  }
   c.validate(comm.size());
   c.seed_given = o.seed.has_value();
   if (o.seed) c.seed = *o.seed;

@@ -15,7 +15,7 @@ scrub's own check and repair seconds per step from the report, and whether every
 state (scrub changes no bit of a fault-free run). Goals are printed as ratios, never asserted.
 Results: a table on stdout and OUT/bench_ec_scrub.json.
 
-usage: bench_ec_scrub.py EC_TRAIN [--sizes 64M,256M] [--ranks 4] [--k 3] [--m 1] [--steps 80] [--warm 10]
+usage: bench_ec_scrub.py EC_TRAIN [--sizes 64M,256M,1G] [--ranks 4] [--k 3] [--m 1] [--steps 80] [--warm 10]
        [--reps 3] [--sweep 16] [--mlp 512,256,64/512,256] [--mpiexec mpiexec] [--out DIR]
 """
 import json

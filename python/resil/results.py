@@ -5,7 +5,7 @@ strings), so a notebook can count, filter and plot without parsing by hand:
     c = results.read_campaign("out/pytorch/eval")        # campaign.json, golden.json, every shard's records
     rows = results.trials_table(c.records)                # one flat dict per trial: class, group, metric, field, bit, tensor, ...
     rep = results.read_report("out/pytorch/eval/report.json")   # `ckpt-flip report --json`
-    log = results.read_flip_log("flips.jsonl")            # `ckpt-flip inject --log`
+    log = results.read_flip_log("flips.jsonl")            # `ckpt-flip inject --log`, `ec-train --inject-log`
 
 Formats: docs/reference/flip-log.md, docs/reference/campaign.md. Malformed input raises
 FormatError naming the file and line; a torn last line of a results file (a campaign killed while
@@ -67,6 +67,9 @@ class Flip:
     old_value: object = None  # float (nan and inf included) for floating dtypes; None otherwise
     new_value: object = None
     file: str = None          # the shard file, in a campaign record of an mp checkpoint
+    step: int = None          # an ec-train --inject log: the step it was flipped at,
+    rank: int = None          # the rank whose memory held the word,
+    target: str = None        # and the --inject target (row, parity, stripe, mlp, opt)
 
 
 @dataclasses.dataclass
@@ -83,7 +86,8 @@ class FlipLog:
 def _flip(j):
     return Flip(seq=j.get("seq", 0), dataset=j["dataset"], index=j["index"], nd=list(j.get("nd", [j["index"]])), dtype=j["dtype"],
                 anchor=j.get("anchor", j.get("bit")), bits=list(j.get("bits", [])), mask=int(j["mask"], 16), old=int(j["old"], 16),
-                new=int(j["new"], 16), old_value=_value(j.get("old_value")), new_value=_value(j.get("new_value")), file=j.get("file"))
+                new=int(j["new"], 16), old_value=_value(j.get("old_value")), new_value=_value(j.get("new_value")), file=j.get("file"),
+                step=j.get("step"), rank=j.get("rank"), target=j.get("target"))
 
 
 def _jsonl(path):

@@ -2,18 +2,25 @@
 # ec-train --scrub: bit flips in the shard store (--inject) found by the row checksums and repaired
 # by the erasure code while training goes on; each repaired run must end with the fault-free run's
 # state_hash and parity equal to a fresh encode.
-#   ec_train_scrub.sh CASE EC_TRAIN MPIEXEC WORKDIR
+#   ec_train_scrub.sh CASE EC_TRAIN MPIEXEC WORKDIR FLIP_LOG_READ
 # CASEs: row (a shard row), parity (a parity row), stripe-m (m members of one codeword: the limit),
 # beyond (m + 1 members: exit 8 naming the codeword, the report saying where), beyond-fallback (the
 # same with --fallback-ckpt: the newest checkpoint, then the fault-free state), before-delta (a flip
 # in a row between its update and its parity delta: repaired; without --scrub the same flip ends in
 # another state, so the case can fail), sweep (a row never read again, found by the sweep before the
 # end), kill-repair (two flipped rows on one rank, which is killed -9 right after writing the first
-# repaired row; relaunched, the second is found and repaired), log (the flip log's records),
-# during-rebuild (flips while a failed rank's stripes are rebuilt), usage (bad --scrub and --inject
-# settings: one line, exit 2).
+# repaired row; relaunched, the second is found and repaired, and the flip log the relaunch
+# completed reads as one), log (the flip log's records, read by
+# ckpt-flip's reader through FLIP_LOG_READ and by Python's resil.results, which must agree), models
+# (--inject-bits and --inject-model: the anchor in the selected field, the fault model's mask),
+# replica (a flip in rank 2's MLP replica or Adam state: the report's replica hashes tell the ranks
+# apart and the state_hash differs from the fault-free run's, even where rank 0's state does not),
+# campaign (a small campaign of bench/ec/scrub_campaign.py: one ec-train run per flip, classified
+# against the fault-free state_hash; a row flip under --scrub is repaired, without it detected at the
+# end; an MLP flip is never masked), during-rebuild (flips while a failed rank's stripes are rebuilt),
+# usage (bad --scrub and --inject settings: one line, exit 2).
 set -u
-case=$1 bin=$2 mpiexec=$3 dir=$4/scrub-$1
+case=$1 bin=$2 mpiexec=$3 dir=$4/scrub-$1 logread=${5:-}
 here=$(cd "$(dirname "$0")" && pwd)
 run=$here/../../scripts/hpc/ec-train-run.sh
 rm -rf "$dir"; mkdir -p "$dir"; cd "$dir" || exit 1
@@ -38,6 +45,22 @@ r = json.load(open(sys.argv[1]))
 bad = [i for i in r["injections"] if i.get("repaired_step") is None or i["repaired_step"] < i["step"]]
 sys.exit(1 if bad or not r["injections"] else 0)' "$1" || fail "an injection was not repaired: $(field "$1" injections)"
   echo "ok: $2 repairs $got, state_hash $(field "$1" state_hash)"
+}
+
+compare_readers() {  # compare_readers LOG: ckpt-flip's reader and Python's resil.results read the same records
+  "$logread" "$1" >cpp.json || fail "ckpt-flip's reader refused $1: $(cat cpp.json)"
+  PYTHONPATH=$here/../../python /usr/bin/python3 - "$1" cpp.json <<'PY' || fail "the readers disagree on $1"
+import json, sys
+from resil import results
+log, cpp = results.read_flip_log(sys.argv[1]), json.load(open(sys.argv[2]))
+assert cpp["complete"] and log.complete and cpp["seed"] == log.header["seed"] and cpp["model"] == log.header["model"], (cpp, log.header)
+assert len(cpp["records"]) == len(log.flips) > 0
+for c, p in zip(cpp["records"], log.flips):
+    assert (c["dataset"], c["index"], c["nd"], c["dtype"], c["anchor"], c["old"], c["new"], c["mask"]) == \
+           (p.dataset, p.index, p.nd, p.dtype, p.anchor, p.old, p.new, p.mask), (c, p)
+    assert p.step is not None and p.rank is not None and p.target in ("row", "parity", "stripe", "mlp", "opt"), p
+print(f"ok: both readers: {len(log.flips)} records of {sys.argv[1]}")
+PY
 }
 
 case $case in
@@ -93,9 +116,12 @@ case $case in
     ref 2 1
     job=ctest-scrub-$$
     "$run" -n 4 --ec-train "$bin" --max-restarts 2 -- "${S[@]}" --k 2 --m 1 --ft ec --job-id "$job" --scrub --scrub-cadence touched+sweep \
-      --scrub-sweep 1000 --inject row@6:rank=1,row@6:rank=1 --kill 1@6:scrub --report r.json >run.out 2>&1 || fail "launcher: $(tail -5 run.out)"
+      --scrub-sweep 1000 --inject row@6:rank=1,row@6:rank=1 --kill 1@6:scrub --inject-log flips.jsonl --report r.json >run.out 2>&1 ||
+      fail "launcher: $(tail -5 run.out)"
     [ "$(field r.json relaunches)" = 1 ] || fail "expected one relaunch: $(field r.json relaunches)"
     same r.json
+    # The relaunch appended the footer to the first launch's log, counting its records.
+    compare_readers flips.jsonl
     ls /dev/shm | grep -q "resil-ec-$job-" && fail "segments left behind"
     echo "ok: killed inside the repair, relaunched, state_hash $(field r.json state_hash)" ;;
   during-rebuild)
@@ -114,23 +140,95 @@ import json, struct, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 h, recs, foot = lines[0], lines[1:-1], lines[-1]
 assert h["type"] == "header" and h["format"] == "resil-flip-log/1" and h["tool"] == "ec-train" and h["seed"] == 5, h
-assert foot == {"type": "footer", "applied": 6}, foot
+assert foot == {"type": "footer", "applied": 6, "output_sha256": ""}, foot
+assert [r["seq"] for r in recs] == list(range(6)), [r["seq"] for r in recs]
 assert [r["target"] for r in recs] == ["row", "parity", "mlp", "opt", "stripe", "stripe"], [r["target"] for r in recs]
 for r in recs:
     old, new, mask = int(r["old"], 16), int(r["new"], 16), int(r["mask"], 16)
     assert old ^ new == mask and sorted(r["bits"]) == [b for b in range(32) if mask >> b & 1] and r["anchor"] in r["bits"], r
-    v = struct.unpack("<f", struct.pack("<I", old))[0]
+    v = struct.unpack("<f", struct.pack("<I", old))[0] if r["dtype"] == "f32" else old
     assert r["old_value"] == v or (v != v and r["old_value"] == "nan"), r
-assert len(recs[3]["bits"]) == 2 and recs[2]["dataset"].startswith("/model/") and recs[3]["dataset"].startswith("/optimizer/"), recs[2:4]
+assert len(recs[3]["bits"]) == 2 and recs[2]["dataset"].startswith("/rank2/model/") and recs[3]["dataset"].startswith("/rank3/optimizer/"), recs[2:4]
+assert all(r["dtype"] == ("u32" if r["dataset"].startswith("/parity/") else "f32") for r in recs) and recs[1]["dtype"] == "u32", recs
 assert recs[0]["dataset"].startswith("/embedding/table") and recs[1]["dataset"].startswith("/parity/table"), recs[:2]
 assert recs[4]["stripe"] == recs[5]["stripe"] and recs[4]["member_row"] == recs[5]["member_row"] and recs[4]["member"] != recs[5]["member"]
 print("ok: flip log", len(recs), "records")
 PY
+    compare_readers flips.jsonl
     # The same seed flips the same bits.
     ec --k 2 --m 2 --scrub --inject row@3:rank=1,parity@4,mlp@5:rank=2,opt@5:rank=3:bits=2,stripe@6:members=2 --inject-seed 5 \
        --inject-log again.jsonl --report r2.json || fail "second run"
     cmp <(tail -n +2 flips.jsonl | sed 's/"t":[^,}]*//') <(tail -n +2 again.jsonl | sed 's/"t":[^,}]*//') || fail "the same --inject-seed flipped other bits"
     [ "$(field r.json state_hash)" = "$(field r2.json state_hash)" ] || fail "same flips, other state" ;;
+  models)
+    # ckpt-flip's bit fields and fault models: two adjacent bits from an exponent anchor, and a
+    # sign flip, in rows, parity rows and a replica.
+    ec --k 2 --m 2 --scrub --inject row@3,parity@4,mlp@5:rank=1,opt@6 --inject-seed 9 --inject-bits exponent --inject-model adjacent:2 \
+       --inject-log adj.jsonl --report r.json || fail "run: $(tail -3 run.out)"
+    /usr/bin/python3 - adj.jsonl <<'PY' || fail "adjacent:2 flip log"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+h, recs = lines[0], lines[1:-1]
+assert h["model"] == "adjacent:2" and h["bits"] == "exponent" and "--inject-model=adjacent:2" in h["args"], h
+assert len(recs) == 4, recs
+for r in recs:
+    a, bits = r["anchor"], r["bits"]
+    assert 23 <= a <= 30 and bits == [a, a + 1], r
+print("ok: adjacent:2 from exponent anchors", [r["anchor"] for r in recs])
+PY
+    compare_readers adj.jsonl
+    ec --k 2 --m 2 --scrub --inject row@3,mlp@5:rank=3 --inject-bits sign --inject-log sign.jsonl --report s.json || fail "run: $(tail -3 run.out)"
+    /usr/bin/python3 -c 'import json,sys
+recs = [json.loads(l) for l in open(sys.argv[1])][1:-1]
+assert len(recs) == 2 and all(r["bits"] == [31] and r["anchor"] == 31 and r["mask"] == "0x80000000" for r in recs), recs
+print("ok: sign flips")' sign.jsonl || fail "sign flip log"
+    compare_readers sign.jsonl ;;
+  replica)
+    # Data parallelism never re-synchronises the MLP replicas: a flip in rank 2's stays in rank 2.
+    # At the last step a flip in its Adam state reaches only its own update: rank 0's replica is
+    # the fault-free one, so a hash of rank 0's state alone calls the run masked.
+    ref 2 1
+    /usr/bin/python3 -c 'import json,sys
+r = json.load(open(sys.argv[1]))["replicas"]
+assert r["diverged"] is False and len(set(r["xxh64"])) == 1 and len(r["xxh64"]) == 4, r' ref.json || fail "fault-free replicas: $(field ref.json replicas)"
+    for t in opt mlp; do
+      ec --k 2 --m 1 --inject $t@24:rank=2 --inject-bits exponent-msb --inject-seed 4 --report $t.json || fail "$t run: $(tail -3 run.out)"
+      /usr/bin/python3 - $t ref.json $t.json <<'PY' || fail "$t flip in rank 2's replica"
+import json, sys
+t, ref, run = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+r, g = run["replicas"], ref["replicas"]["xxh64"]
+assert r["diverged"] is True, r
+assert r["xxh64"][2] != r["xxh64"][0] and r["xxh64"][0] == r["xxh64"][1] == r["xxh64"][3], r
+assert run["state_hash"] != ref["state_hash"], (run["state_hash"], ref["state_hash"])
+if t == "opt":
+    assert r["xxh64"][0] == g[0], "rank 0's replica should be the fault-free one"
+print(f"ok: {t} flip in rank 2: replicas {r['xxh64']}, state_hash {run['state_hash']} != {ref['state_hash']}")
+PY
+      grep -q "MLP replicas diverged" run.out || fail "no line saying the replicas diverged: $(cat run.out)"
+    done ;;
+  campaign)
+    /usr/bin/python3 "$here/../../bench/ec/scrub_campaign.py" "$bin" --mpiexec "$mpiexec" --trials 2 --targets row,mlp --cadences off,touched \
+      --steps 12 --rows 300 --no-plot --out c >campaign.out 2>&1 || fail "campaign: $(tail -5 campaign.out)"
+    /usr/bin/python3 - c <<'PY' || fail "campaign records: $(cat c/trials.jsonl)"
+import json, os, sys
+recs = [json.loads(l) for l in open(os.path.join(sys.argv[1], "trials.jsonl"))]
+assert len(recs) == 8, len(recs)
+for r in recs:
+    assert r["class"] in ("repaired", "masked", "escaped", "detected"), r
+    assert len(r["flips"]) == 1 and r["flips"][0]["step"] == r["step"] and r["flips"][0]["rank"] in range(4), r
+    f = r["flips"][0]
+    if r["target"] == "row":
+        assert f["dataset"].startswith("/embedding/table"), f
+        want = "repaired" if r["cadence"] == "touched" else "detected"
+        assert r["class"] == want and (want != "repaired" or r["flip_to_repair_steps"] >= 0), r
+    else:
+        assert f["dataset"].startswith(f"/rank{f['rank']}/model/"), f
+        assert r["class"] != "masked" and (r["class"] == "detected" or r["replicas_diverged"] is True), r
+summary = json.load(open(os.path.join(sys.argv[1], "summary.json")))["summary"]
+assert [(x["target"], x["cadence"], x["trials"]) for x in summary] == [("row", "off", 2), ("row", "touched", 2), ("mlp", "off", 2), ("mlp", "touched", 2)], summary
+print("ok: campaign of", len(recs), "trials:", [(r["target"], r["cadence"], r["class"]) for r in recs])
+PY
+    ;;
   usage)
     # Bad --scrub and --inject settings: one error line naming the option, exit 2, before any training.
     chk=$here/ec_train_check.py
@@ -148,6 +246,10 @@ PY
     expect "^ec-train: error: --inject parity@3:rank=7: there are only 4 ranks" --ft ec --inject parity@3:rank=7
     expect "^ec-train: error: --inject parity@3: only --ft ec keeps parity" --ft none --inject parity@3
     expect "^ec-train: error: --inject stripe@3:members=4: a stripe has k \\+ m = 3 members" --ft ec --inject stripe@3:members=4
+    expect "^ec-train: error: --inject-bits 'bogus': 'bogus' is not a bit number or field name" --ft ec --inject row@3 --inject-bits bogus
+    expect "^ec-train: error: --inject-model 'adjacent:99': K must be" --ft ec --inject row@3 --inject-model adjacent:99
+    expect "^ec-train: error: --inject row@3:bits=2: bits=2 is a fault model of its own" --ft ec --inject row@3:bits=2 --inject-model stuck-at-1
+    expect "^ec-train: error: --inject row@3:bits=3: bits=3 needs as many selected bits, and --inject-bits sign selects 1" --ft ec --inject row@3:bits=3 --inject-bits sign
     expect "^ec-train: error: --kill 1@3:scrub: a kill inside a scrub repair needs --scrub" --ft ec --job-id x --kill 1@3:scrub
     echo "ok: usage errors" ;;
   *) fail "unknown case $case" ;;

@@ -1,6 +1,7 @@
 #include "resil/ecrm/config.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <sstream>
 #include <string_view>
@@ -191,6 +192,11 @@ void Config::validate(int world) const {
       throw UsageError(item + ": only --ft ec keeps parity");
     if (f.target == InjectTarget::stripe && (f.members > k + m || f.member >= k + m))
       throw UsageError(item + ": a stripe has k + m = " + std::to_string(k + m) + " members");
+    if (f.bits > std::popcount(inject_allowed))
+      throw UsageError(item + ": bits=" + std::to_string(f.bits) + " needs as many selected bits, and --inject-bits " + inject_bits + " selects " +
+                       std::to_string(std::popcount(inject_allowed)));
+    if (f.bits > 1 && inject_fault) throw UsageError(item + ": bits=" + std::to_string(f.bits) + " is a fault model of its own (random-bits:" +
+                                                     std::to_string(f.bits) + "); drop it or --inject-model " + inject_model);
     if (f.row >= static_cast<int>(rows_per_fragment)) throw UsageError(item + ": a fragment has --rows-per-fragment " + std::to_string(rows_per_fragment) + " rows");
   }
   if (signal_at > steps)

@@ -15,6 +15,7 @@
 #include "engine_impl.hpp"
 #include "resil/ckpt/checkpoint.hpp"
 #include "resil/ckpt/hash.hpp"
+#include "resil/config.hpp"
 #include "resil/core/rng.hpp"
 #include "resil/train/agree.hpp"
 #include "resil/train/preempt.hpp"
@@ -340,6 +341,25 @@ std::string Engine::state_hash() {
   store_.hash_into(h);
   const auto mlp = mlp_state();
   h.update(mlp);
+  // Every rank's MLP replica and Adam state: data parallelism keeps them bit-identical but never
+  // re-synchronises them, so a flip in one rank's replica stays in that rank alone. Identical
+  // replicas leave the hash what rank 0's state gives; a replica that differs adds every rank's
+  // XXH64 of its MLP state, in rank order.
+  ckpt::Xxh64 mine;
+  mine.update(mlp);
+  const std::uint64_t d = mine.digest();
+  ByteVec b(sizeof d);
+  std::memcpy(b.data(), &d, sizeof d);
+  const auto all = net_.gather(b, 0);
+  replica_hashes_.clear();
+  for (const auto& x : all) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, x.data(), std::min(x.size(), sizeof v));
+    replica_hashes_.push_back(v);
+  }
+  replicas_diverged_ = std::any_of(replica_hashes_.begin(), replica_hashes_.end(), [&](std::uint64_t v) { return v != replica_hashes_.front(); });
+  if (replicas_diverged_)
+    for (const auto& x : all) h.update(x);
   return ckpt::hex_u64(h.digest());
 }
 
@@ -450,12 +470,19 @@ void Engine::start_up() {
   if (me == 0 && !cfg_.inject.empty())
     std::cout << "ec-train: --inject " << cfg_.inject.size() << " item(s), inject seed " << cfg_.inject_seed << "\n" << std::flush;
   if (me == 0 && !cfg_.inject_log.empty() && !relaunch) {
-    // The flip log's header (a relaunch appends to the log its first launch began).
-    nlohmann::json h{{"type", "header"}, {"format", "resil-flip-log/1"}, {"tool", "ec-train"}, {"seed", cfg_.inject_seed}, {"trial", 0},
-                     {"model", "flip"}, {"planned", cfg_.inject.size()}, {"in_place", true}, {"raw", false}};
+    // The flip log's header (a relaunch appends to the log its first launch began). Records come
+    // as the run reaches their steps: "planned" 0 (the count is not known before).
+    nlohmann::json h{{"type", "header"}, {"format", "resil-flip-log/1"}, {"tool", "ec-train"}, {"version", resil::version},
+                     {"seed", cfg_.inject_seed}, {"trial", 0}, {"model", cfg_.inject_model}, {"bits", cfg_.inject_bits},
+                     {"planned", 0}, {"in_place", true}, {"raw", false}, {"world_size", net_.size()}};
     h["args"] = nlohmann::json::array();
-    for (const auto& f : cfg_.inject) h["args"].push_back(f.text);
+    for (const auto& f : cfg_.inject) h["args"].push_back("--inject=" + f.text);
+    h["args"].push_back("--inject-seed=" + std::to_string(cfg_.inject_seed));
+    h["args"].push_back("--inject-bits=" + cfg_.inject_bits);
+    h["args"].push_back("--inject-model=" + cfg_.inject_model);
     std::ofstream(cfg_.inject_log, std::ios::trunc) << h.dump() << "\n";
+  } else if (me == 0 && !cfg_.inject_log.empty()) {
+    log_tally_.read(cfg_.inject_log);
   }
   if (!relaunch) {
     if (cfg_.ft == Ft::ec) store_.encode_all();
@@ -550,7 +577,8 @@ int Engine::finish(const Progress& progress) {
   // Agreed before any rank removes its segment: a report that cannot be written leaves every
   // segment in place (the same command then completes again from the last step), not some.
   if (net_.rank() == 0 && !cfg_.inject_log.empty())
-    std::ofstream(cfg_.inject_log, std::ios::app) << nlohmann::json{{"type", "footer"}, {"applied", injected_.size()}}.dump() << "\n";
+    std::ofstream(cfg_.inject_log, std::ios::app) << nlohmann::json{{"type", "footer"}, {"applied", log_tally_.words_changed()}, {"output_sha256", ""}}.dump()
+                                                  << "\n";
   train::agree(net_, [&] {
     write_report(hash, 0, mismatches);
     retire_preempt_source();

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +67,17 @@ struct InjectRecord {
   std::string target, dataset;
   std::int64_t stripe = -1, member = -1, row = -1;  // shard rows and parity rows
   double t = 0;                                     // seconds since the run started
+};
+
+/// What the flip log (--inject-log) holds so far, rank 0: its records, and each word's first old and
+/// last new bits (the footer's `applied` counts the words the records change).
+struct FlipLogTally {
+  std::uint64_t records = 0;
+  std::map<std::pair<std::string, std::uint64_t>, std::pair<std::string, std::string>> words;  // (dataset, index) -> (old, new)
+  void add(const std::string& dataset, std::uint64_t index, const std::string& old_bits, const std::string& new_bits);
+  std::uint64_t words_changed() const;
+  /// The records of the log an earlier launch of this job wrote (a relaunch appends to it).
+  void read(const std::filesystem::path& log);
 };
 
 class Engine {
@@ -166,6 +178,9 @@ private:
   std::int64_t scrub_step_ = 0;             // the step whose scrub round runs
   std::string scrub_loss_;                  // the message of a scrub that could not repair
   std::vector<InjectRecord> injected_;      // rank 0: every --inject flip of this launch
+  FlipLogTally log_tally_;                  // rank 0: the flip log's records over every launch
+  std::vector<std::uint64_t> replica_hashes_;  // rank 0, at the end: each rank's XXH64 of its MLP state (state_hash)
+  bool replicas_diverged_ = false;
   std::unique_ptr<BatchSource> data_;
 
   std::int64_t start_step_ = 0, resumed_from_ = -1, last_ckpt_ = -1, redo_until_ = -1;

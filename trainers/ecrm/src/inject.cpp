@@ -37,34 +37,64 @@ struct Draws {
   std::uint64_t next(std::uint64_t bound) { return bound ? Rng::at(key, item, n++) % bound : 0; }
 };
 
-// `bits` distinct bit positions of a 32-bit word, the first the anchor.
-std::vector<int> draw_bits(Draws& d, int bits) {
-  std::vector<int> all(32);
-  for (int i = 0; i < 32; ++i) all[static_cast<std::size_t>(i)] = i;
-  for (int i = 0; i < bits; ++i) std::swap(all[static_cast<std::size_t>(i)], all[static_cast<std::size_t>(i) + d.next(static_cast<std::uint64_t>(32 - i))]);
+// `bits` distinct bit positions of a 32-bit word among the selected ones (`allowed`, ascending),
+// the first the anchor. With every bit selected: the same draws as a plain shuffle of 0..31.
+std::vector<int> draw_bits(Draws& d, const std::vector<int>& allowed, int bits) {
+  std::vector<int> all = allowed;
+  const auto n = all.size();
+  for (std::size_t i = 0; i < static_cast<std::size_t>(bits); ++i) std::swap(all[i], all[i + d.next(n - i)]);
   return {all.begin(), all.begin() + bits};
 }
 
-// Flip `bits` in the 32-bit word at `w`; the record's word fields.
-void flip_word(std::byte* w, const std::vector<int>& bits, nlohmann::json& rec) {
+// The fault on the 32-bit word at `w`: `bits` flipped, or the fault model's new word when one is
+// given (its anchor bits.front()); the record's word fields, as ckpt-flip's flip log has them.
+void fault_word(std::byte* w, const std::vector<int>& bits, const Config& cfg, Rng& rng, bool is_float, nlohmann::json& rec) {
   std::uint32_t old;
   std::memcpy(&old, w, sizeof old);
-  std::uint32_t mask = 0;
-  for (int b : bits) mask |= std::uint32_t{1} << b;
-  const std::uint32_t now = old ^ mask;
+  std::uint32_t now = old;
+  if (cfg.inject_fault && bits.size() == 1) {
+    now = cfg.inject_fault(old, static_cast<unsigned>(bits.front()), cfg.inject_allowed, rng);
+  } else {
+    for (int b : bits) now ^= std::uint32_t{1} << b;
+  }
   std::memcpy(w, &now, sizeof now);
-  std::vector<int> sorted = bits;
-  std::sort(sorted.begin(), sorted.end());
-  rec["dtype"] = "f32";
+  const std::uint32_t mask = old ^ now;
+  std::vector<int> set;
+  for (int b = 0; b < 32; ++b)
+    if (mask >> b & 1u) set.push_back(b);
+  rec["dtype"] = is_float ? "f32" : "u32";
   rec["anchor"] = bits.front();
-  rec["bits"] = sorted;
+  rec["bits"] = set;
   rec["mask"] = hex32(mask);
   rec["old"] = hex32(old);
   rec["new"] = hex32(now);
-  rec["old_value"] = value_json(old);
-  rec["new_value"] = value_json(now);
+  rec["old_value"] = is_float ? value_json(old) : nlohmann::json(old);
+  rec["new_value"] = is_float ? value_json(now) : nlohmann::json(now);
+  if (bits.size() > 1) rec["model"] = "random-bits:" + std::to_string(bits.size());
 }
 }  // namespace
+
+void FlipLogTally::add(const std::string& dataset, std::uint64_t index, const std::string& old_bits, const std::string& new_bits) {
+  const auto [it, first] = words.try_emplace({dataset, index}, old_bits, new_bits);
+  if (!first) it->second.second = new_bits;
+}
+
+std::uint64_t FlipLogTally::words_changed() const {
+  std::uint64_t n = 0;
+  for (const auto& [at, w] : words) n += w.first != w.second;
+  return n;
+}
+
+void FlipLogTally::read(const std::filesystem::path& log) {
+  std::ifstream in(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || j.value("type", "") != "flip") continue;  // a line cut by the kill: not applied
+    ++records;
+    add(j.at("dataset").get<std::string>(), j.at("index").get<std::uint64_t>(), j.at("old").get<std::string>(), j.at("new").get<std::string>());
+  }
+}
 
 void Engine::inject_flips(std::int64_t step, bool at_delta) {
   std::vector<std::size_t> due;
@@ -82,6 +112,9 @@ void Engine::inject_flips(std::int64_t step, bool at_delta) {
   const auto rb = store_.row_bytes();
   const double t = now_seconds() - t_start_;
   ByteVec lines;  // this rank's records, one JSON line each
+  std::vector<int> allowed;  // --inject-bits: the bits the anchor is drawn from
+  for (int b = 0; b < 32; ++b)
+    if (cfg_.inject_allowed >> b & 1u) allowed.push_back(b);
   for (auto i : due) {
     const auto& f = cfg_.inject[i];
     Draws d{derive_seed(cfg_.inject_seed, 0x1F1B5EEDull), i};
@@ -133,10 +166,13 @@ void Engine::inject_flips(std::int64_t step, bool at_delta) {
       const int r = f.rank >= 0 ? f.rank : static_cast<int>(d.next(static_cast<std::uint64_t>(N)));
       sites.push_back({r, 0, -1, 0, 0});
     }
-    for (auto& site : sites) {
-      const auto bits = draw_bits(d, f.bits);
+    for (std::size_t si = 0; si < sites.size(); ++si) {
+      const auto& site = sites[si];
+      const auto bits = draw_bits(d, allowed, f.bits);
       const std::uint64_t pick = Rng::at(d.key, d.item, d.n++);  // the MLP / Adam element, drawn on every rank alike
       if (site.rank != me) continue;
+      // The fault model's own draws (random-bits, burst, random-value, pattern): a stream per site.
+      Rng model_rng(derive_seed(d.key, 0x40DE1ull + i), si);
       nlohmann::json rec;
       rec["type"] = "flip";
       rec["step"] = step;
@@ -149,7 +185,8 @@ void Engine::inject_flips(std::int64_t step, bool at_delta) {
         const auto p = lay.place(site.stripe, site.member);
         auto bytes = store_.member(tb, site.member, p).subspan(std::size_t{site.row} * rb, rb);
         const auto half = rb / 8;  // floats per half row: [dim weights | dim accumulators]
-        if (site.member < k) {
+        const bool data_row = site.member < k;
+        if (data_row) {
           // The table row: fragment q = (stripe - first) * k + member, row = q * B + row.
           const std::uint64_t q = (site.stripe - lay.first_stripe(tb)) * static_cast<std::uint64_t>(k) + static_cast<std::uint64_t>(site.member);
           const std::uint64_t table_row = q * lay.rows_per_fragment() + site.row;
@@ -158,21 +195,27 @@ void Engine::inject_flips(std::int64_t step, bool at_delta) {
           rec["nd"] = {table_row, site.word % half};
           rec["padding"] = table_row >= lay.table(tb).rows;
         } else {
+          // The table's parity as [stripe of the table, parity member, row, word]: bytes of GF(2^8)
+          // code words, logged as 32-bit words (u32).
+          const std::uint64_t st = site.stripe - lay.first_stripe(tb), pm = static_cast<std::uint64_t>(site.member - k);
           rec["dataset"] = "/parity/table" + std::to_string(tb);
-          rec["index"] = site.word;
+          rec["index"] = ((st * static_cast<std::uint64_t>(lay.n() - k) + pm) * lay.rows_per_fragment() + site.row) * (rb / 4) + site.word;
+          rec["nd"] = {st, pm, site.row, site.word};
         }
         rec["stripe"] = site.stripe;
         rec["member"] = site.member;
         rec["member_row"] = site.row;
-        flip_word(bytes.data() + std::size_t{site.word} * 4, bits, rec);
+        fault_word(bytes.data() + std::size_t{site.word} * 4, bits, cfg_, model_rng, data_row, rec);
       } else {
-        // A parameter of the replica, or one of its Adam slots; the element drawn over all of them.
+        // A parameter of the rank's replica, or one of its Adam slots; the element drawn over all
+        // of them. Each rank holds its own copy: the dataset names the rank.
         std::vector<std::pair<std::string, train::Tensor*>> tensors;
+        const std::string replica = "/rank" + std::to_string(me);
         if (f.target == InjectTarget::mlp) {
-          for (auto& p : net_model_.params()) tensors.emplace_back("/model/" + p.name, p.value);
+          for (auto& p : net_model_.params()) tensors.emplace_back(replica + "/model/" + p.name, p.value);
         } else {
           for (auto& [param, slots] : opt_.slots())
-            for (auto& [name, tensor] : slots) tensors.emplace_back("/optimizer/" + param + "/" + name, &tensor);
+            for (auto& [name, tensor] : slots) tensors.emplace_back(replica + "/optimizer/" + param + "/" + name, &tensor);
         }
         std::uint64_t total = 0;
         for (auto& [n, tt] : tensors) total += tt->numel();
@@ -186,7 +229,16 @@ void Engine::inject_flips(std::int64_t step, bool at_delta) {
           auto h = tt->to_host();
           rec["dataset"] = name;
           rec["index"] = at;
-          flip_word(reinterpret_cast<std::byte*>(h.data() + at), bits, rec);
+          // The N-d index in C order.
+          std::vector<std::uint64_t> nd(tt->dims().size());
+          std::uint64_t rest = at;
+          for (std::size_t q = nd.size(); q-- > 0;) {
+            const auto extent = static_cast<std::uint64_t>(tt->dims()[q]);
+            nd[q] = extent ? rest % extent : 0;
+            rest = extent ? rest / extent : 0;
+          }
+          if (!nd.empty()) rec["nd"] = nd;
+          fault_word(reinterpret_cast<std::byte*>(h.data() + at), bits, cfg_, model_rng, true, rec);
           tt->from_host(h);
           break;
         }
@@ -202,10 +254,13 @@ void Engine::inject_flips(std::int64_t step, bool at_delta) {
   if (!cfg_.inject_log.empty()) log.open(cfg_.inject_log, std::ios::app);
   for (const auto& b : all) {
     const std::string text(reinterpret_cast<const char*>(b.data()), b.size());
-    if (log) log << text;
     for (std::size_t pos = 0; pos < text.size();) {
       const auto nl = text.find('\n', pos);
-      const auto j = nlohmann::json::parse(text.substr(pos, nl - pos));
+      auto j = nlohmann::json::parse(text.substr(pos, nl - pos));
+      // Numbered in application order over the whole run (a relaunch continues the numbers).
+      j["seq"] = log_tally_.records++;
+      log_tally_.add(j["dataset"].get<std::string>(), j["index"].get<std::uint64_t>(), j["old"].get<std::string>(), j["new"].get<std::string>());
+      if (log) log << j.dump() << "\n";
       InjectRecord ir;
       ir.item = j["item"].get<std::size_t>();
       ir.step = j["step"].get<std::int64_t>();

@@ -7,6 +7,7 @@
 
 #include "engine_impl.hpp"
 #include "resil/ckpt/fs.hpp"
+#include "resil/ckpt/hash.hpp"
 #include "resil/config.hpp"
 #include "resil/train/comm.hpp"
 
@@ -81,6 +82,15 @@ void Engine::write_report(const std::string& state_hash, int exit_code, std::int
   j["preempted"] = preempted_;
   j["resumed_from"] = resumed_from_ >= 0 ? nlohmann::json(resumed_from_) : nlohmann::json(nullptr);
   j["state_hash"] = state_hash.empty() ? nlohmann::json(nullptr) : nlohmann::json(state_hash);
+  // Each rank's MLP replica with its Adam state (XXH64 of its bytes, rank order), and whether
+  // they differ: data parallelism keeps them identical but never re-synchronises them.
+  if (state_hash.empty() || replica_hashes_.empty()) {
+    j["replicas"] = nullptr;
+  } else {
+    nlohmann::json hs = nlohmann::json::array();
+    for (auto v : replica_hashes_) hs.push_back(ckpt::hex_u64(v));
+    j["replicas"] = {{"diverged", replicas_diverged_}, {"xxh64", hs}};
+  }
   const train::NumericConfig nc = be_->numeric();  // what the state_hash's bits depend on besides the inputs
   j["numeric"] = {{"id", nc.id}, {"detail", nc.detail}};
   j["parity_mismatches"] = parity_mismatches >= 0 ? nlohmann::json(parity_mismatches) : nlohmann::json(nullptr);
@@ -208,6 +218,12 @@ void Engine::print_summary(const std::string& state_hash) const {
                 static_cast<unsigned long long>(scrub_.stats().repaired_data), static_cast<unsigned long long>(scrub_.stats().repaired_parity),
                 static_cast<unsigned long long>(scrub_.stats().repaired_checksum));
   const train::NumericConfig nc = be_->numeric();
+  if (replicas_diverged_) {
+    std::printf("  MLP replicas diverged: their hashes differ between ranks (");
+    for (std::size_t r = 0; r < replica_hashes_.size(); ++r)
+      std::printf("%s%zu: %s", r ? ", " : "", r, ckpt::hex_u64(replica_hashes_[r]).c_str());
+    std::printf("); the state_hash covers every rank's\n");
+  }
   std::printf("state_hash %s\nnumeric %s (%s)\n", state_hash.c_str(), nc.id.c_str(), nc.detail.c_str());
   if (!cfg_.report.empty()) std::printf("report: %s\n", cfg_.report.string().c_str());
   std::fflush(stdout);

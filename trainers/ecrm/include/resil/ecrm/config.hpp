@@ -3,9 +3,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "resil/core/rng.hpp"
 
 namespace resil::ecrm {
 
@@ -120,6 +123,13 @@ struct Config {
   std::uint64_t inject_seed = 0;
   bool inject_seed_given = false;        // else: --seed
   std::filesystem::path inject_log;      // the flip log (rank 0 writes it)
+  /// --inject-bits / --inject-model (the fault models of ckpt-flip inject --bits / --model): the
+  /// bits of a 32-bit word the anchor is drawn from (bit 0 = LSB), and what the fault does to the
+  /// word; `inject_fault` (set by the caller from the model) gives the new word, empty: the anchor
+  /// is flipped. The texts go into the flip log's header.
+  std::uint32_t inject_allowed = 0xffffffffu;
+  std::string inject_bits = "all", inject_model = "flip";
+  std::function<std::uint32_t(std::uint32_t old, unsigned anchor, std::uint32_t allowed, Rng& rng)> inject_fault;
 
   /// The MLPs are ec-train's defaults (32 / 32).
   bool default_mlps() const { return bottom_mlp == Config{}.bottom_mlp && top_mlp == Config{}.top_mlp; }
