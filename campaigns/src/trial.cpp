@@ -34,6 +34,11 @@ json flip_json(const FlipRecord& r, const std::string& file) {
     j["new_value"] = value_json(ckpt::word_to_double(r.dtype, r.new_bits));
   }
   if (!file.empty()) j["file"] = file;
+  if (r.global) {  // a tp shard's element in its global tensor, as the flip log names it
+    j["global_index"] = r.global->index;
+    j["global_nd"] = r.global->nd;
+    j["global_shape"] = r.global->shape;
+  }
   put_name(j, "dataset", r.dataset);  // names that are not UTF-8: escaped and flagged (names.hpp)
   return j;
 }

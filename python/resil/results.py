@@ -67,6 +67,10 @@ class Flip:
     old_value: object = None  # float (nan and inf included) for floating dtypes; None otherwise
     new_value: object = None
     file: str = None          # the shard file, in a campaign record of an mp checkpoint
+    # A tp shard's sliced tensor: the element in the global tensor (flat C-order index, N-d index, shape)
+    global_index: int = None
+    global_nd: list = None
+    global_shape: list = None
 
 
 @dataclasses.dataclass
@@ -83,7 +87,13 @@ class FlipLog:
 def _flip(j):
     return Flip(seq=j.get("seq", 0), dataset=j["dataset"], index=j["index"], nd=list(j.get("nd", [j["index"]])), dtype=j["dtype"],
                 anchor=j.get("anchor", j.get("bit")), bits=list(j.get("bits", [])), mask=int(j["mask"], 16), old=int(j["old"], 16),
-                new=int(j["new"], 16), old_value=_value(j.get("old_value")), new_value=_value(j.get("new_value")), file=j.get("file"))
+                new=int(j["new"], 16), old_value=_value(j.get("old_value")), new_value=_value(j.get("new_value")), file=j.get("file"),
+                global_index=j.get("global_index"), global_nd=_list_or_none(j.get("global_nd")),
+                global_shape=_list_or_none(j.get("global_shape")))
+
+
+def _list_or_none(v):
+    return None if v is None else list(v)
 
 
 def _jsonl(path):

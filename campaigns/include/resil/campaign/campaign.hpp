@@ -160,7 +160,7 @@ struct FaultSpace {
 
 /// Labels of a site for each stratification dimension.
 std::string field_of(std::string_view dtype, unsigned bit);
-std::string role_of(std::string_view dataset);  // by the resil schema's paths (/model/, /optimizer/)
+std::string role_of(std::string_view dataset);  // by the resil schema's paths (/model/, /optimizer/<p>/master, /optimizer/)
 std::string role_of(TensorRole role);            // as a format adapter gives it (what campaigns label)
 
 /// What the classifier sees of one finished command.
