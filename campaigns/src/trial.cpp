@@ -268,7 +268,7 @@ json TrialContext::record_of(const Attempt& a) const {
     if (const auto id = numeric_id_of(*r.summary)) rec["numeric"] = *id;
   if (r.summary && r.summary->is_object()) {
     json s;
-    for (const char* key : {"final_loss", "test_loss", "test_accuracy", "test_auc", "nan_detected", "nan_step", "steps", "error", "loss_curve",
+    for (const char* key : {"final_loss", "test_loss", "test_accuracy", "test_auc", "test_bpb", "nan_detected", "nan_step", "steps", "error", "loss_curve",
                             "replica_divergence"})
       if (r.summary->contains(key)) s[key] = r.summary->at(key);
     for (const auto& m : c.more_metrics)
