@@ -125,7 +125,8 @@ constexpr std::size_t record_fixed_max = 700;
 // record_line's text appended to `out` (no newline). The dataset name comes JSON-escaped.
 void append_record_line(std::string& out, const FlipRecord& r, std::uint64_t seq, std::string_view dataset_json) {
   const std::size_t at = out.size();
-  const std::size_t global_max = r.global ? 60 + 21 * (r.global->nd.size() + r.global->shape.size()) : 0;
+  // The global element's keys and brackets (50), its flat index (20), its N-d index and shape.
+  const std::size_t global_max = r.global ? 70 + 21 * (r.global->nd.size() + r.global->shape.size()) : 0;
   out.resize(at + record_fixed_max + dataset_json.size() + 21 * r.nd.size() + global_max);
   Cursor c{out.data() + at};
   const std::uint64_t mask = r.mask();

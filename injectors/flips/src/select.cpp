@@ -31,13 +31,6 @@ bool matches_any_path(const Glob& g, const ckpt::DatasetInfo& d) {
   return g.matches(d.path) || std::any_of(d.aliases.begin(), d.aliases.end(), [&](const std::string& p) { return g.matches(p); });
 }
 
-TensorRole schema_role(std::string_view path) noexcept {
-  if (path.starts_with("/model/")) return TensorRole::model;
-  // /optimizer/<param>/master: the fp32 master weights of mixed-precision training (bf16 gpt).
-  if (path.starts_with("/optimizer/")) return path.ends_with("/master") ? TensorRole::master : TensorRole::optimizer;
-  return TensorRole::other;
-}
-
 TensorRole effective_role(const Tensor& t) {
   const auto& d = t.info;
   auto any_path = [&](TensorRole r) {

@@ -65,8 +65,6 @@ bool is_counter(const ckpt::DatasetInfo& d);
 /// The role --role filters on: the adapter's, or the resil schema's from a path (or alias) under
 /// /model/ or /optimizer/ (`master` for /optimizer/<p>/master).
 TensorRole effective_role(const Tensor& t);
-/// The resil schema's role of a path: model, master, optimizer, or other.
-TensorRole schema_role(std::string_view path) noexcept;
 constexpr const char* role_name(TensorRole r) noexcept {
   switch (r) {
     case TensorRole::model: return "model";
