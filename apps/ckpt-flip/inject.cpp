@@ -47,7 +47,7 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
   flips->excludes(ber);
   c->add_option("--include", o.include, "glob on dataset paths to include (repeatable; names counters explicitly)");
   c->add_option("--exclude", o.exclude, "glob on dataset paths to exclude (repeatable)");
-  app::add_choice(*c, "--role", o.role, inject::role_names, "for resil checkpoints: model, optimizer or all");
+  app::add_choice(*c, "--role", o.role, inject::role_names, "what the tensors are for: model, master (fp32 master weights of mixed precision), optimizer (the rest of the optimizer state) or all");
   add_bits_option(*c, o.bits, "bits that may be hit: field names and bit numbers/ranges");
   c->add_option("--model", o.model, "fault model");
   app::add_choice(*c, "--stratify", o.stratify, inject::stratify_names, "stratified sampling: none, bits or dataset");
@@ -148,6 +148,7 @@ int run_inject(const InjectOptions& o) {
     std::cout << "\n";
     for (const auto& r : records) {
       std::string where = r.raw ? std::string("(file)") : inject::display_name(r.dataset) + ckpt::shape_string(r.nd);
+      if (r.global) where += " (global " + ckpt::shape_string(r.global->nd) + " of " + ckpt::shape_string(r.global->shape) + ")";
       std::string bits;
       for (unsigned b = 0; b < 64; ++b)
         if ((r.mask() >> b) & 1) bits += (bits.empty() ? "" : ",") + std::to_string(b);

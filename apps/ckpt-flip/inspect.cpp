@@ -80,6 +80,7 @@ int run_inspect(const InspectOptions& o) {
                           {"role", role}, {"counter", counter}, {"sampled", in_sample}};
       inject::put_name(j, "dataset", d.path);
       if (d.null_space) j["null_dataspace"] = true;
+      if (d.tp_slice) j["tp_slice"] = *d.tp_slice;  // a tp shard's slice of the global tensor, as stored
       if (!d.aliases.empty()) {
         j["aliases"] = nlohmann::json::array();
         for (const auto& a : d.aliases) j["aliases"].push_back(inject::display_name(a));
@@ -106,6 +107,7 @@ int run_inspect(const InspectOptions& o) {
                               : inject::count_string(bits) + " bits, not sampled by default" + (counter ? " (a counter: --include it)" : ""));
     // A storage may have a million viewers: the line lists a few (--json lists them all).
     constexpr std::size_t listed_aliases = 8;
+    if (d.tp_slice) std::cout << "  tp slice " << *d.tp_slice;
     for (std::size_t k = 0; k < d.aliases.size() && k < listed_aliases; ++k) std::cout << "  also " << inject::display_name(d.aliases[k]);
     if (d.aliases.size() > listed_aliases) std::cout << "  and " << d.aliases.size() - listed_aliases << " other name(s) (--json lists them)";
     std::cout << "\n";

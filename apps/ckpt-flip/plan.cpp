@@ -30,7 +30,7 @@ CLI::App* setup_plan(CLI::App& app, PlanOptions& o) {
   c->add_option("--p", o.p, "expected proportion (0.5: worst case)")->check(CLI::Range(1e-6, 1 - 1e-6));
   c->add_option("--include", o.include, "glob on dataset paths to include (repeatable)");
   c->add_option("--exclude", o.exclude, "glob on dataset paths to exclude (repeatable)");
-  app::add_choice(*c, "--role", o.role, inject::role_names, "model, optimizer or all");
+  app::add_choice(*c, "--role", o.role, inject::role_names, "model, master, optimizer or all");
   add_bits_option(*c, o.bits, "bits that may be hit");
   c->add_option("--model", o.model, "fault model (for the number of patterns per site)");
   app::add_choice(*c, "--as", o.as, inject::as_names, "treat unsigned 16-bit datasets as this dtype");

@@ -151,7 +151,11 @@ void note_default_role(const CampaignConfig& c, const FaultSpace& space, bool mo
   }
   if (trial_subcommand_at(c.command) != 0) return;  // a resume trial reads it all
   const auto by = space.by.find("role");
-  const double opt = by == space.by.end() || !by->second.count("optimizer") ? 0.0 : by->second.at("optimizer");
+  // The optimizer state: its moments and, under mixed precision, the fp32 master weights.
+  double opt = 0;
+  if (by != space.by.end())
+    for (const char* r : {"optimizer", "master"})
+      if (by->second.count(r)) opt += by->second.at(r);
   if (opt > 0 && space.total > 0) {
     char pct[32];
     std::snprintf(pct, sizeof pct, "%.0f %%", 100 * opt / space.total);

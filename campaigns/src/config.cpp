@@ -272,18 +272,9 @@ std::string field_of(std::string_view dtype, unsigned bit) {
   return bit >= fl->mantissa_bits ? "exponent" : "mantissa";
 }
 
-std::string role_of(std::string_view dataset) {
-  return role_of(dataset.starts_with("/model/") ? TensorRole::model : dataset.starts_with("/optimizer/") ? TensorRole::optimizer : TensorRole::other);
-}
+std::string role_of(std::string_view dataset) { return role_of(schema_role(dataset)); }
 
-std::string role_of(TensorRole role) {
-  switch (role) {
-    case TensorRole::model: return "model";
-    case TensorRole::optimizer: return "optimizer";
-    case TensorRole::other: break;
-  }
-  return "other";
-}
+std::string role_of(TensorRole role) { return role_name(role); }
 
 Classified classify(const CampaignConfig& c, const Golden& g, const CommandResult& r, bool injected_nonfinite,
                     const std::optional<std::string>& final_weights) {

@@ -217,7 +217,9 @@ std::string model_weights_hash(const stdfs::path& ckpt_path) {
   // the golden checkpoint's (train.py --save final.pt). HDF5: the /model datasets, as ever.
   for (const auto& f : files)
     detail::for_each_checksum(f.string(), Format::automatic, [&](const Tensor& t, std::uint64_t c) {
-      if (t.role != TensorRole::model) return;
+      // The weights and, under mixed precision, their fp32 masters: a fault left in a master can
+      // hide below the bf16 rounding of the weights at the end of a run and still be there.
+      if (t.role != TensorRole::model && t.role != TensorRole::master) return;
       h.update(std::as_bytes(std::span(t.info.path.data(), t.info.path.size())));
       h.update(std::as_bytes(std::span(&c, 1)));
     });

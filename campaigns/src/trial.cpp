@@ -34,6 +34,11 @@ json flip_json(const FlipRecord& r, const std::string& file) {
     j["new_value"] = value_json(ckpt::word_to_double(r.dtype, r.new_bits));
   }
   if (!file.empty()) j["file"] = file;
+  if (r.global) {  // a tp shard's element in its global tensor, as the flip log names it
+    j["global_index"] = r.global->index;
+    j["global_nd"] = r.global->nd;
+    j["global_shape"] = r.global->shape;
+  }
   put_name(j, "dataset", r.dataset);  // names that are not UTF-8: escaped and flagged (names.hpp)
   return j;
 }
@@ -263,7 +268,7 @@ json TrialContext::record_of(const Attempt& a) const {
     if (const auto id = numeric_id_of(*r.summary)) rec["numeric"] = *id;
   if (r.summary && r.summary->is_object()) {
     json s;
-    for (const char* key : {"final_loss", "test_loss", "test_accuracy", "test_auc", "nan_detected", "nan_step", "steps", "error", "loss_curve",
+    for (const char* key : {"final_loss", "test_loss", "test_accuracy", "test_auc", "test_bpb", "nan_detected", "nan_step", "steps", "error", "loss_curve",
                             "replica_divergence"})
       if (r.summary->contains(key)) s[key] = r.summary->at(key);
     for (const auto& m : c.more_metrics)

@@ -220,6 +220,15 @@ DatasetInfo describe_dataset(hid_t file, const std::string& path) {
     else info.filters.push_back(name[0] ? std::string(name) : "filter" + std::to_string(f));
   }
   if (h5::has_attr(d, checksum_attr)) info.checksum = h5::read_attr_u64(d, checksum_attr);
+  if (h5::has_attr(d, tp_slice_attr)) {
+    // Checked where it is used (a flip log names the global element): a listing of a file whose
+    // attribute is not a string still lists it.
+    try {
+      info.tp_slice = h5::read_attr_str(d, tp_slice_attr);
+    } catch (const Error&) {
+      info.tp_slice = std::string();
+    }
+  }
   info.external = external_files(d);
   return info;
 }

@@ -70,6 +70,10 @@ class Flip:
     step: int = None          # an ec-train --inject log: the step it was flipped at,
     rank: int = None          # the rank whose memory held the word,
     target: str = None        # and the --inject target (row, parity, stripe, mlp, opt)
+    # A tp shard's sliced tensor: the element in the global tensor (flat C-order index, N-d index, shape)
+    global_index: int = None
+    global_nd: list = None
+    global_shape: list = None
 
 
 @dataclasses.dataclass
@@ -87,7 +91,13 @@ def _flip(j):
     return Flip(seq=j.get("seq", 0), dataset=j["dataset"], index=j["index"], nd=list(j.get("nd", [j["index"]])), dtype=j["dtype"],
                 anchor=j.get("anchor", j.get("bit")), bits=list(j.get("bits", [])), mask=int(j["mask"], 16), old=int(j["old"], 16),
                 new=int(j["new"], 16), old_value=_value(j.get("old_value")), new_value=_value(j.get("new_value")), file=j.get("file"),
-                step=j.get("step"), rank=j.get("rank"), target=j.get("target"))
+                step=j.get("step"), rank=j.get("rank"), target=j.get("target"),
+                global_index=j.get("global_index"), global_nd=_list_or_none(j.get("global_nd")),
+                global_shape=_list_or_none(j.get("global_shape")))
+
+
+def _list_or_none(v):
+    return None if v is None else list(v)
 
 
 def _jsonl(path):

@@ -164,6 +164,7 @@ TEST_CASE("selection: roles, counters, include/exclude, --bits, --as", "[inject]
     c.model["emb"] = filled(DType::u16, {8}, 3);
     c.optimizer["fc.weight"]["m"] = filled(DType::f32, {4, 4}, 4);
     c.optimizer["fc.weight"]["step"] = filled(DType::f32, {}, 5);
+    c.optimizer["emb"]["master"] = filled(DType::f32, {8}, 6);  // mixed precision's fp32 copy of a 16-bit weight
     c.meta.rng_state = {1, 2};  // an empty rng_state trips UBSan in libckpt (memcpy of 0 bytes from nullptr): reported
     auto f = ckpt::h5::create_file(src);
     ckpt::write(f, c);
@@ -175,12 +176,17 @@ TEST_CASE("selection: roles, counters, include/exclude, --bits, --as", "[inject]
     for (const auto& x : t) s.insert(x.info.path);
     return s;
   };
-  CHECK(paths(select(infos, {})) == std::set<std::string>{"/model/emb", "/model/fc.weight", "/optimizer/fc.weight/m"});
+  CHECK(paths(select(infos, {})) == std::set<std::string>{"/model/emb", "/model/fc.weight", "/optimizer/emb/master", "/optimizer/fc.weight/m"});
   SelectOptions s;
   s.role = Role::model;
   CHECK(paths(select(infos, s)) == std::set<std::string>{"/model/emb", "/model/fc.weight"});
-  s.role = Role::optimizer;
+  s.role = Role::optimizer;  // the moments: master weights are a role of their own
   CHECK(paths(select(infos, s)) == std::set<std::string>{"/optimizer/fc.weight/m"});
+  s.role = Role::master;
+  CHECK(paths(select(infos, s)) == std::set<std::string>{"/optimizer/emb/master"});
+  CHECK(schema_role("/optimizer/emb/master") == TensorRole::master);
+  CHECK(schema_role("/optimizer/master/exp_avg") == TensorRole::optimizer);  // a parameter named master: its moments
+  CHECK(schema_role("/model/master") == TensorRole::model);
   s = {};
   s.include = {"*num_batches_tracked"};
   CHECK(paths(select(infos, s)) == std::set<std::string>{"/model/bn.num_batches_tracked"});
@@ -189,7 +195,7 @@ TEST_CASE("selection: roles, counters, include/exclude, --bits, --as", "[inject]
   CHECK(paths(select(infos, s)) == std::set<std::string>{"/model/fc.weight"});
   s = {};
   s.bits = BitSpec::parse("exponent");
-  CHECK(paths(select(infos, s)) == std::set<std::string>{"/model/fc.weight", "/optimizer/fc.weight/m"});
+  CHECK(paths(select(infos, s)) == std::set<std::string>{"/model/fc.weight", "/optimizer/emb/master", "/optimizer/fc.weight/m"});
   s.as = DType::bf16;
   const auto t = select(infos, s);
   CHECK(paths(t).count("/model/emb") == 1);
@@ -231,6 +237,8 @@ TEST_CASE("selection: an empty selection names the filter that emptied it", "[in
   s = {};
   s.role = Role::optimizer;
   CHECK_THAT(why({ts[0], ts[1]}, s), Catch::Contains("--role optimizer matched no tensor (this file's tensors: 1 model, 0 optimizer, 1 other"));
+  s.role = Role::master;
+  CHECK_THAT(why({ts[0], ts[1]}, s), Catch::Contains("--role master matched no tensor (this file's tensors: 1 model, 0 master, 0 optimizer, 1 other"));
   s = {};
   s.include = {"/nothing/*"};
   CHECK_THAT(why(ts, s), Catch::Contains("--include /nothing/* matched no tensor"));

@@ -98,9 +98,53 @@ TEST_CASE("record lines are byte-identical to nlohmann's dump of the same record
     r.new_bits = r.old_bits ^ (1ull << r.anchor);
     r.index = rng() >> (i % 64);
     r.nd = {r.index % 5, r.index / 5};
+    if (i % 5 == 0) r.global = FlipRecord::Global{rng() >> (i % 64), {rng(), rng() >> 3}, {rng(), 1, static_cast<std::uint64_t>(i)}};
     const std::string line = record_line(r, static_cast<std::uint64_t>(i));
     CHECK(nlohmann::json::parse(line).dump() == line);
   }
+}
+
+TEST_CASE("a tp shard's record names its element in the global tensor; the parser checks it", "[inject][unit]") {
+  LogHeader h;
+  h.planned = 1;
+  FlipRecord r;
+  r.dataset = "/model/h.0.mlp.c_fc.weight";
+  r.dtype = ckpt::DType::f32;
+  r.width = 32;
+  r.index = 65;  // local [1, 1] of a 64 x 64 shard holding rows 64..127 of a 128 x 64 tensor
+  r.nd = {1, 1};
+  r.anchor = 3;
+  r.old_bits = 0x3f800000;
+  r.new_bits = 0x3f800008;
+  r.global = FlipRecord::Global{65 * 64 + 1, {65, 1}, {128, 64}};
+  const std::string hdr = header_line(h) + "\n", line = record_line(r, 0);
+  CHECK(line.find(R"("dtype":"f32","global_index":4161,"global_nd":[65,1],"global_shape":[128,64],"index":65,)") != std::string::npos);
+  const auto log = parse_log(hdr + line + "\n", "tp.jsonl");
+  REQUIRE(log.records.size() == 1);
+  CHECK(log.records[0].global == r.global);
+  CHECK(record_line(log.records[0], 0) == line);
+  // A record without the keys (every dataset that is not a tp slice) has none.
+  FlipRecord plain = r;
+  plain.global.reset();
+  CHECK_FALSE(parse_log(hdr + record_line(plain, 0) + "\n", "p").records[0].global);
+
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string l = line;
+    l.replace(l.find(from), from.size(), to);
+    return hdr + l + "\n";
+  };
+  const std::pair<std::string, std::string> bad[] = {
+      {R"("global_index":4161)", R"("global_index":4162)"},                  // not the N-d index's position
+      {R"("global_nd":[65,1])", R"("global_nd":[128,1])"},                   // outside the shape
+      {R"("global_nd":[65,1])", R"("global_nd":[65])"},                      // another rank than the shape
+      {R"("global_shape":[128,64])", R"("global_shape":[])"},                // no dimension
+      {R"("global_shape":[128,64])", R"("global_shape":[128,-64])"},         // not a count
+      {R"("global_nd":[65,1],)", ""},                                        // one key missing
+      {R"("global_shape":[128,64])", R"("global_shape":"128x64")"},          // not an array
+      // a flat index beyond 2^64 - 1, whatever the shape claims
+      {R"("global_index":4161,"global_nd":[65,1],"global_shape":[128,64])",
+       R"("global_index":0,"global_nd":[18446744073709551615,18446744073709551615],"global_shape":[18446744073709551615,18446744073709551615])"}};
+  for (const auto& [from, to] : bad) CHECK_THROWS_WITH(parse_log(edited(from, to), "tp.jsonl"), Catch::Contains("tp.jsonl:2") && Catch::Contains("global"));
 }
 
 TEST_CASE("LogWriter::records writes record_line of every record in order, on one or two threads", "[inject][unit]") {

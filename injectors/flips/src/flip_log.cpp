@@ -15,6 +15,7 @@
 
 #include "resil/ckpt/fs.hpp"
 #include "resil/core/error.hpp"
+#include "resil/core/rng.hpp"  // uint128_t
 #include "resil/inject/names.hpp"
 #include "resil/inject/select_expr.hpp"
 #include "resil/inject/two_threads.hpp"
@@ -97,6 +98,14 @@ struct Cursor {
     if (!std::isfinite(v)) return str(value_json(v).dump());
     p = nlohmann::detail::to_chars(p, p + 64, v);
   }
+  void uints(std::span<const std::uint64_t> v) {  // a JSON array of integers
+    *p++ = '[';
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) *p++ = ',';
+      uint(v[i]);
+    }
+    *p++ = ']';
+  }
   void bits(std::uint64_t mask) {
     *p++ = '[';
     bool first = true;
@@ -116,7 +125,9 @@ constexpr std::size_t record_fixed_max = 700;
 // record_line's text appended to `out` (no newline). The dataset name comes JSON-escaped.
 void append_record_line(std::string& out, const FlipRecord& r, std::uint64_t seq, std::string_view dataset_json) {
   const std::size_t at = out.size();
-  out.resize(at + record_fixed_max + dataset_json.size() + 21 * r.nd.size());
+  // The global element's keys and brackets (50), its flat index (20), its N-d index and shape.
+  const std::size_t global_max = r.global ? 70 + 21 * (r.global->nd.size() + r.global->shape.size()) : 0;
+  out.resize(at + record_fixed_max + dataset_json.size() + 21 * r.nd.size() + global_max);
   Cursor c{out.data() + at};
   const std::uint64_t mask = r.mask();
   c.lit("{\"anchor\":");
@@ -140,16 +151,23 @@ void append_record_line(std::string& out, const FlipRecord& r, std::uint64_t seq
     c.str(dataset_json);
     c.lit(",\"dtype\":\"");
     c.str(ckpt::dtype_name(r.dtype));
-    c.lit("\",\"index\":");
+    if (r.global) {  // a tp shard's element in its global tensor (keys in json::dump()'s order)
+      c.lit("\",\"global_index\":");
+      c.uint(r.global->index);
+      c.lit(",\"global_nd\":");
+      c.uints(r.global->nd);
+      c.lit(",\"global_shape\":");
+      c.uints(r.global->shape);
+      c.lit(",\"index\":");
+    } else {
+      c.lit("\",\"index\":");
+    }
     c.uint(r.index);
     c.lit(",\"mask\":");
     c.hex(mask, r.width);
-    c.lit("\"nd\":[");
-    for (std::size_t i = 0; i < r.nd.size(); ++i) {
-      if (i) *c.p++ = ',';
-      c.uint(r.nd[i]);
-    }
-    c.lit("],\"new\":");
+    c.lit("\"nd\":");
+    c.uints(r.nd);
+    c.lit(",\"new\":");
     c.hex(r.new_bits, r.width);
     c.lit("\"new_value\":");
     c.value(ckpt::word_to_double(r.dtype, r.new_bits));
@@ -235,6 +253,34 @@ std::uint64_t as_uint(const json& v, const std::string& where, const char* key) 
   return v.get<std::uint64_t>();
 }
 
+std::vector<std::uint64_t> uint_array(const json& j, const char* key, const std::string& where) {
+  const auto& a = j.at(key);
+  if (!a.is_array()) throw CorruptInputError(where + ": \"" + key + "\" must be an array");
+  std::vector<std::uint64_t> out;
+  for (const auto& v : a) out.push_back(as_uint(v, where, key));
+  return out;
+}
+
+// A tp shard's element in its global tensor: all three keys, the N-d index inside the shape, and
+// the flat index its C-order position (so a hand-edited index is caught, as "nd" is).
+FlipRecord::Global parse_global(const json& j, bool all_three, const std::string& where) {
+  if (!all_three) throw CorruptInputError(where + ": \"global_index\", \"global_nd\" and \"global_shape\" go together");
+  FlipRecord::Global g;
+  g.index = as_uint(j.at("global_index"), where, "global_index");
+  g.nd = uint_array(j, "global_nd", where);
+  g.shape = uint_array(j, "global_shape", where);
+  if (g.nd.size() != g.shape.size() || g.shape.empty())
+    throw CorruptInputError(where + ": \"global_nd\" and \"global_shape\" must have the same number of dimensions (at least one)");
+  uint128_t flat = 0;
+  for (std::size_t d = 0; d < g.shape.size(); ++d) {
+    if (g.nd[d] >= g.shape[d]) throw CorruptInputError(where + ": \"global_nd\" lies outside \"global_shape\"");
+    flat = flat * g.shape[d] + g.nd[d];  // < 2^64 before, so < 2^128 after: no overflow
+    if (flat > UINT64_MAX) throw CorruptInputError(where + ": \"global_nd\" names an element beyond flat index 2^64 - 1");
+  }
+  if (flat != g.index) throw CorruptInputError(where + ": \"global_nd\" does not match \"global_index\"");
+  return g;
+}
+
 FlipRecord parse_record(const json& j, bool raw, const std::string& where) {
   FlipRecord r;
   r.raw = raw;
@@ -249,6 +295,8 @@ FlipRecord parse_record(const json& j, bool raw, const std::string& where) {
       if (!j.at("nd").is_array()) throw CorruptInputError(where + ": \"nd\" must be an array");
       for (const auto& v : j.at("nd")) r.nd.push_back(as_uint(v, where, "nd"));
     }
+    const bool gi = j.contains("global_index"), gn = j.contains("global_nd"), gs = j.contains("global_shape");
+    if (gi || gn || gs) r.global = parse_global(j, gi && gn && gs, where);
     const auto dt = ckpt::dtype_from_name(j.at("dtype").get<std::string>());
     if (!dt) throw CorruptInputError(where + ": unknown dtype");
     r.dtype = *dt;

@@ -4,6 +4,7 @@
 
 #include <unordered_map>
 
+#include "resil/ckpt/checkpoint.hpp"
 #include "resil/inject/finite.hpp"
 #include "resil/inject/storage.hpp"
 
@@ -36,6 +37,23 @@ std::vector<FlipRecord> plan(Storage& wf, std::span<const Target> targets, std::
       });
     }
   }
+  // A tp shard's sliced tensors: their slices of the global tensors, to log each flipped element's
+  // global index beside its local one. An attribute that does not describe its dataset is refused
+  // (the log would name elements that are not the flipped ones).
+  std::vector<std::optional<ckpt::TpSlice>> slices(targets.size());
+  for (const auto& s : sites) {
+    const Target& t = targets[s.target];
+    if (!t.info.tp_slice || slices[s.target]) continue;
+    const std::string where = wf.path() + ": dataset " + t.info.path;
+    auto slice = ckpt::TpSlice::from_json(*t.info.tp_slice, where);
+    if (slice.local_shape() != t.info.shape)
+      throw CorruptInputError(where + ": " + ckpt::tp_slice_attr + " describes a slice of shape " + ckpt::shape_string(slice.local_shape()) +
+                              ", not the dataset's " + ckpt::shape_string(t.info.shape));
+    uint128_t n = 1;
+    for (const auto d : slice.global_shape)
+      if ((n *= d) > UINT64_MAX) throw CorruptInputError(where + ": " + ckpt::tp_slice_attr + " has a global shape of more than 2^64 - 1 elements");
+    slices[s.target] = std::move(slice);
+  }
   // The model's draws: one stream in site order, or under --finite each site's own stream (the
   // draw tested each candidate's outcome on its own: finite.hpp).
   const std::uint64_t key = derive_seed(opt.seed, opt.trial);
@@ -51,6 +69,10 @@ std::vector<FlipRecord> plan(Storage& wf, std::span<const Target> targets, std::
     r.dtype = t.dtype;
     r.width = ckpt::dtype_bits(t.dtype);
     r.anchor = s.bit;
+    if (const auto& slice = slices[s.target]) {
+      const std::uint64_t g = slice->global_index(s.index);
+      r.global = FlipRecord::Global{g, unravel_index(g, slice->global_shape), slice->global_shape};
+    }
     auto& w = current[s.target].at(s.index);
     r.old_bits = w;
     r.new_bits = opt.finite ? site_fault(opt.model, key, s, w, r.width, t.allowed) : opt.model.apply(w, r.width, s.bit, t.allowed, rng);

@@ -33,9 +33,11 @@ bool matches_any_path(const Glob& g, const ckpt::DatasetInfo& d) {
 
 TensorRole effective_role(const Tensor& t) {
   const auto& d = t.info;
-  auto any_path = [&](auto&& pred) { return pred(d.path) || std::any_of(d.aliases.begin(), d.aliases.end(), pred); };
-  if (t.role == TensorRole::model || any_path([](const std::string& p) { return p.starts_with("/model/"); })) return TensorRole::model;
-  if (t.role == TensorRole::optimizer || any_path([](const std::string& p) { return p.starts_with("/optimizer/"); })) return TensorRole::optimizer;
+  auto any_path = [&](TensorRole r) {
+    return schema_role(d.path) == r || std::any_of(d.aliases.begin(), d.aliases.end(), [&](const std::string& p) { return schema_role(p) == r; });
+  };
+  for (const TensorRole r : {TensorRole::model, TensorRole::master, TensorRole::optimizer})
+    if (t.role == r || any_path(r)) return r;
   return TensorRole::other;
 }
 
@@ -53,7 +55,7 @@ std::vector<Target> select(const std::vector<Tensor>& tensors, const SelectOptio
   // How many tensors each filter kept, in the order they apply, so an empty selection names the
   // filter that emptied it.
   std::size_t owned = 0, in_role = 0, in_include = 0, not_counter = 0, counters = 0, not_excluded = 0;
-  std::size_t role_count[3] = {0, 0, 0};  // model, optimizer, other: for the message
+  std::size_t role_count[4] = {0, 0, 0, 0};  // by TensorRole (model, master, optimizer, other): for the message
   for (const auto& tensor : tensors) {
     const auto& d = tensor.info;
     // Bytes shared by several tensors are one part of the fault space, under their owner.
@@ -63,10 +65,10 @@ std::vector<Target> select(const std::vector<Tensor>& tensors, const SelectOptio
     // in a role, included or excluded when any of its paths is (the resil schema's paths, or the
     // role its format's layout gives it).
     const TensorRole role = effective_role(tensor);
-    const bool model = role == TensorRole::model, optimizer = role == TensorRole::optimizer;
-    ++role_count[model ? 0 : optimizer ? 1 : 2];
-    if (opt.role == Role::model && !model) continue;
-    if (opt.role == Role::optimizer && !optimizer) continue;
+    ++role_count[static_cast<int>(role)];
+    if (opt.role == Role::model && role != TensorRole::model) continue;
+    if (opt.role == Role::master && role != TensorRole::master) continue;
+    if (opt.role == Role::optimizer && role != TensorRole::optimizer) continue;
     ++in_role;
     bool included = false;
     for (const auto& g : inc) included = included || matches_any_path(g, d);
@@ -98,9 +100,12 @@ std::vector<Target> select(const std::vector<Tensor>& tensors, const SelectOptio
     if (owned == 0) {
       why = "the file has no tensor with stored bits a fault can land in";
     } else if (in_role == 0) {
-      why = std::string("--role ") + (opt.role == Role::model ? "model" : "optimizer") + " matched no tensor (this file's tensors: " +
-            std::to_string(role_count[0]) + " model, " + std::to_string(role_count[1]) + " optimizer, " + std::to_string(role_count[2]) +
-            " other; inspect shows each one's role)";
+      const char* asked = opt.role == Role::model ? "model" : opt.role == Role::master ? "master" : "optimizer";
+      // master weights are named only where they might have been meant: asked for, or present.
+      const bool masters = opt.role == Role::master || role_count[1] > 0;
+      why = std::string("--role ") + asked + " matched no tensor (this file's tensors: " + std::to_string(role_count[0]) + " model, " +
+            (masters ? std::to_string(role_count[1]) + " master, " : std::string()) + std::to_string(role_count[2]) + " optimizer, " +
+            std::to_string(role_count[3]) + " other; inspect shows each one's role)";
     } else if (in_include == 0) {
       why = "--include" + list(opt.include) + " matched no tensor" + (opt.role == Role::all ? std::string() : " of the selected role");
     } else if (not_counter == 0) {

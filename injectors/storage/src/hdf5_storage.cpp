@@ -43,7 +43,7 @@ std::vector<Tensor> Hdf5Storage::tensors() {
   for (auto& info : ckpt::list_datasets(file_)) {
     Tensor t;
     // Roles of the resil schema; select() also matches a hard link's other paths.
-    t.role = info.path.starts_with("/model/") ? TensorRole::model : info.path.starts_with("/optimizer/") ? TensorRole::optimizer : TensorRole::other;
+    t.role = schema_role(info.path);
     t.storage = info.path;  // hard links are one object, listed once
     t.staged = !info.filters.empty();
     t.info = std::move(info);

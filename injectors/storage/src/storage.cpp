@@ -17,6 +17,13 @@
 
 namespace resil::inject {
 
+TensorRole schema_role(std::string_view path) noexcept {
+  if (path.starts_with("/model/")) return TensorRole::model;
+  // /optimizer/<param>/master: the fp32 master weights of mixed-precision training (bf16 gpt).
+  if (path.starts_with("/optimizer/")) return path.ends_with("/master") ? TensorRole::master : TensorRole::optimizer;
+  return TensorRole::other;
+}
+
 std::string_view format_name(Format f) noexcept {
   for (const auto& [name, value] : format_names)
     if (value == f) return name;

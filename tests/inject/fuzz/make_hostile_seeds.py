@@ -14,6 +14,8 @@ the fuzz corpora, so every inject_fuzz run replays them and mutates from them:
                                           storage
   npy/huge_shape                          a .npy header declaring 2^40 elements over 8 bytes of data
   safetensors/not_utf8                    a header key that is not UTF-8
+  log/tp_global_beyond_2_64               a tp shard's record whose global N-d index lies beyond flat
+                                          index 2^64 - 1 (the parser's 128-bit check), beside a valid one
 
 Usage: /usr/bin/python3 make_hostile_seeds.py [CORPUS_DIR]   (default: corpus/ beside this script)
 Needs torch (Debian's python3-torch); the files are committed, so the fuzz test does not.
@@ -95,4 +97,14 @@ write("npy", "huge_shape", b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header))
 bad = b'{"w\xff\xfe": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}'
 bad += b" " * (-len(bad) % 8)
 write("safetensors", "not_utf8", struct.pack("<Q", len(bad)) + bad + bytes(8))
+# A flip log whose second record names a global element beyond flat index 2^64 - 1.
+rec = ('{"anchor":3,"bits":[3],"dataset":"/model/h.0.mlp.c_fc.weight","dtype":"f32",'
+       '"global_index":%d,"global_nd":%s,"global_shape":%s,"index":%d,"mask":"0x00000008","nd":[%d,1],'
+       '"new":"0x3f800008","old":"0x3f800000","seq":%d,"type":"flip"}')
+big = 2**64 - 1
+write("log", "tp_global_beyond_2_64", "\n".join([
+    '{"type":"header","format":"resil-flip-log/1","seed":1,"planned":2}',
+    rec % (4161, "[65,1]", "[128,64]", 65, 1, 0),
+    rec % (0, "[%d,%d]" % (big, big - 1), "[%d,%d]" % (big, big), 66, 1, 1),
+    '{"type":"footer","applied":2}', ""]).encode())
 print("seeds written to", corpus)

@@ -160,7 +160,7 @@ struct FaultSpace {
 
 /// Labels of a site for each stratification dimension.
 std::string field_of(std::string_view dtype, unsigned bit);
-std::string role_of(std::string_view dataset);  // by the resil schema's paths (/model/, /optimizer/)
+std::string role_of(std::string_view dataset);  // by the resil schema's paths (/model/, /optimizer/<p>/master, /optimizer/)
 std::string role_of(TensorRole role);            // as a format adapter gives it (what campaigns label)
 
 /// What the classifier sees of one finished command.
@@ -209,8 +209,8 @@ bool trial_only_evaluates(const std::vector<std::string>& command);
 std::vector<std::string> substitute(const std::vector<std::string>& argv, const std::map<std::string, std::string>& values);
 
 /// XXH64 over (name, stored-bytes checksum) of the model tensors (TensorRole::model: HDF5's /model
-/// datasets, a torch.save file's model/ state_dict) of a checkpoint file of any format, or of an mp
-/// manifest's shards.
+/// datasets, a torch.save file's model/ state_dict) and of mixed precision's fp32 master weights
+/// (TensorRole::master) of a checkpoint file of any format, or of an mp manifest's shards.
 std::string model_weights_hash(const std::filesystem::path& ckpt);
 
 struct ShardSpec {

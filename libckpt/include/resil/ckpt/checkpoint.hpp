@@ -62,9 +62,6 @@ struct Checkpoint {
   std::map<std::string, std::string> slices;
 };
 
-/// The attribute naming a tp shard's slice of the global tensor (Checkpoint::slices).
-inline constexpr const char* tp_slice_attr = "resil_tp_slice";
-
 /// A tp shard's slice of a global tensor: along dimension `dim`, the global indices of each range
 /// [lo, hi), concatenated in order, all of every other dimension.
 struct TpSlice {

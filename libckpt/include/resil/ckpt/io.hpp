@@ -19,6 +19,8 @@ namespace resil::ckpt {
 /// Attribute names resil writes on tensor datasets.
 inline constexpr const char* checksum_attr = "resil_xxh64";  // u64: XXH64 (seed 0) of the stored bytes
 inline constexpr const char* dtype_attr = "resil_dtype";     // "bf16" on uint16 datasets holding bfloat16
+/// A tp shard's slice of its global tensor (JSON, TpSlice in checkpoint.hpp).
+inline constexpr const char* tp_slice_attr = "resil_tp_slice";
 
 struct WriteOptions {
   /// Chunk shape; empty = contiguous layout. Must have the tensor's rank when set.
@@ -74,6 +76,9 @@ struct DatasetInfo {
   /// `external=`), as stored; empty when the data is in the HDF5 file. Such datasets are read but
   /// never edited: the raw files are not part of an `-o` copy (docs/design/ckpt-flip-io.md).
   std::vector<std::string> external;
+  /// The text of the dataset's `resil_tp_slice` attribute (a tp shard's slice of the global tensor,
+  /// TpSlice::from_json reads it) when it has one; "" when that attribute is not a string.
+  std::optional<std::string> tp_slice;
   /// Elements: 0 for a null dataspace, the product of the dims saturated at UINT64_MAX (such
   /// datasets are unsupported: dtype is nullopt beyond max_elements).
   std::uint64_t numel() const noexcept;

@@ -30,6 +30,14 @@ struct FlipRecord {
   unsigned width = 8;             // stored bits of the word
   unsigned anchor = 0;            // the sampled bit (0 = LSB)
   std::uint64_t old_bits = 0, new_bits = 0;
+  /// The element in the global tensor, when the dataset is a tp shard's slice of one (its
+  /// `resil_tp_slice` attribute): the global flat C-order index, N-d index and shape.
+  struct Global {
+    std::uint64_t index = 0;
+    std::vector<std::uint64_t> nd, shape;
+    bool operator==(const Global&) const = default;
+  };
+  std::optional<Global> global;
   std::uint64_t mask() const noexcept { return old_bits ^ new_bits; }
 };
 

@@ -17,16 +17,19 @@
 
 namespace resil::inject {
 
-enum class Role { all, model, optimizer };
+/// What --role selects: model weights, the fp32 master weights of mixed precision (bf16 training
+/// keeps them in the optimizer state), the rest of the optimizer state (moments), or everything.
+enum class Role { all, model, master, optimizer };
 /// The names of Role on the command line and in campaign configurations.
-inline constexpr std::pair<std::string_view, Role> role_names[] = {{"all", Role::all}, {"model", Role::model}, {"optimizer", Role::optimizer}};
+inline constexpr std::pair<std::string_view, Role> role_names[] = {
+    {"all", Role::all}, {"model", Role::model}, {"master", Role::master}, {"optimizer", Role::optimizer}};
 
 /// The names of SelectOptions::as on the command line and in campaign configurations.
 inline constexpr std::pair<std::string_view, ckpt::DType> as_names[] = {{"bf16", ckpt::DType::bf16}, {"f16", ckpt::DType::f16}};
 
 struct SelectOptions {
   std::vector<std::string> include, exclude;  // globs on dataset paths
-  Role role = Role::all;                      // our schema: /model/..., /optimizer/...
+  Role role = Role::all;                      // our schema: /model/..., /optimizer/<p>/master, /optimizer/...
   BitSpec bits;                               // empty: every stored bit
   std::optional<ckpt::DType> as;              // e.g. bf16: read uint16 datasets as bfloat16
 };
@@ -60,10 +63,16 @@ bool matches_any_path(const Glob& g, const ckpt::DatasetInfo& d);
 bool is_counter(const ckpt::DatasetInfo& d);
 
 /// The role --role filters on: the adapter's, or the resil schema's from a path (or alias) under
-/// /model/ or /optimizer/.
+/// /model/ or /optimizer/ (`master` for /optimizer/<p>/master).
 TensorRole effective_role(const Tensor& t);
 constexpr const char* role_name(TensorRole r) noexcept {
-  return r == TensorRole::model ? "model" : r == TensorRole::optimizer ? "optimizer" : "other";
+  switch (r) {
+    case TensorRole::model: return "model";
+    case TensorRole::master: return "master";
+    case TensorRole::optimizer: return "optimizer";
+    case TensorRole::other: break;
+  }
+  return "other";
 }
 /// Whether select() skips a tensor unless an --include names it (is_counter or the adapter's flag).
 inline bool counter_of(const Tensor& t) { return t.counter || is_counter(t.info); }

@@ -53,8 +53,11 @@ enum class Access {
   rewrite,   // a private copy: the format's own writer may rewrite anything (filtered chunks)
 };
 
-/// What a tensor is for, as the format's layout says (HDF5: /model/..., /optimizer/...).
-enum class TensorRole { model, optimizer, other };
+/// What a tensor is for, as the format's layout says (HDF5: /model/..., /optimizer/<p>/master for
+/// the fp32 master weights of mixed-precision training, the other /optimizer/... slots).
+enum class TensorRole { model, master, optimizer, other };
+/// The resil schema's role of a dataset path: model, master, optimizer, or other.
+TensorRole schema_role(std::string_view path) noexcept;
 
 /// Stored bytes at an absolute file offset.
 struct Extent {
