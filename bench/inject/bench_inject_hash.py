@@ -6,8 +6,8 @@ at N = 1, 100, 10,000 flips (single bits in float32 words). Every way runs as it
 start to exit; before each run the file is synced and read once (untimed), so every way starts from a cached
 file with no dirty pages. ckpt-flip runs are the median of RESIL_BENCH_REPEATS (5), the Python ways of
 RESIL_BENCH_PY_REPEATS (3). Printed per row: each time, default / --no-hash (the target: at most 1.5), and
-the Python ways / default. Also printed: a whole read of the file from the page cache (the least any
-whole-file hash costs, at any speed) and, with BENCH_FILE_HASH, each identity hash alone on the file
+the Python ways / default. Also printed: a whole read of the file from the page cache by Python and, with
+BENCH_FILE_HASH, each identity hash alone on the file
 (bench_file_hash.cpp: sample-sha256, and XXH64 and SHA-256 of every byte).
 Env: RESIL_BENCH_SIZE_MB (1024), RESIL_BENCH_FLIPS ("1,100,10000"), RESIL_BENCH_FORMATS ("torch,safetensors"),
 RESIL_BENCH_REPEATS, RESIL_BENCH_PY_REPEATS, TMPDIR (needs about 2.1x the size free; files are removed).
@@ -137,7 +137,7 @@ with tempfile.TemporaryDirectory(prefix="bench-inject-hash-", dir=tmp_root) as t
         (make_torch if fmt == "torch" else make_safetensors)(path)
         mib = os.path.getsize(path) / 2**20
         reads = sorted(warm(path) for _ in range(3))
-        print(f"{fmt}: file {mib:.1f} MiB; one whole read from the page cache (the floor of any whole-file hash): "
+        print(f"{fmt}: file {mib:.1f} MiB; one whole read from the page cache by Python (readinto, 64 MiB buffer): "
               f"{reads[1] * 1e3:.0f} ms (median of 3)", flush=True)
         if len(sys.argv) > 2:
             print("  " + subprocess.run([sys.argv[2], path, "9"], check=True, capture_output=True, text=True).stdout.strip(), flush=True)
