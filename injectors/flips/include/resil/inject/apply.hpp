@@ -50,10 +50,10 @@ void require_logged_format(const std::string& file, const LogHeader& header, con
 /// A complete log (one with its footer) whose header names a hash: `file` must hash (by that
 /// algorithm) to the logged input's or output's hash, i.e. be the file the log was made from, before
 /// or after the flips, else MismatchError naming the file, the log and the algorithm, before
-/// anything is written. A log without a footer (an interrupted injection: the file may hold any mix
-/// of old and new words, and, for a zip, old CRC-32s) and one made with `--hash none` pass, as does
-/// a sample-sha256 log and a file that differs only outside the sample (hash.hpp). A log of before
-/// "hash" existed names SHA-256 when its "input_sha256" is set.
+/// anything is written. Not checked: a log without a footer (an interrupted injection: the file may
+/// hold any mix of old and new words and, for a zip, old CRC-32s) and one with hash none. With
+/// sample-sha256, a file that differs from the logged one only between the samples passes
+/// (hash.hpp: sample_sha256_file).
 void require_logged_identity(const std::string& file, const FlipLog& log, const std::string& log_path);
 
 /// Whether every word the records touch holds its first record's old bits in `file`: none of them
