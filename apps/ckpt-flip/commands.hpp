@@ -30,6 +30,7 @@ int run_inspect(const InspectOptions& o);
 struct InjectOptions {
   std::string input, output, log;
   bool in_place = false, dry_run = false, raw = false, no_hash = false, no_sync = false, keep_crc = false;
+  ckpt::FileHash hash = ckpt::FileHash::sample_sha256;  // --hash; --no-hash is none
   std::optional<std::uint64_t> seed;
   std::uint64_t trial = 0;
   std::optional<std::uint64_t> flips;

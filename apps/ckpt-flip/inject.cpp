@@ -31,6 +31,7 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
       "  ckpt-flip inject ckpt.h5 --dry-run --seed 5 --flips 3 --bits exponent-msb\n"
       "  ckpt-flip inject ckpt.h5 -o broken.h5 --raw --seed 9 --flips 20 --log raw.jsonl\n"
       "  ckpt-flip inject ckpt.h5 -o bad.h5 --seed 4 --flips 100 --bits exponent --finite --log f.jsonl\n"
+      "  ckpt-flip inject ckpt.h5 --in-place --seed 6 --flips 1 --hash sha256 --log f.jsonl   (every byte identified)\n"
       "Bits: names sign, exponent, exponent-msb, mantissa, mantissa-high, msb, lsb, all; numbers and ranges (0-7).\n"
       "Models: flip, adjacent:K, random-bits:K, burst[:K], stuck-at-0, stuck-at-1, random-value, zero, pattern:FILE.json");
   c->add_option("IN", o.input, "input checkpoint file")->required();
@@ -58,7 +59,10 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
               "redraw a site whose fault would leave a float NaN or Inf (the log's header counts the rejected draws; "
               "rates are then conditional on a finite outcome: docs/guide/ckpt-flip.md)");
   c->add_flag("--raw", o.raw, "flip bits anywhere in the file's bytes (HDF5 metadata included)");
-  c->add_flag("--no-hash", o.no_hash, "skip the SHA-256 of input and output (logged as empty)");
+  auto* hash = app::add_choice(*c, "--hash", o.hash, ckpt::file_hash_names,
+                               "how the log identifies input and output for revert and replay: sample-sha256 (default: "
+                               "SHA-256 of the size and a fixed 1.1 MiB sample, O(1) in the file size), sha256 (of every byte) or none");
+  c->add_flag("--no-hash", o.no_hash, "the same as --hash none")->excludes(hash);
   c->add_flag("--no-sync", o.no_sync,
               "with --in-place: do not fsync the file's edited words at the end (the log is still durable before any byte "
               "changes, so revert/replay work after a crash; a power loss may lose some flips)");
@@ -173,12 +177,13 @@ int run_inject(const InjectOptions& o) {
   h.finite = o.finite;
   h.rejected = rejected;
   h.output = o.in_place ? o.input : o.output;
-  if (!o.no_hash) h.input_sha256 = ckpt::sha256_file(o.input);
+  h.hash = o.no_hash ? ckpt::FileHash::none : o.hash;
+  h.input_hash = ckpt::file_hash(o.input, h.hash);
 
   inject::ApplyStats st;
   if (o.in_place) {
     // The log is durable before the first byte of IN changes (inject::apply_logged).
-    const inject::TransactionOptions topt{.sync = !o.no_sync, .hash_output = !o.no_hash, .format = o.format};
+    const inject::TransactionOptions topt{.sync = !o.no_sync, .hash_output = h.hash != ckpt::FileHash::none, .format = o.format};
     st = (wf ? inject::apply_logged(o.log, h, records, *wf, topt) : inject::apply_logged(o.log, h, records, o.input, topt)).stats;
   } else {
     // The log too is written to a temporary sibling and renamed into place after the output: an
@@ -186,16 +191,16 @@ int run_inject(const InjectOptions& o) {
     const auto log_target = ckpt::fs::write_target(o.log, "--log");  // through a link: its target
     const auto log_tmp = ckpt::fs::temp_sibling(log_target);
     ckpt::fs::RemoveOnError log_guard(log_tmp);
-    std::string out_sha;
+    std::string out_hash;
     try {
       with_output_copy(o.input, o.output, [&](const std::string& tmp) {
         st = inject::apply(tmp, records, inject::Direction::forward, false, false, true, o.format);
-        if (!o.no_hash) out_sha = ckpt::sha256_file(tmp);
-        h.output_sha256 = out_sha;
+        out_hash = ckpt::file_hash(tmp, h.hash);
+        h.output_hash = out_hash;
         inject::LogWriter log(log_tmp, o.input);
         log.line(inject::header_line(h));
         log.records(records);
-        log.line(inject::footer_line(st.changed, out_sha));
+        log.line(inject::footer_line(st.changed, out_hash, h.hash));
         log.close();
       });
       ckpt::fs::durable_rename(log_tmp, log_target);

@@ -19,7 +19,7 @@ CLI::App* setup_replay(CLI::App& app, ReplayOptions& o) {
   c->add_option("-o,--output", o.output, "write to OUT (a copy of FILE) instead of modifying FILE");
   add_format_option(*c, o.format);
   add_keep_crc_option(*c, o.keep_crc);
-  c->add_flag("--force", o.force, "write the logged new bits even where the file holds unexpected bits");
+  c->add_flag("--force", o.force, "write the logged new bits even where the file holds unexpected bits or another hash than the log's");
   return c;
 }
 
@@ -29,6 +29,8 @@ int run_replay(const ReplayOptions& o) {
   if (!o.output.empty()) ckpt::fs::require_output_file(o.output);
   const auto log = inject::read_log(o.log);  // a log cut short is refused (exit 4)
   inject::require_logged_format(o.file, log.header, o.log, o.format);
+  // The file the log was made from, before or after its flips, by the hash the log names.
+  if (!o.force) inject::require_logged_identity(o.file, log, o.log);
   inject::set_keep_crc(o.keep_crc || log.header.keep_crc);  // the logged injection's CRCs, exactly
   inject::ApplyStats st;
   if (o.output.empty()) st = inject::apply(o.file, log.records, inject::Direction::forward, o.force, true, true, o.format);

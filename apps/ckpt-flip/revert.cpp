@@ -17,7 +17,7 @@ CLI::App* setup_revert(CLI::App& app, RevertOptions& o) {
   c->add_option("--log", o.log, "flip log")->required();
   add_format_option(*c, o.format);
   add_keep_crc_option(*c, o.keep_crc);
-  c->add_flag("--force", o.force, "restore the logged old bits even where the file holds unexpected bits");
+  c->add_flag("--force", o.force, "restore the logged old bits even where the file holds unexpected bits or another hash than the log's");
   return c;
 }
 
@@ -34,6 +34,8 @@ int run_revert(const RevertOptions& o) {
     return 0;
   }
   inject::require_logged_format(o.file, log.header, o.log, o.format);
+  // The file the log was made from, before or after its flips, by the hash the log names.
+  if (!o.force) inject::require_logged_identity(o.file, log, o.log);
   // A log made with --keep-crc left the old CRCs: restoring the words must leave them too.
   inject::set_keep_crc(o.keep_crc || log.header.keep_crc);
   const auto st = inject::apply(o.file, log.records, inject::Direction::revert, o.force, true, true, o.format);

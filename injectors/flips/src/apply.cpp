@@ -20,6 +20,7 @@
 
 #include "resil/core/fd.hpp"
 #include "resil/ckpt/fs.hpp"
+#include "resil/ckpt/hash.hpp"
 #include "resil/inject/apply.hpp"
 #include "resil/inject/file_lock.hpp"
 #include "resil/inject/plan.hpp"
@@ -254,6 +255,17 @@ void require_logged_format(const std::string& file, const LogHeader& header, con
   open_storage(file, Access::read, format)->close();
   throw MismatchError(file + ": a " + std::string(actual) + " file, but the flip log " + log + " was made from a " +
                       header.file_format + " file (not the file the log was made from?)");
+}
+
+void require_logged_identity(const std::string& file, const FlipLog& log, const std::string& log_path) {
+  const auto& h = log.header;
+  if (h.hash == ckpt::FileHash::none || !log.complete) return;
+  const std::string& out = log.footer_output_hash.empty() ? h.output_hash : log.footer_output_hash;
+  if (h.input_hash.empty() && out.empty()) return;
+  const auto now = ckpt::file_hash(file, h.hash);
+  if (now == h.input_hash || now == out) return;
+  throw MismatchError(file + ": its " + std::string(ckpt::file_hash_name(h.hash)) + " hash is neither the input's nor the output's in the flip log " +
+                      log_path + " (not the file the log was made from, or changed since; --force skips this check)");
 }
 
 bool holds_old_bits(const std::string& file, std::span<const FlipRecord> records, Format format) {

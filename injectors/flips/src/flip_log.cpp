@@ -49,8 +49,13 @@ std::string hex_bits(std::uint64_t v, unsigned width) {
 std::string header_line(const LogHeader& h) {
   json j = {{"type", "header"}, {"format", log_format}, {"tool", "ckpt-flip"}, {"version", h.tool_version},
             {"seed", h.seed}, {"trial", h.trial}, {"model", h.model}, {"args", h.args},
-            {"input_sha256", h.input_sha256}, {"output_sha256", h.output_sha256}, {"in_place", h.in_place},
-            {"raw", h.raw}, {"planned", h.planned}};
+            {"hash", ckpt::file_hash_name(h.hash)}, {"input_hash", h.input_hash}, {"output_hash", h.output_hash},
+            {"in_place", h.in_place}, {"raw", h.raw}, {"planned", h.planned}};
+  // The keys of logs written before "hash" existed, for readers of those: the same values.
+  if (h.hash == ckpt::FileHash::sha256) {
+    j["input_sha256"] = h.input_hash;
+    j["output_sha256"] = h.output_hash;
+  }
   // Optional fields (older logs lack them): the input's format, and --keep-crc.
   if (!h.file_format.empty()) j["file_format"] = h.file_format;
   if (h.keep_crc) j["keep_crc"] = true;
@@ -216,8 +221,10 @@ std::string record_line(const FlipRecord& r, std::uint64_t seq) {
   return out;
 }
 
-std::string footer_line(std::uint64_t applied, const std::string& output_sha256) {
-  return json{{"type", "footer"}, {"applied", applied}, {"output_sha256", output_sha256}}.dump();
+std::string footer_line(std::uint64_t applied, const std::string& output_hash, ckpt::FileHash hash) {
+  json j = {{"type", "footer"}, {"applied", applied}, {"output_hash", output_hash}};
+  if (hash == ckpt::FileHash::sha256) j["output_sha256"] = output_hash;
+  return j.dump();
 }
 
 namespace {
@@ -443,9 +450,18 @@ FlipLog parse_log(std::string_view text, const std::string& source, Tail tail) {
             a = std::move(*bytes);
           }
         h.input = j.contains("input") ? name_at(j, "input", where) : "";
-        h.input_sha256 = j.value("input_sha256", "");
         h.output = j.contains("output") ? name_at(j, "output", where) : "";
-        h.output_sha256 = j.value("output_sha256", "");
+        if (j.contains("hash")) {
+          const auto algo = ckpt::parse_file_hash(j.at("hash").get<std::string>());
+          if (!algo) throw CorruptInputError(where + ": unknown \"hash\" (sample-sha256, sha256 or none)");
+          h.hash = *algo;
+          h.input_hash = j.value("input_hash", "");
+          h.output_hash = j.value("output_hash", "");
+        } else {  // a log written before "hash" existed: SHA-256 of the whole file, or nothing
+          h.input_hash = j.value("input_sha256", "");
+          h.output_hash = j.value("output_sha256", "");
+          h.hash = h.input_hash.empty() && h.output_hash.empty() ? ckpt::FileHash::none : ckpt::FileHash::sha256;
+        }
         h.in_place = j.value("in_place", false);
         h.raw = j.value("raw", false);
         h.file_format = j.value("file_format", "");
@@ -469,7 +485,7 @@ FlipLog parse_log(std::string_view text, const std::string& source, Tail tail) {
       } else if (type == "footer") {
         if (log.complete) throw CorruptInputError(where + ": second footer");
         log.complete = true;
-        log.footer_output_sha256 = j.value("output_sha256", "");
+        log.footer_output_hash = j.contains("output_hash") ? j.value("output_hash", "") : j.value("output_sha256", "");
         if (j.contains("applied")) footer_applied.emplace(as_uint(j.at("applied"), where, "applied"), where);
       } else {
         throw CorruptInputError(where + ": unknown record type \"" + type + "\"");

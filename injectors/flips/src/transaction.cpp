@@ -22,8 +22,8 @@ TransactionResult logged(const std::filesystem::path& log, const LogHeader& head
     w.sync();
     TransactionResult r;
     r.stats = apply_records();
-    if (opt.hash_output) r.output_sha256 = ckpt::sha256_file(path);
-    w.line(footer_line(r.stats.changed, r.output_sha256));
+    if (opt.hash_output) r.output_hash = ckpt::file_hash(path, header.hash);
+    w.line(footer_line(r.stats.changed, r.output_hash, header.hash));
     w.close();
     return r;
   } catch (const Error& e) {

@@ -26,8 +26,15 @@ cmp -s "$T/a.h5" "$T/b.h5" || fail "same seed, different output"
 diff <(tail -n +2 "$T/a.jsonl") <(tail -n +2 "$T/b.jsonl") > /dev/null || fail "same seed, different records"
 [ "$(grep -c '"type":"flip"' "$T/a.jsonl")" = 50 ] || fail "--flips 50 did not log 50 records"
 [ "$(sha256sum "$T/in.h5" | cut -d' ' -f1)" = "$SHA" ] || fail "input modified"
-grep -q "\"input_sha256\":\"$SHA\"" "$T/a.jsonl" || fail "input hash not logged"
-grep -q "\"output_sha256\":\"$(sha256sum "$T/a.h5" | cut -d' ' -f1)\"" "$T/a.jsonl" || fail "output hash not logged"
+# The default identity is sample-sha256 (sample_sha256.py: its definition in Python); --hash sha256
+# logs SHA-256 under both key names.
+SAMPLE="$SRC/tests/apps/ckpt-flip/sample_sha256.py"
+grep -q "\"input_hash\":\"$($PY "$SAMPLE" "$T/in.h5")\"" "$T/a.jsonl" || fail "input hash not logged"
+grep -q "\"output_hash\":\"$($PY "$SAMPLE" "$T/a.h5")\"" "$T/a.jsonl" || fail "output hash not logged"
+grep -q '"hash":"sample-sha256"' "$T/a.jsonl" || fail "hash algorithm not logged"
+expect_rc 0 "$FLIP" inject "$T/in.h5" -o "$T/a2.h5" --seed 5 --flips 50 --hash sha256 --log "$T/a2.jsonl"
+grep -q "\"input_sha256\":\"$SHA\"" "$T/a2.jsonl" || fail "--hash sha256: input hash not logged"
+grep -q "\"output_sha256\":\"$(sha256sum "$T/a2.h5" | cut -d' ' -f1)\"" "$T/a2.jsonl" || fail "--hash sha256: output hash not logged"
 # A seed not given is drawn, printed and logged.
 expect_rc 0 "$FLIP" inject "$T/in.h5" -o "$T/c.h5" --flips 3 --log "$T/c.jsonl"
 S=$(sed -n 's/^seed: \([0-9]*\).*/\1/p' "$T/stdout"); [ -n "$S" ] || fail "drawn seed not printed"

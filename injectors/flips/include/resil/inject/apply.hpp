@@ -47,6 +47,15 @@ ApplyStats apply(Storage& file, std::span<const FlipRecord> records, Direction d
 /// before anything is written. Logs without the field (older ones, --raw) pass.
 void require_logged_format(const std::string& file, const LogHeader& header, const std::string& log, Format format = Format::automatic);
 
+/// A complete log (one with its footer) whose header names a hash: `file` must hash (by that
+/// algorithm) to the logged input's or output's hash, i.e. be the file the log was made from, before
+/// or after the flips, else MismatchError naming the file, the log and the algorithm, before
+/// anything is written. Not checked: a log without a footer (an interrupted injection: the file may
+/// hold any mix of old and new words and, for a zip, old CRC-32s) and one with hash none. With
+/// sample-sha256, a file that differs from the logged one only between the samples passes
+/// (hash.hpp: sample_sha256_file).
+void require_logged_identity(const std::string& file, const FlipLog& log, const std::string& log_path);
+
 /// Whether every word the records touch holds its first record's old bits in `file`: none of them
 /// is applied (a record that changes no bit counts either way). Reads only those words, read-only.
 /// Errors as open_storage and Storage::edit; a raw record beyond the file's end is false.

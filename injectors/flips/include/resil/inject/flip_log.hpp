@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "resil/ckpt/dtype.hpp"
+#include "resil/ckpt/hash.hpp"
 
 namespace resil::inject {
 
@@ -48,9 +49,12 @@ struct LogHeader {
   std::string model;               // fault model text
   std::vector<std::string> args;   // command line
   std::string input;               // input path as given
-  std::string input_sha256;        // "" when hashing was skipped
+  /// How input_hash and output_hash identify the files ("hash"; a log without the key, written
+  /// before it existed, holds SHA-256 in "input_sha256"/"output_sha256", or "" in both: none).
+  ckpt::FileHash hash = ckpt::FileHash::none;
+  std::string input_hash;          // "" when hashing was skipped
   std::string output;
-  std::string output_sha256;       // known up front with -o; for --in-place see the footer
+  std::string output_hash;         // known up front with -o; for --in-place see the footer
   bool in_place = false;
   bool raw = false;
   std::uint64_t planned = 0;       // number of records that follow
@@ -64,7 +68,7 @@ struct FlipLog {
   LogHeader header;
   std::vector<FlipRecord> records;
   bool complete = false;           // a footer was found (the injection finished)
-  std::string footer_output_sha256;
+  std::string footer_output_hash;  // by header.hash
   /// Only with Tail::may_be_cut: the text ended inside a line (a kill while the log was being
   /// written; every line ckpt-flip writes ends with a newline). That line was dropped unless it parses.
   bool cut_short = false;
@@ -83,7 +87,8 @@ enum class Tail { strict, may_be_cut };
 /// One JSON line (no newline) per object.
 std::string header_line(const LogHeader& h);
 std::string record_line(const FlipRecord& r, std::uint64_t seq);
-std::string footer_line(std::uint64_t applied, const std::string& output_sha256);
+/// The footer: words changed and the output's hash by `hash` ("" when skipped).
+std::string footer_line(std::uint64_t applied, const std::string& output_hash, ckpt::FileHash hash = ckpt::FileHash::none);
 
 /// Parse a whole log; throws CorruptInputError naming `source` and the line number. Records must
 /// be numbered 0..N-1 in order (`seq`), chain on each word (old = the new of the word's record

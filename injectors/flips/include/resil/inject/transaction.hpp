@@ -19,7 +19,7 @@ namespace resil::inject {
 struct TransactionOptions {
   /// fsync the file's edited words at the end (the log is durable before any change either way).
   bool sync = true;
-  /// SHA-256 of the edited file into the footer; "" when false.
+  /// The edited file's hash, by the header's `hash`, into the footer; "" when false.
   bool hash_output = true;
   /// The file's format (the path overload; automatic: detected from its content).
   Format format = Format::automatic;
@@ -27,7 +27,7 @@ struct TransactionOptions {
 
 struct TransactionResult {
   ApplyStats stats;
-  std::string output_sha256;  // "" unless TransactionOptions::hash_output
+  std::string output_hash;  // "" unless TransactionOptions::hash_output and a header's hash
 };
 
 /// Write the log `log` (created or truncated) with `header` and `records`, make it durable, apply
