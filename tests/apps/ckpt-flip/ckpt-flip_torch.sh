@@ -2,4 +2,4 @@
 # Runs ckpt-flip_torch.py (Debian's python3 with torch) against the ckpt-flip binary given.
 . "$(dirname "$0")/../../support/test_lib.sh" ckpt-flip-torch
 $PY -c "import torch" 2> /dev/null || { echo "SKIP: python3-torch is not installed"; exit 0; }
-exec $PY "$(dirname "$0")/ckpt-flip_torch.py" "$1" "$T"
+$PY "$(dirname "$0")/ckpt-flip_torch.py" "$1" "$T"
