@@ -10,6 +10,7 @@
 #include "resil/ckpt/hash.hpp"
 #include "resil/config.hpp"
 #include "resil/inject/apply.hpp"
+#include "resil/inject/file_set.hpp"
 #include "resil/inject/file_lock.hpp"
 #include "resil/inject/names.hpp"
 #include "resil/inject/plan.hpp"
@@ -92,9 +93,9 @@ int run_inject(const InjectOptions& o) {
   // regular files or new ones in an existing directory.
   if (!o.dry_run)
     ckpt::fs::require_distinct({{"input", o.input, o.in_place}, {"-o", o.output, true}, {"--log", o.log, true}});
-  ckpt::fs::require_input_file(o.input);
+  inject::require_input(o.input);
   if (!o.dry_run) {
-    if (!o.output.empty()) ckpt::fs::require_output_file(o.output);
+    if (!o.output.empty()) require_output_for(o.input, o.output);
     ckpt::fs::require_output_file(o.log);
   }
   inject::set_keep_crc(o.keep_crc);
@@ -172,7 +173,7 @@ int run_inject(const InjectOptions& o) {
   h.finite = o.finite;
   h.rejected = rejected;
   h.output = o.in_place ? o.input : o.output;
-  if (!o.no_hash) h.input_sha256 = ckpt::sha256_file(o.input);
+  if (!o.no_hash) h.input_sha256 = inject::checkpoint_sha256(o.input);
 
   inject::ApplyStats st;
   if (o.in_place) {
@@ -189,7 +190,7 @@ int run_inject(const InjectOptions& o) {
     try {
       with_output_copy(o.input, o.output, [&](const std::string& tmp) {
         st = inject::apply(tmp, records, inject::Direction::forward, false, false, true, o.format);
-        if (!o.no_hash) out_sha = ckpt::sha256_file(tmp);
+        if (!o.no_hash) out_sha = inject::checkpoint_sha256(tmp);
         h.output_sha256 = out_sha;
         inject::LogWriter log(log_tmp, o.input);
         log.line(inject::header_line(h));

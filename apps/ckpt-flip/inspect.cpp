@@ -39,6 +39,16 @@ const char* layout_name(ckpt::Layout l) {
 }
 }  // namespace
 
+namespace {
+
+// A location for a line of text: a set's file by its name, anything else as its JSON.
+std::string location_text(const std::string& location) {
+  const auto j = nlohmann::json::parse(location);
+  return j.size() == 1 && j.contains("file") ? j.at("file").get<std::string>() : location;
+}
+
+}  // namespace
+
 int run_inspect(const InspectOptions& o) {
   const auto f = inject::open_storage(o.file, inject::Access::read, o.format);
   const auto tensors = f->tensors();
@@ -70,6 +80,8 @@ int run_inspect(const InspectOptions& o) {
     if (o.verify && d.checksum && readable) {
       checksum = f->checksum(d.path) == *d.checksum ? "ok" : "MISMATCH";
     }
+    // Where the tensor is in a set of files (its shard): the location of its first element.
+    const std::string location = d.numel() ? f->location(d.path, 0) : std::string();
     std::string filters;
     for (const auto& x : d.filters) filters += (filters.empty() ? "" : "+") + x;
     if (o.json) {
@@ -79,6 +91,7 @@ int run_inspect(const InspectOptions& o) {
                           {"fault_bits", inject::count_json(bits)}, {"flippable", flippable}, {"external", d.external},
                           {"role", role}, {"counter", counter}, {"sampled", in_sample}};
       inject::put_name(j, "dataset", d.path);
+      if (!location.empty()) j["location"] = nlohmann::json::parse(location);
       if (d.null_space) j["null_dataspace"] = true;
       if (!d.aliases.empty()) {
         j["aliases"] = nlohmann::json::array();
@@ -100,6 +113,7 @@ int run_inspect(const InspectOptions& o) {
               << (d.null_space ? "[] null dataspace (no element)" : ckpt::shape_string(d.shape))
               << "  " << layout_name(d.layout) << external << (d.chunks.empty() ? "" : " chunks " + ckpt::shape_string(d.chunks))
               << (filters.empty() ? "" : " " + filters) << "  " << d.stored_bytes << " B stored"
+              << (location.empty() ? "" : "  in " + location_text(location))
               << "  checksum " << checksum << "  " << role << (counter ? " counter" : "") << "  fault space "
               << (!flippable ? (readable ? "none (external raw data, never edited)" : "none (unsupported type)")
                   : in_sample ? inject::count_string(bits) + " bits"

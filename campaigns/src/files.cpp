@@ -14,6 +14,7 @@
 #include "resil/ckpt/fs.hpp"
 #include "resil/core/error.hpp"
 #include "resil/campaign/campaign.hpp"
+#include "resil/inject/file_set.hpp"
 
 namespace resil::inject::detail {
 
@@ -37,7 +38,7 @@ CkptFiles ckpt_files(const stdfs::path& p) {
 
 void replace_with_copy(const stdfs::path& from, const stdfs::path& to) {
   stdfs::remove_all(to);
-  ckpt::fs::copy_file(from, to);
+  inject::copy_checkpoint(from.string(), to);  // a file, or a sharded set (its members replaced too)
 }
 
 void copy_with_marker(const stdfs::path& from, const stdfs::path& to) {
@@ -50,7 +51,7 @@ void copy_with_marker(const stdfs::path& from, const stdfs::path& to) {
 
 FileId file_id(const stdfs::path& p) {
   struct stat st {};
-  if (::lstat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  if (::lstat(p.c_str(), &st) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) return {};  // a directory: a set
   return {st.st_dev, st.st_ino};
 }
 

@@ -34,6 +34,7 @@ json flip_json(const FlipRecord& r, const std::string& file) {
     j["new_value"] = value_json(ckpt::word_to_double(r.dtype, r.new_bits));
   }
   if (!file.empty()) j["file"] = file;
+  if (!r.location.empty()) j["location"] = json::parse(r.location);  // a set's shard, a distributed checkpoint's chunk
   put_name(j, "dataset", r.dataset);  // names that are not UTF-8: escaped and flagged (names.hpp)
   return j;
 }

@@ -51,6 +51,7 @@ std::vector<FlipRecord> plan(Storage& wf, std::span<const Target> targets, std::
     r.dtype = t.dtype;
     r.width = ckpt::dtype_bits(t.dtype);
     r.anchor = s.bit;
+    r.location = wf.location(t.info.path, s.index);
     auto& w = current[s.target].at(s.index);
     r.old_bits = w;
     r.new_bits = opt.finite ? site_fault(opt.model, key, s, w, r.width, t.allowed) : opt.model.apply(w, r.width, s.bit, t.allowed, rng);

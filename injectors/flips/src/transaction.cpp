@@ -5,6 +5,7 @@
 
 #include "resil/ckpt/hash.hpp"
 #include "resil/core/error.hpp"
+#include "resil/inject/file_set.hpp"
 #include "resil/inject/storage.hpp"
 
 namespace resil::inject {
@@ -22,7 +23,7 @@ TransactionResult logged(const std::filesystem::path& log, const LogHeader& head
     w.sync();
     TransactionResult r;
     r.stats = apply_records();
-    if (opt.hash_output) r.output_sha256 = ckpt::sha256_file(path);
+    if (opt.hash_output) r.output_sha256 = checkpoint_sha256(path);
     w.line(footer_line(r.stats.changed, r.output_sha256));
     w.close();
     return r;

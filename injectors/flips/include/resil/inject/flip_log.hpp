@@ -30,6 +30,9 @@ struct FlipRecord {
   unsigned width = 8;             // stored bits of the word
   unsigned anchor = 0;            // the sampled bit (0 = LSB)
   std::uint64_t old_bits = 0, new_bits = 0;
+  /// Where the word is stored beyond the dataset's name (Storage::location: a set's file, a
+  /// distributed checkpoint's chunk), compact JSON with sorted keys; "" when the file says it all.
+  std::string location;
   std::uint64_t mask() const noexcept { return old_bits ^ new_bits; }
 };
 
