@@ -41,10 +41,12 @@ const char* layout_name(ckpt::Layout l) {
 
 namespace {
 
-// A location for a line of text: a set's file by its name, anything else as its JSON.
+// A location for a line of text: a set's file by its name, a distributed checkpoint's placement.
 std::string location_text(const std::string& location) {
   const auto j = nlohmann::json::parse(location);
-  return j.size() == 1 && j.contains("file") ? j.at("file").get<std::string>() : location;
+  if (j.contains("placement"))  // a distributed checkpoint: how the tensor is stored over the ranks (--json: its first chunk)
+    return j.at("placement").get<std::string>() + " over " + std::to_string(j.value("world", 0)) + " rank(s)";
+  return j.contains("file") ? j.at("file").get<std::string>() : location;
 }
 
 }  // namespace

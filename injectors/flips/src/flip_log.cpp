@@ -348,7 +348,7 @@ private:
 // Not that table: storage.hpp includes HDF5's headers, and this parser is also built alone, without
 // HDF5, into the log fuzzer (tests/inject/fuzz), which including it would break.
 bool known_file_format(std::string_view f) {
-  for (const std::string_view name : {"hdf5", "torch", "safetensors", "npy", "npz", "shards"})
+  for (const std::string_view name : {"hdf5", "torch", "safetensors", "npy", "npz", "shards", "dcp"})
     if (f == name) return true;
   return false;
 }
@@ -410,7 +410,7 @@ FlipLog parse_log(std::string_view text, const std::string& source, Tail tail) {
         h.raw = j.value("raw", false);
         h.file_format = j.value("file_format", "");
         if (!h.file_format.empty() && !known_file_format(h.file_format))
-          throw CorruptInputError(where + ": unknown \"file_format\" (hdf5, torch, safetensors, npy, npz or shards)");
+          throw CorruptInputError(where + ": unknown \"file_format\" (hdf5, torch, safetensors, npy, npz, shards or dcp)");
         h.keep_crc = j.value("keep_crc", false);
         h.planned = j.contains("planned") ? as_uint(j.at("planned"), where, "planned") : 0;
         has_planned = j.contains("planned");

@@ -16,6 +16,7 @@
 #include "resil/ckpt/hash.hpp"
 #include "resil/core/error.hpp"
 #include "resil/core/fd.hpp"
+#include "resil/inject/formats/dcp.hpp"
 #include "resil/inject/formats/shard_index.hpp"
 
 namespace resil::inject {
@@ -84,6 +85,30 @@ FileSet shard_set_of_index(const stdfs::path& index) {
   return s;
 }
 
+// A DCP directory: `.metadata` and the data files it names, and any other `*.distcp` there (a rank
+// with nothing to write still writes its file).
+FileSet dcp_set(const std::string& path) {
+  if (!is_directory(path)) throw IoError(path + ": a torch.distributed.checkpoint is named by its directory");
+  FileSet s;
+  s.format = Format::dcp;
+  s.dir = path;
+  s.index = ".metadata";
+  const std::string md = (s.dir / s.index).string();
+  ckpt::fs::require_input_file(md);
+  const Mapping m = map_for_parsing(md);
+  const auto meta = parse_named(md, [&] { return formats::parse_dcp_metadata(formats::bytes_of(m.data(), m.size())); });
+  const uid_t owner = owner_of(path);
+  for (const auto& f : meta.files) check_member(s.dir, f, owner, "data file named by " + md);
+  s.files = meta.files;
+  for (const auto& n : names_in(path))
+    if (n.ends_with(".distcp") && !std::binary_search(meta.files.begin(), meta.files.end(), n)) {
+      check_member(s.dir, n, owner, "data file of the checkpoint");
+      s.files.push_back(n);
+    }
+  std::sort(s.files.begin(), s.files.end());
+  return s;
+}
+
 }  // namespace
 
 std::vector<std::string> FileSet::all() const {
@@ -95,6 +120,7 @@ std::vector<std::string> FileSet::all() const {
 
 std::optional<Format> directory_format(const std::string& dir) {
   const auto names = names_in(dir);
+  if (std::find(names.begin(), names.end(), ".metadata") != names.end()) return Format::dcp;
   const auto indexes = shard_indexes_in(names);
   if (indexes.size() > 1)
     throw UsageError(dir + ": holds " + std::to_string(indexes.size()) + " shard indexes (" + indexes[0] + ", " + indexes[1] +
@@ -117,6 +143,7 @@ bool is_file_set(const std::string& path) {
 
 FileSet file_set(const std::string& path, Format format) {
   if (format == Format::automatic) format = resolve_format(path, format);
+  if (format == Format::dcp) return dcp_set(path);
   if (format != Format::shards) throw UsageError(path + ": not a set of files (format " + std::string(format_name(format)) + ")");
   FileSet s;
   if (is_directory(path)) {

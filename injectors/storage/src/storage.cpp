@@ -123,7 +123,7 @@ Format resolve_format(const std::string& path, Format forced) {
   if (forced != Format::automatic) return forced;
   if (const auto f = detect_format(path)) return *f;
   if (struct stat st {}; ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw IoError(path + ": is a directory without a shard index (*.index.json) or *.safetensors files, not a checkpoint");
+    throw IoError(path + ": is a directory without a DCP .metadata, a shard index (*.index.json) or *.safetensors files, not a checkpoint");
   throw CorruptInputError(path + ": unknown file format: not HDF5, torch.save (zip or legacy), safetensors, .npy, .npz or a shard index (no known signature)");
 }
 
@@ -136,6 +136,7 @@ std::unique_ptr<Storage> open_storage(const std::string& path, Access access, Fo
     case Format::npy: return open_npy(path, access);
     case Format::npz: return open_npz(path, access);
     case Format::shards: return open_shards(path, access);
+    case Format::dcp: return open_dcp(path, access);
     case Format::automatic: break;
   }
   throw UsageError(path + ": no format resolved");

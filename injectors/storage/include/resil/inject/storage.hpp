@@ -22,12 +22,14 @@
 namespace resil::inject {
 
 /// File formats. `automatic`: detected from the content (detect_format), never from the name.
-/// `shards`: a Hugging Face sharded set (an index file or a directory: file_set.hpp).
-enum class Format { automatic, hdf5, torch, safetensors, npy, npz, shards };
+/// `shards`: a Hugging Face sharded set (an index file or a directory); `dcp`: a
+/// torch.distributed.checkpoint directory (file_set.hpp).
+enum class Format { automatic, hdf5, torch, safetensors, npy, npz, shards, dcp };
 /// The names of Format on the command line (`--format`).
 inline constexpr std::pair<std::string_view, Format> format_names[] = {
     {"auto", Format::automatic}, {"hdf5", Format::hdf5},   {"torch", Format::torch},
-    {"safetensors", Format::safetensors}, {"npy", Format::npy}, {"npz", Format::npz}, {"shards", Format::shards}};
+    {"safetensors", Format::safetensors}, {"npy", Format::npy}, {"npz", Format::npz}, {"shards", Format::shards},
+    {"dcp", Format::dcp}};
 std::string_view format_name(Format f) noexcept;
 
 /// The format of the bytes of a file, from magic bytes only: HDF5's signature \x89HDF\r\n\x1a\n at
