@@ -138,6 +138,12 @@ for f in [*shards, "model.safetensors.index.json"]:
     if sha(f"{T}/hf-out/{f}") != golden[f]:
         fail(f"revert: {f} is not byte-identical to the input")
 
+# --log naming one of the set's files: refused before anything is written (it would replace a shard).
+p = subprocess.run([FLIP, "inject", hf, "--in-place", "--seed", "1", "--flips", "1", "--log", f"{hf}/model-00002-of-00003.safetensors"],
+                   capture_output=True, text=True)
+if p.returncode != 2 or "model-00002-of-00003.safetensors" not in p.stderr or tree_sha(hf) != golden:
+    fail(f"--log on a shard of the input: exit {p.returncode}: {p.stderr}")
+
 # in place on a copy of the directory: the draw spans the files in proportion to their bits.
 shutil.copytree(hf, f"{T}/hf-work")
 flip("inject", f"{T}/hf-work", "--in-place", "--seed", "9", "--flips", "4000", "--log", f"{T}/many.jsonl")
