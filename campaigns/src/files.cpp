@@ -45,7 +45,10 @@ void copy_with_marker(const stdfs::path& from, const stdfs::path& to) {
   stdfs::create_directories(to.parent_path());
   replace_with_copy(from, to);
   const stdfs::path done = from.string() + ".done", to_done = to.string() + ".done";
-  if (stdfs::exists(done)) replace_with_copy(done, to_done);
+  if (stdfs::exists(done)) {  // a small marker file (JSON), never a checkpoint
+    stdfs::remove_all(to_done);
+    ckpt::fs::copy_file(done, to_done);
+  }
   else stdfs::remove_all(to_done);
 }
 

@@ -133,9 +133,12 @@ std::optional<Format> directory_format(const std::string& dir) {
 
 bool is_file_set(const std::string& path) {
   if (is_directory(path)) return true;
+  // A file: a shard index when its content parses as one (any other JSON file is a file).
   try {
-    const auto f = detect_format(path);
-    return f == Format::shards;
+    if (detect_format(path) != Format::shards) return false;
+    const Mapping m = map_for_parsing(path);
+    (void)formats::parse_shard_index(formats::bytes_of(m.data(), m.size()));
+    return true;
   } catch (const Error&) {
     return false;
   }

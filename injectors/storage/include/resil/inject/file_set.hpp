@@ -30,7 +30,7 @@ struct FileSet {
 /// or (without one) `*.safetensors` files; nullopt otherwise. Throws UsageError naming the
 /// directory when it holds two indexes (name the one meant) and IoError when it cannot be listed.
 std::optional<Format> directory_format(const std::string& dir);
-/// Whether `path` names a set: a directory, or a file whose content is a shard index (JSON).
+/// Whether `path` names a set: a directory, or a file whose content parses as a shard index.
 bool is_file_set(const std::string& path);
 /// The files of the set at `path` (a directory or an index file), each checked: a plain name in the
 /// set's directory, a regular file this process can read, or a symbolic link to a regular file of
