@@ -128,8 +128,13 @@ void add_bits_option(CLI::App& c, std::string& bits, const std::string& help);
 /// "1.5e+03 -> inf  [Inf]" style annotations shared by dry-run and reports.
 std::string describe_change(const inject::FlipRecord& r);
 /// Copy `from` to a temporary sibling of `to`, run `fn(tmp)`, then durably rename onto `to`;
-/// on any error the temporary is removed and `to` is untouched.
+/// on any error the temporary is removed and `to` is untouched. A set of files (a sharded
+/// checkpoint) is copied to the new directory `to` (with its index under the index's name when
+/// `from` names the index), and fn gets the copy's index or directory.
 void with_output_copy(const std::string& from, const std::string& to, const std::function<void(const std::string&)>& fn);
+/// `to` may receive the copy of `from`: a regular file or a new one (ckpt::fs::require_output_file),
+/// or, for a set of files, a new or empty directory. IoError naming `to` otherwise.
+void require_output_for(const std::string& from, const std::string& to);
 /// report and fit: refuse (UsageError naming the option) an output that is the same file as
 /// another path argument or as a file the campaigns in `campaign_dirs` hold (campaign.json,
 /// golden.json, results/*.jsonl), or a new .jsonl in a campaign's results/ (read as records).

@@ -10,6 +10,7 @@
 #include "resil/ckpt/hash.hpp"
 #include "resil/config.hpp"
 #include "resil/inject/apply.hpp"
+#include "resil/inject/file_set.hpp"
 #include "resil/inject/file_lock.hpp"
 #include "resil/inject/names.hpp"
 #include "resil/inject/plan.hpp"
@@ -25,6 +26,8 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
       "Examples:\n"
       "  ckpt-flip inject ckpt.h5 -o bad.h5 --seed 7 --flips 1 --log flips.jsonl\n"
       "  ckpt-flip inject model.pt -o bad.pt --seed 7 --flips 1 --log flips.jsonl      (torch.save; safetensors, .npy, .npz alike)\n"
+      "  ckpt-flip inject llama/ -o bad-llama/ --seed 7 --flips 1 --log flips.jsonl   (a Hugging Face sharded checkpoint or a\n"
+      "                                                                            torch.distributed.checkpoint directory)\n"
       "  ckpt-flip inject ckpt.h5 -o bad.h5 --seed 7 --ber 1e-9 --role model --log flips.jsonl\n"
       "  ckpt-flip inject model.h5 --in-place --seed 3 --flips 10 --bits exponent --include '*.weight' --log f.jsonl\n"
       "  ckpt-flip inject ckpt.h5 -o bad.h5 --seed 1 --flips 64 --stratify bits --model adjacent:2 --log f.jsonl\n"
@@ -34,7 +37,7 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
       "  ckpt-flip inject ckpt.h5 --in-place --seed 6 --flips 1 --hash sha256 --log f.jsonl   (every byte identified)\n"
       "Bits: names sign, exponent, exponent-msb, mantissa, mantissa-high, msb, lsb, all; numbers and ranges (0-7).\n"
       "Models: flip, adjacent:K, random-bits:K, burst[:K], stuck-at-0, stuck-at-1, random-value, zero, pattern:FILE.json");
-  c->add_option("IN", o.input, "input checkpoint file")->required();
+  c->add_option("IN", o.input, "input checkpoint: a file, a shard index, or a sharded or DCP checkpoint's directory")->required();
   auto* out = c->add_option("-o,--output", o.output, "output file (IN is copied first; IN is never modified)");
   auto* inplace = c->add_flag("--in-place", o.in_place, "modify IN itself (crash-safe: the log is durable before any change)");
   auto* dry = c->add_flag("--dry-run", o.dry_run, "print the planned flips and write nothing");
@@ -96,9 +99,20 @@ int run_inject(const InjectOptions& o) {
   // regular files or new ones in an existing directory.
   if (!o.dry_run)
     ckpt::fs::require_distinct({{"input", o.input, o.in_place}, {"-o", o.output, true}, {"--log", o.log, true}});
-  ckpt::fs::require_input_file(o.input);
+  inject::require_input(o.input);
+  // A set of files (sharded, DCP): -o and --log must not name any of its files either.
+  if (!o.dry_run && inject::is_file_set(o.input)) {
+    std::vector<ckpt::fs::PathArg> args{{"-o", o.output, true}, {"--log", o.log, true}};
+    try {
+      const auto set = inject::file_set(o.input, o.format);
+      for (const auto& n : set.all()) args.push_back({"the input's file", set.dir / n, o.in_place});
+    } catch (const Error&) {
+      // the set's own open below says what is wrong with it, in its words
+    }
+    ckpt::fs::require_distinct(args);
+  }
   if (!o.dry_run) {
-    if (!o.output.empty()) ckpt::fs::require_output_file(o.output);
+    if (!o.output.empty()) require_output_for(o.input, o.output);
     ckpt::fs::require_output_file(o.log);
   }
   inject::set_keep_crc(o.keep_crc);
@@ -178,7 +192,7 @@ int run_inject(const InjectOptions& o) {
   h.rejected = rejected;
   h.output = o.in_place ? o.input : o.output;
   h.hash = o.no_hash ? ckpt::FileHash::none : o.hash;
-  h.input_hash = ckpt::file_hash(o.input, h.hash);
+  h.input_hash = inject::checkpoint_hash(o.input, h.hash);
 
   inject::ApplyStats st;
   if (o.in_place) {
@@ -195,7 +209,7 @@ int run_inject(const InjectOptions& o) {
     try {
       with_output_copy(o.input, o.output, [&](const std::string& tmp) {
         st = inject::apply(tmp, records, inject::Direction::forward, false, false, true, o.format);
-        out_hash = ckpt::file_hash(tmp, h.hash);
+        out_hash = inject::checkpoint_hash(tmp, h.hash);
         h.output_hash = out_hash;
         inject::LogWriter log(log_tmp, o.input);
         log.line(inject::header_line(h));

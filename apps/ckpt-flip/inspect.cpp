@@ -39,6 +39,18 @@ const char* layout_name(ckpt::Layout l) {
 }
 }  // namespace
 
+namespace {
+
+// A location for a line of text: a set's file by its name, a distributed checkpoint's placement.
+std::string location_text(const std::string& location) {
+  const auto j = nlohmann::json::parse(location);
+  if (j.contains("placement"))  // a distributed checkpoint: how the tensor is stored over the ranks (--json: its first chunk)
+    return j.at("placement").get<std::string>() + " over " + std::to_string(j.value("world", 0)) + " rank(s)";
+  return j.contains("file") ? j.at("file").get<std::string>() : location;
+}
+
+}  // namespace
+
 int run_inspect(const InspectOptions& o) {
   const auto f = inject::open_storage(o.file, inject::Access::read, o.format);
   const auto tensors = f->tensors();
@@ -70,6 +82,8 @@ int run_inspect(const InspectOptions& o) {
     if (o.verify && d.checksum && readable) {
       checksum = f->checksum(d.path) == *d.checksum ? "ok" : "MISMATCH";
     }
+    // Where the tensor is in a set of files (its shard): the location of its first element.
+    const std::string location = d.numel() ? f->location(d.path, 0) : std::string();
     std::string filters;
     for (const auto& x : d.filters) filters += (filters.empty() ? "" : "+") + x;
     if (o.json) {
@@ -79,6 +93,7 @@ int run_inspect(const InspectOptions& o) {
                           {"fault_bits", inject::count_json(bits)}, {"flippable", flippable}, {"external", d.external},
                           {"role", role}, {"counter", counter}, {"sampled", in_sample}};
       inject::put_name(j, "dataset", d.path);
+      if (!location.empty()) j["location"] = nlohmann::json::parse(location);
       if (d.null_space) j["null_dataspace"] = true;
       if (d.tp_slice) j["tp_slice"] = *d.tp_slice;  // a tp shard's slice of the global tensor, as stored
       if (!d.aliases.empty()) {
@@ -101,6 +116,7 @@ int run_inspect(const InspectOptions& o) {
               << (d.null_space ? "[] null dataspace (no element)" : ckpt::shape_string(d.shape))
               << "  " << layout_name(d.layout) << external << (d.chunks.empty() ? "" : " chunks " + ckpt::shape_string(d.chunks))
               << (filters.empty() ? "" : " " + filters) << "  " << d.stored_bytes << " B stored"
+              << (location.empty() ? "" : "  in " + location_text(location))
               << "  checksum " << checksum << "  " << role << (counter ? " counter" : "") << "  fault space "
               << (!flippable ? (readable ? "none (external raw data, never edited)" : "none (unsupported type)")
                   : in_sample ? inject::count_string(bits) + " bits"

@@ -1,11 +1,13 @@
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "commands.hpp"
 #include "resil/core/error.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/app/choice.hpp"
 #include "resil/campaign/report.hpp"
+#include "resil/inject/file_set.hpp"
 
 namespace resil::app::ckpt_flip {
 
@@ -45,7 +47,69 @@ std::string describe_change(const inject::FlipRecord& r) {
   return buf + flag;
 }
 
+void require_output_for(const std::string& from, const std::string& to) {
+  if (!inject::is_file_set(from)) {
+    ckpt::fs::require_output_file(to);
+    return;
+  }
+  // A set's copy is a directory of its own: a new one, or an empty one.
+  namespace stdfs = std::filesystem;
+  std::error_code ec;
+  const auto st = stdfs::symlink_status(to, ec);
+  if (stdfs::exists(st)) {
+    if (!stdfs::is_directory(st) || !stdfs::is_empty(to, ec))
+      throw IoError("-o " + to + ": exists; the copy of a set of files is a new (or empty) directory");
+    return;
+  }
+  const stdfs::path dir = stdfs::path(to).parent_path().empty() ? stdfs::path(".") : stdfs::path(to).parent_path();
+  if (!stdfs::is_directory(dir, ec)) throw IoError("-o " + to + ": its directory " + dir.string() + " does not exist");
+}
+
+namespace {
+
+// The copy of a set of files (a sharded checkpoint) in a new directory `to`: built in a temporary
+// sibling directory and renamed into place after fn, removed on error.
+void with_set_copy(const std::string& from, const std::string& to, const std::function<void(const std::string&)>& fn) {
+  namespace stdfs = std::filesystem;
+  require_output_for(from, to);
+  const stdfs::path target = stdfs::absolute(to).lexically_normal();
+  const auto tmp = ckpt::fs::temp_sibling(target.has_filename() ? target : target.parent_path());
+  struct RemoveAll {
+    stdfs::path p;
+    bool keep = false;
+    ~RemoveAll() {
+      std::error_code ec;
+      if (!keep) stdfs::remove_all(p, ec);
+    }
+  } guard{tmp};
+  try {
+    std::error_code ec;
+    stdfs::create_directory(tmp, ec);
+    if (ec) throw IoError(tmp.string() + ": cannot create the directory: " + ec.message());
+    // An index file's set is copied with its index under the index's name; a directory's as it is.
+    const bool by_index = !stdfs::is_directory(from);
+    const stdfs::path entry = by_index ? tmp / stdfs::path(from).filename() : tmp;
+    if (by_index) inject::copy_checkpoint(from, entry);
+    else {
+      stdfs::remove(tmp, ec);
+      inject::copy_checkpoint(from, tmp);
+    }
+    fn(entry.string());
+    if (stdfs::exists(target)) stdfs::remove(target, ec);  // the empty directory require_output_for allowed
+    ckpt::fs::durable_rename(tmp, target);
+  } catch (const Error& e) {
+    rethrow_renamed(e, tmp.string(), to);
+  }
+  guard.keep = true;
+}
+
+}  // namespace
+
 void with_output_copy(const std::string& from, const std::string& to, const std::function<void(const std::string&)>& fn) {
+  if (inject::is_file_set(from)) {
+    with_set_copy(from, to, fn);
+    return;
+  }
   // The callers checked the paths (ckpt::fs::require_distinct: `to` is not `from`).
   ckpt::fs::require_output_file(to);
   // Through a symbolic link the file written is its target (the link stays a link), as the path

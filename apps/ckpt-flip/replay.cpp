@@ -3,6 +3,7 @@
 #include "commands.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/inject/apply.hpp"
+#include "resil/inject/file_set.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/storage.hpp"
 
@@ -25,8 +26,8 @@ CLI::App* setup_replay(CLI::App& app, ReplayOptions& o) {
 
 int run_replay(const ReplayOptions& o) {
   ckpt::fs::require_distinct({{"FILE", o.file, o.output.empty()}, {"--log", o.log, false}, {"-o", o.output, true}});
-  ckpt::fs::require_input_file(o.file);
-  if (!o.output.empty()) ckpt::fs::require_output_file(o.output);
+  inject::require_input(o.file);
+  if (!o.output.empty()) require_output_for(o.file, o.output);
   const auto log = inject::read_log(o.log);  // a log cut short is refused (exit 4)
   inject::require_logged_format(o.file, log.header, o.log, o.format);
   // The file the log was made from, before or after its flips, by the hash the log names.

@@ -3,6 +3,7 @@
 #include "commands.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/inject/apply.hpp"
+#include "resil/inject/file_set.hpp"
 #include "resil/inject/plan.hpp"
 
 namespace resil::app::ckpt_flip {
@@ -23,7 +24,7 @@ CLI::App* setup_revert(CLI::App& app, RevertOptions& o) {
 
 int run_revert(const RevertOptions& o) {
   ckpt::fs::require_distinct({{"FILE", o.file, true}, {"--log", o.log, false}});
-  ckpt::fs::require_input_file(o.file);
+  inject::require_input(o.file);
   // A kill while the log was being written leaves it cut inside a line, or between two whole
   // lines with fewer records than planned and no footer. An injection changes its file only once
   // the header and every record are durable, so such a log has nothing to undo.

@@ -10,6 +10,7 @@
 #include "resil/config.hpp"
 #include "resil/core/error.hpp"
 #include "resil/campaign/campaign.hpp"
+#include "resil/inject/file_set.hpp"
 #include "files.hpp"
 #include "golden.hpp"
 #include "targets.hpp"
@@ -76,6 +77,11 @@ void refuse_inputs_inside_outputs(const CampaignConfig& c, const CkptFiles& gold
 /// from two checkpoints under one golden result.
 json golden_identity(const CkptFiles& g) {
   json j = json::object();
+  if (is_file_set(g.entry.string())) {  // a sharded set: each of its files by name
+    const FileSet set = file_set(g.entry.string());
+    for (const auto& n : set.all()) j[n] = ckpt::hex_u64(ckpt::xxh64_file(set.dir / n));
+    return j;
+  }
   j[g.entry.filename().string()] = ckpt::hex_u64(ckpt::xxh64_file(g.entry));
   for (std::size_t i = 0; i < g.files.size(); ++i)
     if (!g.rel[i].empty()) j[g.rel[i]] = ckpt::hex_u64(ckpt::xxh64_file(g.files[i]));
@@ -185,7 +191,8 @@ RunSummary run_campaign(const CampaignConfig& config, const RunOptions& o, const
   for (const auto& f : golden_files.files) {
     std::error_code ec;
     if (!stdfs::exists(f, ec)) throw IoError(f.string() + ": golden checkpoint file not found");
-    if (!stdfs::is_regular_file(f, ec)) throw IoError(f.string() + ": the golden checkpoint is not a regular file");
+    if (!stdfs::is_regular_file(f, ec) && !is_file_set(f.string()))
+      throw IoError(f.string() + ": the golden checkpoint is not a regular file, a shard index or a checkpoint directory");
   }
   refuse_inputs_inside_outputs(c, golden_files, o);
   // keep_crc is process-wide (storage.hpp: a staged edit opens its copy anew); the job processes

@@ -14,6 +14,7 @@
 #include "resil/ckpt/fs.hpp"
 #include "resil/core/error.hpp"
 #include "resil/campaign/campaign.hpp"
+#include "resil/inject/file_set.hpp"
 
 namespace resil::inject::detail {
 
@@ -37,20 +38,23 @@ CkptFiles ckpt_files(const stdfs::path& p) {
 
 void replace_with_copy(const stdfs::path& from, const stdfs::path& to) {
   stdfs::remove_all(to);
-  ckpt::fs::copy_file(from, to);
+  inject::copy_checkpoint(from.string(), to);  // a file, or a sharded set (its members replaced too)
 }
 
 void copy_with_marker(const stdfs::path& from, const stdfs::path& to) {
   stdfs::create_directories(to.parent_path());
   replace_with_copy(from, to);
   const stdfs::path done = from.string() + ".done", to_done = to.string() + ".done";
-  if (stdfs::exists(done)) replace_with_copy(done, to_done);
+  if (stdfs::exists(done)) {  // a small marker file (JSON), never a checkpoint
+    stdfs::remove_all(to_done);
+    ckpt::fs::copy_file(done, to_done);
+  }
   else stdfs::remove_all(to_done);
 }
 
 FileId file_id(const stdfs::path& p) {
   struct stat st {};
-  if (::lstat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  if (::lstat(p.c_str(), &st) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) return {};  // a directory: a set
   return {st.st_dev, st.st_ino};
 }
 

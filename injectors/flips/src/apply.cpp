@@ -23,6 +23,7 @@
 #include "resil/ckpt/hash.hpp"
 #include "resil/inject/apply.hpp"
 #include "resil/inject/file_lock.hpp"
+#include "resil/inject/file_set.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/sampling.hpp"
 #include "resil/inject/storage.hpp"
@@ -262,7 +263,7 @@ void require_logged_identity(const std::string& file, const FlipLog& log, const 
   if (h.hash == ckpt::FileHash::none || !log.complete) return;
   const std::string& out = log.footer_output_hash.empty() ? h.output_hash : log.footer_output_hash;
   if (h.input_hash.empty() && out.empty()) return;
-  const auto now = ckpt::file_hash(file, h.hash);
+  const auto now = checkpoint_hash(file, h.hash);
   if (now == h.input_hash || now == out) return;
   throw MismatchError(file + ": its " + std::string(ckpt::file_hash_name(h.hash)) + " hash is neither the input's nor the output's in the flip log " +
                       log_path + " (not the file the log was made from, or changed since; --force skips this check)");

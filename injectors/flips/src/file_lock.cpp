@@ -1,6 +1,8 @@
 // InPlaceLock: one in-place run per file at a time (see file_lock.hpp).
 #include "resil/inject/file_lock.hpp"
 
+#include "resil/inject/file_set.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -53,7 +55,9 @@ std::string holder_of(int fd) {
 
 }  // namespace
 
-InPlaceLock::InPlaceLock(const std::string& path) {
+InPlaceLock::InPlaceLock(const std::string& given) {
+  // A set of files (a sharded checkpoint) is held through its index file.
+  const std::string path = lock_file_of(given);
   // Regular files only: opening a device for writing may act on it (a tape rewinds).
   struct stat pre {};
   if (::stat(path.c_str(), &pre) != 0 || !S_ISREG(pre.st_mode)) return;

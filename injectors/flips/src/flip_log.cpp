@@ -132,7 +132,7 @@ void append_record_line(std::string& out, const FlipRecord& r, std::uint64_t seq
   const std::size_t at = out.size();
   // The global element's keys and brackets (50), its flat index (20), its N-d index and shape.
   const std::size_t global_max = r.global ? 70 + 21 * (r.global->nd.size() + r.global->shape.size()) : 0;
-  out.resize(at + record_fixed_max + dataset_json.size() + 21 * r.nd.size() + global_max);
+  out.resize(at + record_fixed_max + dataset_json.size() + 21 * r.nd.size() + global_max + r.location.size() + 16);
   Cursor c{out.data() + at};
   const std::uint64_t mask = r.mask();
   c.lit("{\"anchor\":");
@@ -168,6 +168,10 @@ void append_record_line(std::string& out, const FlipRecord& r, std::uint64_t seq
       c.lit("\",\"index\":");
     }
     c.uint(r.index);
+    if (!r.location.empty()) {
+      c.lit(",\"location\":");
+      c.str(r.location);
+    }
     c.lit(",\"mask\":");
     c.hex(mask, r.width);
     c.lit("\"nd\":");
@@ -298,6 +302,10 @@ FlipRecord parse_record(const json& j, bool raw, const std::string& where) {
     r.dataset = name_at(j, "dataset", where);
     if (r.dataset.empty() || r.dataset.front() != '/') throw CorruptInputError(where + ": dataset path must be absolute");
     r.index = as_uint(j.at("index"), where, "index");
+    if (j.contains("location")) {
+      if (!j.at("location").is_object()) throw CorruptInputError(where + ": \"location\" must be an object");
+      r.location = j.at("location").dump();
+    }
     if (j.contains("nd")) {
       if (!j.at("nd").is_array()) throw CorruptInputError(where + ": \"nd\" must be an array");
       for (const auto& v : j.at("nd")) r.nd.push_back(as_uint(v, where, "nd"));
@@ -395,7 +403,7 @@ private:
 // Not that table: storage.hpp includes HDF5's headers, and this parser is also built alone, without
 // HDF5, into the log fuzzer (tests/inject/fuzz), which including it would break.
 bool known_file_format(std::string_view f) {
-  for (const std::string_view name : {"hdf5", "torch", "safetensors", "npy", "npz"})
+  for (const std::string_view name : {"hdf5", "torch", "safetensors", "npy", "npz", "shards", "dcp"})
     if (f == name) return true;
   return false;
 }
@@ -466,7 +474,7 @@ FlipLog parse_log(std::string_view text, const std::string& source, Tail tail) {
         h.raw = j.value("raw", false);
         h.file_format = j.value("file_format", "");
         if (!h.file_format.empty() && !known_file_format(h.file_format))
-          throw CorruptInputError(where + ": unknown \"file_format\" (hdf5, torch, safetensors, npy or npz)");
+          throw CorruptInputError(where + ": unknown \"file_format\" (hdf5, torch, safetensors, npy, npz, shards or dcp)");
         h.keep_crc = j.value("keep_crc", false);
         h.planned = j.contains("planned") ? as_uint(j.at("planned"), where, "planned") : 0;
         has_planned = j.contains("planned");

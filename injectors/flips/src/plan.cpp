@@ -73,6 +73,7 @@ std::vector<FlipRecord> plan(Storage& wf, std::span<const Target> targets, std::
       const std::uint64_t g = slice->global_index(s.index);
       r.global = FlipRecord::Global{g, unravel_index(g, slice->global_shape), slice->global_shape};
     }
+    r.location = wf.location(t.info.path, s.index);
     auto& w = current[s.target].at(s.index);
     r.old_bits = w;
     r.new_bits = opt.finite ? site_fault(opt.model, key, s, w, r.width, t.allowed) : opt.model.apply(w, r.width, s.bit, t.allowed, rng);

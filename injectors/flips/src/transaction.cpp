@@ -5,6 +5,7 @@
 
 #include "resil/ckpt/hash.hpp"
 #include "resil/core/error.hpp"
+#include "resil/inject/file_set.hpp"
 #include "resil/inject/storage.hpp"
 
 namespace resil::inject {
@@ -22,7 +23,7 @@ TransactionResult logged(const std::filesystem::path& log, const LogHeader& head
     w.sync();
     TransactionResult r;
     r.stats = apply_records();
-    if (opt.hash_output) r.output_hash = ckpt::file_hash(path, header.hash);
+    if (opt.hash_output) r.output_hash = checkpoint_hash(path, header.hash);
     w.line(footer_line(r.stats.changed, r.output_hash, header.hash));
     w.close();
     return r;

@@ -311,6 +311,8 @@ const TorchStorage* TorchState::storage(const std::string& key) const noexcept {
   return nullptr;
 }
 
+std::optional<DType> torch_dtype(std::string_view global_name) noexcept { return lookup(kDtypes, global_name); }
+
 TorchState torch_state(const Pickle& pickle) {
   if (pickle.root >= pickle.nodes.size()) throw CorruptInputError("torch: empty pickle");
   return Walker(pickle).run();

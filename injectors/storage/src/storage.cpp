@@ -2,6 +2,7 @@
 #include "resil/inject/storage.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 #include "resil/ckpt/fs.hpp"
 #include "resil/core/fd.hpp"
 #include "format_storages.hpp"
+#include "resil/inject/file_set.hpp"
+#include "resil/inject/formats/shard_index.hpp"
 #include "resil/inject/hdf5_storage.hpp"
 
 namespace resil::inject {
@@ -77,6 +80,10 @@ std::optional<Format> detect_format(std::span<const std::byte> head, std::uint64
 }
 
 std::optional<Format> detect_format(const std::string& path) {
+  if (struct stat st {}; ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    require_input(path);
+    return directory_format(path);
+  }
   // Missing, unreadable, or not a regular file (a FIFO would block the read): I/O errors, exit 3.
   ckpt::fs::require_input_file(path);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -103,6 +110,8 @@ std::optional<Format> detect_format(const std::string& path) {
   };
   const auto head_span = std::span<const std::byte>(head.data(), n);
   const auto found = detect_format(head_span, static_cast<std::uint64_t>(end), hdf5_at);
+  // A JSON object that is no safetensors header: a shard index (its parser says whether it is one).
+  if (!found && formats::looks_like_json_object(head_span)) return Format::shards;
   if (found != Format::hdf5 || hdf5_at(0)) return found;
   // HDF5's signature after a user block, and another format's magic at offset 0: a tensor's bytes
   // may hold the signature (a .pt whose data has it at offset 1024), so the format at offset 0
@@ -120,7 +129,9 @@ std::optional<Format> detect_format(const std::string& path) {
 Format resolve_format(const std::string& path, Format forced) {
   if (forced != Format::automatic) return forced;
   if (const auto f = detect_format(path)) return *f;
-  throw CorruptInputError(path + ": unknown file format: not HDF5, torch.save (zip or legacy), safetensors, .npy or .npz (no known signature)");
+  if (struct stat st {}; ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw IoError(path + ": is a directory without a DCP .metadata, a shard index (*.index.json) or *.safetensors files, not a checkpoint");
+  throw CorruptInputError(path + ": unknown file format: not HDF5, torch.save (zip or legacy), safetensors, .npy, .npz or a shard index (no known signature)");
 }
 
 std::unique_ptr<Storage> open_storage(const std::string& path, Access access, Format format) {
@@ -131,6 +142,8 @@ std::unique_ptr<Storage> open_storage(const std::string& path, Access access, Fo
     case Format::safetensors: return open_safetensors(path, access);
     case Format::npy: return open_npy(path, access);
     case Format::npz: return open_npz(path, access);
+    case Format::shards: return open_shards(path, access);
+    case Format::dcp: return open_dcp(path, access);
     case Format::automatic: break;
   }
   throw UsageError(path + ": no format resolved");

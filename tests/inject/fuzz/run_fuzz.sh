@@ -1,6 +1,6 @@
 #!/bin/bash
 # Build the parser fuzz targets (flip logs, pattern tables, selections, zlib patching, and the
-# torch.save/pickle, safetensors, zip and .npy readers) with clang
+# torch.save/pickle, safetensors, shard index, DCP metadata, zip and .npy readers) with clang
 # (libFuzzer + ASan + UBSan) straight from the parser sources (no HDF5 needed), replay the saved
 # regression corpus, then fuzz each for a bounded time.
 # Usage: run_fuzz.sh SOURCE_DIR BUILD_DIR [SECONDS] [build-only]
@@ -31,10 +31,12 @@ build fuzz_patch "$F/fuzz_patch.cpp" "$Z/deflate_patch.cpp" -ldeflate -lz
 FS=$SRC/injectors/formats/src
 build fuzz_pickle "$F/fuzz_pickle.cpp" "$FS/pickle.cpp" "$FS/torch.cpp" "$FS/zip.cpp" -lz
 build fuzz_safetensors "$F/fuzz_safetensors.cpp" "$FS/safetensors.cpp" "$FS/json.cpp"
+build fuzz_shard_index "$F/fuzz_shard_index.cpp" "$FS/shard_index.cpp" "$FS/json.cpp"
+build fuzz_dcp_metadata "$F/fuzz_dcp_metadata.cpp" "$FS/dcp.cpp" "$FS/pickle.cpp" "$FS/torch.cpp" "$FS/zip.cpp" -lz
 build fuzz_zip "$F/fuzz_zip.cpp" "$FS/zip.cpp" "$FS/pickle.cpp" "$FS/torch.cpp" "$FS/npy.cpp" -lz
 build fuzz_npy "$F/fuzz_npy.cpp" "$FS/npy.cpp" "$FS/zip.cpp" -lz
 [ "$MODE" = build-only ] && exit 0
-for t in log pattern selection patch pickle safetensors zip npy; do
+for t in log pattern selection patch pickle safetensors shard_index dcp_metadata zip npy; do
   corpus="$F/corpus/$t"
   work="$OUT/work_$t"; mkdir -p "$work"
   # 1. Regression: every saved input (incl. past crashes) must pass.

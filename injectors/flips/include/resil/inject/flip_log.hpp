@@ -39,6 +39,9 @@ struct FlipRecord {
     bool operator==(const Global&) const = default;
   };
   std::optional<Global> global;
+  /// Where the word is stored beyond the dataset's name (Storage::location: a set's file, a
+  /// distributed checkpoint's chunk), compact JSON with sorted keys; "" when the file says it all.
+  std::string location;
   std::uint64_t mask() const noexcept { return old_bits ^ new_bits; }
 };
 

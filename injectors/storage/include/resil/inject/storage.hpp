@@ -22,11 +22,14 @@
 namespace resil::inject {
 
 /// File formats. `automatic`: detected from the content (detect_format), never from the name.
-enum class Format { automatic, hdf5, torch, safetensors, npy, npz };
+/// `shards`: a Hugging Face sharded set (an index file or a directory); `dcp`: a
+/// torch.distributed.checkpoint directory (file_set.hpp).
+enum class Format { automatic, hdf5, torch, safetensors, npy, npz, shards, dcp };
 /// The names of Format on the command line (`--format`).
 inline constexpr std::pair<std::string_view, Format> format_names[] = {
     {"auto", Format::automatic}, {"hdf5", Format::hdf5},   {"torch", Format::torch},
-    {"safetensors", Format::safetensors}, {"npy", Format::npy}, {"npz", Format::npz}};
+    {"safetensors", Format::safetensors}, {"npy", Format::npy}, {"npz", Format::npz}, {"shards", Format::shards},
+    {"dcp", Format::dcp}};
 std::string_view format_name(Format f) noexcept;
 
 /// The format of the bytes of a file, from magic bytes only: HDF5's signature \x89HDF\r\n\x1a\n at
@@ -36,10 +39,11 @@ std::string_view format_name(Format f) noexcept;
 /// more than the file and '{' at offset 8; npy: \x93NUMPY. nullopt when none matches.
 std::optional<Format> detect_format(std::span<const std::byte> head, std::uint64_t file_size,
                                     const std::function<bool(std::uint64_t offset)>& hdf5_signature_at);
-/// The same for a file (reads its first bytes and the candidate HDF5 offsets), except that an
+/// The same for a path (reads its first bytes and the candidate HDF5 offsets), except that an
 /// HDF5 signature after a user block loses to another format's magic at offset 0 when that
 /// format's parser takes the file: detection is not decided by what a tensor's bytes hold. Throws
-/// IoError naming the file when it cannot be read.
+/// IoError naming the file when it cannot be read. A directory is a set (directory_format in
+/// file_set.hpp); a file whose content is a JSON object that is no safetensors header is a shard index.
 std::optional<Format> detect_format(const std::string& path);
 /// The format a command works with: `forced` unless automatic, else the detected one. Throws
 /// CorruptInputError naming the file when the content matches no known format.
@@ -127,6 +131,10 @@ public:
                              const std::function<void(std::span<const std::byte>)>& fn) = 0;
   /// XXH64 of a tensor's stored bytes in C order (compared with the checksum in info.checksum).
   virtual std::uint64_t checksum(const std::string& tensor) = 0;
+  /// Where the element at flat index `index` of a tensor is stored beyond the tensor's name, as a
+  /// compact JSON object with sorted keys (a set: {"file":"model-00001-of-00002.safetensors"}), or
+  /// "" when the file itself says it all. Flip logs record it with each flip.
+  virtual std::string location(const std::string& /*tensor*/, std::uint64_t /*index*/) { return {}; }
 
   /// The format's finishing step after edits, before close (for a zip: the CRC-32 of each touched
   /// member in its local header and the central directory; HDF5: nothing). apply() calls it once.

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -100,6 +102,9 @@ struct TorchArchive {
   };
   std::vector<Span> storage_data;  // each storage's bytes in the file, parallel to state.storages (both forms)
 };
+
+/// The dtype a pickle GLOBAL names ("torch.float32", "torch.bfloat16"...), or nothing.
+std::optional<DType> torch_dtype(std::string_view global_name) noexcept;
 
 /// Parse a torch.save file: legacy when it starts with a pickle's PROTO opcode (0x80), else zip.
 TorchArchive parse_torch(Bytes file);
