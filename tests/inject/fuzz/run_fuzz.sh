@@ -22,7 +22,7 @@ build() {  # build NAME SOURCES... [-lLIB...]
 I=$SRC/injectors/flips/src
 Z=$SRC/injectors/storage/zlib/src
 F=$SRC/tests/inject/fuzz
-build fuzz_log "$F/fuzz_log.cpp" "$I/flip_log.cpp" "$I/select_expr.cpp" "$SRC/libckpt/src/dtype.cpp" "$SRC/libckpt/src/fs.cpp"
+build fuzz_log "$F/fuzz_log.cpp" "$I/flip_log.cpp" "$I/select_expr.cpp" "$SRC/libckpt/src/dtype.cpp" "$SRC/libckpt/src/fs.cpp" "$SRC/libckpt/src/hash.cpp" -lcrypto -lxxhash
 build fuzz_pattern "$F/fuzz_pattern.cpp" "$I/fault_model.cpp" "$I/select_expr.cpp" "$SRC/libckpt/src/fs.cpp"
 build fuzz_selection "$F/fuzz_selection.cpp" "$I/fault_model.cpp" "$I/select_expr.cpp" "$SRC/libckpt/src/fs.cpp"
 # The token-level zlib patcher decodes the compressed chunks of user files.

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "resil/ckpt/hash.hpp"
 #include "resil/inject/storage.hpp"
 
 namespace resil::inject {
