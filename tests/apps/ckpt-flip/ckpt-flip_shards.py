@@ -131,7 +131,7 @@ if hdr["file_format"] != "shards" or hdr.get("hash") != "sample-sha256" or not h
 # The log's identity hash covers every shard: a set with one shard changed elsewhere is refused by
 # revert (exit 7, nothing written).
 shutil.copytree(f"{T}/hf-out", f"{T}/hf-tampered")
-with open(f"{T}/hf-tampered/{shards[-1]}", "r+b") as fh:
+with open(f"{T}/hf-tampered/{sorted(shards)[-1]}", "r+b") as fh:
     fh.seek(-1, 2)
     last = fh.read(1)
     fh.seek(-1, 2)

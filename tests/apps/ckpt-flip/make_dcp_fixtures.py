@@ -143,12 +143,13 @@ def shards(n, world):
     return [(min(r * per, n), min((r + 1) * per, n)) for r in range(world)]
 
 
-def write(out, variant="ok"):
+def write(out, variant="ok", tensors=None):
+    """tensors: [(name, tensor, placement)], default state_dict()."""
     os.makedirs(out, exist_ok=True)
     items = {r: [] for r in range(WORLD)}  # rank -> [(fqn, offsets, tensor | bytes)]
     load = [0] * WORLD
     layout, sdm, planner = {}, {}, {}
-    for name, t, placement in state_dict():
+    for name, t, placement in (state_dict() if tensors is None else tensors):
         chunks = []
         if placement == "replicated":
             r = min(range(WORLD), key=lambda k: load[k])  # the deduplication's choice: the least loaded rank
