@@ -10,30 +10,11 @@ import json, os, struct, subprocess
 
 import numpy as np
 
-from ckpt_flip_pytest import FLIP, T, fail, flip, sha
+from ckpt_flip_pytest import FLIP, T, bits, fail, flip, read_safetensors, sha, write_safetensors
 
 rng = np.random.default_rng(5)
 
 
-def write(path, tensors):
-    header, data = {}, b""
-    for name, (dt, shape, raw) in tensors.items():
-        header[name] = {"dtype": dt, "shape": list(shape), "data_offsets": [len(data), len(data) + len(raw)]}
-        data += raw
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
-
-
-def read(path):
-    buf = open(path, "rb").read()
-    n = struct.unpack("<Q", buf[:8])[0]
-    header = json.loads(buf[8:8 + n])
-    return buf[:8 + n], {k: np.frombuffer(buf[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], np.uint8) for k, v in header.items()}
-
-
-def popcount(a, b):
-    return int(np.unpackbits(a ^ b).sum())
 
 
 def u8(n, lo=0, hi=256):
@@ -47,9 +28,9 @@ OPAQUE = {"F4": ([6, 4], 12), "F6_E2M3": ([8], 6), "F6_E3M2": ([4, 4], 12), "C64
 tensors = {f"t.{dt}": (dt, [12], u8(12 * size, 0, 2) if dt == "BOOL" else u8(12 * size, 0, 0xFF)) for dt, (_, size) in FLIPPABLE.items()}
 tensors.update({f"t.{dt}": (dt, shape, u8(n)) for dt, (shape, n) in OPAQUE.items()})
 path = f"{T}/all.safetensors"
-write(path, tensors)
+write_safetensors(path, tensors)
 original = sha(path)
-head, base = read(path)
+head, base = read_safetensors(path)
 
 info = json.loads(flip("inspect", path, "--json").stdout)
 got = {d["dataset"]: (d["dtype"], d["flippable"]) for d in info["datasets"]}
@@ -66,13 +47,13 @@ for mode in ("-o", "--in-place"):
     if mode == "--in-place":
         open(out, "wb").write(open(path, "rb").read())
     flip("inject", path if mode == "-o" else out, *([mode, out] if mode == "-o" else [mode]), "--seed", "3", "--flips", "300", "--log", f"{T}/all.jsonl")
-    h2, after = read(out)
+    h2, after = read_safetensors(out)
     if h2 != head:
         fail(f"{mode}: header bytes changed")
-    n = sum(popcount(base[k], after[k]) for k in base)
+    n = sum(bits(base[k], after[k]) for k in base)
     if n != 300:
         fail(f"{mode}: {n} bits differ, expected 300")
-    if any(popcount(base[f"t.{dt}"], after[f"t.{dt}"]) for dt in OPAQUE):
+    if any(bits(base[f"t.{dt}"], after[f"t.{dt}"]) for dt in OPAQUE):
         fail(f"{mode}: an opaque tensor changed")
     flip("revert", out, "--log", f"{T}/all.jsonl")
     if sha(out) != original:
@@ -82,7 +63,7 @@ for mode in ("-o", "--in-place"):
 # the 8 bits; sign and mantissa select nothing.
 e8 = f"{T}/e8.safetensors"
 codes = np.array([0x7F, 0x80, 0x00, 0xFE, 0x01, 0xFD, 0xFB, 0xF7, 0xEF, 0xDF, 0xBF, 0x7F] * 8, np.uint8)
-write(e8, {"scale": ("F8_E8M0", [codes.size], codes.tobytes()), "w": ("F32", [4], np.ones(4, "<f4").tobytes())})
+write_safetensors(e8, {"scale": ("F8_E8M0", [codes.size], codes.tobytes()), "w": ("F32", [4], np.ones(4, "<f4").tobytes())})
 scan = json.loads(subprocess.run([FLIP, "scan", e8, "--json"], capture_output=True, text=True).stdout)  # exit 10: the scales span 2^-127..2^127
 s = {d["dataset"]: d for d in scan["datasets"]}["/scale"]
 if s["max_abs"] != 2.0 ** (0xFE - 127) or s["nan"] != 0 or s["inf"] != 0:
@@ -97,7 +78,7 @@ flip("inject", e8, "-o", f"{T}/e8-exp.safetensors", "--seed", "2", "--flips", "6
 recs = [r for r in map(json.loads, open(f"{T}/e8-exp.jsonl")) if r["type"] == "flip"]
 if len(recs) != 60 or any(r["dtype"] != "f8_e8m0" for r in recs) or len({int(r["mask"], 16) for r in recs}) < 6:
     fail(f"E8M0 exponent flips: {recs[:3]}")
-if popcount(read(e8)[1]["scale"], read(f"{T}/e8-exp.safetensors")[1]["scale"]) != 60:
+if bits(read_safetensors(e8)[1]["scale"], read_safetensors(f"{T}/e8-exp.safetensors")[1]["scale"]) != 60:
     fail("E8M0: not 60 bits")
 
 # --finite per format: no flip may leave a NaN or Inf by that format's rules. Words one bit away from
@@ -108,20 +89,20 @@ cases = {"F8_E8M0": ([0xFE, 0xFD, 0xFB, 0xF7, 0xEF, 0xDF, 0xBF, 0x7F], lambda b:
 for dt, (near, bad) in cases.items():
     f = f"{T}/finite-{dt}.safetensors"
     raw = np.array(near * 16, np.uint8)
-    write(f, {"x": (dt, [raw.size], raw.tobytes())})
+    write_safetensors(f, {"x": (dt, [raw.size], raw.tobytes())})
     flip("inject", f, "-o", f"{T}/finite-out.safetensors", "--seed", "9", "--flips", "40", "--finite", "--log", f"{T}/finite.jsonl")
-    after = read(f"{T}/finite-out.safetensors")[1]["x"]
-    if popcount(raw, after) != 40 or any(bad(int(b)) for b in after):
-        fail(f"{dt} --finite: {popcount(raw, after)} bits, non-finite words {[hex(b) for b in after if bad(int(b))]}")
+    after = read_safetensors(f"{T}/finite-out.safetensors")[1]["x"]
+    if bits(raw, after) != 40 or any(bad(int(b)) for b in after):
+        fail(f"{dt} --finite: {bits(raw, after)} bits, non-finite words {[hex(b) for b in after if bad(int(b))]}")
     flip("inject", f, "-o", f"{T}/any-out.safetensors", "--seed", "9", "--flips", "40", "--log", f"{T}/any.jsonl")
-    if not any(bad(int(b)) for b in read(f"{T}/any-out.safetensors")[1]["x"]):
+    if not any(bad(int(b)) for b in read_safetensors(f"{T}/any-out.safetensors")[1]["x"]):
         fail(f"{dt}: without --finite no flip made a non-finite word (the case does not test --finite)")
     os.remove(f"{T}/finite-out.safetensors")
     os.remove(f"{T}/any-out.safetensors")
 
 # Packed sub-byte elements that do not fill whole bytes: one line naming the file, exit 4.
 odd = f"{T}/odd.safetensors"
-write(odd, {"q": ("F4", [3], b"\x12\x34")})
+write_safetensors(odd, {"q": ("F4", [3], b"\x12\x34")})
 p = flip("inspect", odd, rc=4)
 if "do not fill whole bytes" not in p.stderr or odd not in p.stderr or len(p.stderr.strip().splitlines()) != 1:
     fail(f"F4 of 12 bits: {p.stderr!r}")

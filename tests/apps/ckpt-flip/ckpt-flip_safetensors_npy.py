@@ -8,41 +8,13 @@ import json, os, shutil, struct, subprocess, sys, zipfile
 
 import numpy as np
 
-from ckpt_flip_pytest import FLIP, T, fail, flip, sha
+from ckpt_flip_pytest import FLIP, T, bits, fail, flip, read_safetensors, sha, write_safetensors
 
 rng = np.random.default_rng(19)
 
 
-def bits(a, b):
-    a, b = np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8)
-    return int(np.unpackbits(a ^ b).sum())
-
-
 # --- safetensors: our own writer; bf16/fp8 as raw 2- and 1-byte words.
 ST_DT = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
-
-
-def write_safetensors(path, tensors):
-    header, data = {"__metadata__": {"format": "pt"}}, b""
-    for name, (dt, shape, raw) in tensors.items():
-        header[name] = {"dtype": dt, "shape": list(shape), "data_offsets": [len(data), len(data) + len(raw)]}
-        data += raw
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
-    return 8 + len(h)
-
-
-def read_safetensors(path):
-    buf = open(path, "rb").read()
-    n = struct.unpack("<Q", buf[:8])[0]
-    header = json.loads(buf[8:8 + n])
-    out = {}
-    for k, v in header.items():
-        if k != "__metadata__":
-            b, e = v["data_offsets"]
-            out[k] = np.frombuffer(buf[8 + n + b:8 + n + e], dtype=np.uint8)
-    return buf[:8 + n], out
 
 
 st = f"{T}/model.safetensors"

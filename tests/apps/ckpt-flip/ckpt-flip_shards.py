@@ -15,36 +15,9 @@ import json, os, shutil, struct, subprocess, sys, zipfile
 import numpy as np
 import torch
 
-from ckpt_flip_pytest import FLIP, T, fail, flip, sha
+from ckpt_flip_pytest import FLIP, T, bits, fail, flip, read_safetensors, sha, write_safetensors
 
 rng = np.random.default_rng(23)
-
-
-def write_safetensors(path, tensors):
-    header, data = {"__metadata__": {"format": "pt"}}, b""
-    for name, (dt, shape, raw) in tensors.items():
-        header[name] = {"dtype": dt, "shape": list(shape), "data_offsets": [len(data), len(data) + len(raw)]}
-        data += raw
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
-
-
-def read_safetensors(path):
-    """(header bytes, {name: raw bytes as uint8}) from the format's description."""
-    buf = open(path, "rb").read()
-    n = struct.unpack("<Q", buf[:8])[0]
-    header = json.loads(buf[8:8 + n])
-    out = {}
-    for k, v in header.items():
-        if k != "__metadata__":
-            b, e = v["data_offsets"]
-            out[k] = np.frombuffer(buf[8 + n + b:8 + n + e], dtype=np.uint8)
-    return buf[:8 + n], out
-
-
-def bits(a, b):
-    return int(np.unpackbits(np.bitwise_xor(a, b)).sum())
 
 
 def tree_sha(d):

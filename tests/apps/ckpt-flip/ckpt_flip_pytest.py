@@ -1,6 +1,9 @@
-"""What the Python-driven ckpt-flip tests share (ckpt-flip_torch.py,
-ckpt-flip_safetensors_npy.py): argv is the ckpt-flip binary and a scratch directory."""
+"""What the Python-driven ckpt-flip tests share (ckpt-flip_torch.py, ckpt-flip_safetensors_npy.py,
+ckpt-flip_dtypes.py, ckpt-flip_shards.py): argv is the ckpt-flip binary and a scratch directory; a
+safetensors writer and reader written from the format's description (the independent reader)."""
 import hashlib
+import json
+import struct
 import subprocess
 import sys
 
@@ -22,3 +25,36 @@ def flip(*args, rc=0):
 
 def sha(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def write_safetensors(path, tensors, metadata=True):
+    """tensors: {name: (dtype tag, shape, raw bytes)}, in order. Returns the data's offset in the file."""
+    header, data = ({"__metadata__": {"format": "pt"}} if metadata else {}), b""
+    for name, (dt, shape, raw) in tensors.items():
+        header[name] = {"dtype": dt, "shape": list(shape), "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+    return 8 + len(h)
+
+
+def read_safetensors(path):
+    """(the length and header bytes, {name: raw bytes as uint8})."""
+    import numpy as np
+    buf = open(path, "rb").read()
+    n = struct.unpack("<Q", buf[:8])[0]
+    header = json.loads(buf[8:8 + n])
+    out = {}
+    for k, v in header.items():
+        if k != "__metadata__":
+            b, e = v["data_offsets"]
+            out[k] = np.frombuffer(buf[8 + n + b:8 + n + e], dtype=np.uint8)
+    return buf[:8 + n], out
+
+
+def bits(a, b):
+    """Bits that differ between two arrays of the same size."""
+    import numpy as np
+    a, b = np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8)
+    return int(np.unpackbits(a ^ b).sum())
