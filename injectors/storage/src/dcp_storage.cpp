@@ -261,21 +261,9 @@ public:
     std::vector<std::uint64_t> nd(g.meta->size.size());
     unravel(index, g.meta->size, nd);
     const std::size_t c = chunk_of(g, nd, t);
-    const auto& ch = *g.chunks[c].meta;
-    const auto writer = writer_rank(ch.file);
-    // One chunk holding the whole tensor: stored once, loaded by every rank (replicated). Several:
-    // sharded, this chunk loaded by the rank holding it (its writer under the checkpoint's plan).
-    const bool replicated = g.chunks.size() == 1 && numel_of(ch.sizes) == numel_of(g.meta->size);
-    nlohmann::json j = {{"chunk", c}, {"file", ch.file}, {"offsets", ch.offsets}, {"sizes", ch.sizes}, {"world", world_},
-                        {"writer_rank", writer ? nlohmann::json(*writer) : nlohmann::json(nullptr)},
-                        {"placement", replicated ? "replicated" : "sharded"}};
-    nlohmann::json loaders = nlohmann::json::array();
-    if (replicated)
-      for (std::uint64_t r = 0; r < world_; ++r) loaders.push_back(r);
-    else if (writer)
-      loaders.push_back(*writer);
-    j["loaded_by"] = loaders;
-    return j.dump();
+    std::string& text = locations_[{t, c}];  // one text per chunk: a campaign of 100,000 flips builds it once
+    if (text.empty()) text = chunk_location(g, c);
+    return text;
   }
   void finish() override {
     for (auto& [f, s] : files_) s->finish();
@@ -337,11 +325,31 @@ private:
     return it->second;
   }
 
+  // What location() says of chunk c of g: its file, box, placement and the ranks that load it.
+  std::string chunk_location(const Global& g, std::size_t c) const {
+    const auto& ch = *g.chunks[c].meta;
+    const auto writer = writer_rank(ch.file);
+    // One chunk holding the whole tensor: stored once, loaded by every rank (replicated). Several:
+    // sharded, this chunk loaded by the rank holding it (its writer under the checkpoint's plan).
+    const bool replicated = g.chunks.size() == 1 && numel_of(ch.sizes) == numel_of(g.meta->size);
+    nlohmann::json j = {{"chunk", c}, {"file", ch.file}, {"offsets", ch.offsets}, {"sizes", ch.sizes}, {"world", world_},
+                        {"writer_rank", writer ? nlohmann::json(*writer) : nlohmann::json(nullptr)},
+                        {"placement", replicated ? "replicated" : "sharded"}};
+    nlohmann::json loaders = nlohmann::json::array();
+    if (replicated)
+      for (std::uint64_t r = 0; r < world_; ++r) loaders.push_back(r);
+    else if (writer)
+      loaders.push_back(*writer);
+    j["loaded_by"] = loaders;
+    return j.dump();
+  }
+
   FileSet set_;
   fmt::DcpMetadata md_;
   std::uint64_t world_ = 0;
   std::map<std::string, Global> by_name_;
   std::map<std::string, std::unique_ptr<DcpFile>> files_;
+  std::map<std::pair<std::string, std::size_t>, std::string> locations_;  // (tensor, chunk) -> location()
 };
 
 }  // namespace

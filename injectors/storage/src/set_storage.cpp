@@ -83,7 +83,9 @@ public:
   }
   std::uint64_t checksum(const std::string& t) override { return part(t).checksum(t); }
   std::string location(const std::string& t, std::uint64_t) override {
-    return nlohmann::json{{"file", set_.files[index_of(t)]}}.dump();
+    std::string& text = locations_[t];  // one text per tensor, not one per flip
+    if (text.empty()) text = nlohmann::json{{"file", set_.files[index_of(t)]}}.dump();
+    return text;
   }
   void finish() override {
     for (auto& p : parts_) p->finish();
@@ -113,6 +115,7 @@ private:
   FileSet set_;
   std::vector<std::unique_ptr<Storage>> parts_;
   std::vector<Tensor> tensors_;
+  std::map<std::string, std::string> locations_;  // tensor -> location()
   std::map<std::string, std::size_t> owner_;  // every name and alias -> part
 };
 
