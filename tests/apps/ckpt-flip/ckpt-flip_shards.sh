@@ -1,4 +1,4 @@
 #!/bin/bash
 # Runs ckpt-flip_shards.py (Debian's python3 with numpy and torch) against the ckpt-flip binary given.
 . "$(dirname "$0")/../../support/test_lib.sh" ckpt-flip-shards
-exec $PY "$(dirname "$0")/ckpt-flip_shards.py" "$1" "$T"
+$PY "$(dirname "$0")/ckpt-flip_shards.py" "$1" "$T"
