@@ -20,7 +20,7 @@ import io, json, os, shutil, subprocess, sys, zipfile
 import numpy as np
 import torch
 
-from ckpt_flip_pytest import FLIP, T, fail, flip, sha
+from ckpt_flip_pytest import FLIP, T, fail, flip, read_safetensors, sha
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_dcp_fixtures as fx  # noqa: E402
@@ -37,10 +37,9 @@ def chunk_tensors(d, layout):
     out = {}
     for name, t in layout["tensors"].items():
         for i, c in enumerate(t["chunks"]):
-            whole = open(os.path.join(d, c["file"]), "rb").read()
-            raw = whole[c["offset"]:c["offset"] + c["length"]]
+            raw = open(os.path.join(d, c["file"]), "rb").read()[c["offset"]:c["offset"] + c["length"]]
             if not raw.startswith(b"PK\x03\x04"):
-                out[(name, i)] = read_safetensors_chunk(whole, c, name, t)
+                out[(name, i)] = read_safetensors_chunk(os.path.join(d, c["file"]), c, name, t)
                 continue
             z = zipfile.ZipFile(io.BytesIO(raw))
             if z.testzip() is not None:
@@ -52,26 +51,23 @@ def chunk_tensors(d, layout):
 ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64}
 
 
-def read_safetensors_chunk(whole, c, name, t):
-    """A chunk of DCP's safetensors serialization, read from the safetensors spec: at the chunk's
-    .metadata offset a u64 little-endian header length, the JSON header, then the data; the chunk is
-    the header entry named by its fqn, its offsets those DCP_SHARDING_INFO gives."""
-    at = c["offset"]
-    n = int.from_bytes(whole[at:at + 8], "little")
-    header = json.loads(whole[at + 8:at + 8 + n])
-    data = at + 8 + n
+def read_safetensors_chunk(path, c, name, t):
+    """A chunk of DCP's safetensors serialization, read by the safetensors spec reader at the chunk's
+    .metadata offset: the header entry named by its fqn, its offsets those DCP_SHARDING_INFO gives."""
+    head, raws = read_safetensors(path, c["offset"])
+    header = json.loads(head[8:])
     sharding = json.loads(header["__metadata__"]["DCP_SHARDING_INFO"])
     if sharding[name]["saved_offsets"] != c["offsets"]:
         fail(f"{name}: DCP_SHARDING_INFO says offsets {sharding[name]['saved_offsets']}, the chunk has {c['offsets']}")
     e = header[name]
-    lo, hi = e["data_offsets"]
-    if e["shape"] != c["sizes"] or hi - lo != c["length"] or ST_DTYPES[e["dtype"]] != getattr(torch, t["dtype"].split(".")[1]):
+    if e["shape"] != c["sizes"] or len(raws[name]) != c["length"] or ST_DTYPES[e["dtype"]] != getattr(torch, t["dtype"].split(".")[1]):
         fail(f"{name}: header entry {e} is not the chunk {c}")
-    tensor = torch.frombuffer(bytearray(whole[data + lo:data + hi]), dtype=ST_DTYPES[e["dtype"]]).reshape(e["shape"]).clone()
-    blank = bytearray(whole)
+    tensor = torch.frombuffer(bytearray(raws[name].tobytes()), dtype=ST_DTYPES[e["dtype"]]).reshape(e["shape"]).clone()
+    blank, data = bytearray(open(path, "rb").read()), c["offset"] + len(head)
     for k, v in header.items():
         if k != "__metadata__":
-            blank[data + v["data_offsets"][0]:data + v["data_offsets"][1]] = bytes(v["data_offsets"][1] - v["data_offsets"][0])
+            lo, hi = v["data_offsets"]
+            blank[data + lo:data + hi] = bytes(hi - lo)
     return tensor, bytes(blank)
 
 
