@@ -4,7 +4,8 @@
 // byte mode, each chunk is a whole torch.save zip archive of the chunk tensor at (offset, length) of
 // a data file `__R_N.distcp` (R: the rank that wrote it). Each data file is one ZipStorage holding the
 // stored member of every archive in it (their zip directories merged, offsets shifted), so a flip
-// updates that member's CRC-32 like any torch.save file. The tensors exposed are the global ones,
+// updates that member's CRC-32 like any torch.save file. In the safetensors serialization, a data
+// file's chunks are the tensors of one safetensors blob (DcpSafetensorsFile), each an extent. The tensors exposed are the global ones,
 // by their state-dict names; a global index maps to (chunk, file, local index), and location()
 // says so, with the rank that wrote the chunk and the ranks that load it under the checkpoint's
 // own plan: a tensor stored as one chunk holding all of it is a replicated one (every rank loads it);
@@ -24,6 +25,7 @@
 #include "resil/core/error.hpp"
 #include "resil/inject/file_set.hpp"
 #include "resil/inject/formats/dcp.hpp"
+#include "resil/inject/formats/safetensors.hpp"
 #include "resil/inject/formats/torch.hpp"
 #include "resil/inject/names.hpp"
 #include "zip_storage.hpp"
@@ -73,10 +75,6 @@ public:
         throw UsageError(what + ": stored through storage transforms (" + list +
                          "), which ckpt-flip does not undo and redo: a flip must land in the tensor's own bytes");
       }
-      // DCP's safetensors serialization: the file is one safetensors blob (an 8-byte length, then
-      // '{'), the offsets in .metadata are not where the bytes are.
-      if (all.size() >= 9 && all[8] == std::byte{'{'} && std::memcmp(all.data(), "PK\x03\x04", 4) != 0)
-        throw UsageError(what + ": a safetensors data file (DCP's safetensors serialization), which ckpt-flip does not read yet");
       if (c.offset > all.size() || c.length > all.size() - c.offset)
         throw CorruptInputError(what + ": .metadata places " + std::to_string(c.length) + " bytes beyond the end of the file (" +
                                 std::to_string(all.size()) + " bytes)");
@@ -108,6 +106,88 @@ public:
       it.part = zip_.entries.size() - 1;
       add(std::move(it));
     }
+  }
+  Format format() const noexcept override { return Format::dcp; }
+};
+
+// Whether a chunk's stored bytes start a safetensors blob (an 8-byte length, then '{'): DCP's
+// safetensors serialization, where .metadata's offset is the blob's start, not the chunk's bytes.
+bool safetensors_at(fmt::Bytes all, std::uint64_t offset) {
+  return offset <= all.size() && all.size() - offset >= 9 && all[offset + 8] == std::byte{'{'} &&
+         std::memcmp(all.data() + offset, "PK\x03\x04", 4) != 0;
+}
+
+// One data file in the safetensors serialization: after the byte values, one safetensors blob of
+// the rank's chunks, each under its fqn, with `__metadata__` DCP_SHARDING_INFO (a JSON string
+// {fqn: {"saved_offsets": [...]}}) giving each one's offsets in the global tensor; every chunk's
+// _StorageInfo is (file, the blob's start, the chunk's byte count). Each blob tensor must be a chunk
+// .metadata places in this file, with its offsets, sizes, dtype and byte count; the header is never
+// written.
+class DcpSafetensorsFile final : public ExtentStorage {
+public:
+  DcpSafetensorsFile(const std::string& path, Access access, const std::vector<DcpFile::Spec>& specs) : ExtentStorage(path, access) {
+    const Mapping m = map_for_parsing(path);
+    const auto all = fmt::bytes_of(m.data(), m.size());
+    const std::uint64_t start = specs.front().chunk->offset;
+    const std::string blob = path + ": safetensors blob at offset " + std::to_string(start);
+    std::map<std::string, const DcpFile::Spec*> by_fqn;
+    for (const auto& s : specs) {
+      const auto& c = *s.chunk;
+      const std::string what = path + ": chunk of " + display_name("/" + s.tensor) + " at offset " + std::to_string(c.offset);
+      if (!c.transforms.empty()) {
+        std::string list;
+        for (const auto& t : c.transforms) list += (list.empty() ? "" : ", ") + t;
+        throw UsageError(what + ": stored through storage transforms (" + list +
+                         "), which ckpt-flip does not undo and redo: a flip must land in the tensor's own bytes");
+      }
+      if (c.offset != start)
+        throw CorruptInputError(what + ": .metadata places it outside the file's safetensors blob (which starts at offset " +
+                                std::to_string(start) + ")");
+      if (!by_fqn.emplace(s.tensor, &s).second)
+        throw CorruptInputError(what + ": a second chunk of " + s.tensor + " in one safetensors blob (its tensors are named by fqn)");
+    }
+    if (start > all.size()) throw CorruptInputError(blob + ": beyond the end of the file (" + std::to_string(all.size()) + " bytes)");
+    const auto st = parse_named(blob, [&] { return fmt::parse_safetensors(all.subspan(start)); });
+    std::string sharding;
+    for (const auto& [k, v] : st.metadata)
+      if (k == "DCP_SHARDING_INFO") sharding = v;
+    if (sharding.empty()) throw CorruptInputError(blob + ": no DCP_SHARDING_INFO in its __metadata__");
+    nlohmann::json info;
+    try {
+      info = nlohmann::json::parse(sharding);
+    } catch (const nlohmann::json::exception&) {
+      throw CorruptInputError(blob + ": DCP_SHARDING_INFO is not JSON");
+    }
+    if (!info.is_object()) throw CorruptInputError(blob + ": DCP_SHARDING_INFO is not a JSON object");
+    for (const auto& [fqn, v] : info.items())
+      if (!by_fqn.count(fqn)) throw CorruptInputError(blob + ": DCP_SHARDING_INFO names " + fqn + ", which .metadata places in no chunk of this file");
+    for (const auto& t : st.tensors) {
+      const auto it = by_fqn.find(t.name);
+      if (it == by_fqn.end()) throw CorruptInputError(blob + ": tensor " + t.name + " is no chunk .metadata places in this file");
+      const auto& s = *it->second;
+      const auto& c = *s.chunk;
+      const std::string what = blob + ": tensor " + t.name;
+      if (!info.contains(t.name)) throw CorruptInputError(what + ": not in DCP_SHARDING_INFO");
+      const auto& e = info.at(t.name);
+      std::vector<std::uint64_t> saved;
+      try {
+        saved = e.at("saved_offsets").get<std::vector<std::uint64_t>>();
+      } catch (const nlohmann::json::exception&) {
+        throw CorruptInputError(what + ": its DCP_SHARDING_INFO entry has no saved_offsets list of integers");
+      }
+      if (saved != c.offsets) throw CorruptInputError(what + ": its saved_offsets in DCP_SHARDING_INFO are not the chunk's offsets in .metadata");
+      if (t.dtype != s.dtype) throw CorruptInputError(what + ": its dtype is not the one .metadata gives");
+      if (t.shape != c.sizes) throw CorruptInputError(what + ": its shape is not the chunk's sizes in .metadata");
+      if (t.size != c.length) throw CorruptInputError(what + ": " + std::to_string(t.size) + " bytes, .metadata's length says " + std::to_string(c.length));
+      Item item;
+      item.tensor = make_tensor(s.inner, TensorRole::other, t.dtype, c.sizes, false);
+      item.extent = {start + t.offset, t.size};
+      item.size = static_cast<unsigned>(fmt::dtype_size(t.dtype));
+      add(std::move(item));
+      by_fqn.erase(it);
+    }
+    if (!by_fqn.empty())
+      throw CorruptInputError(blob + ": no tensor " + by_fqn.begin()->first + ", a chunk .metadata places in this file");
   }
   Format format() const noexcept override { return Format::dcp; }
 };
@@ -155,7 +235,18 @@ public:
       g.tensor.counter = t.size.empty() && !fmt::dtype_is_float(t.dtype);
       if (!by_name_.emplace(g.tensor.info.path, std::move(g)).second) throw CorruptInputError(mdpath + ": dcp metadata: tensor " + t.name + " twice");
     }
-    for (auto& [file, list] : specs) files_[file] = std::make_unique<DcpFile>((set_.dir / file).string(), access, list);
+    for (auto& [file, list] : specs) {
+      const std::string fp = (set_.dir / file).string();
+      bool st = false;
+      {
+        const Mapping fm = map_for_parsing(fp);
+        st = safetensors_at(fmt::bytes_of(fm.data(), fm.size()), list.front().chunk->offset);
+      }
+      if (st)
+        files_[file] = std::make_unique<DcpSafetensorsFile>(fp, access, list);
+      else
+        files_[file] = std::make_unique<DcpFile>(fp, access, list);
+    }
   }
 
   Format format() const noexcept override { return Format::dcp; }
@@ -348,7 +439,7 @@ private:
   fmt::DcpMetadata md_;
   std::uint64_t world_ = 0;
   std::map<std::string, Global> by_name_;
-  std::map<std::string, std::unique_ptr<DcpFile>> files_;
+  std::map<std::string, std::unique_ptr<Storage>> files_;
   std::map<std::pair<std::string, std::size_t>, std::string> locations_;  // (tensor, chunk) -> location()
 };
 

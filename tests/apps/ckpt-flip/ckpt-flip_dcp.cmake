@@ -1,5 +1,6 @@
-# torch.distributed.checkpoint directories (byte mode, sharded and replicated tensors over 4 ranks,
-# written by make_dcp_fixtures.py): global tensors, exact flips by torch.load of every chunk, chunk,
+# torch.distributed.checkpoint directories (byte and safetensors modes, sharded and replicated tensors
+# over 4 ranks, written by make_dcp_fixtures.py): global tensors, exact flips by torch.load of every
+# chunk or a safetensors-spec reader of every blob (headers unchanged), chunk,
 # file and loading ranks in the log, byte-exact revert, replay, diff, scan, a campaign, hostile
 # directories refused.
 resil_add_test(NAME ckpt-flip_dcp

@@ -39,18 +39,20 @@ def write_safetensors(path, tensors, metadata=True):
     return 8 + len(h)
 
 
-def read_safetensors(path):
-    """(the length and header bytes, {name: raw bytes as uint8})."""
+def read_safetensors(path, at=0):
+    """(the length and header bytes, {name: raw bytes as uint8}) of the safetensors file, or of the
+    safetensors blob starting at byte `at` of the file."""
     import numpy as np
     buf = open(path, "rb").read()
-    n = struct.unpack("<Q", buf[:8])[0]
-    header = json.loads(buf[8:8 + n])
+    n = struct.unpack("<Q", buf[at:at + 8])[0]
+    header = json.loads(buf[at + 8:at + 8 + n])
+    data = at + 8 + n
     out = {}
     for k, v in header.items():
         if k != "__metadata__":
             b, e = v["data_offsets"]
-            out[k] = np.frombuffer(buf[8 + n + b:8 + n + e], dtype=np.uint8)
-    return buf[:8 + n], out
+            out[k] = np.frombuffer(buf[data + b:data + e], dtype=np.uint8)
+    return buf[at:data], out
 
 
 def bits(a, b):

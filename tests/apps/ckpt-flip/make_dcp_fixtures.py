@@ -6,12 +6,15 @@ out, without torch.distributed.checkpoint (torch 1.13 has none): `.metadata` is 
 TensorProperties by its 5-tuple __getstate__, _StorageInfo without its None fields), and each rank's
 data file `__R_0.distcp` holds, for each item the rank writes, its bytes at the recorded offset: a
 non-tensor value's torch.save bytes first, then each tensor chunk as a whole torch.save archive of
-the chunk (the writer's byte serialization mode). A tensor every rank holds whole is replicated and
+the chunk (the writer's byte serialization mode), or, in variant `safetensors`, one safetensors blob
+of the rank's chunks (the writer's safetensors serialization mode, see safetensors_blob). A tensor every rank holds whole is replicated and
 written once, by the rank with the fewest bytes so far (the save planner's deduplication); a
 sharded tensor is split along dimension 0, each rank writing its own chunk.
 
 Usage: make_dcp_fixtures.py OUT_DIR [VARIANT]   VARIANT: ok (default), transform, missing_file,
-beyond, dotdot, overlap, hole, safetensors. Prints the layout as JSON on stdout:
+beyond, dotdot, overlap, hole, safetensors; st_ghost, st_outside, st_offsets
+(safetensors mode, rank 1's blob: a tensor .metadata does not name, bytes past the blob, saved_offsets
+not the chunk's). Prints the layout as JSON on stdout:
 {tensor: {"dtype", "size", "chunks": [{"offsets", "sizes", "file", "offset", "length", "rank"}],
 "placement"}} and the world size."""
 import dataclasses
@@ -143,6 +146,40 @@ def shards(n, world):
     return [(min(r * per, n), min((r + 1) * per, n)) for r in range(world)]
 
 
+# The safetensors serialization mode (FileSystemWriter(serialization_format=SAFETENSORS)): after the
+# byte values, a rank's file is one safetensors blob of its tensor chunks, each under its fqn, its
+# `__metadata__` holding DCP_SHARDING_INFO = json {fqn: {"saved_offsets": chunk offsets}}; every
+# chunk's _StorageInfo has the blob's start as offset and the chunk's byte count as length.
+SAFETENSORS_VARIANTS = ("safetensors", "st_ghost", "st_outside", "st_offsets")
+_ST_DTYPE = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64"}
+
+
+def safetensors_blob(items, variant="safetensors"):
+    """items: [(fqn, offsets, chunk tensor)]. Data ordered by element size (largest first), then
+    name, as safetensors' writer orders it; the header padded with spaces to 8 bytes."""
+    order = sorted(items, key=lambda x: (-x[2].element_size(), x[0]))
+    header, sharding, data = {}, {}, b""
+    for name, off, c in order:
+        raw = c.reshape(-1).contiguous().view(torch.uint8).numpy().tobytes()
+        header[name] = {"dtype": _ST_DTYPE[c.dtype], "shape": list(c.shape), "data_offsets": [len(data), len(data) + len(raw)]}
+        sharding[name] = {"saved_offsets": list(off)}
+        data += raw
+    if variant == "st_ghost":  # a tensor no .metadata chunk names
+        header["model.ghost"] = {"dtype": "F32", "shape": [2], "data_offsets": [len(data), len(data) + 8]}
+        sharding["model.ghost"] = {"saved_offsets": [0]}
+        data += bytes(8)
+    if variant == "st_outside":  # the last tensor's bytes run past the blob
+        last = max(header.values(), key=lambda h: h["data_offsets"][1])
+        last["data_offsets"][1] += 64
+    if variant == "st_offsets":  # a chunk's saved_offsets not the ones .metadata gives
+        name = order[0][0]
+        sharding[name]["saved_offsets"] = [x + 1 for x in sharding[name]["saved_offsets"]]
+    header["__metadata__"] = {"DCP_SHARDING_INFO": json.dumps(sharding), "DCP_VERSION": "1.0", "format": "pt"}
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
 def write(out, variant="ok", tensors=None):
     """tensors: [(name, tensor, placement)], default state_dict()."""
     os.makedirs(out, exist_ok=True)
@@ -186,10 +223,16 @@ def write(out, variant="ok", tensors=None):
                 at = f.tell()
                 f.write(lr.getvalue())
                 storage[MetadataIndex("optimizer.param_groups.0.lr")] = _StorageInfo(fname, at, f.tell() - at)
+            if variant in SAFETENSORS_VARIANTS:
+                blob_at = f.tell()
+                f.write(safetensors_blob(items[r], variant if r == 1 else "safetensors"))
             for name, off, c in items[r]:
-                at = f.tell()
-                torch.save(c, f)
-                info = _StorageInfo(fname, at, f.tell() - at)
+                if variant in SAFETENSORS_VARIANTS:
+                    info = _StorageInfo(fname, blob_at, c.numel() * c.element_size())
+                else:
+                    at = f.tell()
+                    torch.save(c, f)
+                    info = _StorageInfo(fname, at, f.tell() - at)
                 if variant == "transform" and name == "model.embed.weight":
                     info.transform_descriptors = ["stream_zstd"]
                 storage[MetadataIndex(name, torch.Size(off))] = info
@@ -203,13 +246,6 @@ def write(out, variant="ok", tensors=None):
         storage[victim].offset += 1 << 20
     if variant == "dotdot":
         storage[victim].relative_path = "../__1_0.distcp"
-    if variant == "safetensors":
-        # The safetensors serialization: each data file one safetensors blob, DCP_SHARDING_INFO in
-        # its metadata, offsets in .metadata pointing past the byte values.
-        for r in range(WORLD):
-            header = {"__metadata__": {"DCP_SHARDING_INFO": "{}", "DCP_VERSION": "1.0", "format": "pt"}}
-            h = json.dumps(header).encode()
-            open(os.path.join(out, f"__{r}_0.distcp"), "wb").write(struct.pack("<Q", len(h)) + h)
     md = Metadata(state_dict_metadata=sdm, planner_data=planner, storage_data=storage,
                   storage_meta=StorageMeta(checkpoint_id=out, save_id="fixture"), version="1.0.0")
     with open(os.path.join(out, ".metadata"), "wb") as f:

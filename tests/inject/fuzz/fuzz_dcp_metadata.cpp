@@ -1,7 +1,7 @@
 // libFuzzer target: a torch.distributed.checkpoint `.metadata` (a pickle read by the
 // never-executing reader) must parse or throw CorruptInputError, never crash; every chunk it
 // yields lies in its tensor and names a plain file. Seeds: .metadata files make_dcp_fixtures.py
-// writes (tests/apps/ckpt-flip), ok and hostile.
+// writes (tests/apps/ckpt-flip), ok (byte and safetensors modes) and hostile.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
