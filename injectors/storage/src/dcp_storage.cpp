@@ -53,6 +53,20 @@ std::optional<std::uint64_t> writer_rank(const std::string& file) {
   return r;
 }
 
+// "PATH: chunk of TENSOR at offset N", the start of every error about one chunk; a chunk stored through
+// storage transforms (compression) is refused with it: a flip must land in the tensor's own bytes.
+template <class Spec>
+std::string chunk_what(const std::string& path, const Spec& s) {
+  const std::string what = path + ": chunk of " + display_name("/" + s.tensor) + " at offset " + std::to_string(s.chunk->offset);
+  if (!s.chunk->transforms.empty()) {
+    std::string list;
+    for (const auto& t : s.chunk->transforms) list += (list.empty() ? "" : ", ") + t;
+    throw UsageError(what + ": stored through storage transforms (" + list +
+                     "), which ckpt-flip does not undo and redo: a flip must land in the tensor's own bytes");
+  }
+  return what;
+}
+
 // One data file: every chunk in it a tensor (named "/<fqn>#<chunk>"), its bytes the stored member
 // of the chunk's torch.save archive.
 class DcpFile final : public ZipStorage {
@@ -68,13 +82,7 @@ public:
     const auto all = fmt::bytes_of(m.data(), m.size());
     for (const auto& s : specs) {
       const auto& c = *s.chunk;
-      const std::string what = path + ": chunk of " + display_name("/" + s.tensor) + " at offset " + std::to_string(c.offset);
-      if (!c.transforms.empty()) {
-        std::string list;
-        for (const auto& t : c.transforms) list += (list.empty() ? "" : ", ") + t;
-        throw UsageError(what + ": stored through storage transforms (" + list +
-                         "), which ckpt-flip does not undo and redo: a flip must land in the tensor's own bytes");
-      }
+      const std::string what = chunk_what(path, s);
       if (c.offset > all.size() || c.length > all.size() - c.offset)
         throw CorruptInputError(what + ": .metadata places " + std::to_string(c.length) + " bytes beyond the end of the file (" +
                                 std::to_string(all.size()) + " bytes)");
@@ -133,13 +141,7 @@ public:
     std::map<std::string, const DcpFile::Spec*> by_fqn;
     for (const auto& s : specs) {
       const auto& c = *s.chunk;
-      const std::string what = path + ": chunk of " + display_name("/" + s.tensor) + " at offset " + std::to_string(c.offset);
-      if (!c.transforms.empty()) {
-        std::string list;
-        for (const auto& t : c.transforms) list += (list.empty() ? "" : ", ") + t;
-        throw UsageError(what + ": stored through storage transforms (" + list +
-                         "), which ckpt-flip does not undo and redo: a flip must land in the tensor's own bytes");
-      }
+      const std::string what = chunk_what(path, s);
       if (c.offset != start)
         throw CorruptInputError(what + ": .metadata places it outside the file's safetensors blob (which starts at offset " +
                                 std::to_string(start) + ")");
