@@ -4,8 +4,9 @@
 #
 #   scripts/gpu-check.sh --fetch
 #       On a Debian 12 box with apt: downloads the packages below into the git-ignored .debs/, cuts
-#       Fashion-MNIST to what the gpu tests and the benchmark read (.debs/fashion-mnist), and fails if
-#       .debs/ is over its budget. .debs/ is what travels beside the checkout.
+#       Fashion-MNIST to what the gpu tests and the benchmark read (.debs/fashion-mnist), copies three
+#       of Debian's fortunes files, the gpt's corpus (.debs/fortunes), and fails if .debs/ is over its
+#       budget. .debs/ is what travels beside the checkout.
 #
 #   scripts/gpu-check.sh [--steps LIST] [--keep-going] [--budget S] [--build DIR] [--out DIR] [--jobs N]
 #                        [--cuda ON|OFF] [--also-build T,T | --all-targets] [--unit-tests REGEX]
@@ -22,7 +23,8 @@
 #                (OUT/torch-files.tar.gz)
 #   prefix       the .deb files unpacked with `dpkg -x` into BUILD/prefix (never into /), the wrapper
 #                scripts of MPICH and HDF5 pointed at it, every library in it resolvable; the Fashion-
-#                MNIST subset installed at /usr/share/datasets/fashion-mnist when that has no data
+#                MNIST subset installed at /usr/share/datasets/fashion-mnist when that has no data, and
+#                the fortunes at /usr/share/games/fortunes
 #   configure    cmake with CUDA (--cuda), everything else from the prefix; NCCL from the CUDA toolkit
 #                or from the Python's nvidia.nccl package
 #   build        the targets the later steps run, and --also-build's (--all-targets: all)
@@ -31,7 +33,7 @@
 #                fails the step, but gpu_nccl_collectives and gpu_train_nccl with one GPU
 #   determinism  gpu_same_seed_twice: mlp, cnn and dlrm twice with one seed on the GPU, checkpoints
 #                bitwise equal
-#   bench        bench_train_gpu: ckpt-train against PyTorch on this GPU (OUT/gpu-bench.txt)
+#   bench        bench_train_gpu and bench_gpt_gpu: ckpt-train against PyTorch on this GPU (OUT/gpu-bench.txt)
 #   unittests    ctest -L unit, those matching --unit-tests (OUT/ctest-unit.log; scripts/gpu-rehearse.sh
 #                runs it)
 #
@@ -44,6 +46,8 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 debs=$root/.debs
 data=$debs/fashion-mnist
+text=$debs/fortunes
+text_files=(computers cookie definitions)  # ~660 KB with their .dat indexes: the gpt's tests and benchmark
 
 # What the build needs (cmake/ResilDeps.cmake, libckpt/, injectors/, tests/) and what its executables,
 # mpiexec and pkg-config load; no compiler: the machine's own gcc, libstdc++ and libgomp are used.
@@ -92,7 +96,7 @@ fetch() {
   trap 'rm -rf "$tmp"' EXIT
   # As root, apt downloads as the user _apt, who cannot write into a folder made by mktemp.
   (cd "$tmp" && apt-get -o APT::Sandbox::User=root download "${pkgs[@]}") || die "apt-get download failed (after apt-get update?)"
-  rm -rf "$debs"/*.deb "$debs/prefix" "$data"  # an old list's packages or an unpacked prefix must not travel
+  rm -rf "$debs"/*.deb "$debs/prefix" "$data" "$text"  # an old list's packages or an unpacked prefix must not travel
   mv "$tmp"/*.deb "$debs"/
   local src=/usr/share/datasets/fashion-mnist
   if [[ ! -e $src/train-images-idx3-ubyte.gz ]]; then
@@ -116,8 +120,16 @@ for split, n in (("train", n_train), ("t10k", n_test)):
         with gzip.GzipFile(f"{dst}/{name}", "wb", compresslevel=9, mtime=0) as f:  # mtime 0: same bytes each time
             f.write(bytes(hdr) + raw[len(hdr):len(hdr) + n * rec])
 EOF
+  local tsrc=/usr/share/games/fortunes f
+  if [[ ! -e $tsrc/${text_files[0]}.dat ]]; then
+    (cd "$tmp" && apt-get -o APT::Sandbox::User=root download fortunes-min fortunes && for f in fortunes*.deb; do dpkg -x "$f" t; done) ||
+      die "no fortunes here and fortunes could not be downloaded"
+    tsrc=$tmp/t/usr/share/games/fortunes
+  fi
+  mkdir -p "$text"
+  for f in "${text_files[@]}"; do cp "$tsrc/$f" "$tsrc/$f.dat" "$text"/ || die "cannot copy $tsrc/$f"; done
   rm -rf "$tmp"
-  echo "gpu-check: ${#pkgs[@]} packages and Fashion-MNIST (first $train_n training, $test_n test images) in $debs"
+  echo "gpu-check: ${#pkgs[@]} packages, fortunes (${text_files[*]}) and Fashion-MNIST (first $train_n training, $test_n test images) in $debs"
   check_size
 }
 
@@ -299,6 +311,11 @@ EOF
       { echo "gpu-check: cannot install Fashion-MNIST at $sys_data"; return 1; }
     echo "gpu-check: Fashion-MNIST (first $train_n training, $test_n test images) installed at $sys_data, where the tests read it"
   fi
+  local sys_text=/usr/share/games/fortunes
+  if ! compgen -G "$sys_text/*.dat" > /dev/null; then
+    mkdir -p "$sys_text" && cp "$text"/* "$sys_text"/ || { echo "gpu-check: cannot install the fortunes at $sys_text"; return 1; }
+    echo "gpu-check: fortunes (${text_files[*]}) installed at $sys_text, the gpt's default corpus"
+  fi
 }
 
 step_configure() {
@@ -384,7 +401,7 @@ step_determinism() {
 }
 
 step_bench() {
-  RESIL_BENCH_PYTHON=$py within ctest --test-dir "$build" -R '^bench_train_gpu$' -V --no-tests=error |
+  RESIL_BENCH_PYTHON=$py within ctest --test-dir "$build" -R '^bench_(train|gpt)_gpu$' -V --no-tests=error |
     tee "$out/gpu-bench.txt"
   local rc=${PIPESTATUS[0]}
   ((rc == 0)) && ctest_skips "$out/gpu-bench.txt"

@@ -3,8 +3,9 @@
 
   same_seed_twice.py CKPT_TRAIN DIR COMPARE_CKPT
 
-mlp, cnn and dlrm, each trained twice on --device cuda with seed 7 for 2 epochs (mlp and cnn: 1024
-Fashion-MNIST samples, batch 64; dlrm: 4096 synthetic clicks, Adagrad): the two runs' last
+mlp, cnn, dlrm and the gpt in fp32 and bf16, each trained twice on --device cuda with seed 7 for 2
+epochs (mlp and cnn: 1024 Fashion-MNIST samples, batch 64; dlrm: 4096 synthetic clicks, Adagrad;
+gpt: 2 layers, width 128, 256 windows of 64 bytes of Debian's fortunes, batch 16): the two runs' last
 checkpoints must hold bitwise equal /model and /optimizer datasets (COMPARE_CKPT, i.e.
 tests/train/compare_ckpt.py) and report the same per-epoch losses. The CUDA backend has no atomics
 in its reductions and cuBLAS runs in pedantic FP32, so nothing but the seed decides the bits.
@@ -14,15 +15,20 @@ import glob, json, os, shutil, subprocess, sys
 ct, d, compare = sys.argv[1:4]
 shutil.rmtree(d, ignore_errors=True)
 os.makedirs(d)
+GPT = ["--model", "gpt", "--layers", "2", "--heads", "4", "--width", "128", "--context", "64", "--limit", "256",
+       "--test-limit", "32", "--batch", "16"]
 MODELS = {
-    "mlp": ["--limit", "1024", "--test-limit", "500", "--batch", "64"],
-    "cnn": ["--limit", "1024", "--test-limit", "500", "--batch", "64"],
-    "dlrm": ["--optimizer", "adagrad", "--lr", "0.05", "--synthetic-samples", "4096", "--test-limit", "500", "--batch", "64"],
+    "mlp": ["--model", "mlp", "--limit", "1024", "--test-limit", "500", "--batch", "64"],
+    "cnn": ["--model", "cnn", "--limit", "1024", "--test-limit", "500", "--batch", "64"],
+    "dlrm": ["--model", "dlrm", "--optimizer", "adagrad", "--lr", "0.05", "--synthetic-samples", "4096", "--test-limit", "500",
+             "--batch", "64"],
+    "gpt": GPT,
+    "gpt_bf16": GPT + ["--precision", "bf16"],
 }
 
 def train(model, tag, device="cuda", epochs="2"):
     out = os.path.join(d, f"{model}_{tag}")
-    args = [ct, "train", "--model", model, "--seed", "7", "--epochs", epochs, "--device", device, "--ckpt-dir", out,
+    args = [ct, "train", "--seed", "7", "--epochs", epochs, "--device", device, "--ckpt-dir", out,
             "--metrics", out + ".jsonl", "--summary", out + ".json"] + MODELS[model]
     p = subprocess.run(args, capture_output=True, text=True)
     if p.returncode != 0:
