@@ -3,6 +3,7 @@
 // error-stack text plus the file/object context.
 #pragma once
 
+#include <cstdint>
 #include <hdf5.h>
 
 #include <string>
