@@ -91,6 +91,7 @@ TEST_CASE("elementwise, bias and optimizer kernels are bit-identical to the CPU"
   const std::size_t n = static_cast<std::size_t>(rows) * cols;
   Pair x(*be.cpu, *be.gpu, randn(n, 4)), y(*be.cpu, *be.gpu, n), dx(*be.cpu, *be.gpu, n), dy(*be.cpu, *be.gpu, randn(n, 5));
   Pair bias(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(cols), 6)), db(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(cols), 7));
+  Pair acc(*be.cpu, *be.gpu, n);  // Adagrad's sum of squares starts at zero (dx, a momentum, can be negative)
   for (Backend* b : {be.cpu.get(), be.gpu.get()}) {
     const bool g = b == be.gpu.get();
     auto P = [&](Pair& p) { return g ? p.g : p.c; };
@@ -100,11 +101,12 @@ TEST_CASE("elementwise, bias and optimizer kernels are bit-identical to the CPU"
     b->accumulate_bias_grad(P(dy), P(db), rows, cols);
     b->axpy(n, -0.3f, P(dy), P(x));
     b->sgd_update(P(x), P(dy), P(dx), n, 0.1f, 0.9f, 1e-4f);
-    b->adagrad_update(P(y), P(dy), P(dx), n, 0.05f, 1e-8f, 0.0f);
+    b->adagrad_update(P(y), P(dy), P(acc), n, 0.05f, 1e-8f, 0.0f);
   }
   x.require_identical();
   y.require_close(1e-6);  // adagrad uses sqrt: correctly rounded on both, but keep a margin
   dx.require_identical();
+  acc.require_identical();
   db.require_identical();
   CHECK(be.gpu->all_finite(x.g, n));
   const float inf = INFINITY;
