@@ -162,6 +162,42 @@ TEST_CASE("im2col, col2im, channel bias and max pooling match the CPU", "[gpu]")
   be.gpu->release_i32(am_g);
 }
 
+TEST_CASE("ordered column and channel sums over many rows are bit-identical to the CPU", "[gpu]") {
+  Backends be;
+  const int rows = 300, cols = 70, n = 5, c = 7, plane = 50;
+  Pair dy(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(rows) * cols, 60)), db(*be.cpu, *be.gpu, randn(cols, 61));
+  Pair cdy(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(n) * c * plane, 62)), cdb(*be.cpu, *be.gpu, randn(c, 63));
+  for (Backend* b : {be.cpu.get(), be.gpu.get()}) {
+    const bool g = b == be.gpu.get();
+    auto P = [&](Pair& p) { return g ? p.g : p.c; };
+    b->accumulate_bias_grad(P(dy), P(db), rows, cols);
+    b->accumulate_channel_bias_grad(P(cdy), P(cdb), n, c, plane);
+  }
+  db.require_identical();
+  cdb.require_identical();
+}
+
+TEST_CASE("a convolution over a batch matches the CPU's image-by-image loop", "[gpu]") {
+  Backends be;
+  const ConvGeom geo{.c = 3, .h = 11, .w = 9, .kh = 3, .kw = 3, .stride = GENERATE(1, 2), .pad = 1};
+  const int n = 5, c_out = 4, kk = geo.c * geo.kh * geo.kw, plane = geo.oh() * geo.ow();
+  const std::size_t in = static_cast<std::size_t>(n) * geo.c * geo.h * geo.w, col_n = static_cast<std::size_t>(n) * kk * plane,
+                    out = static_cast<std::size_t>(n) * c_out * plane, wn = static_cast<std::size_t>(c_out) * kk;
+  Pair x(*be.cpu, *be.gpu, randn(in, 70)), w(*be.cpu, *be.gpu, randn(wn, 71)), cols(*be.cpu, *be.gpu, col_n), y(*be.cpu, *be.gpu, out);
+  Pair dy(*be.cpu, *be.gpu, randn(out, 72)), dw(*be.cpu, *be.gpu, randn(wn, 73)), dx(*be.cpu, *be.gpu, in),
+      dcol(*be.cpu, *be.gpu, static_cast<std::size_t>(kk) * plane);
+  for (Backend* b : {be.cpu.get(), be.gpu.get()}) {
+    const bool g = b == be.gpu.get();
+    auto P = [&](Pair& p) { return g ? p.g : p.c; };
+    b->conv_forward(P(x), geo, n, P(w), c_out, P(cols), P(y));
+    b->conv_backward(P(dy), geo, n, P(w), c_out, P(cols), P(dw), P(dx), P(dcol));
+  }
+  cols.require_identical();
+  y.require_close(1e-5 * kk);
+  dw.require_close(1e-5 * n * plane);
+  dx.require_close(1e-5 * c_out * 9);
+}
+
 TEST_CASE("losses match the CPU", "[gpu]") {
   Backends be;
   const int n = 64, classes = 10;
@@ -263,7 +299,8 @@ TEST_CASE("batched GEMMs match the CPU in all transpose combinations", "[gpu]") 
 
 TEST_CASE("token and position embeddings and LayerNorm are bit-identical to the CPU", "[gpu]") {
   Backends be;
-  const int V = 13, B = 3, T = 7, C = 24, rows = B * T;
+  // One warp-sized chunk and one tile of rows; then several chunks with a tail and several tiles.
+  const int V = 13, B = GENERATE(3, 4), T = B == 3 ? 7 : 80, C = B == 3 ? 24 : 200, rows = B * T;
   std::vector<std::int32_t> tok(static_cast<std::size_t>(rows));
   resil::Rng r(40, 1);
   for (auto& x : tok) x = static_cast<std::int32_t>(r.below(V));

@@ -150,15 +150,9 @@ const Tensor& Conv2d::forward(const Tensor& x) {
   x_ = &x;
   const ConvGeom g = geom(x.dims());
   const int n = x.dim(0), kk = c_in_ * k_ * k_, plane = g.oh() * g.ow();
-  const std::size_t in_sz = static_cast<std::size_t>(c_in_) * g.h * g.w;
   y_.ensure(be_, out_dims(x.dims()));
   cols_.ensure(be_, {n, kk, plane});
-  for (int i = 0; i < n; ++i) {
-    float* col = cols_.data() + static_cast<std::size_t>(i) * kk * plane;
-    be_.im2col(x.data() + i * in_sz, g, col);
-    be_.gemm(false, false, c_out_, plane, kk, 1.0f, w_.data(), kk, col, plane, 0.0f,
-             y_.data() + static_cast<std::size_t>(i) * c_out_ * plane, plane);
-  }
+  be_.conv_forward(x.data(), g, n, w_.data(), c_out_, cols_.data(), y_.data());
   be_.add_channel_bias(y_.data(), b_.data(), n, c_out_, plane);
   return y_;
 }
@@ -166,22 +160,14 @@ const Tensor& Conv2d::forward(const Tensor& x) {
 const Tensor& Conv2d::backward(const Tensor& dy, bool need_dx) {
   const ConvGeom g = geom(x_->dims());
   const int n = dy.dim(0), kk = c_in_ * k_ * k_, plane = g.oh() * g.ow();
-  const std::size_t in_sz = static_cast<std::size_t>(c_in_) * g.h * g.w;
   be_.accumulate_channel_bias_grad(dy.data(), db_.data(), n, c_out_, plane);
   if (need_dx) {
     dx_.ensure(be_, x_->dims());
     dx_.zero();
     dcol_.ensure(be_, {kk, plane});
   }
-  for (int i = 0; i < n; ++i) {
-    const float* col = cols_.data() + static_cast<std::size_t>(i) * kk * plane;
-    const float* dyi = dy.data() + static_cast<std::size_t>(i) * c_out_ * plane;
-    be_.gemm(false, true, c_out_, kk, plane, 1.0f, dyi, plane, col, plane, 1.0f, dw_.data(), kk);
-    if (need_dx) {
-      be_.gemm(true, false, kk, plane, c_out_, 1.0f, w_.data(), kk, dyi, plane, 0.0f, dcol_.data(), plane);
-      be_.col2im(dcol_.data(), g, dx_.data() + i * in_sz);
-    }
-  }
+  be_.conv_backward(dy.data(), g, n, w_.data(), c_out_, cols_.data(), dw_.data(), need_dx ? dx_.data() : nullptr,
+                    need_dx ? dcol_.data() : nullptr);
   return dx_;
 }
 

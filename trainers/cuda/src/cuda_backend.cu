@@ -2,14 +2,16 @@
 // so that each output element is produced by one thread in a fixed order: no floating-point
 // atomics anywhere, hence bit-identical results run after run on the same GPU. Where the CPU
 // backend sums in a given order (bias gradients, col2im, embedding-bag gradients), the kernel sums
-// in the same order, so those ops agree with the CPU bit for bit; GEMMs and transcendental
-// functions agree within rounding (tests state the tolerances).
+// in the same order (ordered_sums.cuh keeps that fast), so those ops agree with the CPU bit for bit;
+// GEMMs, transcendental functions and the convolution's weight gradient (per-image cuBLAS products
+// added in image order) agree within rounding (tests state the tolerances).
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "cuda_check.cuh"
 #include "cuda_internal.hpp"
+#include "ordered_sums.cuh"
 #include "transformer_kernels.cuh"
 #include "resil/train/cuda.hpp"
 
@@ -42,27 +44,24 @@ __global__ void k_nonfinite(const float* x, std::size_t n, int* flag) {
 __global__ void k_add_bias(float* y, const float* b, int rows, int cols) {
   GRID_STRIDE(i, static_cast<std::size_t>(rows) * cols) y[i] += b[i % cols];
 }
-// One thread per column, rows in order: the CPU backend's summation order.
-__global__ void k_bias_grad(const float* dy, float* db, int rows, int cols) {
-  GRID_STRIDE(c, static_cast<std::size_t>(cols)) {
-    float acc = db[c];
-    for (int r = 0; r < rows; ++r) acc += dy[static_cast<std::size_t>(r) * cols + c];
-    db[c] = acc;
-  }
-}
 __global__ void k_add_channel_bias(float* y, const float* b, int n, int c, int plane) {
   GRID_STRIDE(i, static_cast<std::size_t>(n) * c * plane) y[i] += b[(i / plane) % c];
 }
-__global__ void k_channel_bias_grad(const float* dy, float* db, int n, int c, int plane) {
-  GRID_STRIDE(ch, static_cast<std::size_t>(c)) {
-    float acc = db[ch];
-    for (int i = 0; i < n; ++i) {
-      const float* p = dy + (static_cast<std::size_t>(i) * c + ch) * plane;
-      float s = 0.0f;
-      for (int q = 0; q < plane; ++q) s += p[q];
-      acc += s;
-    }
-    db[ch] = acc;
+// The channel bias gradient in the CPU's order: each (image, channel) plane summed on its own, then
+// the planes' sums added to db[channel] image after image.
+__global__ void k_plane_sums(const float* dy, std::size_t planes, int plane, float* sums) {
+  GRID_STRIDE(j, planes) {
+    const float* p = dy + j * plane;
+    float s = 0.0f;
+    for (int q = 0; q < plane; ++q) s += p[q];
+    sums[j] = s;
+  }
+}
+__global__ void k_add_in_image_order(const float* parts, int n, std::size_t per, float* acc) {
+  GRID_STRIDE(e, per) {
+    float a = acc[e];
+    for (int i = 0; i < n; ++i) a += parts[static_cast<std::size_t>(i) * per + e];
+    acc[e] = a;
   }
 }
 
@@ -70,37 +69,49 @@ __global__ void k_channel_bias_grad(const float* dy, float* db, int n, int c, in
 // ConvGeom's own oh()/ow() are host functions; the same formulas for device code.
 __device__ __forceinline__ int geom_oh(const ConvGeom& g) { return (g.h + 2 * g.pad - g.kh) / g.stride + 1; }
 __device__ __forceinline__ int geom_ow(const ConvGeom& g) { return (g.w + 2 * g.pad - g.kw) / g.stride + 1; }
-__global__ void k_im2col(const float* img, ConvGeom g, float* col) {
-  const int oh = geom_oh(g), ow = geom_ow(g);
-  GRID_STRIDE(i, static_cast<std::size_t>(g.c) * g.kh * g.kw * oh * ow) {
-    const int x = static_cast<int>(i % ow), y = static_cast<int>((i / ow) % oh);
-    const int r = static_cast<int>(i / (static_cast<std::size_t>(oh) * ow));
-    const int kj = r % g.kw, ki = (r / g.kw) % g.kh, c = r / (g.kw * g.kh);
-    const int iy = y * g.stride - g.pad + ki, ix = x * g.stride - g.pad + kj;
-    col[i] = (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) ? img[(static_cast<std::size_t>(c) * g.h + iy) * g.w + ix] : 0.0f;
-  }
+__device__ __forceinline__ float im2col_at(const float* img, const ConvGeom& g, int oh, int ow, std::size_t i) {
+  const int x = static_cast<int>(i % ow), y = static_cast<int>((i / ow) % oh);
+  const int r = static_cast<int>(i / (static_cast<std::size_t>(oh) * ow));
+  const int kj = r % g.kw, ki = (r / g.kw) % g.kh, c = r / (g.kw * g.kh);
+  const int iy = y * g.stride - g.pad + ki, ix = x * g.stride - g.pad + kj;
+  return (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) ? img[(static_cast<std::size_t>(c) * g.h + iy) * g.w + ix] : 0.0f;
 }
 // Gather per image pixel, contributions in (ki, kj) order: the CPU scatter's order per pixel.
+__device__ __forceinline__ float col2im_at(const float* col, const ConvGeom& g, int oh, int ow, std::size_t i, float acc) {
+  const int ix = static_cast<int>(i % g.w), iy = static_cast<int>((i / g.w) % g.h), c = static_cast<int>(i / (static_cast<std::size_t>(g.h) * g.w));
+  for (int ki = 0; ki < g.kh; ++ki) {
+    const int ty = iy + g.pad - ki;
+    if (ty < 0 || ty % g.stride) continue;
+    const int y = ty / g.stride;
+    if (y >= oh) continue;
+    for (int kj = 0; kj < g.kw; ++kj) {
+      const int tx = ix + g.pad - kj;
+      if (tx < 0 || tx % g.stride) continue;
+      const int x = tx / g.stride;
+      if (x >= ow) continue;
+      acc += col[((static_cast<std::size_t>(c) * g.kh + ki) * g.kw + kj) * oh * ow + static_cast<std::size_t>(y) * ow + x];
+    }
+  }
+  return acc;
+}
+__global__ void k_im2col(const float* img, ConvGeom g, float* col) {
+  const int oh = geom_oh(g), ow = geom_ow(g);
+  GRID_STRIDE(i, static_cast<std::size_t>(g.c) * g.kh * g.kw * oh * ow) col[i] = im2col_at(img, g, oh, ow, i);
+}
 __global__ void k_col2im(const float* col, ConvGeom g, float* img) {
   const int oh = geom_oh(g), ow = geom_ow(g);
-  GRID_STRIDE(i, static_cast<std::size_t>(g.c) * g.h * g.w) {
-    const int ix = static_cast<int>(i % g.w), iy = static_cast<int>((i / g.w) % g.h), c = static_cast<int>(i / (static_cast<std::size_t>(g.h) * g.w));
-    float acc = img[i];
-    for (int ki = 0; ki < g.kh; ++ki) {
-      const int ty = iy + g.pad - ki;
-      if (ty < 0 || ty % g.stride) continue;
-      const int y = ty / g.stride;
-      if (y >= oh) continue;
-      for (int kj = 0; kj < g.kw; ++kj) {
-        const int tx = ix + g.pad - kj;
-        if (tx < 0 || tx % g.stride) continue;
-        const int x = tx / g.stride;
-        if (x >= ow) continue;
-        acc += col[((static_cast<std::size_t>(c) * g.kh + ki) * g.kw + kj) * oh * ow + static_cast<std::size_t>(y) * ow + x];
-      }
-    }
-    img[i] = acc;
-  }
+  GRID_STRIDE(i, static_cast<std::size_t>(g.c) * g.h * g.w) img[i] = col2im_at(col, g, oh, ow, i, img[i]);
+}
+// The same for n images at once (cols: n matrices of kk x plane, imgs: n of c x h x w).
+__global__ void k_im2col_n(const float* imgs, ConvGeom g, int n, float* cols) {
+  const int oh = geom_oh(g), ow = geom_ow(g);
+  const std::size_t per = static_cast<std::size_t>(g.c) * g.kh * g.kw * oh * ow, in_sz = static_cast<std::size_t>(g.c) * g.h * g.w;
+  GRID_STRIDE(j, per * n) cols[j] = im2col_at(imgs + (j / per) * in_sz, g, oh, ow, j % per);
+}
+__global__ void k_col2im_n(const float* cols, ConvGeom g, int n, float* imgs) {
+  const int oh = geom_oh(g), ow = geom_ow(g);
+  const std::size_t per = static_cast<std::size_t>(g.c) * g.kh * g.kw * oh * ow, in_sz = static_cast<std::size_t>(g.c) * g.h * g.w;
+  GRID_STRIDE(j, in_sz * n) imgs[j] = col2im_at(cols + (j / in_sz) * per, g, oh, ow, j % in_sz, imgs[j]);
 }
 __global__ void k_maxpool_fwd(const float* x, float* y, std::int32_t* argmax, int n, int c, int h, int w, int k) {
   const int oh = h / k, ow = w / k;
@@ -306,13 +317,18 @@ public:
     launch(k_add_bias, static_cast<std::size_t>(rows) * cols, y, bias, rows, cols);
   }
   void accumulate_bias_grad(const float* dy, float* db, int rows, int cols) override {
-    launch(k_bias_grad, static_cast<std::size_t>(cols), dy, db, rows, cols);
+    if (rows <= 0 || cols <= 0) return;
+    cuda::k_colsum<<<cuda::colsum_grid(cols), dim3(32, 8), 0, s()>>>(cuda::RowMajor{dy, cols}, rows, cols, db);
+    RESIL_CUDA_CHECK(cudaGetLastError());
   }
   void add_channel_bias(float* y, const float* bias, int n, int c, int plane) override {
     launch(k_add_channel_bias, static_cast<std::size_t>(n) * c * plane, y, bias, n, c, plane);
   }
   void accumulate_channel_bias_grad(const float* dy, float* db, int n, int c, int plane) override {
-    launch(k_channel_bias_grad, static_cast<std::size_t>(c), dy, db, n, c, plane);
+    const std::size_t planes = static_cast<std::size_t>(n) * c;
+    grow(plane_sums_, std::max<std::size_t>(1, planes));
+    launch(k_plane_sums, planes, dy, planes, plane, plane_sums_.data());
+    launch(k_add_in_image_order, static_cast<std::size_t>(c), plane_sums_.data(), n, static_cast<std::size_t>(c), db);
   }
   void axpy(std::size_t n, float alpha, const float* x, float* y) override { launch(k_axpy, n, n, alpha, x, y); }
 
@@ -332,6 +348,31 @@ public:
   }
   void col2im(const float* col, const ConvGeom& g, float* img) override {
     launch(k_col2im, static_cast<std::size_t>(g.c) * g.h * g.w, col, g, img);
+  }
+  // Conv2d over the whole batch: one im2col launch and one strided-batched GEMM (w shared, stride 0)
+  // instead of a pair per image. The weight gradient goes through per-image products added in image
+  // order; dx through one batched GEMM into n column matrices and one col2im launch.
+  void conv_forward(const float* x, const ConvGeom& g, int n, const float* w, int c_out, float* cols, float* y) override {
+    const int kk = g.c * g.kh * g.kw, plane = g.oh() * g.ow();
+    if (n <= 0) return;
+    launch(k_im2col_n, static_cast<std::size_t>(n) * kk * plane, x, g, n, cols);
+    gemm_batched(false, false, c_out, plane, kk, 1.0f, w, kk, 0, cols, plane, static_cast<std::ptrdiff_t>(kk) * plane, 0.0f, y, plane,
+                 static_cast<std::ptrdiff_t>(c_out) * plane, n);
+  }
+  void conv_backward(const float* dy, const ConvGeom& g, int n, const float* w, int c_out, const float* cols, float* dw, float* dx,
+                     float*) override {
+    const int kk = g.c * g.kh * g.kw, plane = g.oh() * g.ow();
+    if (n <= 0) return;
+    const std::size_t per_w = static_cast<std::size_t>(c_out) * kk;
+    grow(dw_parts_, per_w * n);
+    gemm_batched(false, true, c_out, kk, plane, 1.0f, dy, plane, static_cast<std::ptrdiff_t>(c_out) * plane, cols, plane,
+                 static_cast<std::ptrdiff_t>(kk) * plane, 0.0f, dw_parts_.data(), kk, static_cast<std::ptrdiff_t>(per_w), n);
+    launch(k_add_in_image_order, per_w, dw_parts_.data(), n, per_w, dw);
+    if (!dx) return;
+    grow(dcols_, static_cast<std::size_t>(n) * kk * plane);
+    gemm_batched(true, false, kk, plane, c_out, 1.0f, w, kk, 0, dy, plane, static_cast<std::ptrdiff_t>(c_out) * plane, 0.0f, dcols_.data(),
+                 plane, static_cast<std::ptrdiff_t>(kk) * plane, n);
+    launch(k_col2im_n, static_cast<std::size_t>(n) * g.c * g.h * g.w, dcols_.data(), g, n, dx);
   }
   void maxpool_forward(const float* x, float* y, std::int32_t* argmax, int n, int c, int h, int w, int k) override {
     launch(k_maxpool_fwd, static_cast<std::size_t>(n) * c * (h / k) * (w / k), x, y, argmax, n, c, h, w, k);
@@ -463,6 +504,12 @@ private:
     RESIL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s()));
     RESIL_CUDA_CHECK(cudaStreamSynchronize(s()));
   }
+  // A scratch buffer grown only once the kernels queued on the stream (which may read it) are done.
+  void grow(DeviceBuffer<float>& b, std::size_t n) {
+    if (n <= b.size()) return;
+    RESIL_CUDA_CHECK(cudaStreamSynchronize(s()));
+    b.ensure(n);
+  }
   // The interface passes bag indices and offsets in host memory; stage them on the device.
   void stage_bags(const std::int32_t* indices, const std::int32_t* offsets, int n) {
     const std::size_t nidx = static_cast<std::size_t>(offsets[n]);
@@ -477,6 +524,7 @@ private:
   std::unique_ptr<cuda::CublasHandle> blas_;
   DeviceBuffer<int> flag_;
   DeviceBuffer<float> rows_;
+  DeviceBuffer<float> plane_sums_, dw_parts_, dcols_;  // channel-bias and conv intermediates
   DeviceBuffer<double> partials_;
   DeviceBuffer<std::int32_t> ok_, idx_, off_;
   std::vector<float> host_rows_;

@@ -1,10 +1,11 @@
-// The CUDA backend's transformer kernels: one thread per output element (or per row or column where
-// the CPU sums along it, in the CPU's order). See transformer_kernels.cuh.
+// The CUDA backend's transformer kernels: one thread per output element; where the CPU sums along a
+// row or a column, the sum keeps the CPU's order (ordered_sums.cuh). See transformer_kernels.cuh.
 #include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "cuda_check.cuh"
+#include "ordered_sums.cuh"
 #include "transformer_kernels.cuh"
 
 namespace resil::train::cuda {
@@ -38,62 +39,82 @@ __global__ void k_embedding_bwd_wpe(const float* dout, float* dwpe, int B, int T
     dwpe[i] = acc;
   }
 }
+// LayerNorm: one warp per row. The lanes load 32 consecutive elements at a time and every lane adds
+// them in column order (warp_ordered_sum), so each holds the CPU's sequential sums; the outputs are
+// written by the lanes side by side.
+__device__ __forceinline__ void warp_of(std::size_t& warp, std::size_t& warps) {
+  warp = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) >> 5;
+  warps = (static_cast<std::size_t>(gridDim.x) * blockDim.x) >> 5;
+}
 __global__ void k_layernorm_fwd(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C) {
-  GRID_STRIDE(r, static_cast<std::size_t>(rows)) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  std::size_t first, step;
+  warp_of(first, step);
+  const float inv_c = 1.0f / static_cast<float>(C);
+  for (std::size_t r = first; r < static_cast<std::size_t>(rows); r += step) {
     const float* xr = x + r * C;
     float* yr = y + r * C;
-    const float inv_c = 1.0f / static_cast<float>(C);
     float s = 0.0f;
-    for (int c = 0; c < C; ++c) s += xr[c];
+    for (int c0 = 0; c0 < C; c0 += 32) {
+      const int c = c0 + lane;
+      s = warp_ordered_sum(s, c < C ? xr[c] : 0.0f, C - c0);
+    }
     const float m = s * inv_c;
     float v = 0.0f;
-    for (int c = 0; c < C; ++c) {
-      const float d = xr[c] - m;
-      v = __fadd_rn(v, __fmul_rn(d, d));  // no contraction: the CPU's two roundings
+    for (int c0 = 0; c0 < C; c0 += 32) {
+      const int c = c0 + lane;
+      const float d = c < C ? xr[c] - m : 0.0f;
+      v = warp_ordered_sum(v, __fmul_rn(d, d), C - c0);  // no contraction: the CPU's two roundings
     }
     const float rs = 1.0f / sqrtf(__fadd_rn(__fmul_rn(v, inv_c), 1e-5f));
-    for (int c = 0; c < C; ++c) yr[c] = __fadd_rn(__fmul_rn(__fmul_rn(xr[c] - m, rs), w[c]), b[c]);
-    mean[r] = m;
-    rstd[r] = rs;
+    for (int c = lane; c < C; c += 32) yr[c] = __fadd_rn(__fmul_rn(__fmul_rn(xr[c] - m, rs), w[c]), b[c]);
+    if (lane == 0) {
+      mean[r] = m;
+      rstd[r] = rs;
+    }
   }
 }
 __global__ void k_layernorm_bwd_dx(const float* dy, const float* x, const float* w, const float* mean, const float* rstd, float* dx, int rows,
                                    int C) {
-  GRID_STRIDE(r, static_cast<std::size_t>(rows)) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  std::size_t first, step;
+  warp_of(first, step);
+  const float inv_c = 1.0f / static_cast<float>(C);
+  for (std::size_t r = first; r < static_cast<std::size_t>(rows); r += step) {
     const float* dyr = dy + r * C;
     const float* xr = x + r * C;
     float* dxr = dx + r * C;
-    const float m = mean[r], rs = rstd[r], inv_c = 1.0f / static_cast<float>(C);
+    const float m = mean[r], rs = rstd[r];
     float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
-    for (int c = 0; c < C; ++c) {
-      const float norm = __fmul_rn(xr[c] - m, rs);
-      const float dnorm = __fmul_rn(w[c], dyr[c]);
-      dnorm_mean += dnorm;
-      dnorm_norm_mean = __fadd_rn(dnorm_norm_mean, __fmul_rn(dnorm, norm));
+    for (int c0 = 0; c0 < C; c0 += 32) {
+      const int c = c0 + lane;
+      float dnorm = 0.0f, prod = 0.0f;
+      if (c < C) {
+        const float norm = __fmul_rn(xr[c] - m, rs);
+        dnorm = __fmul_rn(w[c], dyr[c]);
+        prod = __fmul_rn(dnorm, norm);
+      }
+      dnorm_mean = warp_ordered_sum(dnorm_mean, dnorm, C - c0);
+      dnorm_norm_mean = warp_ordered_sum(dnorm_norm_mean, prod, C - c0);
     }
     dnorm_mean = dnorm_mean * inv_c;
     dnorm_norm_mean = dnorm_norm_mean * inv_c;
-    for (int c = 0; c < C; ++c) {
+    for (int c = lane; c < C; c += 32) {
       const float norm = __fmul_rn(xr[c] - m, rs);
       const float dnorm = __fmul_rn(w[c], dyr[c]);
       dxr[c] = __fadd_rn(dxr[c], __fmul_rn(__fsub_rn(dnorm - dnorm_mean, __fmul_rn(norm, dnorm_norm_mean)), rs));
     }
   }
 }
-__global__ void k_layernorm_bwd_params(const float* dy, const float* x, const float* mean, const float* rstd, float* dw, float* db, int rows,
-                                       int C) {
-  GRID_STRIDE(c, static_cast<std::size_t>(C)) {
-    float aw = dw[c], ab = db[c];
-    for (int r = 0; r < rows; ++r) {
-      const std::size_t i = static_cast<std::size_t>(r) * C + c;
-      const float norm = __fmul_rn(x[i] - mean[r], rstd[r]);
-      ab += dy[i];
-      aw = __fadd_rn(aw, __fmul_rn(norm, dy[i]));
-    }
-    dw[c] = aw;
-    db[c] = ab;
+// LayerNorm's weight gradient terms, norm * dy, as a k_colsum source (db sums dy itself).
+struct LayerNormWeightGrad {
+  const float *dy, *x, *mean, *rstd;
+  int C;
+  __device__ float operator()(int r, int c) const {
+    const std::size_t i = static_cast<std::size_t>(r) * C + c;
+    return __fmul_rn(__fmul_rn(x[i] - mean[r], rstd[r]), dy[i]);
   }
-}
+};
 // GELU as the CPU writes it, x / (1 + e^(-2u)), with CUDA's expf on the CPU's clamped range.
 __device__ __forceinline__ float gelu_exp(float v) {
   const float z = -2.0f * 0.7978845608f * (v + 0.044715f * v * v * v);
@@ -140,13 +161,19 @@ __global__ void k_causal_softmax_bwd(const float* p, const float* dp, float* ds,
     for (int j = i + 1; j < T; ++j) dsr[j] = 0.0f;
   }
 }
-__global__ void k_sum_squares(const float* x, std::size_t n, double* partials, int parts) {
-  GRID_STRIDE(part, static_cast<std::size_t>(parts)) {
-    const std::size_t chunk = (n + parts - 1) / parts, begin = part * chunk, end = begin + chunk < n ? begin + chunk : n;
-    double acc = 0.0;
-    for (std::size_t i = begin; i < end; ++i) acc = __dadd_rn(acc, __dmul_rn(x[i], x[i]));
-    partials[part] = acc;
+// Sum of squares in double: a fixed grid of sum_squares_parts blocks, each thread adding its
+// grid-stride elements in order, then a fixed tree per block: the same bits on every run.
+__global__ void k_sum_squares(const float* x, std::size_t n, double* partials) {
+  __shared__ double part[kThreads];
+  double acc = 0.0;
+  GRID_STRIDE(i, n) acc = __dadd_rn(acc, __dmul_rn(x[i], x[i]));
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) part[threadIdx.x] = __dadd_rn(part[threadIdx.x], part[threadIdx.x + half]);
+    __syncthreads();
   }
+  if (threadIdx.x == 0) partials[blockIdx.x] = part[0];
 }
 __global__ void k_scale(float* x, std::size_t n, float a) { GRID_STRIDE(i, n) x[i] *= a; }
 __global__ void k_round_bf16(float* x, std::size_t n) {
@@ -188,12 +215,16 @@ void embedding_backward(cudaStream_t s, const float* dout, const std::int32_t* t
   launch(s, k_embedding_bwd_wpe, static_cast<std::size_t>(T) * C, dout, dwpe, B, T, C);
 }
 void layernorm_forward(cudaStream_t s, const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C) {
-  launch(s, k_layernorm_fwd, static_cast<std::size_t>(rows), x, w, b, y, mean, rstd, rows, C);
+  launch(s, k_layernorm_fwd, static_cast<std::size_t>(rows) * 32, x, w, b, y, mean, rstd, rows, C);
 }
 void layernorm_backward(cudaStream_t s, const float* dy, const float* x, const float* w, const float* mean, const float* rstd, float* dx,
                         float* dw, float* db, int rows, int C) {
-  launch(s, k_layernorm_bwd_dx, static_cast<std::size_t>(rows), dy, x, w, mean, rstd, dx, rows, C);
-  launch(s, k_layernorm_bwd_params, static_cast<std::size_t>(C), dy, x, mean, rstd, dw, db, rows, C);
+  launch(s, k_layernorm_bwd_dx, static_cast<std::size_t>(rows) * 32, dy, x, w, mean, rstd, dx, rows, C);
+  if (rows <= 0 || C <= 0) return;
+  k_colsum<<<colsum_grid(C), dim3(32, 8), 0, s>>>(LayerNormWeightGrad{dy, x, mean, rstd, C}, rows, C, dw);
+  RESIL_CUDA_CHECK(cudaGetLastError());
+  k_colsum<<<colsum_grid(C), dim3(32, 8), 0, s>>>(RowMajor{dy, C}, rows, C, db);
+  RESIL_CUDA_CHECK(cudaGetLastError());
 }
 void gelu_forward(cudaStream_t s, const float* x, float* y, std::size_t n) { launch(s, k_gelu_fwd, n, x, y, n); }
 void gelu_backward(cudaStream_t s, const float* x, const float* dy, float* dx, std::size_t n) { launch(s, k_gelu_bwd, n, x, dy, dx, n); }
@@ -204,7 +235,9 @@ void causal_softmax_backward(cudaStream_t s, const float* p, const float* dp, fl
   launch(s, k_causal_softmax_bwd, static_cast<std::size_t>(mats) * T, p, dp, ds, mats, T, scale);
 }
 double sum_squares(cudaStream_t s, const float* x, std::size_t n, double* partials_device) {
-  launch(s, k_sum_squares, static_cast<std::size_t>(sum_squares_parts), x, n, partials_device, sum_squares_parts);
+  if (n == 0) return 0.0;
+  k_sum_squares<<<sum_squares_parts, kThreads, 0, s>>>(x, n, partials_device);
+  RESIL_CUDA_CHECK(cudaGetLastError());
   std::vector<double> h(sum_squares_parts);
   RESIL_CUDA_CHECK(cudaMemcpyAsync(h.data(), partials_device, h.size() * sizeof(double), cudaMemcpyDeviceToHost, s));
   RESIL_CUDA_CHECK(cudaStreamSynchronize(s));

@@ -22,8 +22,9 @@ void gelu_forward(cudaStream_t s, const float* x, float* y, std::size_t n);
 void gelu_backward(cudaStream_t s, const float* x, const float* dy, float* dx, std::size_t n);
 void causal_softmax_forward(cudaStream_t s, const float* scores, float* p, int mats, int T, float scale);
 void causal_softmax_backward(cudaStream_t s, const float* p, const float* dp, float* ds, int mats, int T, float scale);
-/// Fixed-order partial sums (in double) of x^2 over `parts` contiguous ranges, summed in order on
-/// the host: repeatable, not the CPU's single sequential sum.
+/// Sum of x^2 in double over a fixed grid of sum_squares_parts blocks (each thread's grid-stride
+/// elements in order, a fixed tree per block), the blocks' sums added in order on the host:
+/// repeatable, not the CPU's order.
 double sum_squares(cudaStream_t s, const float* x, std::size_t n, double* partials_device);
 inline constexpr int sum_squares_parts = 256;
 void scale(cudaStream_t s, float* x, std::size_t n, float a);

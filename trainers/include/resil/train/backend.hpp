@@ -78,6 +78,15 @@ public:
   virtual void maxpool_forward(const float* x, float* y, std::int32_t* argmax, int n, int c, int h, int w, int k) = 0;
   virtual void maxpool_backward(const float* dy, const std::int32_t* argmax, float* dx, std::size_t in_size,
                                 std::size_t out_size) = 0;
+  /// Conv2d's forward over a batch of n images x (each c x h x w): cols[i] = im2col(x[i]) (cols: n
+  /// matrices of kk x plane, kk = c*kh*kw, plane = oh*ow), y[i] = w cols[i] (w: c_out x kk; y: n x c_out
+  /// x plane). The default runs im2col and gemm image after image; a backend may batch them.
+  virtual void conv_forward(const float* x, const ConvGeom& g, int n, const float* w, int c_out, float* cols, float* y);
+  /// Conv2d's backward over the batch of conv_forward: dw += dy[i] cols[i]^T summed over the images
+  /// (the default: image after image, each GEMM accumulating into dw); when dx is not null,
+  /// dx[i] += col2im(w^T dy[i]) with dcol (kk x plane) as scratch, dx zeroed by the caller.
+  virtual void conv_backward(const float* dy, const ConvGeom& g, int n, const float* w, int c_out, const float* cols, float* dw, float* dx,
+                             float* dcol);
 
   // ---- losses: return the summed loss (double, fixed order); write dlogits = grad_scale * dL/dlogits ----
   /// Softmax cross-entropy over rows of n x classes logits; `correct` counts argmax == label.
