@@ -177,6 +177,24 @@ TEST_CASE("ordered column and channel sums over many rows are bit-identical to t
   cdb.require_identical();
 }
 
+TEST_CASE("row gather, scatter and fill by a list of rows are identical to the CPU", "[gpu]") {
+  Backends be;
+  const std::size_t len = 5, nrows = 40;
+  const std::vector<std::int32_t> rows = {0, 3, 4, 17, 39}, other = {1, 2, 39};
+  Pair table(*be.cpu, *be.gpu, randn(nrows * len, 80)), packed(*be.cpu, *be.gpu, rows.size() * len), into(*be.cpu, *be.gpu, randn(nrows * len, 81));
+  for (Backend* b : {be.cpu.get(), be.gpu.get()}) {
+    const bool g = b == be.gpu.get();
+    auto P = [&](Pair& p) { return g ? p.g : p.c; };
+    b->gather_rows(P(table), len, rows.data(), rows.size(), P(packed));
+    b->scatter_rows(P(packed), len, rows.data(), rows.size(), P(into));
+    b->fill_rows(P(table), len, other.data(), other.size(), -2.5f);  // another list, then part of the first: each staged anew
+    b->fill_rows(P(table), len, rows.data(), 2, 0.5f);
+  }
+  packed.require_identical();
+  into.require_identical();
+  table.require_identical();
+}
+
 TEST_CASE("a convolution over a batch matches the CPU's image-by-image loop", "[gpu]") {
   Backends be;
   const ConvGeom geo{.c = 3, .h = 11, .w = 9, .kh = 3, .kw = 3, .stride = GENERATE(1, 2), .pad = 1};

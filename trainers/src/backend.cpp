@@ -5,6 +5,18 @@
 
 namespace resil::train {
 
+void Backend::gather_rows(const float* src, std::size_t row_len, const std::int32_t* rows, std::size_t count, float* dst) {
+  for (std::size_t i = 0; i < count; ++i) copy(dst + i * row_len, src + static_cast<std::size_t>(rows[i]) * row_len, row_len);
+}
+
+void Backend::scatter_rows(const float* src, std::size_t row_len, const std::int32_t* rows, std::size_t count, float* dst) {
+  for (std::size_t i = 0; i < count; ++i) copy(dst + static_cast<std::size_t>(rows[i]) * row_len, src + i * row_len, row_len);
+}
+
+void Backend::fill_rows(float* x, std::size_t row_len, const std::int32_t* rows, std::size_t count, float v) {
+  for (std::size_t i = 0; i < count; ++i) fill(x + static_cast<std::size_t>(rows[i]) * row_len, row_len, v);
+}
+
 void Backend::conv_forward(const float* x, const ConvGeom& g, int n, const float* w, int c_out, float* cols, float* y) {
   const int kk = g.c * g.kh * g.kw, plane = g.oh() * g.ow();
   const std::size_t in_sz = static_cast<std::size_t>(g.c) * g.h * g.w;

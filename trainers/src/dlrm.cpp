@@ -62,7 +62,7 @@ public:
   void zero_grad() override {
     const auto d = static_cast<std::size_t>(cfg_.embedding_dim);
     for (std::size_t t = 0; t < tables_.size(); ++t) {
-      for (auto r : touched_[t]) be_.fill(grads_[t].data() + static_cast<std::size_t>(r) * d, d, 0.0f);
+      be_.fill_rows(grads_[t].data(), d, touched_[t].data(), touched_[t].size(), 0.0f);
       touched_[t].clear();
     }
   }

@@ -66,20 +66,24 @@ Tensor& Optimizer::slot(const std::string& param, const std::string& slot) {
   return it->second.at(slot);
 }
 
-void Optimizer::update_range(float* w, const float* g, const std::string& name, std::size_t off, std::size_t n, bool decay) {
-  auto& s = slots_.at(name);
+template <class Slot>
+void Optimizer::update_range(float* w, const float* g, Slot slot, std::size_t n, bool decay) {
   if (cfg_.kind == OptimizerKind::adamw) {
-    be_.adamw_update(w, g, s.at("exp_avg").data() + off, s.at("exp_avg_sq").data() + off, n, lr_, cfg_.beta1, cfg_.beta2, cfg_.eps,
-                     decay ? cfg_.weight_decay : 0.0f, t_);
+    be_.adamw_update(w, g, slot("exp_avg"), slot("exp_avg_sq"), n, lr_, cfg_.beta1, cfg_.beta2, cfg_.eps, decay ? cfg_.weight_decay : 0.0f, t_);
   } else if (cfg_.kind == OptimizerKind::adam) {
-    be_.adam_update(w, g, s.at("exp_avg").data() + off, s.at("exp_avg_sq").data() + off, n, lr_, cfg_.beta1, cfg_.beta2,
-                    cfg_.eps, cfg_.weight_decay, t_);
+    be_.adam_update(w, g, slot("exp_avg"), slot("exp_avg_sq"), n, lr_, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay, t_);
   } else if (cfg_.kind == OptimizerKind::adagrad) {
-    be_.adagrad_update(w, g, s.at("sum").data() + off, n, lr_, cfg_.eps, cfg_.weight_decay);
+    be_.adagrad_update(w, g, slot("sum"), n, lr_, cfg_.eps, cfg_.weight_decay);
   } else {
-    float* buf = cfg_.momentum > 0.0f ? s.at("momentum_buffer").data() + off : nullptr;
+    float* buf = cfg_.momentum > 0.0f ? slot("momentum_buffer") : nullptr;
     be_.sgd_update(w, g, buf, n, lr_, cfg_.momentum, cfg_.weight_decay);
   }
+}
+
+float* Optimizer::row_scratch(const std::string& key, std::size_t n) {
+  Tensor& t = row_scratch_[key];
+  if (t.numel() < n) t = Tensor(be_, {static_cast<int>(n)});
+  return t.data();
 }
 
 void Optimizer::update(const ParamRef& p) {
@@ -88,24 +92,42 @@ void Optimizer::update(const ParamRef& p) {
 }
 
 void Optimizer::update_rows_of(const ParamRef& p, std::size_t off, std::size_t n, bool decay) {
+  auto& slots = slots_.at(p.name);
+  auto slot = [&](const char* name) { return slots.at(name).data() + off; };
   if (!cfg_.master_weights) {
-    update_range(p.value->data() + off, p.grad->data() + off, p.name, off, n, decay);
+    update_range(p.value->data() + off, p.grad->data() + off, slot, n, decay);
     return;
   }
   // The float master takes the step; the parameter becomes the master rounded to bfloat16.
-  float* master = slots_.at(p.name).at("master").data() + off;
-  update_range(master, p.grad->data() + off, p.name, off, n, decay);
+  float* master = slot("master");
+  update_range(master, p.grad->data() + off, slot, n, decay);
   be_.copy(p.value->data() + off, master, n);
   be_.round_bf16(p.value->data() + off, n);
 }
 
 void Optimizer::update_rows(const ParamRef& p, std::span<const std::int32_t> rows) {
   if (t_ < 1) throw UsageError("Optimizer::update_rows before begin_step");
+  if (rows.empty()) return;
+  // The listed rows of the gradient, the slots and the parameter (or its master) are gathered into
+  // contiguous scratch, take one dense step there and are scattered back. The updates are elementwise,
+  // so the bits are those of a step row by row, in a few calls instead of a few per row.
   const auto len = static_cast<std::size_t>(p.row_len);
-  for (const auto r : rows) {
-    const std::size_t off = static_cast<std::size_t>(r) * len;
-    update_rows_of(p, off, len, true);
+  const std::size_t n = rows.size() * len;
+  auto& slots = slots_.at(p.name);
+  float* g = row_scratch("grad", n);
+  be_.gather_rows(p.grad->data(), len, rows.data(), rows.size(), g);
+  for (auto& [name, t] : slots) be_.gather_rows(t.data(), len, rows.data(), rows.size(), row_scratch(name, n));
+  float* w = cfg_.master_weights ? row_scratch("master", n) : row_scratch("value", n);
+  if (!cfg_.master_weights) be_.gather_rows(p.value->data(), len, rows.data(), rows.size(), w);
+  update_range(w, g, [&](const char* name) { return row_scratch_.at(name).data(); }, n, true);
+  for (auto& [name, t] : slots) be_.scatter_rows(row_scratch_.at(name).data(), len, rows.data(), rows.size(), t.data());
+  if (cfg_.master_weights) {
+    float* v = row_scratch("value", n);
+    be_.copy(v, w, n);
+    be_.round_bf16(v, n);
+    w = v;
   }
+  be_.scatter_rows(w, len, rows.data(), rows.size(), p.value->data());
 }
 
 }  // namespace resil::train

@@ -65,6 +65,17 @@ __global__ void k_add_in_image_order(const float* parts, int n, std::size_t per,
   }
 }
 
+// Rows of a row-major array by a device list of row indices.
+__global__ void k_gather_rows(const float* src, std::size_t len, const std::int32_t* rows, std::size_t count, float* dst) {
+  GRID_STRIDE(i, count * len) dst[i] = src[static_cast<std::size_t>(rows[i / len]) * len + i % len];
+}
+__global__ void k_scatter_rows(const float* src, std::size_t len, const std::int32_t* rows, std::size_t count, float* dst) {
+  GRID_STRIDE(i, count * len) dst[static_cast<std::size_t>(rows[i / len]) * len + i % len] = src[i];
+}
+__global__ void k_fill_rows(float* x, std::size_t len, const std::int32_t* rows, std::size_t count, float v) {
+  GRID_STRIDE(i, count * len) x[static_cast<std::size_t>(rows[i / len]) * len + i % len] = v;
+}
+
 // ---------------------------------------------------------------- convolution geometry and kernels
 // ConvGeom's own oh()/ow() are host functions; the same formulas for device code.
 __device__ __forceinline__ int geom_oh(const ConvGeom& g) { return (g.h + 2 * g.pad - g.kh) / g.stride + 1; }
@@ -349,6 +360,15 @@ public:
   void col2im(const float* col, const ConvGeom& g, float* img) override {
     launch(k_col2im, static_cast<std::size_t>(g.c) * g.h * g.w, col, g, img);
   }
+  void gather_rows(const float* src, std::size_t len, const std::int32_t* rows, std::size_t count, float* dst) override {
+    launch(k_gather_rows, count * len, src, len, stage_rows(rows, count), count, dst);
+  }
+  void scatter_rows(const float* src, std::size_t len, const std::int32_t* rows, std::size_t count, float* dst) override {
+    launch(k_scatter_rows, count * len, src, len, stage_rows(rows, count), count, dst);
+  }
+  void fill_rows(float* x, std::size_t len, const std::int32_t* rows, std::size_t count, float v) override {
+    launch(k_fill_rows, count * len, x, len, stage_rows(rows, count), count, v);
+  }
   // Conv2d over the whole batch: one im2col launch and one strided-batched GEMM (w shared, stride 0)
   // instead of a pair per image. The weight gradient goes through per-image products added in image
   // order; dx through one batched GEMM into n column matrices and one col2im launch.
@@ -510,6 +530,20 @@ private:
     RESIL_CUDA_CHECK(cudaStreamSynchronize(s()));
     b.ensure(n);
   }
+  // A row list on the device: the last one staged is reused while the host list is the same (an
+  // update gathers and scatters the same rows several times).
+  const std::int32_t* stage_rows(const std::int32_t* rows, std::size_t count) {
+    if (count == 0) return nullptr;
+    if (!std::equal(rows, rows + count, staged_rows_.begin(), staged_rows_.end())) {
+      if (count > rows_dev_.size()) {
+        RESIL_CUDA_CHECK(cudaStreamSynchronize(s()));  // queued kernels may still read the old list
+        rows_dev_.ensure(count);
+      }
+      staged_rows_.assign(rows, rows + count);
+      copy_sync(rows_dev_.data(), staged_rows_.data(), count * sizeof(std::int32_t), cudaMemcpyHostToDevice);
+    }
+    return rows_dev_.data();
+  }
   // The interface passes bag indices and offsets in host memory; stage them on the device.
   void stage_bags(const std::int32_t* indices, const std::int32_t* offsets, int n) {
     const std::size_t nidx = static_cast<std::size_t>(offsets[n]);
@@ -526,7 +560,8 @@ private:
   DeviceBuffer<float> rows_;
   DeviceBuffer<float> plane_sums_, dw_parts_, dcols_;  // channel-bias and conv intermediates
   DeviceBuffer<double> partials_;
-  DeviceBuffer<std::int32_t> ok_, idx_, off_;
+  DeviceBuffer<std::int32_t> ok_, idx_, off_, rows_dev_;
+  std::vector<std::int32_t> staged_rows_;
   std::vector<float> host_rows_;
   std::vector<std::int32_t> host_ok_;
 };

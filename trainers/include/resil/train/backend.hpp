@@ -78,6 +78,12 @@ public:
   virtual void maxpool_forward(const float* x, float* y, std::int32_t* argmax, int n, int c, int h, int w, int k) = 0;
   virtual void maxpool_backward(const float* dy, const std::int32_t* argmax, float* dx, std::size_t in_size,
                                 std::size_t out_size) = 0;
+  /// Rows of a row-major array of row_len floats, listed by `count` host indices `rows` (unique): dst gets
+  /// them one after another (gather), or they get src's (scatter), or v (fill). The defaults copy row
+  /// by row; a device backend does each in one launch.
+  virtual void gather_rows(const float* src, std::size_t row_len, const std::int32_t* rows, std::size_t count, float* dst);
+  virtual void scatter_rows(const float* src, std::size_t row_len, const std::int32_t* rows, std::size_t count, float* dst);
+  virtual void fill_rows(float* x, std::size_t row_len, const std::int32_t* rows, std::size_t count, float v);
   /// Conv2d's forward over a batch of n images x (each c x h x w): cols[i] = im2col(x[i]) (cols: n
   /// matrices of kk x plane, kk = c*kh*kw, plane = oh*ow), y[i] = w cols[i] (w: c_out x kk; y: n x c_out
   /// x plane). The default runs im2col and gemm image after image; a backend may batch them.

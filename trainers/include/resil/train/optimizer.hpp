@@ -73,7 +73,11 @@ public:
   Tensor& slot(const std::string& param, const std::string& slot);
 
 private:
-  void update_range(float* w, const float* g, const std::string& name, std::size_t offset, std::size_t n, bool decay);
+  /// One step over n elements of w with gradient g; slot(name) gives the slot's n elements.
+  template <class Slot>
+  void update_range(float* w, const float* g, Slot slot, std::size_t n, bool decay);
+  /// A scratch buffer of at least n elements, kept between calls.
+  float* row_scratch(const std::string& key, std::size_t n);
   /// Elements [offset, offset + n) of p, through the master weights when there are some.
   void update_rows_of(const ParamRef& p, std::size_t offset, std::size_t n, bool decay);
   Backend& be_;
@@ -81,6 +85,7 @@ private:
   std::int64_t t_ = 0;
   float lr_ = 0.0f, epoch_lr_ = 0.0f;
   std::map<std::string, std::map<std::string, Tensor>> slots_;
+  std::map<std::string, Tensor> row_scratch_;  // update_rows' gathered rows: "value", "grad" and the slots' names
 };
 
 }  // namespace resil::train
