@@ -126,7 +126,7 @@ void setup(CLI::App& app, Options& o) {
                  "what a fault does to the word, as ckpt-flip inject --model: flip, adjacent:K, random-bits:K, burst[:K], stuck-at-0, stuck-at-1, "
                  "random-value, zero, pattern:FILE.json")
       ->capture_default_str();
-  app.add_option("--inject-log", o.inject_log, "append the flips to this flip log (JSON lines, rank 0)")->check(app::NonEmptyPath());
+  app.add_option("--inject-log", o.inject_log, "write the flips to this flip log (JSON lines, rank 0; replaced at the start, appended to by a relaunch)")->check(app::NonEmptyPath());
   app.add_option("--job-id", o.job_id, "state segments /dev/shm/resil-ec-JOB-RANK (default: SLURM_JOB_ID, PBS_JOBID, else a hash of the command line)");
   app.add_flag("--cleanup", o.cleanup, "remove the state segments of --job-id left by a run that did not complete, and exit");
   app.add_option("--ckpt-interval", c.ckpt_interval, "steps between checkpoints (--ft ckpt, --fallback-ckpt)")

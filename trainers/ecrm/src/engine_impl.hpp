@@ -76,7 +76,8 @@ struct FlipLogTally {
   std::map<std::pair<std::string, std::uint64_t>, std::pair<std::string, std::string>> words;  // (dataset, index) -> (old, new)
   void add(const std::string& dataset, std::uint64_t index, const std::string& old_bits, const std::string& new_bits);
   std::uint64_t words_changed() const;
-  /// The records of the log an earlier launch of this job wrote (a relaunch appends to it).
+  /// The records of the log an earlier launch of this job wrote (a relaunch appends to it); a last line
+  /// without its newline (cut by a kill) is not a record and is cut off the file.
   void read(const std::filesystem::path& log);
 };
 

@@ -86,14 +86,23 @@ std::uint64_t FlipLogTally::words_changed() const {
 }
 
 void FlipLogTally::read(const std::filesystem::path& log) {
-  std::ifstream in(log);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || j.value("type", "") != "flip") continue;  // a line cut by the kill: not applied
-    ++records;
-    add(j.at("dataset").get<std::string>(), j.at("index").get<std::uint64_t>(), j.at("old").get<std::string>(), j.at("new").get<std::string>());
+  std::uintmax_t complete = 0;  // bytes up to the end of the last whole line
+  {
+    std::ifstream in(log, std::ios::binary);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (in.eof()) break;  // no newline after it: cut by a kill, not a whole record
+      complete += line.size() + 1;
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object() || j.value("type", "") != "flip") continue;
+      ++records;
+      add(j.at("dataset").get<std::string>(), j.at("index").get<std::uint64_t>(), j.at("old").get<std::string>(), j.at("new").get<std::string>());
+    }
   }
+  // The relaunch appends after the last whole line: a cut one would otherwise swallow its first record.
+  std::error_code ec;
+  if (const auto size = std::filesystem::file_size(log, ec); !ec && size > complete) std::filesystem::resize_file(log, complete, ec);
+  if (ec) throw Error(log.string() + ": cannot drop the line a kill cut short: " + ec.message());
 }
 
 void Engine::inject_flips(std::int64_t step, bool at_delta) {
