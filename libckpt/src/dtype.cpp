@@ -23,6 +23,8 @@ std::optional<DType> dtype_from_name(std::string_view n) noexcept {
       {"f8_e4m3", DType::f8_e4m3}, {"float8_e4m3fn", DType::f8_e4m3},
       {"f8_e5m2", DType::f8_e5m2}, {"float8_e5m2", DType::f8_e5m2},
       {"f8_e8m0", DType::f8_e8m0}, {"float8_e8m0fnu", DType::f8_e8m0},
+      {"f8_e4m3fnuz", DType::f8_e4m3fnuz}, {"float8_e4m3fnuz", DType::f8_e4m3fnuz},
+      {"f8_e5m2fnuz", DType::f8_e5m2fnuz}, {"float8_e5m2fnuz", DType::f8_e5m2fnuz},
       {"bool", DType::boolean}};
   for (const auto& a : aliases)
     if (a.name == n) return a.t;
@@ -69,37 +71,58 @@ std::uint16_t float_to_bf16(float f) {
   return static_cast<std::uint16_t>((u + rounding) >> 16);
 }
 
-// OCP fp8 E4M3FN (bias 7, no infinity; S.1111.111 is NaN, the largest finite is 448) and E5M2
-// (bias 15, IEEE-like: the top byte of an f16).
-double f8_to_double(std::uint8_t b, bool e4m3) {
-  const unsigned mbits = e4m3 ? 3 : 2, ebits = e4m3 ? 4 : 5;
-  const int bias = e4m3 ? 7 : 15;
+// The fp8 encodings: OCP E4M3FN (bias 7, no infinity; S.1111.111 is NaN, the largest finite is
+// 448), OCP E5M2 (bias 15, IEEE-like: the top byte of an f16), and the FNUZ pair E4M3FNUZ (bias 8,
+// largest 240) and E5M2FNUZ (bias 16, largest 57344): no infinity, no negative zero, and 0x80,
+// the code a negative zero would have, the only NaN.
+enum class F8 : std::uint8_t { e4m3fn, e5m2, e4m3fnuz, e5m2fnuz };
+struct F8Spec {
+  unsigned mbits, ebits;
+  int bias;
+  bool fnuz;
+};
+constexpr F8Spec spec_of(F8 k) {
+  switch (k) {
+    case F8::e4m3fn: return {3, 4, 7, false};
+    case F8::e5m2: return {2, 5, 15, false};
+    case F8::e4m3fnuz: return {3, 4, 8, true};
+    case F8::e5m2fnuz: return {2, 5, 16, true};
+  }
+  return {3, 4, 7, false};
+}
+
+double f8_to_double(std::uint8_t b, F8 k) {
+  const F8Spec f = spec_of(k);
   const int sign = b >> 7;
-  const int exp = (b >> mbits) & ((1 << ebits) - 1);
-  const int man = b & ((1 << mbits) - 1);
+  const int exp = (b >> f.mbits) & ((1 << f.ebits) - 1);
+  const int man = b & ((1 << f.mbits) - 1);
+  const int emax = (1 << f.ebits) - 1, mmax = (1 << f.mbits) - 1;
+  if (f.fnuz && b == 0x80) return std::numeric_limits<double>::quiet_NaN();
+  if (k == F8::e4m3fn && exp == emax && man == mmax) return std::numeric_limits<double>::quiet_NaN();
   double v;
-  if (e4m3 && exp == 15 && man == 7) return std::numeric_limits<double>::quiet_NaN();
-  if (!e4m3 && exp == 31) v = man ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  else if (exp == 0) v = std::ldexp(static_cast<double>(man), 1 - bias - static_cast<int>(mbits));
-  else v = std::ldexp(static_cast<double>(man | (1 << mbits)), exp - bias - static_cast<int>(mbits));
+  if (k == F8::e5m2 && exp == emax) v = man ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  else if (exp == 0) v = std::ldexp(static_cast<double>(man), 1 - f.bias - static_cast<int>(f.mbits));
+  else v = std::ldexp(static_cast<double>(man | (1 << f.mbits)), exp - f.bias - static_cast<int>(f.mbits));
   return sign ? -v : v;
 }
 
 // Nearest fp8 by search over the 128 magnitudes (ties to the even code); NaN stays NaN; beyond
-// the largest finite: infinity in E5M2, NaN in E4M3FN (it has no infinity).
-std::uint8_t double_to_f8(double d, bool e4m3) {
+// the largest finite: infinity in E5M2, NaN in the others (they have no infinity). FNUZ has no
+// negative zero: a negative value that rounds to zero is +0 (0x80 is NaN there).
+std::uint8_t double_to_f8(double d, F8 k) {
+  const bool fnuz = spec_of(k).fnuz;
   const std::uint8_t sign = std::signbit(d) ? 0x80 : 0;
-  if (std::isnan(d)) return sign | (e4m3 ? 0x7f : 0x7e);
+  if (std::isnan(d)) return fnuz ? 0x80 : sign | (k == F8::e4m3fn ? 0x7f : 0x7e);
   const double a = std::fabs(d);
-  const std::uint8_t top = e4m3 ? 0x7e : 0x7b;  // largest finite code
-  const double max = f8_to_double(top, e4m3), ulp = max - f8_to_double(top - 1, e4m3);
-  if (a >= max + ulp / 2) return sign | (e4m3 ? 0x7f : 0x7c);
+  const std::uint8_t top = k == F8::e4m3fn ? 0x7e : k == F8::e5m2 ? 0x7b : 0x7f;  // largest finite code
+  const double max = f8_to_double(top, k), ulp = max - f8_to_double(top - 1, k);
+  if (a >= max + ulp / 2) return k == F8::e5m2 ? sign | 0x7c : fnuz ? 0x80 : sign | 0x7f;
   std::uint8_t best = 0;
   for (std::uint8_t c = 1; c <= top; ++c) {
-    const double e = std::fabs(f8_to_double(c, e4m3) - a), eb = std::fabs(f8_to_double(best, e4m3) - a);
+    const double e = std::fabs(f8_to_double(c, k) - a), eb = std::fabs(f8_to_double(best, k) - a);
     if (e < eb || (e == eb && (c & 1) == 0)) best = c;
   }
-  return sign | best;
+  return fnuz && best == 0 ? 0 : sign | best;
 }
 
 // OCP E8M0: 2^(e-127) for e in 0..254, 0xFF NaN. Encoding: the nearest power of two (in value;
@@ -143,8 +166,10 @@ double word_to_double(DType t, std::uint64_t w) noexcept {
     case DType::u32: return static_cast<std::uint32_t>(w);
     case DType::u16: return static_cast<std::uint16_t>(w);
     case DType::u8: return static_cast<std::uint8_t>(w);
-    case DType::f8_e4m3: return f8_to_double(static_cast<std::uint8_t>(w), true);
-    case DType::f8_e5m2: return f8_to_double(static_cast<std::uint8_t>(w), false);
+    case DType::f8_e4m3: return f8_to_double(static_cast<std::uint8_t>(w), F8::e4m3fn);
+    case DType::f8_e5m2: return f8_to_double(static_cast<std::uint8_t>(w), F8::e5m2);
+    case DType::f8_e4m3fnuz: return f8_to_double(static_cast<std::uint8_t>(w), F8::e4m3fnuz);
+    case DType::f8_e5m2fnuz: return f8_to_double(static_cast<std::uint8_t>(w), F8::e5m2fnuz);
     case DType::f8_e8m0: return e8m0_to_double(static_cast<std::uint8_t>(w));
     case DType::boolean: return static_cast<std::uint8_t>(w);  // the stored byte: 0, 1, or a flipped bit's value
   }
@@ -165,8 +190,10 @@ std::uint64_t double_to_word(DType t, double v) noexcept {
     case DType::u32: return saturate<std::uint32_t>(v);
     case DType::u16: return saturate<std::uint16_t>(v);
     case DType::u8: return saturate<std::uint8_t>(v);
-    case DType::f8_e4m3: return double_to_f8(v, true);
-    case DType::f8_e5m2: return double_to_f8(v, false);
+    case DType::f8_e4m3: return double_to_f8(v, F8::e4m3fn);
+    case DType::f8_e5m2: return double_to_f8(v, F8::e5m2);
+    case DType::f8_e4m3fnuz: return double_to_f8(v, F8::e4m3fnuz);
+    case DType::f8_e5m2fnuz: return double_to_f8(v, F8::e5m2fnuz);
     case DType::f8_e8m0: return double_to_e8m0(v);
     case DType::boolean: return saturate<std::uint8_t>(v);
   }

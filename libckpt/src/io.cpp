@@ -97,7 +97,8 @@ h5::Datatype h5_native_type(DType t) {
     case DType::u16: return h5::Datatype(H5Tcopy(H5T_NATIVE_UINT16));
     case DType::u8: return h5::Datatype(H5Tcopy(H5T_NATIVE_UINT8));
     // No HDF5 counterpart: the stored byte, as bf16 is stored as uint16.
-    case DType::f8_e4m3: case DType::f8_e5m2: case DType::f8_e8m0: case DType::boolean: return h5::Datatype(H5Tcopy(H5T_NATIVE_UINT8));
+    case DType::f8_e4m3: case DType::f8_e5m2: case DType::f8_e8m0: case DType::f8_e4m3fnuz: case DType::f8_e5m2fnuz: case DType::boolean:
+      return h5::Datatype(H5Tcopy(H5T_NATIVE_UINT8));
   }
   throw UsageError("unknown dtype");
 }

@@ -182,6 +182,36 @@ TEST_CASE("storage: fp8 and bool dtypes have their bit fields", "[inject][unit]"
   CHECK(ckpt::dtype_has_sign(ckpt::DType::f8_e4m3));
 }
 
+TEST_CASE("storage: the FNUZ fp8 dtypes decode PyTorch's bytes", "[inject][unit]") {
+  // The bytes PyTorch 2.11 wrote for these values (tests/inject/formats/torch_files/.../manifest.json).
+  const double values[] = {0.0, 0.25, -0.5, 1.0, -1.5, 2.0, 3.5, -4.0, 7.0, -0.25, 0.75, 6.0};
+  const std::uint8_t e4m3fnuz[] = {0x00, 0x30, 0xb8, 0x40, 0xc4, 0x48, 0x4e, 0xd0, 0x56, 0xb0, 0x3c, 0x54};
+  const std::uint8_t e5m2fnuz[] = {0x00, 0x38, 0xbc, 0x40, 0xc2, 0x44, 0x47, 0xc8, 0x4b, 0xb8, 0x3e, 0x4a};
+  for (std::size_t i = 0; i < 12; ++i) {
+    CHECK(ckpt::word_to_double(ckpt::DType::f8_e4m3fnuz, e4m3fnuz[i]) == values[i]);
+    CHECK(ckpt::word_to_double(ckpt::DType::f8_e5m2fnuz, e5m2fnuz[i]) == values[i]);
+    CHECK(ckpt::double_to_word(ckpt::DType::f8_e4m3fnuz, values[i]) == e4m3fnuz[i]);
+    CHECK(ckpt::double_to_word(ckpt::DType::f8_e5m2fnuz, values[i]) == e5m2fnuz[i]);
+  }
+  for (const auto t : {ckpt::DType::f8_e4m3fnuz, ckpt::DType::f8_e5m2fnuz}) {
+    CHECK(std::isnan(ckpt::word_to_double(t, 0x80)));  // the only NaN; no negative zero
+    CHECK(ckpt::double_to_word(t, -0.0) == 0);
+    CHECK(ckpt::double_to_word(t, -1e-30) == 0);  // rounds to zero: +0, never 0x80
+    CHECK(ckpt::double_to_word(t, std::nan("")) == 0x80);
+    CHECK(ckpt::double_to_word(t, 1e9) == 0x80);  // no infinity: beyond the largest finite is NaN
+    CHECK(ckpt::dtype_has_sign(t));
+    CHECK(BitSpec::parse("sign").mask_for(t) == 0x80);
+  }
+  CHECK(ckpt::word_to_double(ckpt::DType::f8_e4m3fnuz, 0x7f) == 240.0);  // exponent 1111 is finite
+  CHECK(ckpt::word_to_double(ckpt::DType::f8_e4m3fnuz, 0x01) == std::ldexp(1.0, -10));
+  CHECK(ckpt::word_to_double(ckpt::DType::f8_e5m2fnuz, 0x7f) == 57344.0);
+  CHECK(ckpt::word_to_double(ckpt::DType::f8_e5m2fnuz, 0x01) == std::ldexp(1.0, -17));
+  CHECK(BitSpec::parse("exponent").mask_for(ckpt::DType::f8_e4m3fnuz) == 0x78);
+  CHECK(BitSpec::parse("mantissa").mask_for(ckpt::DType::f8_e5m2fnuz) == 0x03);
+  CHECK(ckpt::dtype_from_name("float8_e4m3fnuz") == ckpt::DType::f8_e4m3fnuz);
+  CHECK(ckpt::dtype_from_name("f8_e5m2fnuz") == ckpt::DType::f8_e5m2fnuz);
+}
+
 TEST_CASE("storage: bytes shared by several tensors count once; roles from the adapter", "[inject][unit]") {
   auto tensor = [](std::string name, TensorRole role, std::string shared_with) {
     Tensor t;

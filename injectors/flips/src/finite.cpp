@@ -22,6 +22,8 @@ bool finite_bits(ckpt::FloatLayout l, std::uint64_t word) noexcept {
 }
 
 bool finite_word(ckpt::DType t, std::uint64_t word) noexcept {
+  // FNUZ fp8: every exponent holds finite values; 0x80 (a negative zero elsewhere) is the one NaN.
+  if (t == ckpt::DType::f8_e4m3fnuz || t == ckpt::DType::f8_e5m2fnuz) return (word & 0xff) != 0x80;
   const auto l = ckpt::float_layout(t);
   return !l || finite_bits(*l, word);
 }

@@ -50,8 +50,10 @@ ScanReport scan(const std::string& file, Format format) {
     const unsigned size = f->width_of(info.path) / 8;
     std::vector<std::uint64_t> hist(fl ? (std::size_t{1} << fl->exponent_bits) : 0);
     // Binades of the finite values: 1 .. end-1. The all-ones exponent holds NaN and Inf, except in
-    // fp8 E4M3 (OCP "fn"), where it holds finite values up to 448 and only S.1111.111 is NaN (no Inf).
-    const std::size_t finite_end = hist.size() - (dt == ckpt::DType::f8_e4m3 ? 0 : 1);
+    // fp8 E4M3 (OCP "fn"), where it holds finite values up to 448 and only S.1111.111 is NaN (no Inf),
+    // and the FNUZ fp8, whose only NaN is 0x80 (exponent 0).
+    const bool top_finite = dt == ckpt::DType::f8_e4m3 || dt == ckpt::DType::f8_e4m3fnuz || dt == ckpt::DType::f8_e5m2fnuz;
+    const std::size_t finite_end = hist.size() - (top_finite ? 0 : 1);
     ckpt::Xxh64 h;
     // One stored word at flat index `at`, standing for `count` equal words (unallocated chunks:
     // their fill value). Ties keep the smallest index, as a walk in flat order would.

@@ -14,7 +14,7 @@ constexpr std::uint64_t kMaxHeader = 100'000'000;
 
 std::optional<DType> dtype_from(std::string_view s) {
   for (const DType t : all_dtypes)
-    if (dtype_name(t) == s) return t;
+    if (dtype_is_safetensors_tag(t) && dtype_name(t) == s) return t;
   return std::nullopt;
 }
 

@@ -1,7 +1,11 @@
 // torch.save archives: the state walk over the pickle tree and the archive-level checks. What
 // torch.save writes: torch/serialization.py (_save: persistent ids ('storage', storage type, key,
 // location, numel)) and torch/_tensor.py (__reduce_ex__: _rebuild_tensor_v2 with a typed storage,
-// _rebuild_tensor_v3 with an untyped one plus a dtype for the newer dtypes).
+// _rebuild_tensor_v3 with an untyped one plus a dtype for the newer dtypes). A dtype without a
+// typed storage class (uint16/32/64, the float8 and float4 dtypes) is saved with the storage type
+// torch.storage.UntypedStorage, whose numel is its size in bytes, and rebuilt by
+// _rebuild_tensor_v3(storage, offset, size, stride, requires_grad, hooks, dtype[, metadata]), the
+// dtype a GLOBAL torch.<dtype>; offset, size and stride count elements of that dtype.
 #include "resil/inject/formats/torch.hpp"
 
 #include <cstdio>
@@ -26,17 +30,19 @@ struct Named {
   std::string_view name;
   DType dtype;
 };
+constexpr std::string_view kUntypedStorage = "torch.storage.UntypedStorage";
 constexpr Named kStorageClasses[] = {
     {"torch.DoubleStorage", DType::f64}, {"torch.FloatStorage", DType::f32}, {"torch.HalfStorage", DType::f16},
     {"torch.BFloat16Storage", DType::bf16}, {"torch.LongStorage", DType::i64}, {"torch.IntStorage", DType::i32},
     {"torch.ShortStorage", DType::i16}, {"torch.CharStorage", DType::i8}, {"torch.ByteStorage", DType::u8},
-    {"torch.BoolStorage", DType::boolean}, {"torch.UntypedStorage", DType::u8}};
+    {"torch.BoolStorage", DType::boolean}, {kUntypedStorage, DType::u8}};
 constexpr Named kDtypes[] = {
     {"torch.float64", DType::f64}, {"torch.float32", DType::f32}, {"torch.float16", DType::f16},
     {"torch.bfloat16", DType::bf16}, {"torch.float8_e4m3fn", DType::f8_e4m3}, {"torch.float8_e5m2", DType::f8_e5m2},
     {"torch.int64", DType::i64}, {"torch.int32", DType::i32}, {"torch.int16", DType::i16},
     {"torch.int8", DType::i8}, {"torch.uint8", DType::u8}, {"torch.bool", DType::boolean},
-    {"torch.float8_e8m0fnu", DType::f8_e8m0}, {"torch.uint16", DType::u16}, {"torch.uint32", DType::u32}, {"torch.uint64", DType::u64}};
+    {"torch.float8_e8m0fnu", DType::f8_e8m0}, {"torch.uint16", DType::u16}, {"torch.uint32", DType::u32}, {"torch.uint64", DType::u64},
+    {"torch.float8_e4m3fnuz", DType::f8_e4m3fnuz}, {"torch.float8_e5m2fnuz", DType::f8_e5m2fnuz}, {"torch.float4_e2m1fn_x2", DType::f4_x2}};
 
 template <std::size_t N>
 std::optional<DType> lookup(const Named (&table)[N], std::string_view name) {
@@ -234,7 +240,7 @@ private:
       if (!dt) fail(args[6], "_rebuild_tensor_v3 dtype is not a supported torch dtype");
       if (s.dtype != DType::u8 || s.numel % dtype_size(*dt)) fail(args[0], "_rebuild_tensor_v3 storage is not untyped bytes of the dtype");
       t.dtype = *dt;
-    } else if (node(node(node(args[0]).items[0]).items[1]).text == "torch.UntypedStorage") {
+    } else if (node(node(node(args[0]).items[0]).items[1]).text == kUntypedStorage) {
       fail(args[0], "_rebuild_tensor_v2 with an untyped storage");
     }
     t.storage_offset = static_cast<std::uint64_t>(integer(args[1], "storage offset"));

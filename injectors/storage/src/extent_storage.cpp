@@ -29,7 +29,9 @@ std::optional<ckpt::DType> dtype_of(formats::DType t) noexcept {
     case F::u64: return ckpt::DType::u64;
     case F::u32: return ckpt::DType::u32;
     case F::u16: return ckpt::DType::u16;
-    case F::f4: case F::f6_e2m3: case F::f6_e3m2: case F::c64: return std::nullopt;
+    case F::f8_e4m3fnuz: return ckpt::DType::f8_e4m3fnuz;
+    case F::f8_e5m2fnuz: return ckpt::DType::f8_e5m2fnuz;
+    case F::f4: case F::f6_e2m3: case F::f6_e3m2: case F::c64: case F::f4_x2: return std::nullopt;
     case F::f64: return ckpt::DType::f64;
     case F::f32: return ckpt::DType::f32;
     case F::f16: return ckpt::DType::f16;

@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """ckpt-flip on every dtype tag of the safetensors format, from a writer here (8-byte length, JSON
-header, data). Flippable: F64 F32 F16 BF16 F8_E4M3 F8_E5M2 F8_E8M0 I64 I32 I16 I8 U64 U32 U16 U8 BOOL;
+header, data). Flippable: F64 F32 F16 BF16 F8_E4M3 F8_E5M2 F8_E8M0 F8_E4M3FNUZ F8_E5M2FNUZ I64 I32 I16 I8 U64 U32
+U16 U8 BOOL;
 recognised and listed as opaque, never written: F4 F6_E2M3 F6_E3M2 (packed) and C64. Checked with
 numpy as the independent reader: exactly N bits differ, all in flippable tensors, the header and
 the opaque tensors' bytes unchanged, revert byte-identical. FP8 fields and --finite per format:
 E8M0 is 8 exponent bits (no sign, no mantissa; 0xFF NaN), E4M3FN has no infinity (only S.1111.111
-is NaN), E5M2 is IEEE-like (all-ones exponent: Inf/NaN). argv: ckpt-flip binary, scratch dir."""
+is NaN), E5M2 is IEEE-like (all-ones exponent: Inf/NaN), the FNUZ pair has no Inf and 0x80 as its one
+NaN. argv: ckpt-flip binary, scratch dir."""
 import json, os, struct, subprocess
 
 import numpy as np
@@ -22,7 +24,8 @@ def u8(n, lo=0, hi=256):
 
 
 FLIPPABLE = {"F64": ("f64", 8), "F32": ("f32", 4), "F16": ("f16", 2), "BF16": ("bf16", 2), "F8_E4M3": ("f8_e4m3", 1),
-             "F8_E5M2": ("f8_e5m2", 1), "F8_E8M0": ("f8_e8m0", 1), "I64": ("i64", 8), "I32": ("i32", 4), "I16": ("i16", 2),
+             "F8_E5M2": ("f8_e5m2", 1), "F8_E8M0": ("f8_e8m0", 1), "F8_E4M3FNUZ": ("f8_e4m3fnuz", 1),
+             "F8_E5M2FNUZ": ("f8_e5m2fnuz", 1), "I64": ("i64", 8), "I32": ("i32", 4), "I16": ("i16", 2),
              "I8": ("i8", 1), "U64": ("u64", 8), "U32": ("u32", 4), "U16": ("u16", 2), "U8": ("u8", 1), "BOOL": ("bool", 1)}
 OPAQUE = {"F4": ([6, 4], 12), "F6_E2M3": ([8], 6), "F6_E3M2": ([4, 4], 12), "C64": ([3], 24)}  # shape, bytes
 tensors = {f"t.{dt}": (dt, [12], u8(12 * size, 0, 2) if dt == "BOOL" else u8(12 * size, 0, 0xFF)) for dt, (_, size) in FLIPPABLE.items()}
@@ -85,7 +88,9 @@ if bits(read_safetensors(e8)[1]["scale"], read_safetensors(f"{T}/e8-exp.safetens
 # the non-finite codes, so that unfiltered flips would make many.
 cases = {"F8_E8M0": ([0xFE, 0xFD, 0xFB, 0xF7, 0xEF, 0xDF, 0xBF, 0x7F], lambda b: b == 0xFF),
          "F8_E4M3": ([0x7E, 0x7D, 0x7B, 0x77, 0x6F, 0x5F, 0x3F, 0xFE, 0xFD], lambda b: (b & 0x7F) == 0x7F),
-         "F8_E5M2": ([0x78, 0x74, 0x6C, 0x5C, 0x3C, 0xF8, 0xF4, 0xEC], lambda b: (b & 0x7C) == 0x7C)}
+         "F8_E5M2": ([0x78, 0x74, 0x6C, 0x5C, 0x3C, 0xF8, 0xF4, 0xEC], lambda b: (b & 0x7C) == 0x7C),
+         "F8_E4M3FNUZ": ([0x00, 0x81, 0x82, 0x84, 0x88, 0x90, 0xA0, 0xC0], lambda b: b == 0x80),
+         "F8_E5M2FNUZ": ([0x00, 0x81, 0x82, 0x84, 0x88, 0x90, 0xA0, 0xC0], lambda b: b == 0x80)}
 for dt, (near, bad) in cases.items():
     f = f"{T}/finite-{dt}.safetensors"
     raw = np.array(near * 16, np.uint8)

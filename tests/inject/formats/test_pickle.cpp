@@ -78,14 +78,14 @@ TEST_CASE("pickle: a state_dict of typed-storage tensors, shared storages, scala
 TEST_CASE("pickle: untyped storage with a dtype (_rebuild_tensor_v3) and parameters", "[formats][unit]") {
   P p;
   p.op('}').op('(').str("w8");
-  p.global("torch._utils", "_rebuild_tensor_v3").op('(').op('(').str("storage").global("torch", "UntypedStorage").str("7").str("cpu").k(12).op('t').op('Q');
+  p.global("torch._utils", "_rebuild_tensor_v3").op('(').op('(').str("storage").global("torch.storage", "UntypedStorage").str("7").str("cpu").k(12).op('t').op('Q');
   p.k(2).k(10).op('\x85').k(1).op('\x85').op('\x89').op('}').global("torch", "float8_e4m3fn").op('t').op('R');
   p.str("p").global("torch._utils", "_rebuild_parameter").op('(').tensor("HalfStorage", "3", 4, 0, 2, 2).op('\x88').op('}').op('t').op('R');
   p.str("scale");
-  p.global("torch._utils", "_rebuild_tensor_v3").op('(').op('(').str("storage").global("torch", "UntypedStorage").str("8").str("cpu").k(4).op('t').op('Q');
+  p.global("torch._utils", "_rebuild_tensor_v3").op('(').op('(').str("storage").global("torch.storage", "UntypedStorage").str("8").str("cpu").k(4).op('t').op('Q');
   p.k(0).k(4).op('\x85').k(1).op('\x85').op('\x89').op('}').global("torch", "float8_e8m0fnu").op('t').op('R');
   p.str("u16");
-  p.global("torch._utils", "_rebuild_tensor_v3").op('(').op('(').str("storage").global("torch", "UntypedStorage").str("9").str("cpu").k(4).op('t').op('Q');
+  p.global("torch._utils", "_rebuild_tensor_v3").op('(').op('(').str("storage").global("torch.storage", "UntypedStorage").str("9").str("cpu").k(4).op('t').op('Q');
   p.k(0).k(2).op('\x85').k(1).op('\x85').op('\x89').op('}').global("torch", "uint16").op('t').op('R');
   p.op('u').op('.');
   const auto st = f::torch_state(f::parse_pickle(p.bytes()));
@@ -98,6 +98,30 @@ TEST_CASE("pickle: untyped storage with a dtype (_rebuild_tensor_v3) and paramet
   CHECK(st.storages[0].dtype == f::DType::u8);
   CHECK(st.tensors[1].dtype == f::DType::f16);
   CHECK(st.tensors[1].requires_grad);
+}
+
+TEST_CASE("pickle: _rebuild_tensor_v3 dtypes: FNUZ fp8 and packed float4 read, others refused", "[formats][unit]") {
+  // {'t': _rebuild_tensor_v3(untyped storage of 6 bytes, offset 2, (3,), (1,), False, {}, DTYPE)}
+  auto file = [](const char* storage_module, const char* dtype) {
+    P p;
+    p.op('}').op('(').str("t");
+    p.global("torch._utils", "_rebuild_tensor_v3").op('(').op('(').str("storage").global(storage_module, "UntypedStorage").str("0").str("cpu").k(6);
+    p.op('t').op('Q').k(2).k(3).op('\x85').k(1).op('\x85').op('\x89').op('}').global("torch", dtype).op('t').op('R').op('u').op('.');
+    return p;
+  };
+  for (const auto& [name, dtype] : {std::pair{"float8_e4m3fnuz", f::DType::f8_e4m3fnuz}, std::pair{"float8_e5m2fnuz", f::DType::f8_e5m2fnuz},
+                                    std::pair{"float4_e2m1fn_x2", f::DType::f4_x2}}) {
+    INFO(name);
+    const auto st = f::torch_state(f::parse_pickle(file("torch.storage", name).bytes()));
+    REQUIRE(st.tensors.size() == 1);
+    CHECK(st.tensors[0].dtype == dtype);
+    CHECK(st.tensors[0].storage_offset == 2);
+  }
+  CHECK(f::dtype_opaque(f::DType::f4_x2));
+  CHECK(f::dtype_size(f::DType::f4_x2) == 1);
+  CHECK_THAT(error_of(file("torch.storage", "complex64")), Catch::Contains("_rebuild_tensor_v3 dtype is not a supported torch dtype"));
+  // PyTorch pickles the class as torch.storage.UntypedStorage (its module); another spelling is no storage class.
+  CHECK_THAT(error_of(file("torch", "uint16")), Catch::Contains("storage type torch.UntypedStorage is not a storage class"));
 }
 
 TEST_CASE("pickle: objects outside the tensor subset are opaque values, never called", "[formats][unit]") {

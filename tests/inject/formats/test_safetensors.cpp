@@ -75,6 +75,7 @@ TEST_CASE("safetensors: every dtype tag of the format is recognised; packed ones
   const Tag tags[] = {{"F64", f::DType::f64, 1, 8, false}, {"F32", f::DType::f32, 1, 4, false}, {"F16", f::DType::f16, 1, 2, false},
                       {"BF16", f::DType::bf16, 1, 2, false}, {"F8_E4M3", f::DType::f8_e4m3, 1, 1, false},
                       {"F8_E5M2", f::DType::f8_e5m2, 1, 1, false}, {"F8_E8M0", f::DType::f8_e8m0, 1, 1, false},
+                      {"F8_E4M3FNUZ", f::DType::f8_e4m3fnuz, 1, 1, false}, {"F8_E5M2FNUZ", f::DType::f8_e5m2fnuz, 1, 1, false},
                       {"I64", f::DType::i64, 1, 8, false}, {"I32", f::DType::i32, 1, 4, false}, {"I16", f::DType::i16, 1, 2, false},
                       {"I8", f::DType::i8, 1, 1, false}, {"U64", f::DType::u64, 1, 8, false}, {"U32", f::DType::u32, 1, 4, false},
                       {"U16", f::DType::u16, 1, 2, false}, {"U8", f::DType::u8, 1, 1, false}, {"BOOL", f::DType::boolean, 1, 1, false},
@@ -94,4 +95,6 @@ TEST_CASE("safetensors: every dtype tag of the format is recognised; packed ones
   }
   CHECK_THAT(error_of(file(R"({"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", 2)), Catch::Contains("12 bits of F4 elements do not fill whole bytes"));
   CHECK_THAT(error_of(file(R"({"a":{"dtype":"C128","shape":[1],"data_offsets":[0,16]}})", 16)), Catch::Contains("unsupported dtype 'C128'"));
+  // torch's float4_e2m1fn_x2 has a DType of its own (a byte per element) but is no safetensors tag.
+  CHECK_THAT(error_of(file(R"({"a":{"dtype":"F4_E2M1FN_X2","shape":[1],"data_offsets":[0,1]}})", 1)), Catch::Contains("unsupported dtype 'F4_E2M1FN_X2'"));
 }

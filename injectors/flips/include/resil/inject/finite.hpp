@@ -17,6 +17,8 @@ namespace resil::inject {
 /// exponent bits, torch.float8_e4m3fn) has no Inf and one NaN per sign, S.1111.111.
 bool finite_bits(ckpt::FloatLayout layout, std::uint64_t word) noexcept;
 /// The same for a dtype; every word of an integer dtype is finite (--finite has no effect there).
+/// The FNUZ fp8 dtypes, whose layouts match E4M3/E5M2 but not their codes, have 0x80 as their only
+/// non-finite word.
 bool finite_word(ckpt::DType t, std::uint64_t word) noexcept;
 
 /// The word after site s's fault hits `old` (a word of `width` bits) under --finite: the model's
