@@ -96,6 +96,7 @@ import glob, json, os, sys
 r = json.loads(open(glob.glob(os.path.join(sys.argv[1], "results", "*.jsonl"))[0]).readline())
 assert r["class"] == "detected" and r["exit_code"] == 8, r
 assert "more corrupt or lost members than m = 1 can repair" in r["output_tail"], r["output_tail"]
+assert "can repair" in r["ec_train"]["unrepairable"] and r["ec_train"]["state_hash"] is None, r["ec_train"]
 assert r["n_flips"] == 2 and {f["target"] for f in r["flips"]} == {"stripe"}, r["flips"]
 PY
 
@@ -107,7 +108,8 @@ $PY - "$T/c" <<'PY' || fail "records of c"
 import glob, json, os, sys
 r = json.loads(open(glob.glob(os.path.join(sys.argv[1], "results", "*.jsonl"))[0]).readline())
 assert r["class"] == "detected" and r["exit_code"] == 1, r
-assert "parity fragments differ" in r["output_tail"], r["output_tail"]
+# (Not its error line: the rank that finds the parity different ends the job with MPI_Abort, and mpiexec
+# may exit before it forwarded that rank's last output.)
 assert r["ec_train"]["segments_removed"] == 4, r["ec_train"]
 PY
 segments > "$T/shm.after"
