@@ -177,6 +177,13 @@ json ec_train_fields(const json& report, const Golden& g) {
   e["injections"] = inj;
   const json scrub = at("scrub");
   e["repaired"] = scrub.is_object() && scrub.contains("repaired") ? scrub.at("repaired") : json();
+  // What the scrub found and repaired, row by row (step, stripe, member, row, rank, kind, t); a trial's
+  // faults are few, so the first 100 say it all.
+  json repairs = json::array();
+  if (scrub.is_object() && scrub.contains("repairs") && scrub.at("repairs").is_array())
+    for (const auto& r : scrub.at("repairs"))
+      if (repairs.size() < 100) repairs.push_back(r);
+  e["repairs"] = scrub.is_object() ? repairs : json();
   e["unrepairable"] = scrub.is_object() && scrub.contains("unrepairable") ? scrub.at("unrepairable") : json();
   return e;
 }

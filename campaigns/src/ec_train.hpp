@@ -57,7 +57,8 @@ EcFlips read_ec_flip_log(const std::filesystem::path& log);
 
 /// What a record carries from the trial's ec-train report: `state_hash`, `golden_state_hash`,
 /// `replicas_diverged`, `replicas_xxh64` (each rank's replica), `injections` (each flip's step, rank, dataset and, once the scrub repaired it,
-/// `repaired_step` and `flip_to_repair_s`), `repaired` (the scrub's counts: data, parity, checksum)
+/// `repaired_step` and `flip_to_repair_s`), `repaired` (the scrub's counts: data, parity, checksum),
+/// `repairs` (the scrub's repairs, row by row, at most 100)
 /// and `unrepairable` (the error line of a codeword beyond repair); null where the report says nothing.
 nlohmann::json ec_train_fields(const nlohmann::json& report, const Golden& g);
 

@@ -50,6 +50,8 @@ for r in recs:
         assert f[0]["dataset"].startswith("/embedding/table"), f
         assert r["class"] == "bit_masked" and e["state_hash"] == gstate and r["delta"] == 0, r
         assert e["injections"][0]["repaired_step"] >= step and e["repaired"]["data"] >= 1, e
+        rep = e["repairs"][0]  # the row the scrub repaired is the flipped one
+        assert (rep["step"], rep["stripe"], rep["member"], rep["row"]) == (e["injections"][0]["repaired_step"], f[0]["stripe"], f[0]["member"], f[0]["member_row"]), (rep, f)
     else:
         assert re.match(r"/rank%d/model/" % f[0]["rank"], f[0]["dataset"]), f
         assert r["class"] in ("masked", "tolerable_sdc", "critical_sdc"), r
@@ -70,6 +72,8 @@ def records(d):
         del r["wall_seconds"]
         for i in r["ec_train"]["injections"]:
             i.pop("flip_to_repair_s", None)
+        for i in r["ec_train"]["repairs"] or []:
+            del i["t"]
         rs[r["trial"]] = r
     return rs
 a, b = records(sys.argv[1]), records(sys.argv[2])
