@@ -22,7 +22,10 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
       "command with {ckpt} {out} {dir} {trial} {seed}, trials, seed,\n"
       "timeout_s, inject{flips, model, role, bits, include, exclude, strata}, metric, tolerance, restore revert|copy,\n"
       "mode command|worker (worker: a resident `ckpt-train serve` or resil.trial Python worker per job forks each trial; same results, less overhead).\n"
-      "Classes: load_failure hang crash unreadable_summary nan_at_load nan_later critical_sdc tolerable_sdc masked bit_masked.\n"
+      "kind ec-train: no checkpoint; each trial runs the ec-train command with in-memory flips (--inject) drawn from its seed:\n"
+      "  inject{targets row|parity|stripe|mlp|opt, steps [FIRST, LAST], flips, bits, model}, metric final_loss, detected_codes [8]\n"
+      "  ckpt-flip campaign examples/campaigns/ec-train-scrub.json --out res --jobs 1\n"
+      "Classes: load_failure hang crash unreadable_summary nan_at_load nan_later critical_sdc tolerable_sdc masked bit_masked detected.\n"
       "SIGINT/SIGTERM: the trials in flight are dropped, the recorded ones kept; exit 75, and the same command continues.");
   c->add_option("CONFIG", o.config, "campaign configuration (JSON)")->required();
   c->add_option("--out", o.out, "campaign directory (results/, campaign.json, golden.json)")->required();
@@ -47,8 +50,10 @@ int run_campaign(const CampaignOptions& o) {
   ro.keep_work = o.keep_work;
   ro.jobs = o.jobs ? o.jobs : usable_cpus();  // the allocation's CPUs, not the node's
   ro.note = [](const std::string& line) { std::cout << "note: " << line << std::endl; };
+  std::string targets;  // kind ec-train: where its flips go
+  for (const auto& t : cfg.targets) targets += (targets.empty() ? " in " : ",") + t;
   std::cout << "campaign " << cfg.name << ": " << cfg.trials << " trials (shard " << o.shard << "), seed " << cfg.seed << ", model "
-            << cfg.model << " x" << cfg.flips << ", timeout " << cfg.timeout_s << " s, " << ro.jobs
+            << cfg.model << " x" << cfg.flips << (cfg.kind == inject::TrialKind::ec_train ? " in ec-train's memory" + targets : std::string()) << ", timeout " << cfg.timeout_s << " s, " << ro.jobs
             << (ro.jobs == 1 ? " job" : " jobs") << (cfg.mode == inject::TrialMode::worker ? " (trial workers)" : "") << " -> " << o.out << std::endl;
   const std::uint64_t planned = ro.shard.trials_of(cfg.trials);
   auto bar = std::make_unique<app::Progress>("trials", planned);

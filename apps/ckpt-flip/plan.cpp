@@ -58,6 +58,8 @@ int run_plan(const PlanOptions& o) {
   const bool is_config = o.input.ends_with(".json") && !o.input.ends_with(".manifest.json");
   if (is_config) {
     cfg = inject::CampaignConfig::load(o.input);
+    if (cfg.kind == inject::TrialKind::ec_train)
+      throw UsageError(o.input + ": a campaign of kind ec-train flips a running job's memory, which plan does not enumerate; it sizes checkpoint campaigns");
   } else {
     cfg.checkpoint = o.input;
     cfg.include = o.include;

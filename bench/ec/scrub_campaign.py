@@ -1,33 +1,39 @@
 #!/usr/bin/python3
 """A fault-injection campaign of in-memory flips against ec-train (CTest scrub_campaign, label perf;
-ec_train_campaign_small runs a small one): each trial is one ec-train run with one --inject flip (a
-seed of its own: the rank, the site and the bit drawn from it; --bits and --model as ckpt-flip
-inject's), classified against the fault-free run of the same configuration (its state_hash, which
-covers every rank's MLP replica and Adam state, and its final loss). Targets: row (a shard row:
-weights or Adagrad accumulators), parity (a parity row), mlp (an MLP replica's parameter), opt (its
-Adam state). Cadences: off (--ft ec without --scrub), touched (the default --scrub), sweep:S
-(--scrub-cadence sweep, S stripes per step) and touched+sweep:S.
+ec_train_scrub_campaign runs a small one), one `ckpt-flip campaign` of kind ec-train per scrub cadence
+(docs/reference/campaign.md, "Kind ec-train"): each trial is one ec-train run with one --inject flip
+(the step drawn from the trial's seed, the rank, the word and the bit by ec-train from the same seed;
+--bits and --model as ckpt-flip inject's), classified against the fault-free run of the same
+configuration (its state_hash, which covers every rank's MLP replica and Adam state, and its final
+loss). Every cadence's campaign has the same seed, so trial t flips the same word under each. Targets:
+row (a shard row: weights or Adagrad accumulators), parity (a parity row), mlp (an MLP replica's
+parameter), opt (its Adam state); trial t of a campaign injects into targets[t mod n]. Cadences: off
+(--ft ec without --scrub), touched (the default --scrub), sweep:S (--scrub-cadence sweep, S stripes
+per step) and touched+sweep:S.
 
-Classes of a trial:
-  repaired   the scrub repaired the flipped row and the run ended in the fault-free state
-  masked     the fault-free state without any repair (the flipped bits were overwritten unread)
-  escaped    the run completed in another state (a silent escape: the flip was trained on), with
-             `repaired_late` when the scrub repaired the row after the flip had already been read,
-             and `replicas_diverged` when the ranks' MLP replicas ended different
-  detected   the run stopped with an error (exit 8: beyond repair; 1: parity found different from
-             the data at the end, which --ft ec checks without --scrub too)
+Classes of a trial, from its campaign record:
+  repaired   bit_masked, and the scrub repaired the flipped row (the run ended in the fault-free state)
+  masked     bit_masked without any repair (the flipped bits were overwritten unread)
+  escaped    masked, tolerable_sdc or critical_sdc: the run completed in another state (a silent
+             escape: the flip was trained on), with `repaired_late` when the scrub repaired the row
+             after the flip had already been read, and `replicas_diverged` when the ranks' MLP replicas
+             ended different
+  detected   the run stopped with an error (detected: exit 8, beyond repair, or 1, parity found
+             different from the data at the end, which --ft ec checks without --scrub too; crash, hang)
 Each record (OUT/trials.jsonl, one JSON line per trial) holds the target, the cadence, the class,
-the flip as the trial's flip log has it (read with resil.results.read_flip_log: dataset, index,
-rank, step, anchor, bits, old and new bits and values), the steps and seconds from flip to repair,
-whether the replicas diverged and whether rank 0's replica ended fault-free (a classification on
-rank 0's state alone would have called such a trial masked), the loss difference and the exit code.
+the flip as the campaign record has it (from the trial's flip log: dataset, index, rank, step, bit,
+old and new bits and values), the steps and seconds from flip to repair, whether the replicas
+diverged and whether rank 0's replica ended fault-free (a classification on rank 0's state alone
+would have called such a trial masked), the loss difference and the exit code.
 Per (target, cadence): counts per class, detection rate (repaired + detected over flips that did not
 stay masked), silent escapes, median steps and seconds from flip to repair. Results: a table on
-stdout, OUT/trials.jsonl, OUT/summary.json and OUT/scrub_campaign.png.
+stdout, OUT/trials.jsonl, OUT/summary.json and OUT/scrub_campaign.png; the campaign directories in
+OUT/campaigns/<cadence> (`ckpt-flip report` reads them; a second run continues them).
 
-usage: scrub_campaign.py EC_TRAIN [--trials 10] [--targets row,parity,mlp,opt]
-       [--cadences off,touched,sweep:4,touched+sweep:4] [--ranks 4] [--k 3] [--m 1] [--steps 30]
-       [--rows 600] [--bits all] [--model flip] [--mpiexec mpiexec] [--out DIR] [--seed 1] [--no-plot]
+usage: scrub_campaign.py EC_TRAIN [--ckpt-flip PATH (default: beside EC_TRAIN)] [--trials 10]
+       [--targets row,parity,mlp,opt] [--cadences off,touched,sweep:4,touched+sweep:4] [--ranks 4]
+       [--k 3] [--m 1] [--steps 30] [--rows 600] [--bits all] [--model flip] [--mpiexec mpiexec]
+       [--out DIR] [--seed 1] [--no-plot]
        scrub_campaign.py EC_TRAIN --plot-only --out DIR     (the plot again from DIR/summary.json)
 """
 import json
@@ -37,7 +43,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-from resil import results  # noqa: E402  (the flip-log reader)
+from resil import results  # noqa: E402  (the campaign reader)
 
 if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
     sys.exit(__doc__)
@@ -48,6 +54,7 @@ def arg(name, default):
 
 
 EXE = os.path.abspath(sys.argv[1])
+FLIP = os.path.abspath(arg("--ckpt-flip", os.path.join(os.path.dirname(EXE), "ckpt-flip")))
 TRIALS = int(arg("--trials", "10"))
 TARGETS = arg("--targets", "row,parity,mlp,opt").split(",")
 CADENCES = arg("--cadences", "off,touched,sweep:4,touched+sweep:4").split(",")
@@ -70,73 +77,73 @@ def cadence_args(c):
     return ["--scrub", "--scrub-cadence", mode, "--scrub-sweep", n]
 
 
-def run(name, extra):
-    report = os.path.join(OUT, "runs", name + ".json")
-    if os.path.exists(report):
-        os.remove(report)
-    job = f"scrub-campaign-{os.getpid()}-{name}"
-    cmd = [MPIEXEC, "-n", str(RANKS), EXE, *SHAPE, "--ft", "ec", "--job-id", job, "--report", report, *extra]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600, text=True)
-    if p.returncode != 0:  # a run that stopped keeps its state segments for a relaunch: none comes
-        subprocess.run([MPIEXEC, "-n", str(RANKS), EXE, "--job-id", job, "--cleanup"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    rep = None
-    if os.path.exists(report):
-        with open(report) as f:
-            rep = json.load(f)
-    return p.returncode, rep, p.stdout
+def campaign(cad):
+    """The campaign of one cadence (continued if OUT holds it): its golden record and its records."""
+    name = cad.replace(":", "_").replace("+", "_")
+    cdir = os.path.join(OUT, "campaigns", name)
+    cfg = {"name": f"scrub-{name}", "kind": "ec-train", "trials": TRIALS * len(TARGETS), "seed": SEED, "timeout_s": 600,
+           "command": [MPIEXEC, "-n", str(RANKS), EXE, *SHAPE, "--ft", "ec", *cadence_args(cad), "--report", "{out}"],
+           "inject": {"targets": TARGETS, "steps": [3, STEPS - 6], "bits": BITS, "model": MODEL},
+           "detected_codes": [1, 8]}
+    os.makedirs(os.path.join(OUT, "campaigns"), exist_ok=True)
+    with open(cdir + ".json", "w") as f:
+        json.dump(cfg, f, indent=1)
+    p = subprocess.run([FLIP, "campaign", cdir + ".json", "--out", cdir, "--jobs", "1", "--quiet"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        sys.exit(f"scrub_campaign: error: ckpt-flip campaign of cadence {cad} failed (exit {p.returncode}):\n" + p.stdout[-3000:])
+    c = results.read_campaign(cdir)
+    golden = c.golden["summary"]
+    if golden.get("replicas", {}).get("diverged"):
+        sys.exit("scrub_campaign: error: the fault-free run's MLP replicas diverged: " + json.dumps(golden["replicas"]))
+    return golden, c.records
+
+
+def record(r, cad, golden):
+    """A campaign record in this benchmark's terms."""
+    e = r["ec_train"]
+    target, step = e["inject"].split("@")
+    rec = {"target": target, "cadence": cad, "trial": r["trial"] // len(TARGETS), "seed": r["trial_seed"], "step": int(step),
+           "exit_code": r["exit_code"], "flips": r["flips"]}
+    inj = (e.get("injections") or [{}])[0]
+    rep_step = inj.get("repaired_step")
+    rec["repaired_step"] = rep_step
+    rec["flip_to_repair_steps"] = None if rep_step is None else rep_step - rec["step"]
+    rec["flip_to_repair_s"] = inj.get("flip_to_repair_s")
+    rec["dataset"] = inj.get("dataset")
+    rec["replicas_diverged"] = e.get("replicas_diverged")
+    # A classification on rank 0's state alone sees only this replica.
+    reps = e.get("replicas_xxh64")
+    rec["rank0_replica_fault_free"] = None if not reps else reps[0] == golden["replicas"]["xxh64"][0]
+    if r["class"] in ("detected", "crash", "hang"):
+        rec["class"] = "detected"
+        rec["error"] = [line for line in (r.get("output_tail") or "").splitlines() if "error" in line][:1]
+    elif r["class"] == "bit_masked":
+        rec["class"] = "repaired" if rep_step is not None else "masked"
+    else:
+        rec["class"] = "escaped"
+        rec["repaired_late"] = rep_step is not None
+        rec["loss_delta"] = r["delta"]
+    return rec
 
 
 def main():
-    os.makedirs(os.path.join(OUT, "runs"), exist_ok=True)
-    rc, golden, out = run("golden", [])
-    if rc != 0:
-        sys.exit("scrub_campaign: error: the fault-free run failed:\n" + out)
-    if golden.get("replicas", {}).get("diverged"):
-        sys.exit("scrub_campaign: error: the fault-free run's MLP replicas diverged: " + json.dumps(golden["replicas"]))
+    os.makedirs(OUT, exist_ok=True)
     print(f"scrub_campaign: {RANKS} ranks, k={K} m={M}, {STEPS} steps, {TRIALS} trials per target and cadence, --inject-bits {BITS} "
-          f"--inject-model {MODEL}; golden state_hash {golden['state_hash']}, loss {golden['final_loss']:.6f}", flush=True)
-    records = []
-    with open(os.path.join(OUT, "trials.jsonl"), "w") as log:
+          f"--inject-model {MODEL}, one ckpt-flip campaign per cadence in {os.path.join(OUT, 'campaigns')}", flush=True)
+    records, goldens = [], {}
+    for cad in CADENCES:
+        golden, recs = campaign(cad)
+        goldens[cad] = golden
+        records += [record(r, cad, golden) for r in recs]
         for target in TARGETS:
-            for cad in CADENCES:
-                for t in range(TRIALS):
-                    # The step and the seed of the trial: the same trial under every cadence.
-                    seed = SEED * 1000003 + TARGETS.index(target) * 1009 + t
-                    step = 3 + seed % (STEPS - 8)
-                    name = f"{target}-{cad.replace(':', '_').replace('+', '_')}-{t}"
-                    flips = os.path.join(OUT, "runs", name + ".flips.jsonl")
-                    rc, rep, out = run(name, cadence_args(cad) + ["--inject", f"{target}@{step}", "--inject-seed", str(seed),
-                                                                  "--inject-bits", BITS, "--inject-model", MODEL, "--inject-log", flips])
-                    rec = {"target": target, "cadence": cad, "trial": t, "seed": seed, "step": step, "exit_code": rc}
-                    # The flip as its log says (a run that stopped early has no footer: its records are whole).
-                    flip_log = results.read_flip_log(flips) if os.path.exists(flips) else None
-                    rec["flips"] = [{"dataset": f.dataset, "index": f.index, "nd": f.nd, "rank": f.rank, "step": f.step, "dtype": f.dtype,
-                                     "anchor": f.anchor, "bits": f.bits, "old": f"0x{f.old:08x}", "new": f"0x{f.new:08x}",
-                                     "old_value": f.old_value, "new_value": f.new_value} for f in (flip_log.flips if flip_log else [])]
-                    inj = (rep or {}).get("injections") or [{}]
-                    rep_step = inj[0].get("repaired_step")
-                    rec["repaired_step"] = rep_step
-                    rec["flip_to_repair_steps"] = None if rep_step is None else rep_step - step
-                    rec["flip_to_repair_s"] = inj[0].get("flip_to_repair_s")
-                    rec["dataset"] = inj[0].get("dataset")
-                    reps = (rep or {}).get("replicas") or {}
-                    rec["replicas_diverged"] = reps.get("diverged")
-                    # A classification on rank 0's state alone sees only this replica.
-                    rec["rank0_replica_fault_free"] = None if not reps else reps["xxh64"][0] == golden["replicas"]["xxh64"][0]
-                    if rc != 0:
-                        rec["class"] = "detected"
-                        rec["error"] = [l for l in out.splitlines() if "error" in l][:1]
-                    elif rep["state_hash"] == golden["state_hash"]:
-                        rec["class"] = "repaired" if rep_step is not None else "masked"
-                    else:
-                        rec["class"] = "escaped"
-                        rec["repaired_late"] = rep_step is not None
-                        rec["loss_delta"] = rep["final_loss"] - golden["final_loss"]
-                    records.append(rec)
-                    log.write(json.dumps(rec) + "\n")
-                    log.flush()
-                print(f"  {target:<7} {cad:<16} " + " ".join(f"{c}={sum(1 for r in records if r['target'] == target and r['cadence'] == cad and r['class'] == c)}"
-                                                            for c in ("repaired", "masked", "escaped", "detected")), flush=True)
+            print(f"  {target:<7} {cad:<16} " + " ".join(f"{c}={sum(1 for r in records if r['target'] == target and r['cadence'] == cad and r['class'] == c)}"
+                                                        for c in ("repaired", "masked", "escaped", "detected")), flush=True)
+    records.sort(key=lambda r: (TARGETS.index(r["target"]), CADENCES.index(r["cadence"]), r["trial"]))
+    with open(os.path.join(OUT, "trials.jsonl"), "w") as log:
+        for r in records:
+            log.write(json.dumps(r) + "\n")
+    golden = goldens[CADENCES[0]]
     summary = []
     print(f"\n{'target':<7} {'cadence':<16} {'repaired':>8} {'masked':>7} {'escaped':>8} {'detected':>9} {'detect %':>9} {'steps to repair':>16} {'s to repair':>12}")
     for target in TARGETS:

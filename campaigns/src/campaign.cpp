@@ -13,6 +13,7 @@
 #include "resil/inject/file_set.hpp"
 #include "files.hpp"
 #include "golden.hpp"
+#include "ec_train.hpp"
 #include "targets.hpp"
 #include "trial.hpp"
 #include "worker.hpp"
@@ -52,7 +53,8 @@ void refuse_inputs_inside_outputs(const CampaignConfig& c, const CkptFiles& gold
     return e ? stdfs::absolute(p).lexically_normal() : canonical;
   };
   const stdfs::path o = canon(out);
-  std::vector<stdfs::path> inputs{golden.entry};
+  std::vector<stdfs::path> inputs;  // an ec-train campaign has no checkpoint
+  if (!golden.entry.empty()) inputs.push_back(golden.entry);
   if (!opt.config.empty()) inputs.push_back(opt.config);
   for (const auto& f : golden.files) {
     inputs.push_back(f);
@@ -170,9 +172,25 @@ void note_default_role(const CampaignConfig& c, const FaultSpace& space, bool mo
   }
 }
 
+/// The steps an ec-train trial's faults are drawn from: inject.steps, else 1 to the golden run's
+/// last step (its report's "steps"); a range past that step would inject nothing.
+std::pair<std::uint64_t, std::uint64_t> detail_ec_steps(const CampaignConfig& c, const Golden& g) {
+  const json& s = g.summary;
+  const bool known = s.is_object() && s.contains("steps") && s.at("steps").is_number_unsigned() && s.at("steps").get<std::uint64_t>() >= 1;
+  if (!known && !c.steps)
+    throw UsageError("campaign " + c.name + ": the golden report has no \"steps\" to draw the injection steps from; give inject.steps [FIRST, LAST]");
+  if (!c.steps) return {1, s.at("steps").get<std::uint64_t>()};
+  if (known && c.steps->second > s.at("steps").get<std::uint64_t>())
+    throw UsageError("campaign " + c.name + ": inject.steps [" + std::to_string(c.steps->first) + ", " + std::to_string(c.steps->second) +
+                     "] goes past the golden run's last step " + s.at("steps").dump() + ": such a fault would never be injected");
+  return *c.steps;
+}
+
 }  // namespace
 
 FaultSpace fault_space(const CampaignConfig& config) {
+  // An ec-train job's memory is not enumerated: its trials are counted per target (the strata).
+  if (config.kind == TrialKind::ec_train) return {};
   CampaignConfig c = config;
   const auto files = ckpt_files(c.checkpoint);
   CampaignTargets s;
@@ -187,7 +205,8 @@ RunSummary run_campaign(const CampaignConfig& config, const RunOptions& o, const
   c.validate("campaign " + c.name);
   if (o.jobs < 1 || o.jobs > max_jobs) throw UsageError("campaign: --jobs " + std::to_string(o.jobs) + ": need 1 to " + std::to_string(max_jobs));
   if (o.shard.count == 0 || o.shard.index >= o.shard.count) throw UsageError("campaign: shard " + shard_name(o.shard) + ": need 0 <= i < n");
-  const auto golden_files = ckpt_files(c.checkpoint);
+  const bool in_memory = c.kind == TrialKind::ec_train;  // trials flip a job's memory: no checkpoint, no work copy to restore
+  const auto golden_files = in_memory ? CkptFiles{} : ckpt_files(c.checkpoint);
   for (const auto& f : golden_files.files) {
     std::error_code ec;
     if (!stdfs::exists(f, ec)) throw IoError(f.string() + ": golden checkpoint file not found");
@@ -206,10 +225,16 @@ RunSummary run_campaign(const CampaignConfig& config, const RunOptions& o, const
   } keep_crc_scope(c.keep_crc);
   const FaultModel fmodel = FaultModel::parse(c.model);
   CampaignTargets base;
-  const bool model_role_empty = select_with_default_role(c, golden_files, base);
-  const auto strata = make_strata(c, base, golden_files);
-  const FaultSpace space = space_of(base, golden_files);
-  if (!kept_role) note_default_role(c, space, model_role_empty, o);
+  std::vector<detail::Stratum> strata;
+  FaultSpace space;
+  if (in_memory) {
+    for (const auto& t : c.targets) strata.push_back({t, {}});  // trial t injects into targets[t mod n]
+  } else {
+    const bool model_role_empty = select_with_default_role(c, golden_files, base);
+    strata = make_strata(c, base, golden_files);
+    space = space_of(base, golden_files);
+    if (!kept_role) note_default_role(c, space, model_role_empty, o);
+  }
 
   // A string command's placeholders are checked before OUT is touched (substitute refuses values
   // the shell would interpret; the golden run would find them only after OUT/work was made), with
@@ -218,7 +243,8 @@ RunSummary run_campaign(const CampaignConfig& config, const RunOptions& o, const
   const stdfs::path wdir = o.out / "work" / shard_name(o.shard);
   const bool golden_run = c.golden_summary.empty();
   const stdfs::path first = golden_run || o.jobs <= 1 ? wdir : wdir / "job-0";
-  substitute(c.command, {{"ckpt", (first / (golden_run || !c.copies ? "ckpt" : "copy") / golden_files.entry.filename()).string()},
+  if (!in_memory)
+    substitute(c.command, {{"ckpt", (first / (golden_run || !c.copies ? "ckpt" : "copy") / golden_files.entry.filename()).string()},
                          {"out", (first / "summary.json").string()}, {"dir", (first / "scratch").string()},
                          {"trial", golden_run ? "golden" : "0"}, {"seed", std::to_string(c.seed)}});
 
@@ -232,7 +258,7 @@ RunSummary run_campaign(const CampaignConfig& config, const RunOptions& o, const
                      {"strata", json::array()}};
   json meta_full = meta;
   for (const auto& s : strata) meta_full["strata"].push_back({{"label", s.label}, {"bits", s.sel.bits()}});
-  meta_full["golden_xxh64"] = golden_identity(golden_files);
+  if (!in_memory) meta_full["golden_xxh64"] = golden_identity(golden_files);
   require_regular_or_absent(o.out / "campaign.json");
   // The identity every record carries is that of the configuration campaign.json holds, as it holds
   // it (read_results checks records against it): a campaign.json kept below may spell the paths as
@@ -266,7 +292,7 @@ RunSummary run_campaign(const CampaignConfig& config, const RunOptions& o, const
       rs.replaced = old_name;
     } else {
       recorded_cfg = old->at("config");  // the same configuration: campaign.json is kept as it is
-      if (!old->contains("golden_xxh64")) {
+      if (!in_memory && !old->contains("golden_xxh64")) {
         // A campaign.json from before the golden bytes were recorded: recorded now, from here on.
         json updated = *old;
         updated["golden_xxh64"] = meta_full["golden_xxh64"];
@@ -312,18 +338,19 @@ RunSummary run_campaign(const CampaignConfig& config, const RunOptions& o, const
     // A private copy of the golden checkpoint for this shard; never the user's file.
     stdfs::remove_all(wdir);
     stdfs::create_directories(wdir);
-    CkptFiles work = copy_checkpoint(golden_files, wdir / "ckpt");
+    CkptFiles work = in_memory ? CkptFiles{} : copy_checkpoint(golden_files, wdir / "ckpt");
     bool golden_ran = false;
     const Golden golden = golden_reference(c, o, work, wdir, golden_ran);
-    if (golden_ran) {  // the command has had the work copy: start the trials from golden bytes again
+    const auto ec_steps = in_memory ? detail_ec_steps(c, golden) : std::pair<std::uint64_t, std::uint64_t>{1, 1};
+    if (golden_ran && !in_memory) {  // the command has had the work copy: start the trials from golden bytes again
       stdfs::remove_all(wdir / "ckpt");
       work = copy_checkpoint(golden_files, wdir / "ckpt");
     }
     if (to_run == 0) return;
-    const auto gsum = golden_checksums(golden_files, c.format);
+    const auto gsum = in_memory ? detail::GoldenSums{} : golden_checksums(golden_files, c.format);
     auto make_context = [&](const stdfs::path& dir) {
       return std::make_unique<detail::TrialContext>(
-          detail::TrialContext{c, golden, fmodel, strata, golden_files, gsum, o.shard, campaign_id(recorded_cfg), dir, {}, {}, {}});
+          detail::TrialContext{c, golden, fmodel, strata, golden_files, gsum, o.shard, campaign_id(recorded_cfg), dir, {}, {}, {}, ec_steps});
     };
     // Trial ids in order, skipping those already recorded, until to_run have been handed out.
     std::uint64_t next_t = o.shard.index, handed = 0;
@@ -361,7 +388,7 @@ RunSummary run_campaign(const CampaignConfig& config, const RunOptions& o, const
             stdfs::remove_all(dir);
             stdfs::create_directories(dir);
             ctx = make_context(dir);
-            ctx->work = copy_checkpoint(golden_files, dir / "ckpt");
+            if (!in_memory) ctx->work = copy_checkpoint(golden_files, dir / "ckpt");
             ctx->prepare();
             return [&](std::uint64_t t) { return ctx->run(t); };
           },

@@ -29,6 +29,7 @@ std::string_view outcome_name(Outcome o) noexcept {
     case Outcome::tolerable_sdc: return "tolerable_sdc";
     case Outcome::masked: return "masked";
     case Outcome::bit_masked: return "bit_masked";
+    case Outcome::detected: return "detected";
   }
   return "?";
 }
@@ -42,7 +43,7 @@ std::optional<Outcome> outcome_from_name(std::string_view s) noexcept {
 const std::vector<OutcomeGroup>& outcome_groups() {
   static const std::vector<OutcomeGroup> g = {
       {"sdc", {Outcome::critical_sdc, Outcome::tolerable_sdc}},
-      {"due", {Outcome::load_failure, Outcome::hang, Outcome::crash, Outcome::nan_at_load, Outcome::nan_later}},
+      {"due", {Outcome::load_failure, Outcome::hang, Outcome::crash, Outcome::nan_at_load, Outcome::nan_later, Outcome::detected}},
       {"masked_any", {Outcome::masked, Outcome::bit_masked}},
       {"unknown", {Outcome::unreadable_summary}},
   };
@@ -81,14 +82,27 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   CampaignConfig c;
   const json j = detail::parse_object(text, source, "a campaign configuration");
   const Fields f(j, "", source);
-  f.only({"name", "checkpoint", "format", "keep_crc", "golden", "command", "timeout_s", "trials", "seed", "inject", "metric", "higher_is_better", "tolerance", "metrics",
-          "load_failure_codes", "nan_codes", "restore", "verify", "confidence", "mode", "allow_numeric_mismatch", "comment"});
+  f.choice("kind", c.kind, trial_kind_names);
+  const bool ec = c.kind == TrialKind::ec_train;
+  // An ec-train trial flips the job's memory: the checkpoint keys (and how a file is restored) have
+  // nothing to act on, and are refused rather than ignored.
+  if (ec) {
+    f.only({"name", "kind", "checkpoint", "golden", "command", "timeout_s", "trials", "seed", "inject", "metric", "higher_is_better", "tolerance", "metrics",
+            "load_failure_codes", "nan_codes", "detected_codes", "confidence", "mode", "allow_numeric_mismatch", "comment"});
+    c.metric = "final_loss";  // the ec-train report's; a lower loss is better
+    c.higher_is_better = false;
+    c.detected_codes = {static_cast<int>(ExitCode::data_loss)};
+    c.targets = {"row", "parity", "mlp", "opt"};
+  } else {
+    f.only({"name", "kind", "checkpoint", "format", "keep_crc", "golden", "command", "timeout_s", "trials", "seed", "inject", "metric", "higher_is_better", "tolerance",
+            "metrics", "load_failure_codes", "nan_codes", "detected_codes", "restore", "verify", "confidence", "mode", "allow_numeric_mismatch", "comment"});
+  }
   f.string("name", c.name);
   f.string("checkpoint", c.checkpoint);
   f.choice("format", c.format, format_names);
   f.boolean("keep_crc", c.keep_crc);
   const Fields g = f.object("golden");
-  g.only({"summary", "final_checkpoint"});
+  g.only({"summary", "final_checkpoint"});  // kind ec-train refuses final_checkpoint by name (validate)
   g.string("summary", c.golden_summary);
   g.string("final_checkpoint", c.golden_final_checkpoint);
   if (const json* cmd = f.find("command")) {
@@ -99,8 +113,25 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   f.integer("trials", c.trials, 1, std::numeric_limits<std::uint64_t>::max());
   f.integer("seed", c.seed, 0, std::numeric_limits<std::uint64_t>::max());
   const Fields in = f.object("inject");
-  in.only({"flips", "model", "role", "bits", "include", "exclude", "as", "strata", "finite"});
-  in.integer("flips", c.flips, 1, max_flips);
+  if (ec) {
+    in.only({"flips", "model", "bits", "targets", "steps"});
+    in.strings("targets", c.targets);
+    if (const json* st = in.find("steps")) {
+      const std::string want = "an array [FIRST, LAST] of steps with 1 <= FIRST <= LAST";
+      if (!st->is_array() || st->size() != 2) in.bad("steps", want, *st);
+      std::uint64_t a = 0, b = 0;
+      const json ends = {{"first", (*st)[0]}, {"last", (*st)[1]}};  // Fields keeps a reference: a named object
+      const Fields pair(ends, "inject.steps.", source);
+      pair.integer("first", a, 1, std::uint64_t{1} << 40);
+      pair.integer("last", b, 1, std::uint64_t{1} << 40);
+      if (a > b) in.bad("steps", want, *st);
+      c.steps = {a, b};
+    }
+    if (!in.find("bits")) c.bits = "all";
+  } else {
+    in.only({"flips", "model", "role", "bits", "include", "exclude", "as", "strata", "finite"});
+  }
+  in.integer("flips", c.flips, 1, ec ? ec_train_max_flips : max_flips);
   in.boolean("finite", c.finite);
   in.string("model", c.model);
   in.choice("role", c.role, role_names);
@@ -139,6 +170,7 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
   f.boolean("allow_numeric_mismatch", c.allow_numeric_mismatch);
   f.exit_codes("load_failure_codes", c.load_failure_codes);
   f.exit_codes("nan_codes", c.nan_codes);
+  f.exit_codes("detected_codes", c.detected_codes);
   f.choice("restore", c.copies, restore_names);
   f.choice("verify", c.verify, verify_names);
   f.number("confidence", c.confidence, [](double x) { return x > 0 && x < 1; }, "a number in (0, 1)");
@@ -156,7 +188,8 @@ CampaignConfig CampaignConfig::parse(std::string_view text, const std::string& s
 
 void CampaignConfig::validate(const std::string& source) const {
   auto fail = [&](const std::string& what) { throw UsageError(source + ": " + what); };
-  if (checkpoint.empty()) fail("\"checkpoint\" (the golden checkpoint) is required");
+  if (kind == TrialKind::ec_train) validate_ec_train(source);
+  else if (checkpoint.empty()) fail("\"checkpoint\" (the golden checkpoint) is required");
   if (command.empty() || command[0].empty()) fail("\"command\" is required (e.g. [\"ckpt-train\", \"eval\", \"--from\", \"{ckpt}\", \"--summary\", \"{out}\"])");
   if (!(timeout_s > 0) || !std::isfinite(timeout_s)) fail("timeout_s must be a number of seconds > 0");
   if (trials == 0) fail("trials must be >= 1");
@@ -170,9 +203,9 @@ void CampaignConfig::validate(const std::string& source) const {
       if (all[k].name == all[i].name) fail("metric " + all[i].name + " is listed twice in \"metrics\"");
   }
   if (!(confidence > 0 && confidence < 1)) fail("confidence must be in (0, 1)");
-  for (const auto* codes : {&load_failure_codes, &nan_codes})
+  for (const auto* codes : {&load_failure_codes, &nan_codes, &detected_codes})
     for (int x : *codes)
-      if (x < 1 || x > 255) fail("exit codes in load_failure_codes and nan_codes must be in 1..255, not " + std::to_string(x));
+      if (x < 1 || x > 255) fail("exit codes in load_failure_codes, nan_codes and detected_codes must be in 1..255, not " + std::to_string(x));
   if (!golden_final_checkpoint.empty() && golden_summary.empty()) fail("golden.final_checkpoint needs golden.summary");
   if (mode == TrialMode::worker && (command.size() < 2 || trial_subcommand_at(command) == 0))
     fail("mode \"worker\" needs an argv command of a program that serves trials: ckpt-train eval or resume ([\"ckpt-train\", \"eval\", ...]), "
@@ -211,6 +244,7 @@ CampaignConfig CampaignConfig::load(const stdfs::path& p) {
 }
 
 json CampaignConfig::to_json() const {
+  if (kind == TrialKind::ec_train) return ec_train_json();
   json j = {{"name", name}, {"checkpoint", absolute_path(checkpoint)}, {"command", command}, {"timeout_s", timeout_s}, {"trials", trials},
             {"seed", seed},
             {"inject", {{"flips", flips}, {"model", model}, {"role", detail::name_of(role_names, role)}, {"bits", bits}, {"include", include},
@@ -225,6 +259,7 @@ json CampaignConfig::to_json() const {
   if (!golden_summary.empty()) j["golden"] = {{"summary", absolute_path(golden_summary)}, {"final_checkpoint", absolute_path(golden_final_checkpoint)}};
   if (finite) j["inject"]["finite"] = true;  // absent when false: campaign.json of older runs compares equal
   if (allow_numeric_mismatch) j["allow_numeric_mismatch"] = true;
+  if (!detected_codes.empty()) j["detected_codes"] = detected_codes;  // absent when empty: older campaign.json compares equal
   if (!more_metrics.empty()) {  // as the configuration gives them: "metrics" instead of the first metric's three keys
     for (const char* k : {"metric", "higher_is_better", "tolerance"}) j.erase(k);
     j["metrics"] = json::array();
@@ -292,6 +327,11 @@ Classified classify(const CampaignConfig& c, const Golden& g, const CommandResul
   }
   if (has(c.load_failure_codes, r.exit_code)) {
     k.outcome = Outcome::load_failure;
+    k.note = "exit " + std::to_string(r.exit_code);
+    return k;
+  }
+  if (has(c.detected_codes, r.exit_code)) {
+    k.outcome = Outcome::detected;
     k.note = "exit " + std::to_string(r.exit_code);
     return k;
   }

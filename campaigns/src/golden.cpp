@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "ec_train.hpp"
 #include "targets.hpp"
 
 #include "resil/ckpt/fs.hpp"
@@ -94,15 +95,26 @@ Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const Ckpt
     g.metric = s->at(c.metric).get<double>();
     g.metrics = golden_metrics(c, *s, c.golden_summary);
     if (!c.golden_final_checkpoint.empty()) g.final_weights = model_weights_hash(c.golden_final_checkpoint);
+    if (c.kind == TrialKind::ec_train) g.final_weights = ec_golden_state(*s, c.golden_summary);
   } else {
     // The golden run: the trial command on the unaltered private copy.
     const stdfs::path scratch = wdir / "scratch", out = wdir / "summary.json";
     stdfs::remove_all(scratch);
     stdfs::create_directories(scratch);
     stdfs::remove(out);
-    const auto argv = substitute(c.command, {{"ckpt", work.entry.string()}, {"out", out.string()}, {"dir", scratch.string()},
-                                             {"trial", "golden"}, {"seed", std::to_string(c.seed)}});
-    const auto r = run_command(argv, c.timeout_s, o.out / "golden.log");
+    auto argv = substitute(c.command, {{"ckpt", work.entry.string()}, {"out", out.string()}, {"dir", scratch.string()},
+                                       {"trial", "golden"}, {"seed", std::to_string(c.seed)}});
+    const bool ec = c.kind == TrialKind::ec_train;  // the fault-free job, under a job id of its own
+    const std::string job = ec ? ec_job_id(wdir, "golden") : std::string();
+    if (ec) argv.insert(argv.end(), {"--job-id", job});
+    CommandResult r;
+    try {
+      r = run_command(argv, c.timeout_s, o.out / "golden.log");
+    } catch (const Error&) {  // stopped by SIGINT/SIGTERM, or it could not start
+      if (ec) remove_ec_segments(job);
+      throw;
+    }
+    if (ec) remove_ec_segments(job);
     ran = true;
     if (r.timed_out || r.signal || r.exit_code != 0)
       throw UsageError("campaign " + c.name + ": the golden run failed (" +
@@ -117,7 +129,7 @@ Golden golden_reference(const CampaignConfig& c, const RunOptions& o, const Ckpt
     g.metric = s->at(c.metric).get<double>();
     g.metrics = golden_metrics(c, *s, "campaign " + c.name + ": the golden run's summary");
     g.wall_seconds = r.wall_seconds;
-    g.final_weights = final_weights_of(*s);
+    g.final_weights = ec ? ec_golden_state(*s, "campaign " + c.name + ": the golden run's {out}") : final_weights_of(*s);
     stdfs::remove_all(scratch);
   }
   ckpt::fs::write_file_atomic(gpath, g.to_json().dump(2) + "\n");

@@ -267,6 +267,15 @@ std::string unreadable_text(const json& rep, const std::string& bullet) {
   return o.str();
 }
 
+/// The targets of a campaign of kind ec-train, as "row, mlp".
+std::string in_memory_targets(const json& cfg) {
+  std::string t;
+  if (cfg.at("inject").contains("targets") && cfg.at("inject").at("targets").is_array())
+    for (const auto& x : cfg.at("inject").at("targets"))
+      if (x.is_string()) t += (t.empty() ? "" : ", ") + x.get<std::string>();
+  return t;
+}
+
 }  // namespace
 
 std::string report_text(const json& rep) {
@@ -274,8 +283,10 @@ std::string report_text(const json& rep) {
   const json& cfg = rep.at("campaign");
   const auto n = rep.at("trials").at("done").get<std::uint64_t>();
   o << "campaign " << cfg.value("name", std::string()) << ": " << n << "/" << rep.at("trials").at("planned") << " trials, model "
-    << cfg.at("inject").value("model", std::string()) << " x" << cfg.at("inject").value("flips", 1) << ", fault space "
-    << std::llround(rep.at("space").at("total_bits").get<double>()) << " bits, confidence " << rep.at("confidence").get<double>() << "\n";
+    << cfg.at("inject").value("model", std::string()) << " x" << cfg.at("inject").value("flips", 1);
+  if (cfg.value("kind", std::string()) == "ec-train") o << ", in ec-train's memory (" << in_memory_targets(cfg) << ")";
+  else o << ", fault space " << std::llround(rep.at("space").at("total_bits").get<double>()) << " bits";
+  o << ", confidence " << rep.at("confidence").get<double>() << "\n";
   if (rep.at("golden").is_object())
     o << "golden " << metrics_text(rep, " = ")
       << (rep.at("golden").at("final_weights_xxh64").is_string() ? " (final weights known: bit-masked detectable)" : "")
@@ -334,7 +345,10 @@ std::string report_markdown(const json& rep, const std::vector<std::string>& plo
     << " fault(s) per trial, role `" << cfg.at("inject").value("role", std::string()) << "`, bits `"
     << (cfg.at("inject").value("bits", std::string()).empty() ? "all" : cfg.at("inject").value("bits", std::string())) << "`, sampling strata `"
     << rep.value("sampling_strata", std::string("none")) << "`\n";
-  o << "- fault space: " << std::llround(rep.at("space").at("total_bits").get<double>()) << " stored bits of `" << cfg.value("checkpoint", std::string()) << "`\n";
+  if (cfg.value("kind", std::string()) == "ec-train")
+    o << "- fault space: the memory of a running ec-train job, targets " << in_memory_targets(cfg) << " (not enumerated: no reweighting)\n";
+  else
+    o << "- fault space: " << std::llround(rep.at("space").at("total_bits").get<double>()) << " stored bits of `" << cfg.value("checkpoint", std::string()) << "`\n";
   if (rep.at("golden").is_object()) o << "- golden " << metrics_text(rep, ": ") << "\n";
   if (rep.contains("metrics")) {
     o << "- critical SDC: any metric worse than golden's by more than its tolerance (";

@@ -17,6 +17,7 @@
 #include "resil/inject/plan.hpp"
 #include "resil/inject/storage.hpp"
 #include "resil/inject/transaction.hpp"
+#include "ec_train.hpp"
 
 namespace resil::inject::detail {
 
@@ -61,6 +62,11 @@ json TrialContext::run(std::uint64_t t) {
 
 std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
   Attempt a{.t = t, .st = strata[t % strata.size()]};
+  if (c.kind == TrialKind::ec_train) {
+    run_ec_train(a);
+    if (a.r.summary) check_numeric(c, golden, *a.r.summary, t);
+    return record_of(a);
+  }
   draw_sites(a);
   plan_files(a);
   inject_flips(a);
@@ -241,6 +247,45 @@ void TrialContext::restore_files(Attempt& a) {
   stdfs::remove_all(wdir / "scratch");
 }
 
+void TrialContext::run_ec_train(Attempt& a) {
+  const EcInjection inj = draw_ec_injection(c, a.t, ec_steps);
+  const stdfs::path scratch = wdir / "scratch", sum_path = wdir / "summary.json", tlog = wdir / "trial.log", flog = wdir / "flips.jsonl";
+  stdfs::remove_all(scratch);
+  stdfs::create_directories(scratch);
+  stdfs::remove(sum_path);
+  stdfs::remove_all(flog);  // ec-train appends to its --inject-log: each trial starts a new one
+  auto argv = substitute(c.command, {{"out", sum_path.string()}, {"dir", scratch.string()}, {"trial", std::to_string(a.t)},
+                                     {"seed", std::to_string(derive_seed(c.seed, a.t))}});
+  const std::string job = ec_job_id(wdir, std::to_string(a.t));
+  const auto extra = ec_trial_args(c, inj, job, flog);
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  try {
+    a.r = run_command(argv, c.timeout_s, tlog);
+  } catch (const Error&) {  // stopped by SIGINT/SIGTERM (the trial dropped), or it could not start
+    remove_ec_segments(job);
+    throw;
+  }
+  // Exit 1, exit 8, a crash or a timeout leaves the job's segments for a relaunch: none comes.
+  const std::size_t removed = remove_ec_segments(job);
+  EcFlips fl = read_ec_flip_log(flog);
+  a.flips = std::move(fl.flips);
+  a.nonfinite = fl.nonfinite;
+  a.labels = fl.labels.empty() ? std::map<std::string, std::string>{{"role", inj.target}} : std::move(fl.labels);  // no flip applied yet
+  auto sf = read_summary(sum_path);
+  a.r.summary = std::move(sf.json);
+  a.r.summary_problem = std::move(sf.problem);
+  std::optional<std::string> state;
+  if (a.r.summary && a.r.summary->is_object() && a.r.summary->contains("state_hash") && a.r.summary->at("state_hash").is_string())
+    state = a.r.summary->at("state_hash").get<std::string>();
+  a.k = classify(c, golden, a.r, a.nonfinite, state);
+  a.restore = "none";  // nothing to restore: the faults lived in the run's memory
+  a.ec_train = ec_train_fields(a.r.summary ? *a.r.summary : json(), golden);
+  a.ec_train["inject"] = inj.items();
+  a.ec_train["segments_removed"] = removed;
+  stdfs::remove_all(scratch);
+  stdfs::remove(flog);
+}
+
 json TrialContext::record_of(const Attempt& a) const {
   const std::uint64_t t = a.t;
   const CommandResult& r = a.r;
@@ -276,7 +321,9 @@ json TrialContext::record_of(const Attempt& a) const {
       if (r.summary->contains(m.name)) s[m.name] = r.summary->at(m.name);
     rec["summary"] = s;
   }
-  if (k.outcome == Outcome::crash || k.outcome == Outcome::load_failure || k.outcome == Outcome::hang) rec["output_tail"] = r.output_tail;
+  if (!a.ec_train.is_null()) rec["ec_train"] = a.ec_train;
+  if (k.outcome == Outcome::crash || k.outcome == Outcome::load_failure || k.outcome == Outcome::hang || k.outcome == Outcome::detected)
+    rec["output_tail"] = r.output_tail;
   return rec;
 }
 

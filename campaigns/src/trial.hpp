@@ -42,6 +42,8 @@ struct TrialContext {
   CkptFiles work;
   std::vector<FileId> work_ids;
   std::unique_ptr<TrialWorker> worker;
+  /// Kind ec-train: the steps a fault is drawn from (inject.steps, else 1 to the golden run's last).
+  std::pair<std::uint64_t, std::uint64_t> ec_steps{1, 1};
 
   /// Before the first trial, with `work` in place: note its files' identities, start the worker.
   void prepare();
@@ -68,6 +70,7 @@ struct TrialContext {
     bool worker_died = false;  // the worker ended without a result (r is empty)
     Classified k;
     std::string restore = "copy";  // how the work copy got its golden bytes back
+    nlohmann::json ec_train;       // kind ec-train: what the record carries from the run's report (ec_train.hpp)
   };
   /// 1. Sample the fault sites over the stratum (--finite reads the candidates' words from the work copy).
   void draw_sites(Attempt& a);
@@ -85,6 +88,10 @@ struct TrialContext {
   void restore_files(Attempt& a);
   /// 7. The trial's record.
   nlohmann::json record_of(const Attempt& a) const;
+
+  /// Kind ec-train instead of phases 1-6: draw the faults, run the command with them (--inject), remove
+  /// the run's state segments however it ended, read its flip log, classify its report.
+  void run_ec_train(Attempt& a);
 };
 
 }  // namespace resil::inject::detail

@@ -19,7 +19,7 @@ import os
 # The outcome classes and their groups (docs/reference/campaign.md, "Classes").
 GROUPS = {
     "sdc": ("critical_sdc", "tolerable_sdc"),
-    "due": ("load_failure", "hang", "crash", "nan_at_load", "nan_later"),
+    "due": ("load_failure", "hang", "crash", "nan_at_load", "nan_later", "detected"),
     "masked_any": ("masked", "bit_masked"),
     "unknown": ("unreadable_summary",),
 }

@@ -279,6 +279,65 @@ TEST_CASE("several metrics: masked only when every one held", "[campaign][unit]"
   }
 }
 
+TEST_CASE("kind ec-train: its keys, defaults, refusals and the detected class", "[campaign][unit]") {
+  const std::string cmd = R"("command": ["mpiexec", "-n", "4", "ec-train", "--scrub", "--report", "{out}"])";
+  const auto c = CampaignConfig::parse("{\"kind\": \"ec-train\", " + cmd + R"(, "inject": {"targets": ["row", "mlp"], "steps": [3, 8], "flips": 2}})",
+                                       "/cfg/c.json");
+  CHECK(c.kind == TrialKind::ec_train);
+  CHECK(c.targets == std::vector<std::string>{"row", "mlp"});
+  CHECK(c.steps == std::pair<std::uint64_t, std::uint64_t>{3, 8});
+  CHECK(c.metric == "final_loss");
+  CHECK_FALSE(c.higher_is_better);
+  CHECK(c.detected_codes == std::vector<int>{8});
+  CHECK(c.bits == "all");
+  // campaign.json round-trips, names the kind and holds no checkpoint key.
+  const auto j = c.to_json();
+  CHECK(j.at("kind") == "ec-train");
+  CHECK_FALSE(j.contains("checkpoint"));
+  CHECK(j.at("inject").at("steps") == nlohmann::json::array({3, 8}));
+  CHECK(CampaignConfig::parse(j.dump(), "/cfg/c.json").to_json() == j);
+  // Defaults: every target, the steps left to the golden run.
+  const auto d = CampaignConfig::parse("{\"kind\": \"ec-train\", " + cmd + "}", "c.json");
+  CHECK(d.targets == std::vector<std::string>{"row", "parity", "mlp", "opt"});
+  CHECK_FALSE(d.steps);
+  auto refused = [&](const std::string& text, const std::string& word) {
+    try {
+      CampaignConfig::parse(text, "c.json");
+      FAIL("accepted: " << text);
+    } catch (const resil::UsageError& e) {
+      CHECK_THAT(e.what(), Catch::Matchers::Contains(word));
+    }
+  };
+  refused("{\"kind\": \"ec-train\", " + cmd + R"(, "checkpoint": "g.h5"})", "\"checkpoint\": a campaign of kind ec-train");
+  refused("{\"kind\": \"ec-train\", " + cmd + R"(, "restore": "copy"})", "unknown key 'restore'");
+  refused("{\"kind\": \"ec-train\", " + cmd + R"(, "inject": {"role": "model"}})", "unknown key 'inject.role'");
+  refused("{\"kind\": \"ec-train\", " + cmd + R"(, "inject": {"targets": ["row", "row"]}})", "listed twice");
+  refused("{\"kind\": \"ec-train\", " + cmd + R"(, "inject": {"targets": []}})", "at least one");
+  refused("{\"kind\": \"ec-train\", " + cmd + R"(, "inject": {"steps": [0, 3]}})", "inject.steps.first");
+  refused("{\"kind\": \"ec-train\", " + cmd + R"(, "inject": {"steps": [3]}})", "inject.steps must be");
+  refused("{\"kind\": \"ec-train\", " + cmd + R"(, "inject": {"flips": 65}})", "inject.flips");
+  refused("{\"kind\": \"ec-train\", " + cmd + R"(, "inject": {"bits": "40"}})", "inject.bits");
+  refused("{\"kind\": \"ec-train\", " + cmd + R"(, "mode": "worker"})", "mode \"worker\"");
+  refused(R"({"kind": "ec-train", "command": "mpiexec ec-train --report {out}"})", "argv array");
+  refused(R"({"kind": "ec-train", "command": ["ec-train", "--report", "{ckpt}"]})", "{ckpt}");
+  refused(R"({"kind": "ec-train", "command": ["ec-train", "--job-id", "j", "--report", "{out}"]})", "gives --job-id");
+  refused(R"({"kind": "ec-train", "command": ["ec-train", "--inject=row@3", "--report", "{out}"]})", "gives --inject");
+  refused(R"({"kind": "ec-train", "command": ["ec-train", "--steps", "3"]})", "{out}");
+  refused(R"({"kind": "file", "checkpoint": "g.h5", "command": "x"})", "kind must be one of");
+  // detected: an exit code of detected_codes, before the NaN codes; in the DUE group.
+  CampaignConfig k;
+  k.detected_codes = {8};
+  Golden g;
+  CommandResult r;
+  r.exit_code = 8;
+  CHECK(classify(k, g, r, false, {}).outcome == Outcome::detected);
+  k.detected_codes.clear();
+  CHECK(classify(k, g, r, false, {}).outcome == Outcome::crash);
+  CHECK(in_outcome_group("due", Outcome::detected));
+  // A checkpoint campaign that sets none keeps its campaign.json (no detected_codes key).
+  CHECK_FALSE(CampaignConfig::parse(R"({"checkpoint": "a.h5", "command": "x"})", "c.json").to_json().contains("detected_codes"));
+}
+
 TEST_CASE("a configuration with one metric keeps the campaign.json it always had", "[campaign][unit]") {
   // The keys of campaign.json's "config" for a configuration that sets none of the later optional
   // keys: a campaign directory written before them compares equal and continues.

@@ -35,15 +35,18 @@ enum class Outcome : std::uint8_t {
   tolerable_sdc,  // final metric differs from golden, worse by at most `tolerance` (or better)
   masked,         // final metric equal to golden's
   bit_masked,     // masked and the final weights are bit-identical to the golden run's
+  detected,       // the run stopped on an error it detected itself (exit code in detected_codes: ec-train's 8,
+                  // corruption its scrub found beyond repair)
 };
 inline constexpr Outcome all_outcomes[] = {Outcome::load_failure, Outcome::hang,          Outcome::crash,  Outcome::unreadable_summary,
                                            Outcome::nan_at_load,  Outcome::nan_later,     Outcome::critical_sdc,
-                                           Outcome::tolerable_sdc, Outcome::masked,       Outcome::bit_masked};
+                                           Outcome::tolerable_sdc, Outcome::masked,       Outcome::bit_masked,
+                                           Outcome::detected};
 std::string_view outcome_name(Outcome o) noexcept;
 std::optional<Outcome> outcome_from_name(std::string_view s) noexcept;
 
 /// Groups of classes reported next to the classes: sdc = critical + tolerable; due (detected
-/// unrecoverable error) = load_failure + hang + crash + nan_*; masked_any = masked + bit_masked;
+/// unrecoverable error) = load_failure + hang + crash + nan_* + detected; masked_any = masked + bit_masked;
 /// unknown = unreadable_summary (the campaign could not see the outcome: in none of the others).
 struct OutcomeGroup {
   std::string_view name;
@@ -68,6 +71,15 @@ inline constexpr std::pair<std::string_view, bool> restore_names[] = {{"revert",
 /// `verify`: after a revert, checksum the datasets the trial touched, or all of them.
 enum class Verify : std::uint8_t { touched, all };
 inline constexpr std::pair<std::string_view, Verify> verify_names[] = {{"touched", Verify::touched}, {"all", Verify::all}};
+/// `kind`: what a trial flips. checkpoint: the bits of a checkpoint file the command then loads;
+/// ec-train: the live state of an ec-train job (shard rows, parity, MLP replicas, Adam state), through
+/// its --inject options, with no file in between (docs/design/campaigns.md says why one engine runs both).
+enum class TrialKind : std::uint8_t { checkpoint, ec_train };
+inline constexpr std::pair<std::string_view, TrialKind> trial_kind_names[] = {{"checkpoint", TrialKind::checkpoint}, {"ec-train", TrialKind::ec_train}};
+/// The targets of an ec-train trial's --inject (ec-train's names).
+inline constexpr std::string_view ec_train_targets[] = {"row", "parity", "stripe", "mlp", "opt"};
+/// Most faults one ec-train trial injects (ec-train takes at most 64 --inject items).
+inline constexpr std::uint64_t ec_train_max_flips = 64;
 /// `mode`: how trials run (see CampaignConfig::mode).
 enum class TrialMode : std::uint8_t { command, worker };
 inline constexpr std::pair<std::string_view, TrialMode> trial_mode_names[] = {{"command", TrialMode::command}, {"worker", TrialMode::worker}};
@@ -84,6 +96,7 @@ struct MetricSpec {
 /// directory.
 struct CampaignConfig {
   std::string name = "campaign";
+  TrialKind kind = TrialKind::checkpoint;  // trial_kind_names
   std::string checkpoint;              // golden checkpoint: a file of any format (storage.hpp) or an mp manifest (*.manifest.json)
   Format format = Format::automatic;   // format_names: the checkpoint's format (auto: detected from its content)
   bool keep_crc = false;               // as `ckpt-flip inject --keep-crc`: a zip's CRC-32s are left as they were
@@ -103,6 +116,11 @@ struct CampaignConfig {
   std::vector<std::string> include, exclude;
   std::optional<ckpt::DType> as;       // as_names; none ("" in JSON): the stored dtypes
   Strata strata = Strata::none;
+  // kind ec-train: trial t injects into targets[t mod targets.size()] at steps drawn uniformly from
+  // [steps.first, steps.second] (default: 1 to the golden run's last step); `flips` faults, `bits` and
+  // `model` as ec-train's --inject-bits and --inject-model.
+  std::vector<std::string> targets;
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> steps;
   // classification: the first metric here, any further ones in more_metrics (JSON: "metrics" lists
   // them all). Masked only when every metric equals golden's; critical SDC when any is worse than
   // golden's by more than its tolerance; tolerable SDC when some differ, none by that much.
@@ -115,6 +133,7 @@ struct CampaignConfig {
   bool allow_numeric_mismatch = false;
   std::vector<int> load_failure_codes = {4, 7};
   std::vector<int> nan_codes = {6};
+  std::vector<int> detected_codes;     // exit codes of a run that stopped on corruption it detected (ec-train: {8})
   // restore
   bool copies = false;                 // restore_names: true, a fresh copy per trial instead of inject in place + revert
   Verify verify = Verify::touched;
@@ -135,6 +154,10 @@ struct CampaignConfig {
   /// As OUT/campaign.json records it; the paths absolute, so the record (and the identity every
   /// trial record carries) does not depend on the working directory of the run.
   nlohmann::json to_json() const;
+
+private:
+  void validate_ec_train(const std::string& source) const;  // the checks of kind ec-train
+  nlohmann::json ec_train_json() const;                     // to_json() of kind ec-train
 };
 
 /// The golden reference every trial is compared with.
