@@ -7,7 +7,8 @@ FLIP=$1
 TRAIN=$2
 
 for c in campaign plan report fit; do
-  "$FLIP" $c --help | grep -q "Examples:" || fail "$c --help has no examples"
+  help=$("$FLIP" $c --help) || fail "$c --help exited $?"
+  grep -q "Examples:" <<< "$help" || fail "$c --help has no examples"  # not a pipe: grep -q leaving early would SIGPIPE the writer
 done
 
 # A tiny MLP: 512 training samples, one epoch; the test split limited to 200 samples.

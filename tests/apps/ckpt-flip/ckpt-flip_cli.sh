@@ -16,7 +16,8 @@ SHA=$(sha256sum "$T/in.h5" | cut -d' ' -f1)
 
 # Help with examples on every subcommand.
 for c in inspect inject revert replay diff scan; do
-  "$FLIP" $c --help | grep -q "Examples:" || fail "$c --help has no examples"
+  help=$("$FLIP" $c --help) || fail "$c --help exited $?"
+  grep -q "Examples:" <<< "$help" || fail "$c --help has no examples"  # not a pipe: grep -q leaving early would SIGPIPE the writer
 done
 
 # Same seed => identical log records and output; IN never modified.
