@@ -56,7 +56,7 @@ class GptStudy(D.Study):
     metric = G.METRIC
     higher_is_better = False
     tolerance = G.CRITICAL_BPB
-    full_eval_limit = 0   # all 4,104 validation windows
+    full_eval_limit = 4104   # all validation windows of 64 bytes (262,676 bytes); 0 would mean the stored limit
     summary_keys = ("test_bpb", "test_loss", "final_loss", "loss_curve", "nan_detected", "steps")
 
     def recipe(self, g):
