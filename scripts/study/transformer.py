@@ -14,7 +14,9 @@ committed); the arms are scripts/study/gpt_plan.py's: noise, the uniform-bit rat
 masters and AdamW moments, per-bit and per-tensor strata, the exponent MSB, dp vs pp vs tp and one replica,
 early vs late, 1/10/100 flips. Golden runs: seeds 1-3 (dp), seed 1 (pp, tp), 6 epochs of 100 steps, 2 ranks.
 
-`rate` runs a 3-trial campaign per (mode, point) in D/rate and writes DIR/rates.json (CPU and wall seconds per
+An arm whose records DIR already holds at its planned size is not run again (golden runs and trials are
+deterministic: another directory gives the same records), so a study can continue from a checkout's published
+records in a fresh --dir. `rate` runs a 3-trial campaign per (mode, point) in D/campaigns/rate-MODE-POINT and writes DIR/rates.json (CPU and wall seconds per
 trial); `plan` and `run` print the study's budget from it first. Trials are classified on the validation
 loss in bits per byte (`test_bpb`, lower is better).
 
@@ -26,6 +28,7 @@ Examples:
   scripts/study/transformer.py report
 """
 import argparse
+import gzip
 import json
 import os
 import resource
@@ -76,6 +79,26 @@ class GptStudy(D.Study):
 
     def slim(self, r):
         return slim(r)
+
+    def published_complete(self, arm):
+        """An arm whose records are already published at its planned size (by an earlier run, in another
+        directory: the runs are deterministic) is not run again."""
+        path = self.published(arm)
+        if not os.path.exists(path):
+            return False
+        with gzip.open(path, "rt") as f:
+            return json.loads(f.readline())["head"]["records"] >= arm.n
+
+    def campaign(self, arm):
+        if not self.published_complete(arm):
+            super().campaign(arm)
+
+    def order_noise(self, arm):
+        if not self.published_complete(arm):
+            super().order_noise(arm)
+
+    def arm_done(self, arm):
+        return self.published_complete(arm) or super().arm_done(arm)
 
     def head_extra(self, arm):
         """A campaign arm's fault space (stored bits per tensor, bit, role, dtype): the weights of per-tensor and per-bit

@@ -316,7 +316,7 @@ class Report:
             return
         self.w("## Golden runs")
         self.w()
-        self.w("| golden | validation bpb per epoch (first windows) | all 4,104 validation windows | train wall |")
+        self.w(f"| golden | validation bpb per epoch (first {self.gold['test_limit']:,} windows) | the first 4,104 validation windows | train wall |")
         self.w("|---|---|---:|---:|")
         for name, g in sorted(self.gold["goldens"].items()):
             bpb = " ".join(f"{e['test_bpb']:.3f}" for e in g["epochs"] if "test_bpb" in e)
@@ -344,8 +344,8 @@ class Report:
                 if a.family == "noise" and a.point == point and a.seed == 1 and a.name in self.data:
                     v = [r["delta"] for r in self.data[a.name]["recs"] if r.get("delta") is not None and r.get("class") not in DUE]
                     if v:
-                        parts.append(f"{a.name} {len(v)}, [{min(v):+.4f}, {max(v):+.4f}]")
-            self.w(f"| {point} | {len(vals)} | [{min(vals):+.4f}, {max(vals):+.4f}] | {S.tolerance_confidence(len(vals)):.3f} | {'; '.join(parts)} |")
+                        parts.append(f"{a.name} {len(v)}, [{min(v):+.5f}, {max(v):+.5f}]")
+            self.w(f"| {point} | {len(vals)} | [{min(vals):+.5f}, {max(vals):+.5f}] | {S.tolerance_confidence(len(vals)):.3f} | {'; '.join(parts)} |")
         self.w()
         pooled = self.bands.pooled("late")
         rows = []
@@ -353,7 +353,7 @@ class Report:
             v = self.bands.deltas.get(("dp", seed, "late"), [])
             if v and pooled:
                 inside = sum(1 for x in v if min(pooled) <= x <= max(pooled))
-                rows.append(f"| seed {seed} | {len(v)} | [{min(v):+.4f}, {max(v):+.4f}] | {inside}/{len(v)} inside [{min(pooled):+.4f}, {max(pooled):+.4f}] |")
+                rows.append(f"| seed {seed} | {len(v)} | [{min(v):+.5f}, {max(v):+.5f}] | {inside}/{len(v)} inside [{min(pooled):+.5f}, {max(pooled):+.5f}] |")
         if rows:
             self.w("Noise of the other seeds' goldens (dp, late) against the pooled seed-1 band (where they fall outside, their own range "
                    "widens the band for their campaigns):")
@@ -381,7 +381,7 @@ class Report:
             c = self.counts(a.name)
             band = self.bands.band(a)
             mark = "" if self.complete(a.name) else f" (running, {c['n']} of {a.n})"
-            self.w(f"| {a.name}{mark} | {c['n']} | [{band[0]:+.4f}, {band[1]:+.4f}] | {rate(c['outside'], c['n'])} | {c['critical']} | "
+            self.w(f"| {a.name}{mark} | {c['n']} | [{band[0]:+.5f}, {band[1]:+.5f}] | {rate(c['outside'], c['n'])} | {c['critical']} | "
                    f"{rate(c['due'], c['n'])} | {rate(c['harmful'], c['n'])} | {pct(c['changed'], c['n'])} | {c['noise_changed']} |"
                    if band else f"| {a.name}{mark} | {c['n']} | no noise yet | | | | | | |")
         self.w()
@@ -573,6 +573,11 @@ class Report:
 
     def crucial_bit(self):
         self.w("### 1. The crucial-bit claim in bf16: flips are absorbed unless the exponent MSB is hit")
+        self.w()
+        self.w("The seed studies of the MLP/CNN study (Rojas, Pérez, Meneses et al.) found fp32 models tolerant of flips unless bit 30, "
+               "the exponent's MSB, is hit. bf16 keeps fp32's 8-bit exponent and drops 16 mantissa bits, so its bit 14 plays bit 30's part "
+               "(setting it multiplies a weight below 2 in magnitude by 2^128) and a larger share of its bits are exponent bits (8 of 16 "
+               "against 8 of 32).")
         self.w()
         self.w("Estimands: the harmful rate of a flip of bf16 bit 14 of a uniformly chosen weight (and of fp32 bit 30 of a master), "
                "split by the sign of the exponent change; 1, 10 and 100 flips in the bf16 weights, anywhere and sparing bit 14.")

@@ -4,7 +4,8 @@
 # budget (sum of n x the measured rate of the arm's mode and point); real golden runs, noise, an optimizer
 # campaign, 10 flips sparing bf16's exponent MSB and a per-tensor campaign, published; AdamW's v split into
 # shrinks / grows / negative checked against the checkpoint's own words (h5py, numpy); the PVF table
-# from the per-tensor records against an independent count; the report; a re-run records nothing new.
+# from the per-tensor records against an independent count; the report; a re-run records nothing new, nor
+# does a run in a fresh directory whose arms are published.
 . "$(dirname "$0")/../../support/test_lib.sh" study-transformer
 BUILD=$(realpath "$1")
 export PYTHONPATH="$SRC/scripts/study${PYTHONPATH:+:$PYTHONPATH}"
@@ -163,5 +164,10 @@ before=$(stat -c %Y "$T/pub/dp-model-late-tensors.jsonl.gz")
 run "${S[@]}" run --plan smoke --build "$BUILD" --dir "$T/s" --publish "$T/pub" --only "${ARMS[@]}"
 grep -q "campaign \|noise " "$T/stdout" && { cat "$T/stdout"; fail "a re-run ran arms again"; }
 [ "$(stat -c %Y "$T/pub/dp-model-late-tensors.jsonl.gz")" = "$before" ] || fail "a re-run published again"
+# ... and in a fresh directory the published arms are not run again either (only the golden run is).
+run "${S[@]}" run --plan smoke --build "$BUILD" --dir "$T/s2" --publish "$T/pub" --only "${ARMS[@]}"
+grep -q "campaign \|noise " "$T/stdout" && { cat "$T/stdout"; fail "a run in a fresh directory ran published arms again"; }
+[ -d "$T/s2/campaigns" ] && [ -n "$(ls -A "$T/s2/campaigns")" ] && fail "a fresh directory got campaign directories"
+[ "$(stat -c %Y "$T/pub/dp-model-late-tensors.jsonl.gz")" = "$before" ] || fail "a run in a fresh directory published again"
 expect_err 2 "no-such-arm" "${S[@]}" run --plan smoke --dir "$T/s" --only no-such-arm
 echo "study transformer: all checks passed"
