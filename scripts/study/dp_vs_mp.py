@@ -59,6 +59,7 @@ class Study:
     tolerance = 0.01
     full_eval_limit = 10000   # the golden's final checkpoint is also evaluated on this many test samples (0 = all)
     summary_keys = ("test_accuracy", "test_loss", "final_loss", "loss_curve", "nan_detected", "steps")
+    keep_published_goldens = False  # publish_goldens: keep the entries of goldens.json this run's arms do not name
 
     def __init__(self, args):
         self.dir = os.path.abspath(args.dir)
@@ -260,7 +261,12 @@ class Study:
 
     def publish_goldens(self, arms):
         os.makedirs(self.publish_dir, exist_ok=True)
+        path = os.path.join(self.publish_dir, "goldens.json")
         gold = {}
+        if self.keep_published_goldens and os.path.exists(path):
+            old = json.load(open(path))
+            if old.get("plan") == self.plan:
+                gold = old["goldens"]  # goldens of arms this run does not name (--only) stay published
         for g in self.P.goldens(arms):
             d = self.golden_dir(g)
             if not os.path.exists(os.path.join(d, "golden-train.json")):
@@ -272,7 +278,6 @@ class Study:
                 "epochs": read_jsonl(os.path.join(d, "golden-metrics.jsonl")),
                 f"full_{self.metric}": json.load(open(os.path.join(d, "golden-eval-full.json")))[self.metric],
                 "train_seconds": float(open(os.path.join(d, "train-seconds")).read())}
-        path = os.path.join(self.publish_dir, "goldens.json")
         text = json.dumps({"plan": self.plan, "ranks": self.P.RANKS, "epochs": self.P.EPOCHS, "test_limit": self.test_limit(), "goldens": gold},
                           indent=1, sort_keys=True) + "\n"
         if not os.path.exists(path) or open(path).read() != text:

@@ -827,9 +827,7 @@ class Report:
                "windows of the fault = spike; last window still above = degrade or drift; never above but an SDC = silent). Counts over "
                "all single-flip campaigns per role, and the K-flip campaigns:")
         self.w()
-        self.w("| state | trials with a curve | " + " | ".join(k.replace("_", " ") for k in CURVES) + " |")
-        self.w("|---|---:|" + "---:|" * len(CURVES))
-        any_row = False
+        rows = []
         for label, pred in (("bf16 weights, 1 flip", lambda a: a.role == "model" and a.flips == 1),
                             ("fp32 masters, 1 flip", lambda a: a.role == "master" and a.flips == 1),
                             ("AdamW moments, 1 flip", lambda a: a.role == "optimizer"),
@@ -842,12 +840,15 @@ class Report:
                             cnt[cc] += 1
             n = sum(cnt.values())
             if n:
-                any_row = True
-                self.w(f"| {label} | {n} | " + " | ".join(f"{cnt[k]} ({pct(cnt[k], n)})" for k in CURVES) + " |")
-        self.w()
-        if not any_row:
+                rows.append(f"| {label} | {n} | " + " | ".join(f"{cnt[k]} ({pct(cnt[k], n)})" for k in CURVES) + " |")
+        if rows:
+            self.w("| state | trials with a curve | " + " | ".join(k.replace("_", " ") for k in CURVES) + " |")
+            self.w("|---|---:|" + "---:|" * len(CURVES))
+            for r in rows:
+                self.w(r)
+        else:
             self.w("Pending: no campaign has loss curves yet.")
-            self.w()
+        self.w()
 
     def seeds(self):
         self.w("### 8. Training seeds")
@@ -896,13 +897,24 @@ class Report:
         self.w()
         self.w("- MLP/CNN: " + ("; ".join(parts) if parts else "no records yet") + ".")
         self.w("- transformer: " + ("; ".join(here) if here else "no records yet") + ".")
+        mb = rep.bands.pooled("mlp", "late")
+        tb = self.bands.pooled("late")
+        if mb and tb:
+            self.w(f"- The late noise bands: MLP [{min(mb)}, {max(mb)}] test images of {rep.test_limit} (n = {len(mb)}"
+                   f"{'' if all(rep.complete(n) for n in ('noise-ulp-mlp-dp-late', 'noise-order-mlp-dp-late')) else ', partial'}); "
+                   f"transformer [{min(tb):+.5f}, {max(tb):+.5f}] bits per byte (n = {len(tb)}, {100 * max(abs(min(tb)), max(tb)) / self.golden_bpb():.2f} % "
+                   "of the golden's loss at most).")
         self.w()
         self.w("Where the two differ in kind: a bf16 weight is rewritten from its fp32 master by the next step, so a flip of a `model` "
                "word acts for one step only, while in the fp32 MLP/CNN the weight is the optimizer's state and a flip persists; the "
                "transformer's persistent model state is its masters. bf16 keeps fp32's 8-bit exponent, so setting its MSB (bit 14) "
-               "multiplies |w| by 2^128 exactly as bit 30 does in fp32, and only 7 mantissa bits are left to be harmless; AdamW's decoupled weight decay and clipping at a global norm of 1 bound what one step of a "
-               "huge weight does to the others.")
+               "multiplies |w| by 2^128 exactly as bit 30 does in fp32. Clipping at a global norm of 1 (the gpt's recipe; the MLP/CNN "
+               "have none) scales every gradient of a step by one factor, so one huge gradient also shrinks every other weight's step.")
         self.w()
+
+    def golden_bpb(self):
+        d = self.data.get("noise-order-dp-late") or next(iter(self.data.values()))
+        return d["golden"].get("test_bpb") or 1.0
 
     def render(self, plot_dir, no_plots):
         self.plot_dir, self.no_plots = plot_dir, no_plots

@@ -5,7 +5,7 @@
 # campaign, 10 flips sparing bf16's exponent MSB and a per-tensor campaign, published; AdamW's v split into
 # shrinks / grows / negative checked against the checkpoint's own words (h5py, numpy); the PVF table
 # from the per-tensor records against an independent count; the report; a re-run records nothing new, nor
-# does a run in a fresh directory whose arms are published.
+# does a run in a fresh directory whose arms are published; goldens.json keeps the golden runs of earlier runs.
 . "$(dirname "$0")/../../support/test_lib.sh" study-transformer
 BUILD=$(realpath "$1")
 export PYTHONPATH="$SRC/scripts/study${PYTHONPATH:+:$PYTHONPATH}"
@@ -169,5 +169,9 @@ run "${S[@]}" run --plan smoke --build "$BUILD" --dir "$T/s2" --publish "$T/pub"
 grep -q "campaign \|noise " "$T/stdout" && { cat "$T/stdout"; fail "a run in a fresh directory ran published arms again"; }
 [ -d "$T/s2/campaigns" ] && [ -n "$(ls -A "$T/s2/campaigns")" ] && fail "a fresh directory got campaign directories"
 [ "$(stat -c %Y "$T/pub/dp-model-late-tensors.jsonl.gz")" = "$before" ] || fail "a run in a fresh directory published again"
+# A run of another golden's arm (pp) adds its golden to goldens.json and keeps dp's.
+run "${S[@]}" run --plan smoke --build "$BUILD" --dir "$T/s" --publish "$T/pub" --only noise-ulp-pp-late
+$PY -c "import json, sys; g = json.load(open(sys.argv[1]))['goldens']; assert set(g) == {'gpt-dp-adamw-s1', 'gpt-pp-adamw-s1'}, set(g)" \
+  "$T/pub/goldens.json" || fail "goldens.json lost a golden run"
 expect_err 2 "no-such-arm" "${S[@]}" run --plan smoke --dir "$T/s" --only no-such-arm
 echo "study transformer: all checks passed"
