@@ -403,7 +403,8 @@ class Report:
         self.w()
         self.w("Each bit position a stratum of its own (equal allocation, one flip per trial, dp, late). bf16 (the model role): sign 15, "
                "exponent 7-14 (**bit 14 its MSB**), mantissa 0-6; fp32 (masters, moments): sign 31, exponent 23-30, mantissa 0-22. "
-               "Cells: incorrect (SDC or DUE) / n, harmful in parentheses; the optimizer's split into m and v.")
+               "Cells: incorrect (SDC or DUE) / n, harmful in parentheses; the optimizer's split into m and v, v by what the flip did "
+               "to |v| (a bit that was 0 grows it, a bit that was 1 shrinks it; the sign bit makes it negative).")
         self.w()
         series = {}
         for role, nbits in (("model", 16), ("master", 32), ("optimizer", 32)):
@@ -416,12 +417,12 @@ class Report:
                 if not r["flips"]:
                     continue
                 f = r["flips"][0]
-                kind = "all" if role != "optimizer" else ("v" if f[0].endswith("exp_avg_sq") else "m")
+                kind = "all" if role != "optimizer" else moment_effect(f)
                 e = by.setdefault((f[3], kind), [0, 0, 0])
                 e[0] += 1
                 e[1] += o in INCORRECT
                 e[2] += o in HARMFUL
-            kinds = ("all",) if role != "optimizer" else ("m", "v")
+            kinds = ("all",) if role != "optimizer" else ("m", "v shrinks", "v grows", "v negative")
             self.w(f"**{role}** (`{name}`{mark}):")
             self.w()
             self.w("| bit | " + " | ".join(kinds) + " |")
