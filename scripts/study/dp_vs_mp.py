@@ -49,6 +49,18 @@ def die(msg, code=2):
 
 
 class Study:
+    """One study's run and publishing machinery. A study is its plan module (arms, recipes, sizes) and the few
+    things a subclass overrides: the metric trials are classified on, how golden runs are evaluated, which
+    checkpoint a point names, the commit messages."""
+    P = P                    # the plan module: arms(), goldens(), golden_name(), RANKS, EPOCHS, TEST_LIMIT, ...
+    title = "dp-vs-mp study"  # commit messages
+    metric = "test_accuracy"  # the summary key trials are classified on
+    higher_is_better = True
+    tolerance = 0.01
+    full_eval_limit = 10000   # the golden's final checkpoint is also evaluated on this many test samples (0 = all)
+    summary_keys = ("test_accuracy", "test_loss", "final_loss", "loss_curve", "nan_detected", "steps")
+    keep_published_goldens = False  # publish_goldens: keep the entries of goldens.json this run's arms do not name
+
     def __init__(self, args):
         self.dir = os.path.abspath(args.dir)
         self.plan = args.plan
@@ -70,44 +82,53 @@ class Study:
         else:
             open(f, "w").write(self.plan + "\n")
 
-    def recipe(self, model, opt):
+    def recipe(self, g):
+        """The `ckpt-train train` options of golden g = (model, mode, opt, seed) besides model, parallel, epochs and seed."""
+        model, _, opt, _ = g
         return P.RECIPES[(model, opt)] if self.plan == "full" else P.SMOKE_RECIPE + (" --optimizer sgd --momentum 0.9 --lr 0.02" if opt == "sgdm" else "")
 
     def loss_every(self, model):
-        return P.LOSS_EVERY[model] if self.plan == "full" else P.SMOKE_LOSS_EVERY
+        return self.P.LOSS_EVERY[model] if self.plan == "full" else self.P.SMOKE_LOSS_EVERY
 
     def test_limit(self):
-        return P.TEST_LIMIT if self.plan == "full" else 200
+        return self.P.TEST_LIMIT if self.plan == "full" else 200
+
+    def ranks(self, mode):
+        return self.P.RANKS
+
+    def point_epoch(self, point):
+        """The epoch after which the checkpoint of an injection point was written."""
+        return 1 if point == "early" else self.P.EPOCHS - 1
 
     # ------------------------------------------------------------ golden runs
     def golden_dir(self, g):
-        return os.path.join(self.dir, "golden", P.golden_name(*g))
+        return os.path.join(self.dir, "golden", self.P.golden_name(*g))
 
     def golden(self, g):
         model, mode, opt, seed = g
         d = self.golden_dir(g)
-        params = f"ranks={P.RANKS} epochs={P.EPOCHS} seed={seed} test_limit={self.test_limit()} {self.recipe(model, opt)}"
+        params = f"ranks={self.ranks(mode)} epochs={self.P.EPOCHS} seed={seed} test_limit={self.test_limit()} {self.recipe(g)}"
         done = os.path.join(d, "golden-train.json")
         if os.path.exists(done):
             if open(os.path.join(d, "golden-params")).read().strip() != params:
                 die(f"{d} was trained with other parameters: use another --dir")
             return True
-        log(f"golden run {P.golden_name(*g)}: {params}")
+        log(f"golden run {self.P.golden_name(*g)}: {params}")
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
         t0 = time.time()
-        cmd = [self.mpiexec, "-n", str(P.RANKS), f"{self.bin}/ckpt-train", "train", "--model", model, "--parallel", mode,
-               "--epochs", str(P.EPOCHS), "--seed", str(seed), *self.recipe(model, opt).split(), "--test-limit", str(self.test_limit()),
+        cmd = [self.mpiexec, "-n", str(self.ranks(mode)), f"{self.bin}/ckpt-train", "train", "--model", model, "--parallel", mode,
+               "--epochs", str(self.P.EPOCHS), "--seed", str(seed), *self.recipe(g).split(), "--test-limit", str(self.test_limit()),
                "--ckpt-dir", f"{d}/ckpt", "--metrics", f"{d}/golden-metrics.jsonl", "--summary", f"{d}/train.json"]
         with open(f"{d}/train.log", "w") as out:
             r = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
         if r.returncode != 0:
-            log(f"golden run {P.golden_name(*g)} failed (exit {r.returncode}, {d}/train.log): its arms are skipped")
+            log(f"golden run {self.P.golden_name(*g)} failed (exit {r.returncode}, {d}/train.log): its arms are skipped")
             return False
         wall = time.time() - t0
         last = subprocess.run([f"{self.bin}/ckpt-train", "latest", "--ckpt-dir", f"{d}/ckpt"], check=True, capture_output=True,
                               text=True).stdout.strip()
-        subprocess.run([f"{self.bin}/ckpt-train", "eval", "--from", last, "--test-limit", "10000", "--summary", f"{d}/golden-eval-full.json"],
+        subprocess.run([f"{self.bin}/ckpt-train", "eval", "--from", last, "--test-limit", str(self.full_eval_limit), "--summary", f"{d}/golden-eval-full.json"],
                        check=True, stdout=subprocess.DEVNULL)
         open(f"{d}/train-seconds", "w").write(f"{wall:.1f}\n")
         open(f"{d}/golden-params", "w").write(params + "\n")
@@ -116,15 +137,15 @@ class Study:
 
     def checkpoint(self, g, point):
         d = os.path.join(self.golden_dir(g), "ckpt")
-        mode = g[1]
-        files = sorted(f for f in os.listdir(d) if f.startswith("ckpt-step") and (f.endswith(".manifest.json") if mode == "mp" else f.endswith(".h5")))
-        if len(files) != P.EPOCHS:
-            die(f"{d} holds {len(files)} checkpoints, not {P.EPOCHS}", 3)
-        return os.path.join(d, files[0] if point == "early" else files[P.EPOCHS - 2])
+        sharded = g[1] != "dp"  # mp, pp and tp checkpoints are shard sets committed by a manifest
+        files = sorted(f for f in os.listdir(d) if f.startswith("ckpt-step") and (f.endswith(".manifest.json") if sharded else f.endswith(".h5")))
+        if len(files) != self.P.EPOCHS:
+            die(f"{d} holds {len(files)} checkpoints, not {self.P.EPOCHS}", 3)
+        return os.path.join(d, files[self.point_epoch(point) - 1])
 
     # ------------------------------------------------------------ arms
     def resume_cmd(self, arm, ckpt_arg, extra=()):
-        return [self.mpiexec, "-n", str(P.RANKS), f"{self.bin}/ckpt-train", "resume", *ckpt_arg, "--epochs", str(P.EPOCHS),
+        return [self.mpiexec, "-n", str(self.ranks(arm.mode)), f"{self.bin}/ckpt-train", "resume", *ckpt_arg, "--epochs", str(self.P.EPOCHS),
                 "--ckpt-dir", "{dir}", "--summary", "{out}", "--loss-every", str(self.loss_every(arm.model)), *extra]
 
     def campaign(self, arm):
@@ -132,14 +153,17 @@ class Study:
         ckpt = self.checkpoint(g, arm.point)
         if arm.replica:
             # rank REPLICA_RANK loads the altered copy, every other rank the golden file itself
-            cmd = self.resume_cmd(arm, ["--from", ckpt, "--replica-from", f"{P.REPLICA_RANK}={{ckpt}}"])
+            cmd = self.resume_cmd(arm, ["--from", ckpt, "--replica-from", f"{self.P.REPLICA_RANK}={{ckpt}}"])
         else:
             cmd = self.resume_cmd(arm, ["--from", "{ckpt}"], ["--replica-divergence"] if arm.mode == "dp" else [])
         inject = {"flips": arm.flips, "model": "flip", "role": arm.role, "strata": "none"}
         if arm.bits:
             inject["bits"] = arm.bits
+        inject.update(self.inject_extra(arm))
         cfg = {"name": arm.name, "checkpoint": ckpt, "command": cmd, "trials": arm.n, "seed": 1, "timeout_s": 1800,
-               "inject": inject, "metric": "test_accuracy", "tolerance": 0.01}
+               "inject": inject, "metric": self.metric, "tolerance": self.tolerance}
+        if not self.higher_is_better:
+            cfg["higher_is_better"] = False
         os.makedirs(os.path.join(self.dir, "configs"), exist_ok=True)
         cpath = os.path.join(self.dir, "configs", arm.name + ".json")
         text = json.dumps(cfg, indent=1) + "\n"
@@ -149,7 +173,8 @@ class Study:
         have = len(read_records(out))
         if have >= arm.n:
             return
-        log(f"campaign {arm.name}: {arm.n} trials ({have} recorded), {arm.flips} flip(s), role {arm.role}, bits {arm.bits or 'all'}, "
+        log(f"campaign {arm.name}: {arm.n} trials ({have} recorded), {arm.flips} flip(s), role {arm.role}, bits {arm.bits or 'all'}"
+            f"{', strata ' + inject['strata'] if inject['strata'] != 'none' else ''}, "
             f"{arm.point} checkpoint {os.path.basename(ckpt)}")
         r = subprocess.run([f"{self.bin}/ckpt-flip", "campaign", cpath, "--out", out, "--jobs", str(self.jobs), "--quiet"])
         if r.returncode != 0:
@@ -179,10 +204,11 @@ class Study:
             t0 = time.time()
             r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600)
             s = json.load(open(summ)) if os.path.exists(summ) else {}
+            m = s.get(self.metric)
             rec = {"trial": k, "class": "noise", "shuffle_seed": shuffle_seed, "exit_code": r.returncode,
-                   "metric": s.get("test_accuracy"), "golden_metric": golden["test_accuracy"],
-                   "delta": None if s.get("test_accuracy") is None else s["test_accuracy"] - golden["test_accuracy"],
-                   "summary": {k2: s.get(k2) for k2 in ("test_accuracy", "test_loss", "final_loss", "loss_curve", "nan_detected", "steps")},
+                   "metric": m, "golden_metric": golden[self.metric],
+                   "delta": None if m is None else m - golden[self.metric],
+                   "summary": {k2: s.get(k2) for k2 in self.summary_keys},
                    "wall_seconds": time.time() - t0}
             with open(rec_path, "a") as f:
                 f.write(json.dumps(rec) + "\n")
@@ -215,7 +241,7 @@ class Study:
         return n >= arm.n
 
     def run(self, arms):
-        ok = {g: self.golden(g) for g in P.goldens(arms)}
+        ok = {g: self.golden(g) for g in self.P.goldens(arms)}
         self.publish_goldens(arms)
         for arm in arms:
             if not ok[(arm.model, arm.mode, arm.opt, arm.seed)]:
@@ -235,42 +261,45 @@ class Study:
 
     def publish_goldens(self, arms):
         os.makedirs(self.publish_dir, exist_ok=True)
+        path = os.path.join(self.publish_dir, "goldens.json")
         gold = {}
-        for g in P.goldens(arms):
+        if self.keep_published_goldens and os.path.exists(path):
+            old = json.load(open(path))
+            if old.get("plan") == self.plan:
+                gold = old["goldens"]  # goldens of arms this run does not name (--only) stay published
+        for g in self.P.goldens(arms):
             d = self.golden_dir(g)
             if not os.path.exists(os.path.join(d, "golden-train.json")):
                 continue
-            gold[P.golden_name(*g)] = {
+            gold[self.P.golden_name(*g)] = {
                 "model": g[0], "mode": g[1], "optimizer": g[2], "seed": g[3],
                 "params": open(os.path.join(d, "golden-params")).read().strip(),
                 "train": json.load(open(os.path.join(d, "golden-train.json"))),
                 "epochs": read_jsonl(os.path.join(d, "golden-metrics.jsonl")),
-                "full_test_accuracy": json.load(open(os.path.join(d, "golden-eval-full.json")))["test_accuracy"],
+                f"full_{self.metric}": json.load(open(os.path.join(d, "golden-eval-full.json")))[self.metric],
                 "train_seconds": float(open(os.path.join(d, "train-seconds")).read())}
-        path = os.path.join(self.publish_dir, "goldens.json")
-        text = json.dumps({"plan": self.plan, "ranks": P.RANKS, "epochs": P.EPOCHS, "test_limit": self.test_limit(), "goldens": gold},
+        text = json.dumps({"plan": self.plan, "ranks": self.P.RANKS, "epochs": self.P.EPOCHS, "test_limit": self.test_limit(), "goldens": gold},
                           indent=1, sort_keys=True) + "\n"
         if not os.path.exists(path) or open(path).read() != text:
             open(path, "w").write(text)
-            self.git_commit([path], "dp-vs-mp study: golden runs")
+            self.git_commit([path], f"{self.title}: golden runs")
 
     def publish(self, arm):
         """Write the arm's records, slimmed, to PUBLISH/NAME.jsonl.gz (once, when complete)."""
         dst = self.published(arm)
         if os.path.exists(dst):
             if self.commit and subprocess.run(["git", "-C", ROOT, "ls-files", "--error-unmatch", dst], capture_output=True).returncode != 0:
-                self.git_commit([dst], f"dp-vs-mp study: records of {arm.name}")
+                self.git_commit([dst], f"{self.title}: records of {arm.name}")
             return False
         out = os.path.join(self.dir, "campaigns", arm.name)
         if arm.kind == "order":
             recs = sorted(read_jsonl(os.path.join(out, "records.jsonl")), key=lambda r: r["trial"])
             golden = json.load(open(os.path.join(out, "golden.json")))["summary"]
         else:
-            recs = [slim(r) for r in read_records(out)]
+            recs = [self.slim(r) for r in read_records(out)]
             golden = json.load(open(os.path.join(out, "golden.json")))["summary"]
-        head = {"arm": arm._asdict(), "golden_summary": {k: golden.get(k) for k in ("test_accuracy", "test_loss", "final_loss", "loss_curve",
-                                                                                   "numeric", "replica_divergence")},
-                "records": len(recs)}
+        head = {"arm": arm._asdict(), "golden_summary": {k: golden.get(k) for k in (*self.summary_keys[:4], "numeric", "replica_divergence")},
+                "records": len(recs), **self.head_extra(arm)}
         os.makedirs(self.publish_dir, exist_ok=True)
         tmp = dst + ".tmp"
         with gzip.GzipFile(tmp, "wb", mtime=0) as f:
@@ -278,8 +307,19 @@ class Study:
             for r in recs:
                 f.write((json.dumps(r, separators=(",", ":")) + "\n").encode())
         os.replace(tmp, dst)
-        self.git_commit([dst], f"dp-vs-mp study: records of {arm.name} ({len(recs)} trials)")
+        self.git_commit([dst], f"{self.title}: records of {arm.name} ({len(recs)} trials)")
         return True
+
+    def slim(self, r):
+        return slim(r)
+
+    def head_extra(self, arm):
+        """More keys of a published arm's head line."""
+        return {}
+
+    def inject_extra(self, arm):
+        """More `inject` keys of an arm's campaign (strata, include)."""
+        return {}
 
     def git_commit(self, paths, msg):
         if not self.commit:

@@ -1,0 +1,949 @@
+"""docs/results/transformer.md from the transformer study's published records (method: docs/design/study-method.md).
+
+Reads PUBLISH/goldens.json, PUBLISH/rates.json and PUBLISH/NAME.jsonl.gz (one per finished arm); with --live DIR
+also the records of arms still running there (marked as such: no verdict is drawn from an arm that has not
+reached its planned size). The MLP/CNN comparison reads docs/results/dp-vs-mp-study/ the same way. Every number
+is computed here from the records. The outcome classes, the noise band and the loss-curve classes are the
+dp-vs-mp study's (scripts/study/report.py), on the validation loss in bits per byte (lower is better).
+"""
+import gzip
+import json
+import os
+import platform
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import gpt_plan as G  # noqa: E402
+import report as R  # noqa: E402
+import stats as S  # noqa: E402
+
+DUE = R.DUE
+ALPHA = 0.05
+HARMFUL = ("critical", "due")
+INCORRECT = ("sdc", "critical", "due")   # PVF's "incorrect output": outside the noise band, or no output
+CURVES = ("within_band", "spike_recover", "spike_degrade", "gradual_drift", "silent_degradation", "diverged")
+rate, pct, pfmt = R.rate, R.pct, R.pfmt
+
+
+# ---------------------------------------------------------------- loading
+
+def load(publish, live):
+    from transformer import slim  # noqa: E402
+    from dp_vs_mp import read_jsonl, read_records  # noqa: E402
+    data = {}
+    gold_path = os.path.join(publish, "goldens.json")
+    gold = json.load(open(gold_path)) if os.path.exists(gold_path) else None
+    plan_name = gold["plan"] if gold else "full"
+    for arm in G.arms(plan_name):
+        path = os.path.join(publish, arm.name + ".jsonl.gz")
+        if os.path.exists(path):
+            with gzip.open(path, "rt") as f:
+                head = json.loads(f.readline())["head"]
+                recs = [json.loads(line) for line in f if line.strip()]
+            data[arm.name] = {"arm": arm, "golden": head["golden_summary"], "space": head.get("space"), "recs": recs,
+                              "complete": len(recs) >= arm.n}
+        elif live:
+            d = os.path.join(live, "campaigns", arm.name)
+            if not os.path.exists(os.path.join(d, "golden.json")):
+                continue
+            golden = json.load(open(os.path.join(d, "golden.json")))["summary"]
+            recs = read_jsonl(os.path.join(d, "records.jsonl")) if arm.kind == "order" else [slim(r) for r in read_records(d)]
+            cj = os.path.join(d, "campaign.json")
+            space = json.load(open(cj)).get("space") if os.path.exists(cj) else None
+            if recs:
+                data[arm.name] = {"arm": arm, "golden": golden, "space": space, "recs": recs, "complete": len(recs) >= arm.n}
+    rates_path = os.path.join(publish, "rates.json")
+    rates = json.load(open(rates_path)) if os.path.exists(rates_path) else None
+    return plan_name, gold, data, rates
+
+
+# ---------------------------------------------------------------- classification
+
+def golden_key(arm):
+    return (arm.mode, arm.seed, arm.point)
+
+
+class Bands:
+    """The noise bands on Δ = trial bpb − golden-resume bpb: late, pooled over dp, pp and tp of seed 1; early, dp's own;
+    another seed's golden widens the pooled band by its own noise. Loss-curve bands per golden and window."""
+
+    def __init__(self, data):
+        self.deltas, self.curves, self.golden_curve = {}, {}, {}
+        for d in data.values():
+            a = d["arm"]
+            if a.family != "noise":
+                continue
+            k = golden_key(a)
+            g = d["golden"].get("loss_curve")
+            if g:
+                self.golden_curve[k] = g
+            for r in d["recs"]:
+                if r.get("class") in DUE or r.get("delta") is None:
+                    continue
+                self.deltas.setdefault(k, []).append(r["delta"])
+                lc = (r.get("summary") or {}).get("loss_curve")
+                if g and lc and len(lc) == len(g) and all(v is not None for v in lc):
+                    self.curves.setdefault(k, []).append([abs(x - y) / abs(y) if y else 0.0 for x, y in zip(lc, g)])
+
+    def pooled(self, point):
+        vals = []
+        for mode in (G.MODES if point == "late" else ("dp",)):
+            vals += self.deltas.get((mode, 1, point), [])
+        return vals
+
+    def band(self, arm):
+        vals = self.pooled(arm.point) + (self.deltas.get(golden_key(arm), []) if arm.seed != 1 else [])
+        return (min(vals), max(vals)) if vals else None
+
+    def curve_band(self, arm):
+        rows = self.curves.get(golden_key(arm))
+        return [max(col) for col in zip(*rows)] if rows else None
+
+
+def classify(r, band):
+    """The dp-vs-mp study's classes on bits per byte: outside the band is an SDC, critical when more than
+    CRITICAL_BPB worse than golden."""
+    c = r.get("class")
+    if c in DUE:
+        return "due"
+    if c == "unreadable_summary":
+        return "unknown"
+    d = r.get("delta")
+    if d is not None and band is not None and (d < band[0] or d > band[1]):
+        return "critical" if d > G.CRITICAL_BPB else "sdc"
+    return "bitwise_masked" if c == "bit_masked" else "noise_changed"
+
+
+def tensor_of(dataset):
+    """'/model/h.0.ln_1.weight' or '/optimizer/h.0.ln_1.weight/master' -> 'h.0.ln_1.weight'."""
+    parts = dataset.strip("/").split("/")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def tensor_group(name):
+    """The PVF table's groups: embeddings, attention, MLP, LayerNorm gains, LayerNorm biases."""
+    if name.startswith(("wte", "wpe")):
+        return "embeddings"
+    if ".attn." in name:
+        return "attention"
+    if ".mlp." in name:
+        return "MLP"
+    if "ln_" in name:
+        return "LayerNorm gains" if name.endswith(".weight") else "LayerNorm biases"
+    return "other"
+
+
+def moment_effect(flip):
+    """What a flip of an AdamW moment did: 'm' (exp_avg), or for v (exp_avg_sq) 'v shrinks' (|new| < |old|),
+    'v grows' (|new| > |old|), 'v negative' (the sign bit: the update then divides by the root of a negative)."""
+    dataset, _, _, bit, old, new = flip[:6]
+    if not dataset.endswith("exp_avg_sq"):
+        return "m"
+    if old is None or new is None or new < 0 or (bit == 31):
+        return "v negative"
+    return "v grows" if abs(new) > abs(old) else "v shrinks"
+
+
+def pvf_table(rows, space):
+    """Per-tensor PVF from (record, outcome) pairs of a per-tensor campaign: {tensor: dict(group, bits, n, incorrect,
+    harmful)}, and per group the bits-weighted rate {group: stratified_rate + counts}. `space` is the campaign's
+    fault space (stored bits per tensor), which weighs a group's tensors."""
+    per = {}
+    bits = {tensor_of(k): v for k, v in ((space or {}).get("by", {}).get("tensor", {}) or {}).items()}
+    for t, b in bits.items():
+        per[t] = {"group": tensor_group(t), "bits": b, "n": 0, "incorrect": 0, "harmful": 0}
+    for r, o in rows:
+        if not r.get("flips"):
+            continue
+        t = tensor_of(r["flips"][0][0])
+        e = per.setdefault(t, {"group": tensor_group(t), "bits": 0, "n": 0, "incorrect": 0, "harmful": 0})
+        e["n"] += 1
+        e["incorrect"] += o in INCORRECT
+        e["harmful"] += o in HARMFUL
+    groups = {}
+    for t, e in per.items():
+        groups.setdefault(e["group"], []).append(t)
+    gout = {}
+    for g, ts in groups.items():
+        sampled = [t for t in ts if per[t]["n"]]
+        gb = sum(per[t]["bits"] for t in ts)
+        entry = {"tensors": len(ts), "sampled": len(sampled), "bits": gb, "n": sum(per[t]["n"] for t in ts),
+                 "incorrect": sum(per[t]["incorrect"] for t in ts), "harmful": sum(per[t]["harmful"] for t in ts)}
+        if sampled and all(per[t]["bits"] for t in sampled):
+            strata = {t: (per[t]["incorrect"], per[t]["n"]) for t in sampled}
+            entry["pvf"] = S.stratified_rate(strata, {t: per[t]["bits"] for t in sampled}, draws=4000)
+        gout[g] = entry
+    return per, gout
+
+
+# ---------------------------------------------------------------- the report
+
+class Report:
+    def __init__(self, plan_name, gold, data, rates, mlp=None):
+        self.plan, self.gold, self.data, self.rates, self.mlp = plan_name, gold, data, rates, mlp
+        self.arms = G.arms(plan_name)
+        self.bands = Bands(data)
+        self.out = []
+        self.outcomes = {}  # arm -> [(record, outcome, curve class)]
+        for name, d in data.items():
+            a = d["arm"]
+            if a.kind != "campaign":
+                continue
+            band = self.bands.band(a)
+            gc = d["golden"].get("loss_curve")
+            cb = self.bands.curve_band(a) or self.bands.curve_band(a._replace(mode="dp"))
+            self.outcomes[name] = [(r, o, R.curve_class(r, gc, cb, o)) for r in d["recs"] for o in [classify(r, band)]]
+        self.plots = []
+
+    def w(self, line=""):
+        self.out.append(line)
+
+    def complete(self, name):
+        d = self.data.get(name)
+        return bool(d and d["complete"])
+
+    def counts(self, name, pred=lambda r: True):
+        rows = [x for x in self.outcomes.get(name, []) if pred(x[0])]
+        c = {k: sum(1 for _, o, _ in rows if o == k) for k in ("due", "sdc", "critical", "noise_changed", "bitwise_masked", "unknown")}
+        c["n"] = len(rows)
+        c["harmful"] = c["due"] + c["critical"]
+        c["outside"] = c["sdc"] + c["critical"]
+        c["incorrect"] = c["outside"] + c["due"]
+        c["changed"] = c["n"] - c["bitwise_masked"] - c["due"] - c["unknown"]
+        return c
+
+    def family(self, tests):
+        if tests:
+            ps = [t["p"] for t in tests]
+            for t, h, q in zip(tests, S.holm(ps), S.benjamini_hochberg(ps)):
+                t["holm"], t["bh"] = h, q
+        return tests
+
+    def verdict(self, names, ok_text):
+        pending = [n for n in names if not self.complete(n)]
+        if not names:
+            return "**pending** (no arm of this question has records yet)"
+        if pending:
+            return f"**pending** ({len(pending)} of its arms not complete)"
+        return ok_text
+
+    # ------------------------------------------------------------ sections
+    def header(self):
+        done = [a for a in self.arms if self.complete(a.name)]
+        running = [a for a in self.arms if a.name in self.data and not self.complete(a.name)]
+        missing = [a for a in self.arms if a.name not in self.data]
+        self.w("# The transformer study: bit flips in a bf16 GPT's weights, fp32 masters and AdamW moments")
+        self.w()
+        self.w(f"Generated by `scripts/study/transformer.py report` on {time.strftime('%Y-%m-%d')} from the records in "
+               "`docs/results/transformer-study/` (method, estimands and budget: [design/study-method.md](../design/study-method.md#the-transformer-study)).")
+        self.w()
+        if missing or running:
+            self.w(f"**Partial study: {len(done)} of {len(self.arms)} arms complete**; {len(running)} running, {len(missing)} not started. "
+                   "Verdicts are drawn only from complete arms; a question whose arms are not all complete says *pending*. "
+                   "Arms not complete: " + ", ".join(
+                       f"`{a.name}` ({len(self.data[a.name]['recs'])} of {a.n})" if a.name in self.data else f"`{a.name}` (0 of {a.n})"
+                       for a in running + missing) + ".")
+        else:
+            self.w(f"All {len(self.arms)} arms complete.")
+        self.w()
+        self.w(f"The model: ckpt-train's gpt, `{G.recipe(self.plan, 'dp')}`, trained in bf16 (bf16 weights and activations, fp32 "
+               f"accumulation, fp32 master weights and AdamW moments) for {G.EPOCHS} epochs with a checkpoint after each, on "
+               f"{G.RANKS} ranks: dp replicas, pp stages (`--micro-batches 2`) or tp ranks. Every trial resumes the checkpoint after "
+               f"epoch {G.POINT_EPOCH['early']} (*early*) or {G.POINT_EPOCH['late']} (*late*) to epoch {G.EPOCHS} and is classified on the "
+               f"validation loss in bits per byte (`test_bpb`, lower is better) on {self.gold['test_limit'] if self.gold else G.TEST_LIMIT} "
+               f"windows. Machine: {platform.machine()}, {os.cpu_count()} cores.")
+        self.w()
+
+    def budget(self):
+        self.w("## CPU budget")
+        self.w()
+        if not self.rates:
+            self.w("No measured per-trial rate yet (`scripts/study/transformer.py rate`).")
+            self.w()
+            return
+        from transformer import budget
+        r = self.rates["rates"]
+        self.w(f"Measured by `scripts/study/transformer.py rate` ({self.rates['measured']}; {self.rates['trials']} trials per mode and point, "
+               f"each a real campaign trial: copy, flip, `mpiexec -n {self.rates['ranks']} ckpt-train resume`, classify; load average "
+               f"{self.rates['load_average'][0]} on {self.rates['cores']} cores while it ran). CPU seconds are those of the processes, "
+               "which a shared machine's load does not inflate; wall seconds are what that load gave.")
+        self.w()
+        self.w("| mode, point | CPU-s per trial | wall-s per trial |")
+        self.w("|---|---:|---:|")
+        for k, v in sorted(r.items()):
+            self.w(f"| {k} | {v['cpu_seconds']:.1f} | {v['wall_seconds']:.1f} |")
+        self.w()
+        rows = budget(self.arms, self.rates)
+        fam = {}
+        for a, c, _ in rows:
+            f = fam.setdefault(a.family, [0, 0])
+            f[0] += a.n
+            f[1] += c
+        cpu = sum(c for _, c, _ in rows)
+        self.w("| family | trials | CPU-h |")
+        self.w("|---|---:|---:|")
+        for f, (n, c) in fam.items():
+            self.w(f"| {f} | {n} | {c / 3600:.1f} |")
+        self.w(f"| **all** | **{sum(a.n for a in self.arms)}** | **{cpu / 3600:.1f}** |")
+        self.w()
+        self.w(f"The study: {cpu / 3600:.1f} CPU-hours, {cpu / 3600 / 2:.1f} hours of the 2-core machine with both cores free "
+               "(`run --jobs 1`: each trial's 2 ranks take the 2 cores). Trial counts come from interval-width targets "
+               "(`scripts/study/transformer.py plan`):")
+        self.w()
+        self.w("| family | target | planned n per arm | widest 95 % CP interval reached (incorrect-output rate) |")
+        self.w("|---|---|---:|---|")
+        for fam_name, t in G.TARGETS.items():
+            if "width" not in t:
+                continue
+            arms = [a for a in self.arms if a.family == fam_name]
+            widths = []
+            for a in arms:
+                if a.name in self.outcomes:
+                    c = self.counts(a.name)
+                    widths.append(100 * S.cp_width(c["incorrect"], c["n"]))
+            n = arms[0].n if arms else 0
+            self.w(f"| {fam_name} | {t['why']} | {n} | " + (f"{max(widths):.1f} points over {len(widths)} campaign(s) |" if widths else "not run yet |"))
+        walls = [r.get("wall_seconds") or 0 for d in self.data.values() for r in d["recs"]]
+        self.w()
+        self.w(f"Trial wall time in these records: {sum(walls) / 3600:.2f} h over {len(walls)} trials and fault-free resumes.")
+        self.w()
+
+    def goldens(self):
+        if not self.gold:
+            return
+        self.w("## Golden runs")
+        self.w()
+        self.w(f"| golden | validation bpb per epoch (first {self.gold['test_limit']:,} windows) | the first 4,104 validation windows | train wall |")
+        self.w("|---|---|---:|---:|")
+        for name, g in sorted(self.gold["goldens"].items()):
+            bpb = " ".join(f"{e['test_bpb']:.3f}" for e in g["epochs"] if "test_bpb" in e)
+            full = g.get("full_test_bpb")
+            self.w(f"| {name} | {bpb} | {full:.3f} | {g['train_seconds']:.0f} s |" if full is not None else f"| {name} | {bpb} | - | {g['train_seconds']:.0f} s |")
+        self.w()
+        self.w("A bigram model of the same split gets 3.757 bits per byte, a unigram 4.786 ([gpt-cpu results](2026-11-27-gpt-cpu.md)).")
+        self.w()
+
+    def noise(self):
+        self.w("## Noise baseline")
+        self.w()
+        self.w("Δ = a fault-free resume's final validation bpb minus the golden resume's (positive: worse). *ulp* = a flip of bit 0 of "
+               "one random bf16 weight (one unit in the last place, for the one step before its master rewrites it), *order* = the unaltered checkpoint resumed with another data "
+               "order (`--shuffle-seed`). The late band is [min, max] of the seed-1 runs pooled over dp, pp and tp; the early band is dp's.")
+        self.w()
+        self.w("| point | n | band (bpb) | confidence (95 % content) | per arm: n, range |")
+        self.w("|---|---:|---|---:|---|")
+        for point in ("early", "late"):
+            vals = self.bands.pooled(point)
+            if not vals:
+                continue
+            parts = []
+            for a in self.arms:
+                if a.family == "noise" and a.point == point and a.seed == 1 and a.name in self.data:
+                    v = [r["delta"] for r in self.data[a.name]["recs"] if r.get("delta") is not None and r.get("class") not in DUE]
+                    if v:
+                        parts.append(f"{a.name} {len(v)}, [{min(v):+.5f}, {max(v):+.5f}]")
+            self.w(f"| {point} | {len(vals)} | [{min(vals):+.5f}, {max(vals):+.5f}] | {S.tolerance_confidence(len(vals)):.3f} | {'; '.join(parts)} |")
+        self.w()
+        pooled = self.bands.pooled("late")
+        rows = []
+        for seed in G.SEEDS[1:]:
+            v = self.bands.deltas.get(("dp", seed, "late"), [])
+            if v and pooled:
+                inside = sum(1 for x in v if min(pooled) <= x <= max(pooled))
+                rows.append(f"| seed {seed} | {len(v)} | [{min(v):+.5f}, {max(v):+.5f}] | {inside}/{len(v)} inside [{min(pooled):+.5f}, {max(pooled):+.5f}] |")
+        if rows:
+            self.w("Noise of the other seeds' goldens (dp, late) against the pooled seed-1 band (where they fall outside, their own range "
+                   "widens the band for their campaigns):")
+            self.w()
+            self.w("| golden | n | range (bpb) | inside the seed-1 band |")
+            self.w("|---|---:|---|---|")
+            for r in rows:
+                self.w(r)
+            self.w()
+
+    def campaigns(self):
+        self.w("## Campaigns: outcome classes against the noise band")
+        self.w()
+        self.w("Rates are of one bit flipped uniformly at random among the stored bits of the targeted state (the primary estimand) "
+               "unless the arm says otherwise; 95 % Clopper-Pearson intervals. **SDC** = Δ outside the band, **critical** = an SDC more "
+               f"than {G.CRITICAL_BPB} bpb worse than golden, **DUE** = crash, hang or NaN/Inf, **harmful** = critical or DUE, "
+               "**incorrect** = SDC or DUE (the PVF's \"incorrect output\"), **bitwise changed** = final weights or masters differ "
+               "from golden's, **in band** = changed, Δ inside the band.")
+        self.w()
+        self.w("| campaign | n | band (bpb) | SDC (outside band) | critical | DUE | harmful | bitwise changed | in band |")
+        self.w("|---|---:|---|---|---:|---|---|---:|---:|")
+        for a in self.arms:
+            if a.kind != "campaign" or a.family == "noise" or a.name not in self.outcomes:
+                continue
+            c = self.counts(a.name)
+            band = self.bands.band(a)
+            mark = "" if self.complete(a.name) else f" (running, {c['n']} of {a.n})"
+            self.w(f"| {a.name}{mark} | {c['n']} | [{band[0]:+.5f}, {band[1]:+.5f}] | {rate(c['outside'], c['n'])} | {c['critical']} | "
+                   f"{rate(c['due'], c['n'])} | {rate(c['harmful'], c['n'])} | {pct(c['changed'], c['n'])} | {c['noise_changed']} |"
+                   if band else f"| {a.name}{mark} | {c['n']} | no noise yet | | | | | | |")
+        self.w()
+        self.w("Loss-curve classes of the resumed trials (the training loss every 10 steps against the golden resume's curve and the "
+               "noise runs' per-window band; definitions in the design; the four failure modes are columns 2-5):")
+        self.w()
+        self.w("| campaign | " + " | ".join(k.replace("_", " ") for k in CURVES) + " | no curve |")
+        self.w("|---|" + "---:|" * (len(CURVES) + 1))
+        for a in self.arms:
+            if a.kind != "campaign" or a.family == "noise" or a.name not in self.outcomes:
+                continue
+            rows = self.outcomes[a.name]
+            cnt = {k: sum(1 for _, _, cc in rows if cc == k) for k in CURVES}
+            self.w(f"| {a.name} | " + " | ".join(str(cnt[k]) for k in CURVES) + f" | {sum(1 for _, _, cc in rows if cc is None)} |")
+        self.w()
+
+    def per_bit(self):
+        self.w("## Per-bit sensitivity")
+        self.w()
+        self.w("Each bit position a stratum of its own (equal allocation, one flip per trial, dp, late). bf16 (the model role): sign 15, "
+               "exponent 7-14 (**bit 14 its MSB**), mantissa 0-6; fp32 (masters, moments): sign 31, exponent 23-30, mantissa 0-22. "
+               "Cells: incorrect (SDC or DUE) / n, harmful in parentheses; the optimizer's split into m and v, v by what the flip did "
+               "to |v| (a bit that was 0 grows it, a bit that was 1 shrinks it; the sign bit makes it negative).")
+        self.w()
+        series = {}
+        for role, nbits in (("model", 16), ("master", 32), ("optimizer", 32)):
+            name = f"dp-{role}-late-bits"
+            if name not in self.outcomes:
+                continue
+            mark = "" if self.complete(name) else f" (running, {len(self.outcomes[name])} of {next(a.n for a in self.arms if a.name == name)})"
+            by = {}
+            for r, o, _ in self.outcomes[name]:
+                if not r["flips"]:
+                    continue
+                f = r["flips"][0]
+                kind = "all" if role != "optimizer" else moment_effect(f)
+                e = by.setdefault((f[3], kind), [0, 0, 0])
+                e[0] += 1
+                e[1] += o in INCORRECT
+                e[2] += o in HARMFUL
+            kinds = ("all",) if role != "optimizer" else ("m", "v shrinks", "v grows", "v negative")
+            self.w(f"**{role}** (`{name}`{mark}):")
+            self.w()
+            self.w("| bit | " + " | ".join(kinds) + " |")
+            self.w("|---:|" + "---|" * len(kinds))
+            for bit in range(nbits - 1, -1, -1):
+                cells = []
+                for k in kinds:
+                    n, x, h = by.get((bit, k), (0, 0, 0))
+                    cells.append(f"{x}/{n} ({h}) {R.ci(x, n)}" if n else "-")
+                self.w(f"| {bit}{' (exp. MSB)' if bit == (14 if nbits == 16 else 30) else ''} | " + " | ".join(cells) + " |")
+            self.w()
+            for k in kinds:
+                series[f"{role}{'' if k == 'all' else ' ' + k}"] = (nbits, {b: by.get((b, k), (0, 0, 0)) for b in range(nbits)})
+        if not series:
+            self.w("No per-bit arm has records yet.")
+            self.w()
+        self.plot_bits(series)
+
+    def pvf(self):
+        self.w("## Per-tensor vulnerability (PVF)")
+        self.w()
+        self.w("The parameter vulnerability factor of Jiao et al. (Meta, [arXiv 2405.01741](https://arxiv.org/abs/2405.01741)): the "
+               "probability that a corruption of a parameter gives an incorrect output; here one bit flipped uniformly among a tensor's "
+               "stored bits, resumed to the end of training, an incorrect output being an SDC outside the noise band or a DUE. Each "
+               "tensor a stratum (equal allocation); a group's PVF weighs its tensors by their stored bits (Jeffreys-mixture interval).")
+        self.w()
+        any_arm = False
+        for role in ("model", "master"):
+            name = f"dp-{role}-late-tensors"
+            if name not in self.outcomes:
+                continue
+            any_arm = True
+            per, groups = pvf_table([(r, o) for r, o, _ in self.outcomes[name]], self.data[name].get("space"))
+            mark = "" if self.complete(name) else " (running: partial)"
+            self.w(f"**{role}** (`{name}`{mark}), by group:")
+            self.w()
+            self.w("| group | tensors (sampled) | stored bits | n | incorrect | harmful | PVF [95 %] |")
+            self.w("|---|---:|---:|---:|---:|---:|---|")
+            for g in ("embeddings", "attention", "MLP", "LayerNorm gains", "LayerNorm biases", "other"):
+                if g not in groups:
+                    continue
+                e = groups[g]
+                pv = e.get("pvf")
+                self.w(f"| {g} | {e['tensors']} ({e['sampled']}) | {e['bits']:.0f} | {e['n']} | {e['incorrect']} | {e['harmful']} | "
+                       + (f"{100 * pv['point']:.1f}% [{100 * pv['lo']:.1f}, {100 * pv['hi']:.1f}] |" if pv else "- |"))
+            self.w()
+            self.w("| tensor | group | stored bits | n | incorrect (PVF, 95 % CP) | harmful |")
+            self.w("|---|---|---:|---:|---|---:|")
+            for t, e in sorted(per.items(), key=lambda kv: (-(kv[1]["incorrect"] / kv[1]["n"]) if kv[1]["n"] else 1, kv[0])):
+                self.w(f"| {t} | {e['group']} | {e['bits']:.0f} | {e['n']} | {rate(e['incorrect'], e['n'])} | {e['harmful']} |")
+            self.w()
+            self.plot_pvf(role, groups)
+        if not any_arm:
+            self.w("No per-tensor arm has records yet.")
+            self.w()
+
+    # ------------------------------------------------------------ plots
+    def plot_bits(self, series):
+        if self.no_plots or not series:
+            return
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(len(series), 1, figsize=(9, 2.2 * len(series)), squeeze=False)
+        for ax, (label, (nbits, by)) in zip(axes[:, 0], series.items()):
+            xs = list(range(nbits))
+            p = [by[b][1] / by[b][0] if by[b][0] else 0 for b in xs]
+            lo = [S.clopper_pearson(by[b][1], by[b][0])[0] if by[b][0] else 0 for b in xs]
+            hi = [S.clopper_pearson(by[b][1], by[b][0])[1] if by[b][0] else 0 for b in xs]
+            msb = 14 if nbits == 16 else 30
+            ax.bar(xs, p, color=["tab:red" if b == msb else "tab:blue" for b in xs])
+            ax.errorbar(xs, p, yerr=[[a - b for a, b in zip(p, lo)], [b - a for a, b in zip(p, hi)]], fmt="none", ecolor="black", lw=0.8)
+            ax.set_ylim(0, 1)
+            ax.set_ylabel("incorrect")
+            ax.set_title(f"{label}: SDC or DUE per bit (exponent MSB red, 95 % CP)", fontsize=9)
+        axes[-1, 0].set_xlabel("bit position")
+        fig.tight_layout()
+        self.save(fig, "transformer-bits.png", "Per bit: the rate of an incorrect output (SDC outside the band, or DUE)")
+
+    def plot_pvf(self, role, groups):
+        if self.no_plots:
+            return
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        gs = [g for g in ("embeddings", "attention", "MLP", "LayerNorm gains", "LayerNorm biases") if g in groups and groups[g].get("pvf")]
+        if not gs:
+            return
+        fig, ax = plt.subplots(figsize=(7, 3))
+        p = [groups[g]["pvf"]["point"] for g in gs]
+        ax.bar(gs, p, color="tab:blue")
+        ax.errorbar(gs, p, yerr=[[x - groups[g]["pvf"]["lo"] for x, g in zip(p, gs)], [groups[g]["pvf"]["hi"] - x for x, g in zip(p, gs)]],
+                    fmt="none", ecolor="black", lw=0.8)
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("PVF")
+        ax.set_title(f"PVF by tensor group, {role} role (95 % interval)", fontsize=9)
+        fig.tight_layout()
+        self.save(fig, f"transformer-pvf-{role}.png", f"PVF by tensor group, {role} role")
+
+    def plot_outcomes(self):
+        if self.no_plots:
+            return
+        names = [a.name for a in self.arms if a.kind == "campaign" and a.family != "noise" and a.name in self.outcomes]
+        if not names:
+            return
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(9, 0.28 * len(names) + 1.2))
+        left = [0.0] * len(names)
+        for k, color in (("due", "black"), ("critical", "tab:red"), ("sdc", "tab:orange"), ("noise_changed", "tab:gray"), ("bitwise_masked", "tab:green")):
+            v = []
+            for nm in names:
+                c = self.counts(nm)
+                v.append(c[k] / c["n"] if c["n"] else 0)
+            ax.barh(names, v, left=left, color=color, label=k.replace("_", " "))
+            left = [a + b for a, b in zip(left, v)]
+        ax.invert_yaxis()
+        ax.set_xlim(0, 1)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.legend(fontsize=7, ncol=5, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+        fig.tight_layout()
+        self.save(fig, "transformer-outcomes.png", "Outcome classes per campaign")
+
+    def save(self, fig, name, caption):
+        fig.savefig(os.path.join(self.plot_dir, name), dpi=110)
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+        self.plots.append(name)
+        self.w(f"![{caption}]({name})")
+        self.w()
+
+    # ------------------------------------------------------------ findings
+    def findings(self):
+        self.w("## Findings")
+        self.w()
+        self.w("Each question, the estimand measured for it, the tests (each question's tests one family, Holm-adjusted; BH q-values "
+               "alongside) and a verdict: *holds*, *does not hold*, or *pending* (its arms are not complete).")
+        self.w()
+        self.crucial_bit()
+        self.state()
+        self.modes()
+        self.early_late()
+        self.kflips()
+        self.tensors()
+        self.failure_modes()
+        self.seeds()
+        self.against_mlp()
+
+    def crucial_bit(self):
+        self.w("### 1. The crucial-bit claim in bf16: flips are absorbed unless the exponent MSB is hit")
+        self.w()
+        self.w("The seed studies of the MLP/CNN study (Rojas, Pérez, Meneses et al.) found fp32 models tolerant of flips unless bit 30, "
+               "the exponent's MSB, is hit. bf16 keeps fp32's 8-bit exponent and drops 16 mantissa bits, so its bit 14 plays bit 30's part "
+               "(setting it multiplies a weight below 2 in magnitude by 2^128) and a larger share of its bits are exponent bits (8 of 16 "
+               "against 8 of 32).")
+        self.w()
+        self.w("Estimands: the harmful rate of a flip of bf16 bit 14 of a uniformly chosen weight (and of fp32 bit 30 of a master), "
+               "split by the sign of the exponent change; 1, 10 and 100 flips in the bf16 weights, anywhere and sparing bit 14.")
+        self.w()
+        names, tests = [], []
+        for name, msb in (("dp-model-late-bit14", 14), ("dp-master-late-bit30", 30)):
+            if name not in self.outcomes:
+                continue
+            names.append(name)
+            rows = self.outcomes[name]
+            up = [o for r, o, _ in rows if r["flips"] and r["flips"][0][4] is not None and r["flips"][0][5] is not None
+                  and abs(r["flips"][0][5]) > abs(r["flips"][0][4])]
+            down = [o for r, o, _ in rows if r["flips"] and r["flips"][0][4] is not None and r["flips"][0][5] is not None
+                    and abs(r["flips"][0][5]) <= abs(r["flips"][0][4])]
+            c = self.counts(name)
+            hu, hd = sum(o in HARMFUL for o in up), sum(o in HARMFUL for o in down)
+            p = S.fisher_exact(hu, len(up) - hu, hd, len(down) - hd)
+            tests.append({"what": f"{name}: magnitude up vs down", "p": p})
+            self.w(f"- `{name}`: harmful {rate(c['harmful'], c['n'])}, incorrect {rate(c['incorrect'], c['n'])}; the flip set bit {msb} "
+                   f"(|w| grows by 2^128, or to Inf/NaN) {rate(hu, len(up))} harmful; cleared it (|w| shrinks to "
+                   f"almost 0) {rate(hd, len(down))}; Fisher p = {pfmt(p)}.")
+        for k in (1, 10, 100):
+            a_name = "dp-model-late" if k == 1 else f"dp-model-late-k{k}"
+            b_name = f"dp-model-late-k{k}-nomsb"
+            if a_name in self.outcomes and b_name in self.outcomes:
+                names += [a_name, b_name]
+                a, b = self.counts(a_name), self.counts(b_name)
+                p = S.fisher_exact(a["harmful"], a["n"] - a["harmful"], b["harmful"], b["n"] - b["harmful"])
+                tests.append({"what": f"{k} flip(s): anywhere vs sparing bit 14", "p": p})
+                hit = sum(1 for r, _, _ in self.outcomes[a_name] if any(f[3] == 14 for f in r["flips"]))
+                self.w(f"- {k} flip(s) in the bf16 weights: anywhere {rate(a['harmful'], a['n'])} harmful ({hit} trials hit bit 14); "
+                       f"sparing bit 14 {rate(b['harmful'], b['n'])}; Fisher p = {pfmt(p)}.")
+        if "dp-model-late" in self.outcomes:
+            rows = self.outcomes["dp-model-late"]
+            x14 = [o for r, o, _ in rows if r["flips"] and r["flips"][0][3] == 14]
+            xo = [o for r, o, _ in rows if r["flips"] and r["flips"][0][3] != 14]
+            self.w(f"- `dp-model-late` (uniform): harmful with bit 14 {rate(sum(o in HARMFUL for o in x14), len(x14))}, any other bit "
+                   f"{rate(sum(o in HARMFUL for o in xo), len(xo))}.")
+        self.family(tests)
+        if tests:
+            self.w()
+            for t in tests:
+                self.w(f"  - {t['what']}: p = {pfmt(t['p'])}, Holm {pfmt(t['holm'])}, BH q {pfmt(t['bh'])}")
+        self.w()
+        if not names or any(not self.complete(n) for n in names):
+            self.w("Verdict: " + self.verdict(names, ""))
+        elif all(n in self.outcomes for n in ("dp-model-late-bit14", "dp-model-late-k10-nomsb")):
+            b, u = self.counts("dp-model-late-k10-nomsb"), self.counts("dp-model-late-bit14")
+            holds = S.clopper_pearson(b["harmful"], b["n"])[1] <= 0.05 and S.clopper_pearson(u["harmful"], u["n"])[0] > 0.05
+            self.w("Rule: *holds* when 10 flips sparing bit 14 are harmful at most 5 % of the time (upper CP bound) and a flip of bit 14 "
+                   f"more than 5 % (lower CP bound). Verdict: **{'holds' if holds else 'does not hold'}**.")
+        else:
+            self.w("Verdict: **pending** (the bit-14 and the 10-flip arms are not both complete).")
+        self.w()
+
+    def state(self):
+        self.w("### 2. Optimizer state vs model state")
+        self.w()
+        self.w("Estimand: the difference of the harmful rates of one uniformly random bit flip in two roles of one checkpoint: the "
+               "bf16 weights (`model`), the fp32 masters (`master`), the AdamW moments (`optimizer`). Fisher exact (Newcombe interval), "
+               "and the CMH test across fields (sign / exponent / mantissa) with P(first > second) under Jeffreys priors.")
+        self.w()
+        tests, names = [], []
+        for seed in G.SEEDS:
+            for point in ("late", "early"):
+                suffix = "" if seed == 1 else f"-s{seed}"
+                for a_role, b_role in (("model", "optimizer"), ("master", "optimizer"), ("model", "master")):
+                    m, o = f"dp-{a_role}-{point}{suffix}", f"dp-{b_role}-{point}{suffix}"
+                    if m not in self.outcomes or o not in self.outcomes:
+                        continue
+                    names += [m, o]
+                    a, b = self.counts(m), self.counts(o)
+                    p = S.fisher_exact(a["harmful"], a["n"] - a["harmful"], b["harmful"], b["n"] - b["harmful"])
+                    lo, hi = S.newcombe_diff(a["harmful"], a["n"], b["harmful"], b["n"])
+                    tables = []
+                    for field in ("sign", "exponent", "mantissa"):
+                        xa = [oc for r, oc, _ in self.outcomes[m] if r.get("field") == field]
+                        xb = [oc for r, oc, _ in self.outcomes[o] if r.get("field") == field]
+                        ha, hb = sum(oc in HARMFUL for oc in xa), sum(oc in HARMFUL for oc in xb)
+                        tables.append(((ha, len(xa) - ha), (hb, len(xb) - hb)))
+                    tests.append({"what": f"seed {seed} {point}: {a_role} vs {b_role}", "a": a, "b": b, "p": p, "ci": (lo, hi),
+                                  "cmh": S.cmh(tables), "post": S.posterior_prob_greater(a["harmful"], a["n"], b["harmful"], b["n"], draws=8000),
+                                  "roles": (a_role, b_role)})
+        self.family(tests)
+        for t in tests:
+            a, b = t["a"], t["b"]
+            self.w(f"- {t['what']}: {rate(a['harmful'], a['n'])} vs {rate(b['harmful'], b['n'])}; difference "
+                   f"[{100 * t['ci'][0]:.1f}, {100 * t['ci'][1]:.1f}] points; Fisher p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])}); CMH p = "
+                   f"{pfmt(t['cmh']['p'])}; P({t['roles'][0]} > {t['roles'][1]}) = {t['post']:.3f}.")
+        self.w()
+        self.w("AdamW's moments by what the flip did (harmful / n; *v shrinks*: |v| smaller, so the step 1/sqrt(v) grows; *v grows*: "
+               "the step shrinks; *v negative*: the sign bit):")
+        self.w()
+        for a in self.arms:
+            if a.role != "optimizer" or a.name not in self.outcomes:
+                continue
+            groups = {}
+            for r, oc, _ in self.outcomes[a.name]:
+                if r["flips"]:
+                    groups.setdefault(moment_effect(r["flips"][0]), []).append(oc)
+            parts = [f"{g} {rate(sum(o in HARMFUL for o in groups.get(g, [])), len(groups.get(g, [])))}"
+                     for g in ("m", "v shrinks", "v grows", "v negative")]
+            self.w(f"- `{a.name}`: " + "; ".join(parts) + ".")
+        self.w()
+        if tests and all(self.complete(n) for n in names):
+            more_opt = [t for t in tests if t["roles"][1] == "optimizer" and t["holm"] < ALPHA and t["b"]["harmful"] * t["a"]["n"] > t["a"]["harmful"] * t["b"]["n"]]
+            more_model = [t for t in tests if t["roles"][1] == "optimizer" and t["holm"] < ALPHA and t["b"]["harmful"] * t["a"]["n"] < t["a"]["harmful"] * t["b"]["n"]]
+            vs_opt = [t for t in tests if t["roles"][1] == "optimizer"]
+            self.w(f"Rule (the MLP/CNN study's claim: the model state is the more sensitive): *holds* when a model-state role's harmful "
+                   f"rate is higher than the optimizer's, Holm p < 0.05, in every pair. Model state significantly higher in {len(more_model)} "
+                   f"of {len(vs_opt)} pairs, optimizer state in {len(more_opt)}. Verdict: **{'holds' if vs_opt and len(more_model) == len(vs_opt) else 'does not hold'}**.")
+        else:
+            self.w("Verdict: " + self.verdict(names, ""))
+        self.w()
+
+    def paired(self, a_name, b_name, f):
+        ra = {r["trial"]: o for r, o, _ in self.outcomes[a_name]}
+        rb = {r["trial"]: o for r, o, _ in self.outcomes[b_name]}
+        common = sorted(set(ra) & set(rb))
+        fa, fb = [f(ra[t]) for t in common], [f(rb[t]) for t in common]
+        return len(common), sum(fa), sum(fb), sum(1 for x, y in zip(fa, fb) if x and not y), sum(1 for x, y in zip(fa, fb) if y and not x)
+
+    def modes(self):
+        self.w("### 3. dp vs pp vs tp, and one replica")
+        self.w()
+        self.w("What a flip in a checkpoint reaches: a **dp** flip is in every replica (every rank loads the one file); a **pp** flip "
+               "in one stage's shard (the tied `wte` is on both stages: a flip hits one copy); a **tp** flip in one rank's slice of a "
+               "sliced weight, or in one rank's copy of a replicated tensor (embeddings, LayerNorms, biases of the row-parallel "
+               "Linears), which then differs between ranks; the **one-replica** dp arm puts the dp arm's sites into rank 1's state only. "
+               "The three layouts are different fault spaces, so dp, pp and tp are compared unpaired (Fisher exact on the uniform rates); "
+               "one replica vs all replicas draws the same sites (exact McNemar).")
+        self.w()
+        tests, names = [], []
+        for role in ("model", "master"):
+            dp = f"dp-{role}-late"
+            for mode in ("pp", "tp"):
+                o = f"{mode}-{role}-late"
+                if dp in self.outcomes and o in self.outcomes:
+                    names += [dp, o]
+                    a, b = self.counts(dp), self.counts(o)
+                    for what, key in (("harmful", "harmful"), ("incorrect", "incorrect")):
+                        p = S.fisher_exact(a[key], a["n"] - a[key], b[key], b["n"] - b[key])
+                        tests.append({"what": f"{role}, {what}: dp {rate(a[key], a['n'])} vs {mode} {rate(b[key], b['n'])}", "p": p})
+            one = f"dp1-{role}-late"
+            if dp in self.outcomes and one in self.outcomes:
+                names += [one]
+                for what, f in (("harmful", lambda oc: oc in HARMFUL), ("incorrect", lambda oc: oc in INCORRECT)):
+                    n, xa, xb, oa, ob = self.paired(one, dp, f)
+                    tests.append({"what": f"{role}, {what}: one replica {rate(xa, n)} vs all replicas {rate(xb, n)}; {oa} only one, {ob} only all",
+                                  "p": S.mcnemar_exact(oa, ob)})
+                div = [x for x in ((r.get("summary") or {}).get("replica_divergence") for r, _, _ in self.outcomes[one]) if x]
+                if div:
+                    apart = sum(1 for x in div if x["ranks_differing"] > 0)
+                    med = sorted(x["elements_differing"] for x in div)[len(div) // 2]
+                    self.w(f"- `{one}`: replicas apart at the end in {apart} of {len(div)} trials (median {med} of {div[0]['elements']} weights "
+                           "differ from rank 0's).")
+            tp = f"tp-{role}-late"
+            if tp in self.outcomes:
+                sliced = [(r, o) for r, o, _ in self.outcomes[tp] if r.get("flip_extra") and r["flip_extra"][0][1] is not None]
+                repl = [(r, o) for r, o, _ in self.outcomes[tp] if not (r.get("flip_extra") and r["flip_extra"][0][1] is not None)]
+                self.w(f"- `{tp}`: a flip in a sliced weight (one slice) harmful {rate(sum(o in HARMFUL for _, o in sliced), len(sliced))}; in one "
+                       f"rank's copy of a replicated tensor {rate(sum(o in HARMFUL for _, o in repl), len(repl))}.")
+        self.family(tests)
+        for t in tests:
+            self.w(f"- {t['what']}; p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])}, BH q {pfmt(t['bh'])})")
+        self.w()
+        if tests and all(self.complete(n) for n in names):
+            sig = [t for t in tests if t["holm"] < ALPHA]
+            self.w(f"Rule: modes *differ* where a test is significant after Holm: {len(sig)} of {len(tests)} are. Verdict: "
+                   f"**{'differ' if sig else 'no difference shown'}**.")
+        else:
+            self.w("Verdict: " + self.verdict(names, ""))
+        self.w()
+
+    def early_late(self):
+        self.w("### 4. Early vs late injection")
+        self.w()
+        self.w(f"Estimand: on the same sites, the harmful (and incorrect) rate of a flip in the checkpoint after epoch {G.POINT_EPOCH['early']} "
+               f"(step 200) against the one after epoch {G.POINT_EPOCH['late']} (step 400); exact McNemar on the discordant pairs.")
+        self.w()
+        tests, names = [], []
+        for role in ("model", "master", "optimizer"):
+            e, l = f"dp-{role}-early", f"dp-{role}-late"
+            if e in self.outcomes and l in self.outcomes:
+                names += [e, l]
+                for what, f in (("harmful", lambda oc: oc in HARMFUL), ("incorrect", lambda oc: oc in INCORRECT)):
+                    n, xa, xb, oa, ob = self.paired(e, l, f)
+                    tests.append({"what": f"{role}, {what}: early {rate(xa, n)} vs late {rate(xb, n)}; {oa} only early, {ob} only late",
+                                  "p": S.mcnemar_exact(oa, ob)})
+        self.family(tests)
+        for t in tests:
+            self.w(f"- {t['what']}; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])})")
+        self.w()
+        if tests and all(self.complete(n) for n in names):
+            sig = [t for t in tests if t["holm"] < ALPHA]
+            self.w(f"Verdict: **{'differ' if sig else 'no difference shown'}** ({len(sig)} of {len(tests)} paired tests significant after Holm).")
+        else:
+            self.w("Verdict: " + self.verdict(names, ""))
+        self.w()
+
+    def kflips(self):
+        self.w("### 5. 1, 10, 100 flips")
+        self.w()
+        rows = []
+        for k in (1, 10, 100):
+            for nomsb in (False, True):
+                name = ("dp-model-late" if k == 1 else f"dp-model-late-k{k}") + ("-nomsb" if nomsb and k != 1 else "")
+                if k == 1 and nomsb:
+                    name = "dp-model-late-k1-nomsb"
+                if name in self.outcomes:
+                    c = self.counts(name)
+                    rows.append(f"| {k} | {'sparing bit 14' if nomsb else 'anywhere'} | `{name}` | {rate(c['harmful'], c['n'])} | {rate(c['incorrect'], c['n'])} |")
+        if rows:
+            self.w("| flips | bits | campaign | harmful | incorrect |")
+            self.w("|---:|---|---|---|---|")
+            for r in rows:
+                self.w(r)
+        else:
+            self.w("No K-flip arm has records yet.")
+        self.w()
+
+    def tensors(self):
+        self.w("### 6. Which tensors are most vulnerable")
+        self.w()
+        found = False
+        for role in ("model", "master"):
+            name = f"dp-{role}-late-tensors"
+            if name not in self.outcomes:
+                continue
+            found = True
+            per, groups = pvf_table([(r, o) for r, o, _ in self.outcomes[name]], self.data[name].get("space"))
+            ranked = sorted(((g, e["pvf"]["point"]) for g, e in groups.items() if e.get("pvf")), key=lambda x: -x[1])
+            top = sorted(((t, e["incorrect"] / e["n"]) for t, e in per.items() if e["n"]), key=lambda x: -x[1])[:3]
+            status = "" if self.complete(name) else " (partial: pending)"
+            self.w(f"- {role}{status}: groups by PVF " + ", ".join(f"{g} {100 * p:.1f}%" for g, p in ranked)
+                   + "; highest tensors " + ", ".join(f"`{t}` {100 * p:.0f}%" for t, p in top) + ".")
+        if not found:
+            self.w("Pending: no per-tensor arm has records yet.")
+        self.w()
+
+    def failure_modes(self):
+        self.w("### 7. The four failure modes of LLM-training fault studies")
+        self.w()
+        self.w("Recent fault studies of LLM training describe four courses of the loss after a fault: a spike that recovers, a spike "
+               "that leaves the run degraded, a silent degradation (the loss looks normal, the model is worse) and a gradual drift. "
+               "Here they are the loss-curve classes (design: a window's loss above the noise runs' band; first excursion within two "
+               "windows of the fault = spike; last window still above = degrade or drift; never above but an SDC = silent). Counts over "
+               "all single-flip campaigns per role, and the K-flip campaigns:")
+        self.w()
+        rows = []
+        for label, pred in (("bf16 weights, 1 flip", lambda a: a.role == "model" and a.flips == 1),
+                            ("fp32 masters, 1 flip", lambda a: a.role == "master" and a.flips == 1),
+                            ("AdamW moments, 1 flip", lambda a: a.role == "optimizer"),
+                            ("bf16 weights, 10 or 100 flips", lambda a: a.role == "model" and a.flips > 1)):
+            cnt = {k: 0 for k in CURVES}
+            for a in self.arms:
+                if a.family != "noise" and pred(a) and a.name in self.outcomes:
+                    for _, _, cc in self.outcomes[a.name]:
+                        if cc in cnt:
+                            cnt[cc] += 1
+            n = sum(cnt.values())
+            if n:
+                rows.append(f"| {label} | {n} | " + " | ".join(f"{cnt[k]} ({pct(cnt[k], n)})" for k in CURVES) + " |")
+        if rows:
+            self.w("| state | trials with a curve | " + " | ".join(k.replace("_", " ") for k in CURVES) + " |")
+            self.w("|---|---:|" + "---:|" * len(CURVES))
+            for r in rows:
+                self.w(r)
+        else:
+            self.w("Pending: no campaign has loss curves yet.")
+        self.w()
+
+    def seeds(self):
+        self.w("### 8. Training seeds")
+        self.w()
+        any_row = False
+        for role in ("model", "master", "optimizer"):
+            parts = []
+            for seed in G.SEEDS:
+                name = f"dp-{role}-late" + ("" if seed == 1 else f"-s{seed}")
+                if name in self.outcomes:
+                    c = self.counts(name)
+                    parts.append(f"seed {seed} {rate(c['harmful'], c['n'])}")
+            if parts:
+                any_row = True
+                self.w(f"- dp late {role}, harmful: " + "; ".join(parts) + ".")
+        if not any_row:
+            self.w("No seed arm has records yet.")
+        self.w()
+
+    def against_mlp(self):
+        self.w("### 9. Against the MLP/CNN study")
+        self.w()
+        if not self.mlp:
+            self.w("The MLP/CNN study's records (`docs/results/dp-vs-mp-study/`) are not there to compare with.")
+            self.w()
+            return
+        rep = self.mlp
+        parts = []
+        for model in ("mlp", "cnn"):
+            for role in ("model", "optimizer"):
+                name = f"{model}-dp-{role}-late"
+                if name in rep.outcomes:
+                    c = rep.counts(name)
+                    parts.append(f"{model} {role} {rate(c['harmful'], c['n'])}{'' if rep.complete(name) else ' (partial)'}")
+            b30 = f"{model}-dp-model-late-bit30"
+            if b30 in rep.outcomes:
+                c = rep.counts(b30)
+                parts.append(f"{model} bit 30 {rate(c['harmful'], c['n'])}{'' if rep.complete(b30) else ' (partial)'}")
+        here = []
+        for name in ("dp-model-late", "dp-master-late", "dp-optimizer-late", "dp-model-late-bit14", "dp-master-late-bit30"):
+            if name in self.outcomes:
+                c = self.counts(name)
+                here.append(f"{name} {rate(c['harmful'], c['n'])}{'' if self.complete(name) else ' (partial)'}")
+        self.w("Harmful rates of one uniform flip, dp, late checkpoint (the MLP/CNN study: Fashion-MNIST, fp32 Adam, accuracy on 2,000 "
+               "images; here: bf16 AdamW, bits per byte):")
+        self.w()
+        self.w("- MLP/CNN: " + ("; ".join(parts) if parts else "no records yet") + ".")
+        self.w("- transformer: " + ("; ".join(here) if here else "no records yet") + ".")
+        mb = rep.bands.pooled("mlp", "late")
+        tb = self.bands.pooled("late")
+        if mb and tb:
+            self.w(f"- The late noise bands: MLP [{min(mb)}, {max(mb)}] test images of {rep.test_limit} (n = {len(mb)}"
+                   f"{'' if all(rep.complete(n) for n in ('noise-ulp-mlp-dp-late', 'noise-order-mlp-dp-late')) else ', partial'}); "
+                   f"transformer [{min(tb):+.5f}, {max(tb):+.5f}] bits per byte (n = {len(tb)}, {100 * max(abs(min(tb)), max(tb)) / self.golden_bpb():.2f} % "
+                   "of the golden's loss at most).")
+        self.w()
+        self.w("Where the two differ in kind: a bf16 weight is rewritten from its fp32 master by the next step, so a flip of a `model` "
+               "word acts for one step only, while in the fp32 MLP/CNN the weight is the optimizer's state and a flip persists; the "
+               "transformer's persistent model state is its masters. bf16 keeps fp32's 8-bit exponent, so setting its MSB (bit 14) "
+               "multiplies |w| by 2^128 exactly as bit 30 does in fp32. Clipping at a global norm of 1 (the gpt's recipe; the MLP/CNN "
+               "have none) scales every gradient of a step by one factor, so one huge gradient also shrinks every other weight's step.")
+        self.w()
+
+    def golden_bpb(self):
+        d = self.data.get("noise-order-dp-late") or next(iter(self.data.values()))
+        return d["golden"].get("test_bpb") or 1.0
+
+    def render(self, plot_dir, no_plots):
+        self.plot_dir, self.no_plots = plot_dir, no_plots
+        self.header()
+        self.budget()
+        self.goldens()
+        self.noise()
+        self.campaigns()
+        self.plot_outcomes()
+        self.per_bit()
+        self.pvf()
+        self.findings()
+        return "\n".join(self.out) + "\n"
+
+
+def main(args):
+    publish = os.path.abspath(args.publish)
+    plan_name, gold, data, rates = load(publish, os.path.abspath(args.live) if args.live else None)
+    mlp = None
+    mlp_pub = os.path.join(ROOT, "docs", "results", "dp-vs-mp-study")
+    if os.path.isdir(mlp_pub) and plan_name == "full":
+        mp, mg, md = R.load(mlp_pub, None)
+        mlp = R.Report(mp, mg, md)
+    out = os.path.abspath(args.out)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    rep = Report(plan_name, gold, data, rates, mlp)
+    text = rep.render(os.path.dirname(out), getattr(args, "no_plots", False))
+    with open(out + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(out + ".tmp", out)
+    print(f"report: {out} ({len(data)} arms with records, {len(rep.plots)} plots)")
