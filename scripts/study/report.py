@@ -6,7 +6,6 @@ that has not reached its planned size). Every number is computed here from the r
 """
 import gzip
 import json
-import math
 import os
 import platform
 import sys
@@ -19,6 +18,8 @@ import stats as S  # noqa: E402
 
 DUE = ("load_failure", "hang", "crash", "nan_at_load", "nan_later")
 ALPHA = 0.05
+HARMFUL = ("critical", "due")
+CURVES = ("within_band", "spike_recover", "spike_degrade", "gradual_drift", "silent_degradation", "diverged")
 
 
 # ---------------------------------------------------------------- loading
@@ -63,32 +64,51 @@ def golden_key(arm):
     return (arm.model, arm.mode, arm.opt, arm.seed, arm.point)
 
 
-class Bands:
-    """Noise bands: the accuracy band per (model, point), pooled over the seed-1 Adam goldens of dp and mp,
-    widened for another golden by its own noise range; loss-curve bands per golden and window."""
+class NoiseBands:
+    """Noise bands from the noise arms' fault-free records: Δ per golden run, and per golden and loss-curve window
+    the largest relative deviation from the golden resume's curve. A study says what identifies a golden run
+    (key) and what Δ is (delta); its band() pools the goldens."""
 
-    def __init__(self, data, test_limit):
-        self.test_limit = test_limit
-        self.deltas = {}  # golden key -> [delta images]
+    def __init__(self, data):
+        self.deltas = {}  # golden key -> [Δ]
         self.curves = {}  # golden key -> [relative deviation per window]
         self.golden_curve = {}
         for d in data.values():
             a = d["arm"]
             if a.family != "noise":
                 continue
-            k = golden_key(a)
+            k = self.key(a)
             g = d["golden"].get("loss_curve")
             if g:
                 self.golden_curve[k] = g
             for r in d["recs"]:
                 if r.get("class") in DUE:
                     continue
-                di = images(r, test_limit)
+                di = self.delta(r)
                 if di is not None:
                     self.deltas.setdefault(k, []).append(di)
                 lc = (r.get("summary") or {}).get("loss_curve")
                 if g and lc and len(lc) == len(g) and all(v is not None for v in lc):
                     self.curves.setdefault(k, []).append([abs(x - y) / abs(y) if y else 0.0 for x, y in zip(lc, g)])
+
+    def curve_band(self, arm):
+        rows = self.curves.get(self.key(arm))
+        return [max(col) for col in zip(*rows)] if rows else None
+
+
+class Bands(NoiseBands):
+    """The accuracy band per (model, point), pooled over the seed-1 Adam goldens of dp and mp, widened for another
+    golden by its own noise range; Δ in test images."""
+
+    def __init__(self, data, test_limit):
+        self.test_limit = test_limit
+        super().__init__(data)
+
+    def key(self, arm):
+        return golden_key(arm)
+
+    def delta(self, r):
+        return images(r, self.test_limit)
 
     def pooled(self, model, point):
         vals = []
@@ -98,15 +118,7 @@ class Bands:
 
     def band(self, arm):
         vals = self.pooled(arm.model, arm.point) + self.deltas.get(golden_key(arm), [])
-        if not vals:
-            return None
-        return (min(vals), max(vals))
-
-    def curve_band(self, arm):
-        rows = self.curves.get(golden_key(arm))
-        if not rows:
-            return None
-        return [max(col) for col in zip(*rows)]
+        return (min(vals), max(vals)) if vals else None
 
 
 def classify(r, band, test_limit):
@@ -158,9 +170,128 @@ def pfmt(p):
 
 # ---------------------------------------------------------------- the report
 
-class Report:
+class ReportBase:
+    """What the studies' reports share: the output lines, outcome counts, test families, and the rule that a
+    verdict waits for every arm of its claim that the plan runs (set self.arms, self.data, self.outcomes, self.out)."""
+
+    def w(self, line=""):
+        self.out.append(line)
+
+    def counts(self, name, pred=lambda r: True):
+        rows = [x for x in self.outcomes.get(name, []) if pred(x[0])]
+        n = len(rows)
+        c = {k: sum(1 for _, o, _ in rows if o == k) for k in ("due", "sdc", "critical", "noise_changed", "bitwise_masked", "unknown")}
+        c["n"] = n
+        c["harmful"] = c["due"] + c["critical"]
+        c["outside"] = c["sdc"] + c["critical"]
+        c["incorrect"] = c["outside"] + c["due"]
+        c["changed"] = n - c["bitwise_masked"] - c["due"] - c["unknown"]
+        return c
+
+    def complete(self, name):
+        d = self.data.get(name)
+        return bool(d and d["complete"])
+
+    def family(self, tests):
+        """tests: list of dicts with 'p'; adds 'holm' and 'bh'."""
+        if not tests:
+            return tests
+        ps = [t["p"] for t in tests]
+        for t, h, q in zip(tests, S.holm(ps), S.benjamini_hochberg(ps)):
+            t["holm"], t["bh"] = h, q
+        return tests
+
+    def opening(self, title, script, records, method, question):
+        """The title, where the report comes from, and which arms are complete (a partial study says which are not)."""
+        done = [a for a in self.arms if self.complete(a.name)]
+        running = [a for a in self.arms if a.name in self.data and not self.complete(a.name)]
+        missing = [a for a in self.arms if a.name not in self.data]
+        self.w(f"# {title}")
+        self.w()
+        self.w(f"Generated by `{script} report` on {time.strftime('%Y-%m-%d')} from the records in "
+               f"`{records}` (method, estimands and budget: [design/study-method.md]({method})).")
+        self.w()
+        if missing or running:
+            self.w(f"**Partial study: {len(done)} of {len(self.arms)} arms complete**; {len(running)} running, {len(missing)} not started. "
+                   f"Verdicts are drawn only from complete arms; a {question} whose arms are not all complete says *pending*. "
+                   "Arms not complete: " + ", ".join(
+                       f"`{a.name}` ({len(self.data[a.name]['recs'])} of {a.n})" if a.name in self.data else f"`{a.name}` (0 of {a.n})"
+                       for a in running + missing) + ".")
+        else:
+            self.w(f"All {len(self.arms)} arms complete.")
+        self.w()
+
+    def compare(self, m, o, draws=40000):
+        """Harmful rates of two unpaired campaigns: counts a and b, Fisher p, the Newcombe interval of the difference,
+        the CMH test across fields (sign / exponent / mantissa) and P(a > b) under Jeffreys posteriors."""
+        a, b = self.counts(m), self.counts(o)
+        tables = []
+        for field in ("sign", "exponent", "mantissa"):
+            xa = [oc for r, oc, _ in self.outcomes[m] if r.get("field") == field]
+            xb = [oc for r, oc, _ in self.outcomes[o] if r.get("field") == field]
+            ha, hb = sum(oc in HARMFUL for oc in xa), sum(oc in HARMFUL for oc in xb)
+            tables.append(((ha, len(xa) - ha), (hb, len(xb) - hb)))
+        return {"a": a, "b": b, "p": S.fisher_exact(a["harmful"], a["n"] - a["harmful"], b["harmful"], b["n"] - b["harmful"]),
+                "ci": S.newcombe_diff(a["harmful"], a["n"], b["harmful"], b["n"]), "cmh": S.cmh(tables),
+                "post": S.posterior_prob_greater(a["harmful"], a["n"], b["harmful"], b["n"], draws=draws)}
+
+    def fault_arms(self):
+        """The campaign arms with records, noise arms left out, in the plan's order."""
+        return [a for a in self.arms if a.kind == "campaign" and a.family != "noise" and a.name in self.outcomes]
+
+    def outcome_rows(self, band_cell, band_head="band"):
+        """The outcome-class table, one row per fault arm, against its noise band (band_cell formats it)."""
+        self.w(f"| campaign | n | {band_head} | SDC (outside band) | critical | DUE | harmful | bitwise changed | in band |")
+        self.w("|---|---:|---|---|---:|---|---|---:|---:|")
+        for a in self.fault_arms():
+            c = self.counts(a.name)
+            band = self.bands.band(a)
+            mark = "" if self.complete(a.name) else f" (running, {c['n']} of {a.n})"
+            self.w(f"| {a.name}{mark} | {c['n']} | {band_cell(band)} | {rate(c['outside'], c['n'])} | {c['critical']} | "
+                   f"{rate(c['due'], c['n'])} | {rate(c['harmful'], c['n'])} | {pct(c['changed'], c['n'])} | {c['noise_changed']} |"
+                   if band else f"| {a.name}{mark} | {c['n']} | no noise yet | | | | | | |")
+        self.w()
+
+    def curve_rows(self):
+        """The loss-curve class table, one row per fault arm."""
+        self.w("| campaign | " + " | ".join(k.replace("_", " ") for k in CURVES) + " | no curve |")
+        self.w("|---|" + "---:|" * (len(CURVES) + 1))
+        for a in self.fault_arms():
+            rows = self.outcomes[a.name]
+            cnt = {k: sum(1 for _, _, cc in rows if cc == k) for k in CURVES}
+            self.w(f"| {a.name} | " + " | ".join(str(cnt[k]) for k in CURVES) + f" | {sum(1 for _, _, cc in rows if cc is None)} |")
+        self.w()
+
+    def seed_lines(self, rows):
+        """A line per (label, [(seed, arm), ...]) with each seed's harmful rate, where any of its arms has records."""
+        any_row = False
+        for label, arms in rows:
+            parts = [f"seed {seed} {rate(c['harmful'], c['n'])}" for seed, name in arms if name in self.outcomes
+                     for c in [self.counts(name)]]
+            if parts:
+                any_row = True
+                self.w(f"- {label}, harmful: " + "; ".join(parts) + ".")
+        if not any_row:
+            self.w("No seed arm has records yet.")
+        self.w()
+
+    def verdict(self, names, ok_text):
+        """ok_text once every arm of NAMES that the plan runs is complete; otherwise what the verdict waits for.
+        NAMES are all the arms the claim's rule reads, whether or not they have records yet."""
+        planned = {a.name for a in self.arms}
+        mine = [n for n in dict.fromkeys(names) if n in planned]
+        if not mine:
+            return "**not testable** here (the plan runs none of its arms)"
+        waiting = [n for n in mine if not self.complete(n)]
+        if waiting:
+            return f"**pending** ({len(waiting)} of its {len(mine)} arms not complete)"
+        return ok_text
+
+
+class Report(ReportBase):
     def __init__(self, plan_name, gold, data):
         self.plan = plan_name
+        self.arms = P.arms(plan_name)
         self.gold = gold
         self.data = data
         self.test_limit = gold["test_limit"] if gold else P.TEST_LIMIT
@@ -180,43 +311,10 @@ class Report:
                 rows.append((r, o, curve_class(r, gc, cb, o)))
             self.outcomes[name] = rows
 
-    def w(self, line=""):
-        self.out.append(line)
-
-    def counts(self, name, pred=lambda r: True):
-        rows = [x for x in self.outcomes.get(name, []) if pred(x[0])]
-        n = len(rows)
-        c = {k: sum(1 for _, o, _ in rows if o == k) for k in ("due", "sdc", "critical", "noise_changed", "bitwise_masked", "unknown")}
-        c["n"] = n
-        c["harmful"] = c["due"] + c["critical"]
-        c["outside"] = c["sdc"] + c["critical"]
-        c["changed"] = n - c["bitwise_masked"] - c["due"] - c["unknown"]
-        return c
-
-    def complete(self, name):
-        d = self.data.get(name)
-        return bool(d and d["complete"])
-
     # ------------------------------------------------------------ sections
     def header(self):
-        arms = P.arms(self.plan)
-        done = [a for a in arms if self.complete(a.name)]
-        running = [a for a in arms if a.name in self.data and not self.complete(a.name)]
-        missing = [a for a in arms if a.name not in self.data]
-        self.w("# dp vs mp: checkpoint bit-flip sensitivity against a noise baseline (Fashion-MNIST)")
-        self.w()
-        self.w(f"Generated by `scripts/study/dp_vs_mp.py report` on {time.strftime('%Y-%m-%d')} from the records in "
-               "`docs/results/dp-vs-mp-study/` (method, estimands and budget: [design/study-method.md](../design/study-method.md)).")
-        self.w()
-        if missing or running:
-            self.w(f"**Partial study: {len(done)} of {len(arms)} arms complete**; {len(running)} running, {len(missing)} not started. "
-                   "Verdicts are drawn only from complete arms; a claim whose arms are not all complete says *pending*. "
-                   "Arms not complete: " + ", ".join(
-                       f"`{a.name}` ({len(self.data[a.name]['recs'])} of {a.n})" if a.name in self.data else f"`{a.name}` (0 of {a.n})"
-                       for a in running + missing) + ".")
-        else:
-            self.w(f"All {len(arms)} arms complete.")
-        self.w()
+        self.opening("dp vs mp: checkpoint bit-flip sensitivity against a noise baseline (Fashion-MNIST)", "scripts/study/dp_vs_mp.py",
+                     "docs/results/dp-vs-mp-study/", "../design/study-method.md", "claim")
         if self.gold:
             ids = sorted({g["train"].get("numeric", {}).get("id", "?") for g in self.gold["goldens"].values()})
             self.w(f"Golden runs: {self.gold['epochs']} epochs, a checkpoint after each, {self.gold['ranks']} ranks (dp) or stages (mp); every trial "
@@ -295,18 +393,7 @@ class Report:
                "**harmful** = critical SDC or DUE, **bitwise changed** = the final weights differ from golden's (what the earlier grid "
                "called SDC), **in band** = changed bits, Δ inside the band.")
         self.w()
-        self.w("| campaign | n | band | SDC (outside band) | critical | DUE | harmful | bitwise changed | in band |")
-        self.w("|---|---:|---|---|---:|---|---|---:|---:|")
-        for a in P.arms(self.plan):
-            if a.kind != "campaign" or a.family == "noise" or a.name not in self.outcomes:
-                continue
-            c = self.counts(a.name)
-            band = self.bands.band(a)
-            mark = "" if self.complete(a.name) else f" (running, {c['n']} of {a.n})"
-            self.w(f"| {a.name}{mark} | {c['n']} | [{band[0]}, {band[1]}] | {rate(c['outside'], c['n'])} | {c['critical']} | "
-                   f"{rate(c['due'], c['n'])} | {rate(c['harmful'], c['n'])} | {pct(c['changed'], c['n'])} | {c['noise_changed']} |"
-                   if band else f"| {a.name}{mark} | {c['n']} | no noise yet | | | | | | |")
-        self.w()
+        self.outcome_rows(lambda band: f"[{band[0]}, {band[1]}]")
         self.w("The same harmful rates post-stratified by the field each trial hit (sign, exponent, mantissa weighted by their "
                "1/32, 8/32, 23/32 shares of the stored f32 bits): the interval is the Jeffreys-posterior mixture's, so a field with "
                "no harmful trial still contributes its spread; the point is shown inside its interval.")
@@ -333,17 +420,7 @@ class Report:
         self.w("Loss-curve classes of the resumed trials (training-loss windows against the golden resume's curve and the noise runs' "
                "per-window band; definitions in the design):")
         self.w()
-        kinds = ("within_band", "spike_recover", "spike_degrade", "gradual_drift", "silent_degradation", "diverged")
-        self.w("| campaign | " + " | ".join(k.replace("_", " ") for k in kinds) + " | no curve |")
-        self.w("|---|" + "---:|" * (len(kinds) + 1))
-        for a in P.arms(self.plan):
-            if a.kind != "campaign" or a.family == "noise" or a.name not in self.outcomes:
-                continue
-            rows = self.outcomes[a.name]
-            cnt = {k: sum(1 for _, _, cc in rows if cc == k) for k in kinds}
-            none = sum(1 for _, _, cc in rows if cc is None)
-            self.w(f"| {a.name} | " + " | ".join(str(cnt[k]) for k in kinds) + f" | {none} |")
-        self.w()
+        self.curve_rows()
 
     # ------------------------------------------------------------ findings
     def findings(self):
@@ -358,15 +435,6 @@ class Report:
         self.claim3()
         self.claim4()
         self.seeds()
-
-    def family(self, tests):
-        """tests: list of dicts with 'p'; adds 'holm' and 'bh'."""
-        if not tests:
-            return tests
-        ps = [t["p"] for t in tests]
-        for t, h, q in zip(tests, S.holm(ps), S.benjamini_hochberg(ps)):
-            t["holm"], t["bh"] = h, q
-        return tests
 
     def claim1(self):
         self.w("### 1. Models absorb flips unless a crucial bit (bit 30, the exponent's MSB) is hit")
@@ -418,22 +486,18 @@ class Report:
             for t in tests:
                 self.w(f"  - {t['what']}: p = {pfmt(t['p'])}, Holm {pfmt(t['holm'])}, BH q {pfmt(t['bh'])}")
         self.w()
-        pending = [n for n in names if not self.complete(n)]
-        if not names:
-            self.w("Verdict: **pending** (no arm of this claim has records yet).")
-        elif pending:
-            self.w(f"Verdict: **pending** ({len(pending)} of its arms still running).")
-        else:
-            ok = True
-            for model in ("mlp", "cnn"):
-                b = self.counts(f"{model}-dp-model-late-k10-no30")
-                if b["n"] and S.clopper_pearson(b["harmful"], b["n"])[1] > 0.05:
-                    ok = False
-                u = self.counts(f"{model}-dp-model-late-bit30")
-                if u["n"] and S.clopper_pearson(u["harmful"], u["n"])[0] <= 0.05:
-                    ok = False
-            self.w(f"Rule: *reproduced* when in every model 10 flips sparing bit 30 are harmful at most 5 % of the time (upper CP bound) and a "
-                   f"flip of bit 30 is harmful more than 5 % of the time (lower CP bound). Verdict: **{'reproduced' if ok else 'not reproduced'}**.")
+        rule = [f"{m}-dp-model-late-{x}" for m in ("mlp", "cnn") for x in ("bit30", "k10-no30")]
+        ok = True
+        for model in ("mlp", "cnn"):
+            b = self.counts(f"{model}-dp-model-late-k10-no30")
+            if b["n"] and S.clopper_pearson(b["harmful"], b["n"])[1] > 0.05:
+                ok = False
+            u = self.counts(f"{model}-dp-model-late-bit30")
+            if u["n"] and S.clopper_pearson(u["harmful"], u["n"])[0] <= 0.05:
+                ok = False
+        self.w("Rule: *reproduced* when in every model 10 flips sparing bit 30 are harmful at most 5 % of the time (upper CP bound) and a "
+               "flip of bit 30 is harmful more than 5 % of the time (lower CP bound). Verdict: "
+               + self.verdict(rule, f"**{'reproduced' if ok else 'not reproduced'}**") + ".")
         self.w()
 
     def claim2(self):
@@ -451,22 +515,10 @@ class Report:
                     for mode in ("dp", "mp"):
                         suffix = "" if opt == "adam" else "-sgdm"
                         m, o = f"{model}-{mode}-model-{point}{suffix}", f"{model}-{mode}-optimizer-{point}{suffix}"
+                        names += [m, o]
                         if m not in self.outcomes or o not in self.outcomes:
                             continue
-                        names += [m, o]
-                        a, b = self.counts(m), self.counts(o)
-                        p = S.fisher_exact(a["harmful"], a["n"] - a["harmful"], b["harmful"], b["n"] - b["harmful"])
-                        lo, hi = S.newcombe_diff(a["harmful"], a["n"], b["harmful"], b["n"])
-                        tables = []
-                        for field in ("sign", "exponent", "mantissa"):
-                            fa = [x for x in self.outcomes[m] if x[0].get("field") == field]
-                            fb = [x for x in self.outcomes[o] if x[0].get("field") == field]
-                            xa = sum(1 for _, oc, _ in fa if oc in ("critical", "due"))
-                            xb = sum(1 for _, oc, _ in fb if oc in ("critical", "due"))
-                            tables.append(((xa, len(fa) - xa), (xb, len(fb) - xb)))
-                        c = S.cmh(tables)
-                        post = S.posterior_prob_greater(a["harmful"], a["n"], b["harmful"], b["n"])
-                        tests.append({"what": f"{model} {mode} {point} {opt}", "p": p, "a": a, "b": b, "ci": (lo, hi), "cmh": c, "post": post})
+                        tests.append(dict(self.compare(m, o), what=f"{model} {mode} {point} {opt}"))
         self.family(tests)
         for t in tests:
             a, b = t["a"], t["b"]
@@ -500,10 +552,9 @@ class Report:
                         parts.append(f"{g} {rate(x, len(v))}")
                     self.w(f"- {o}, harmful by what the flip did: " + "; ".join(parts) + ".")
         self.w()
-        if not tests:
-            self.w("Verdict: **pending** (no pair of model and optimizer campaigns has records yet).")
-        elif any(not self.complete(n) for n in names):
-            self.w("Verdict: **pending** (arms still running).")
+        waiting = self.verdict(names, "")
+        if waiting:
+            self.w(f"Verdict: {waiting}.")
         else:
             more_model = [t for t in tests if t["holm"] < ALPHA and t["a"]["harmful"] / t["a"]["n"] > t["b"]["harmful"] / t["b"]["n"]]
             more_opt = [t for t in tests if t["holm"] < ALPHA and t["a"]["harmful"] / t["a"]["n"] < t["b"]["harmful"] / t["b"]["n"]]
@@ -541,8 +592,8 @@ class Report:
             for role in ("model", "optimizer"):
                 for point in ("early", "late"):
                     d, m = f"{model}-dp-{role}-{point}", f"{model}-mp-{role}-{point}"
+                    names += [d, m]
                     if d in self.outcomes and m in self.outcomes:
-                        names += [d, m]
                         for oname, f in outcomes.items():
                             n, xa, xb, oa, ob = self.paired(d, m, f)
                             tests.append({"what": f"{model} {role} {point}, {oname}: dp {rate(xa, n)} vs mp {rate(xb, n)}; {oa} only dp, {ob} only mp",
@@ -555,8 +606,8 @@ class Report:
         for model in ("mlp", "cnn"):
             for role in ("model", "optimizer"):
                 one, allr = f"{model}-dp1-{role}-late", f"{model}-dp-{role}-late"
+                names += [one, allr]
                 if one in self.outcomes and allr in self.outcomes:
-                    names += [one]
                     for oname, f in outcomes.items():
                         n, xa, xb, oa, ob = self.paired(one, allr, f)
                         rtests.append({"what": f"{model} {role}, {oname}: one replica {rate(xa, n)} vs all replicas {rate(xb, n)}; {oa} only one, {ob} only all",
@@ -574,10 +625,9 @@ class Report:
         for t in rtests:
             self.w(f"- {t['what']}; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])})")
         self.w()
-        if not tests:
-            self.w("Verdict: **pending**.")
-        elif any(not self.complete(n) for n in names):
-            self.w("Verdict: **pending** (arms still running).")
+        waiting = self.verdict(names, "")
+        if waiting:
+            self.w(f"Verdict: {waiting}.")
         else:
             sig = [t for t in tests if t["holm"] < ALPHA]
             rsig = [t for t in rtests if t["holm"] < ALPHA]
@@ -599,8 +649,8 @@ class Report:
             for mode in ("dp", "mp"):
                 for role in ("model", "optimizer"):
                     e, l = f"{model}-{mode}-{role}-early", f"{model}-{mode}-{role}-late"
+                    names += [e, l]
                     if e in self.outcomes and l in self.outcomes:
-                        names += [e, l]
                         for oname, f in outcomes.items():
                             n, xa, xb, oa, ob = self.paired(e, l, f)
                             tests.append({"what": f"{model} {mode} {role}, {oname}: early {rate(xa, n)} vs late {rate(xb, n)}; {oa} only early, {ob} only late",
@@ -610,10 +660,9 @@ class Report:
             self.w(f"- {t['what']}; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])})")
         self.w()
         self.w("The CNN's early checkpoint is not in the grid: for the CNN the claim is **not testable** here.")
-        if not tests:
-            self.w("Verdict (MLP): **pending**.")
-        elif any(not self.complete(n) for n in names):
-            self.w("Verdict (MLP): **pending** (arms still running).")
+        waiting = self.verdict(names, "")
+        if waiting:
+            self.w(f"Verdict (MLP): {waiting}.")
         else:
             sig = [t for t in tests if t["holm"] < ALPHA]
             self.w(f"Verdict (MLP): **{'reproduced' if sig else 'not reproduced'}**: {len(sig)} of {len(tests)} paired tests significant after Holm.")
@@ -622,20 +671,9 @@ class Report:
     def seeds(self):
         self.w("### Training seeds")
         self.w()
-        any_row = False
-        for model in ("mlp", "cnn"):
-            for role in ("model", "optimizer"):
-                parts = []
-                for seed, name in ((1, f"{model}-dp-{role}-late"), (2, f"{model}-dp-{role}-late-s2"), (3, f"{model}-dp-{role}-late-s3")):
-                    if name in self.outcomes:
-                        c = self.counts(name)
-                        parts.append(f"seed {seed} {rate(c['harmful'], c['n'])}")
-                if parts:
-                    any_row = True
-                    self.w(f"- {model} dp late {role}, harmful: " + "; ".join(parts) + ".")
-        if not any_row:
-            self.w("No seed arm has records yet.")
-        self.w()
+        self.seed_lines([(f"{model} dp late {role}", [(1, f"{model}-dp-{role}-late"), (2, f"{model}-dp-{role}-late-s2"),
+                                                      (3, f"{model}-dp-{role}-late-s3")])
+                         for model in ("mlp", "cnn") for role in ("model", "optimizer")])
 
     def budget(self):
         self.w("## Trial budget: interval-width targets first")

@@ -2,8 +2,8 @@
 # scripts/study/dp_vs_mp.py end to end at its smallest (--plan smoke, MLP, five arms): the golden runs,
 # data-order and ulp noise, the dp model campaign, its one-replica twin (same sites, rank 1 only) and the
 # bit-30 campaign; each finished arm's records are published once, gzipped, with the loss curves and the
-# replica divergence; the report has its sections and marks the study partial; a second run records
-# nothing new; a bad arm name is one error line and exit 2.
+# replica divergence; the report has its sections, marks the study partial and draws no verdict from a claim
+# whose arms are not all complete; a second run records nothing new; a bad arm name is one error line and exit 2.
 . "$(dirname "$0")/../../support/test_lib.sh" study-method
 BUILD=$1
 ARMS=(noise-ulp-mlp-dp-late noise-order-mlp-dp-late mlp-dp-model-late mlp-dp1-model-late mlp-dp-model-late-bit30)
@@ -42,6 +42,10 @@ for s in "Partial study" "## Noise baseline" "## Campaigns: outcome classes" "##
          "Loss-curve classes" "## Trial budget" "mlp-dp1-model-late"; do
   grep -q -- "$s" "$T/r.md" || { cat "$T/r.md"; fail "the report lacks '$s'"; }
 done
+# A verdict waits for every arm its rule reads: claim 1's bit-30 arm is complete but its 10-flip arms were
+# never run, so claim 1 is pending rather than drawn from the arms that exist.
+sed -n '/^### 1\. /,/^### 2\. /p' "$T/r.md" | grep -q 'Verdict: \*\*pending\*\* (.* arms not complete)' \
+  || { sed -n '/^### 1\. /,/^### 2\. /p' "$T/r.md"; fail "claim 1's verdict was drawn before all its arms completed"; }
 # A second run: every arm is complete, nothing runs, nothing is published again.
 before=$(stat -c %Y "$T/pub/mlp-dp-model-late.jsonl.gz")
 run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only "${ARMS[@]}"
