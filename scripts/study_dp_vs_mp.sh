@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The data-parallel vs model-parallel sensitivity study (docs/guide/campaigns.md, "The dp-vs-mp study").
+# The earlier field-stratified dp-vs-mp grid (docs/guide/campaigns.md, "The earlier field-stratified grid"); the
+# study that replaces it is scripts/study/dp_vs_mp.py.
 # Fashion-MNIST MLP and CNN, trained with dp (RANKS ranks) and with mp (RANKS pipeline stages). Per
 # (model, mode) one golden run of EPOCHS epochs with a checkpoint after every epoch; then resume
 # campaigns: each trial flips bits in one checkpoint, resumes it under mpiexec to the END of the golden
@@ -10,14 +11,14 @@
 #     counts MULTI_FLIPS for the state MULTI_ROLES at MULTI_POINTS
 #   bit campaigns (strata "bit", BIT_TRIALS/32 trials per bit position): model state of BIT_MODELS at
 #     BIT_POINT, 1 flip per trial
-# Writes $RESULTS/dp-vs-mp.md (tables, plots, Findings; scripts/study_dp_vs_mp_report.py), its PNGs and
-# $RESULTS/dp-vs-mp-results.jsonl.gz (every trial, slimmed); campaign data stays under $OUT.
+# Writes $RESULTS/dp-vs-mp-grid.md (tables, plots, Findings; scripts/study_dp_vs_mp_report.py), its PNGs and
+# $RESULTS/dp-vs-mp-grid-results.jsonl.gz (every trial, slimmed); campaign data stays under $OUT.
 # Resumable: re-running with the same parameters reuses the golden runs and skips finished trials, so
 # kill it at any point (or run MODELS=mlp, then MODELS=cnn, in separate invocations) and start it again.
 #
 # Usage: scripts/study_dp_vs_mp.sh [--full]
-# --full is 26 campaigns, 8,480 trials: 8.8 h on the 2-core development machine (docs/results/dp-vs-mp.md);
-# use JOBS=4 on 16 cores; docs/guide/campaigns.md ("The dp-vs-mp study") splits it into pieces.
+# --full is 26 campaigns, 8,480 trials: 8.8 h on the 2-core development machine (docs/results/dp-vs-mp-grid.md);
+# use JOBS=4 on 16 cores; the variables MODELS, MODES, MULTI_FLIPS and BIT_TRIALS split it into pieces.
 # Parameters (environment): small default (about a minute on 2 cores) / --full
 #   MODELS            mlp / "mlp cnn"         MODES       "dp mp"       RANKS  4
 #   EPOCHS            3 / 3 (golden epochs; trials resume to EPOCHS)
@@ -168,7 +169,7 @@ done
 secs=$(($(date +%s) - t0))
 record_wall
 
-echo "== $results/dp-vs-mp.md, plots and results"
+echo "== $results/dp-vs-mp-grid.md, plots and results"
 "$py" scripts/study_dp_vs_mp_report.py "$out" "$results" \
   "ranks=$ranks" "epochs=$epochs" "test_limit=$test_limit" "seed=$seed" "jobs=$jobs" "full=$full"
-echo "== done in $secs s: $results/dp-vs-mp.md (campaign data in $out)"
+echo "== done in $secs s: $results/dp-vs-mp-grid.md (campaign data in $out)"

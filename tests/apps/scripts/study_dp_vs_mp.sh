@@ -7,15 +7,15 @@
 BUILD=$1
 export BUILD_DIR=$BUILD OUT=$T/out RESULTS=$T/res TRIALS=1 BIT_TRIALS=2 MULTI_FLIPS=10 JOBS=2
 run "$SRC/scripts/study_dp_vs_mp.sh"
-MD=$T/res/dp-vs-mp.md
+MD=$T/res/dp-vs-mp-grid.md
 for s in "Partial run, not the study's full grid" "paired on the same" "exact McNemar" "as each invocation started" "## Golden runs" "## Campaigns" "## Per field" "## Findings" "### 1. " "### 2. " "### 3. " "Verdict: not testable with this run's sizes" "Verdict: harmful outcomes differ between dp and mp in " "Where the optimizer state's harm comes from"; do
-  grep -q -- "$s" "$MD" || fail "dp-vs-mp.md lacks '$s'"
+  grep -q -- "$s" "$MD" || fail "dp-vs-mp-grid.md lacks '$s'"
 done
-for p in mlp-sdc mlp-due mlp-bits-sdc mlp-bits-due; do [ -s "$T/res/dp-vs-mp-$p.png" ] || fail "no plot $p"; done
+for p in mlp-sdc mlp-due mlp-bits-sdc mlp-bits-due; do [ -s "$T/res/dp-vs-mp-grid-$p.png" ] || fail "no plot $p"; done
 # 2 modes x (2 roles x 2 points x 1 trial + 1 ten-flip trial + 2 bit trials) = 14 records, each once.
-n=$(zcat "$T/res/dp-vs-mp-results.jsonl.gz" | wc -l)
-[ "$n" = 14 ] || fail "$n records in dp-vs-mp-results.jsonl.gz, want 14"
-zcat "$T/res/dp-vs-mp-results.jsonl.gz" | $PY -c "
+n=$(zcat "$T/res/dp-vs-mp-grid-results.jsonl.gz" | wc -l)
+[ "$n" = 14 ] || fail "$n records in dp-vs-mp-grid-results.jsonl.gz, want 14"
+zcat "$T/res/dp-vs-mp-grid-results.jsonl.gz" | $PY -c "
 import json, sys
 for l in sys.stdin:
     r = json.loads(l)
