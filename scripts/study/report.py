@@ -698,6 +698,18 @@ class Report(ReportBase):
         walls = [r.get("wall_seconds") or 0 for d in self.data.values() for r in d["recs"]]
         self.w()
         self.w(f"Trial wall time in these records: {sum(walls) / 3600:.1f} h over {len(walls)} trials and fault-free resumes.")
+        left = {}
+        for a in self.arms:
+            done = len(self.data[a.name]["recs"]) if a.name in self.data else 0
+            if done < a.n:
+                left[a.model] = left.get(a.model, 0) + a.n - done
+        parts = []
+        for model, k in left.items():
+            w = sorted(r["wall_seconds"] for d in self.data.values() if d["arm"].model == model for r in d["recs"] if r.get("wall_seconds"))
+            parts.append(f"{model} {k} trials, about {k * w[len(w) // 2] / 3600:.1f} h at the median {w[len(w) // 2]:.1f} s of its recorded "
+                         "trials" if w else f"{model} {k} trials, none recorded yet to time them")
+        if parts:
+            self.w(f"Still to run: {'; '.join(parts)} (trial time; `--jobs J` divides the wall time by up to J where J cores are free).")
         self.w()
 
     def render(self):
