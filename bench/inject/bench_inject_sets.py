@@ -10,7 +10,9 @@ cached file, as its own process (median of RESIL_BENCH_REPEATS, 5). The cost of 
 ratio to its one-file counterpart (shards / safetensors, dcp / torch.save; the target: at most 1.2), and the
 whole runs' times.
 Env: RESIL_BENCH_SIZE_MB (256), RESIL_BENCH_FLIPS ("1000,100000"), RESIL_BENCH_REPEATS (5), TMPDIR (about 4.2x
-the size free; removed at the end).
+the size free; removed at the end). On ext4 the first 32 MiB of every file take a write fault per touched page,
+half of a 64 MiB DCP rank file at the default size: TMPDIR=/dev/shm leaves the filesystem out, and
+RESIL_BENCH_SIZE_MB=2048 gives rank files of 512 MiB (docs/results/2026-11-27-inject-sets.md).
 usage: /usr/bin/python3 bench_inject_sets.py CKPT_FLIP"""
 import json
 import os
