@@ -83,7 +83,7 @@ int run_inspect(const InspectOptions& o) {
       checksum = f->checksum(d.path) == *d.checksum ? "ok" : "MISMATCH";
     }
     // Where the tensor is in a set of files (its shard): the location of its first element.
-    const std::string location = d.numel() ? f->location(d.path, 0) : std::string();
+    const std::string location = d.numel() ? f->location(d.path, 0).str() : std::string();
     std::string filters;
     for (const auto& x : d.filters) filters += (filters.empty() ? "" : "+") + x;
     if (o.json) {

@@ -4,13 +4,16 @@ run: the same float32 tensors (RESIL_BENCH_SIZE_MB in all, tensors of 16 MiB) wr
   torch.save        one .pt (a state_dict)        | dcp     a torch.distributed.checkpoint directory of 4 ranks
                                                   |         (every tensor sharded by rows, each chunk a torch.save
                                                   |         archive; tests/apps/ckpt-flip/make_dcp_fixtures.py)
-Each runs `ckpt-flip inject --in-place --hash none` at N = RESIL_BENCH_FLIPS (1,000 and 100,000) flips, from a
-cached file, as its own process (median of RESIL_BENCH_REPEATS, 5). The cost of a flip is the slope
+In TMPDIR, then in /dev/shm where it has room, each runs `ckpt-flip inject --in-place --hash none` at
+N = RESIL_BENCH_FLIPS (1,000 and 100,000) flips, from a cached file, as its own process (median of
+RESIL_BENCH_REPEATS, 5). The cost of a flip is the slope
 (t(N_max) - t(N_min)) / (N_max - N_min), which leaves out opening the checkpoint; printed with each layout's
 ratio to its one-file counterpart (shards / safetensors, dcp / torch.save; the target: at most 1.2), and the
 whole runs' times.
 Env: RESIL_BENCH_SIZE_MB (256), RESIL_BENCH_FLIPS ("1000,100000"), RESIL_BENCH_REPEATS (5), TMPDIR (about 4.2x
-the size free; removed at the end).
+the size free; removed at the end). On ext4 the first 32 MiB of every file take a write fault per touched page,
+half of a 64 MiB DCP rank file at the default size: TMPDIR=/dev/shm leaves the filesystem out, and
+RESIL_BENCH_SIZE_MB=2048 gives rank files of 512 MiB (docs/results/2026-11-27-inject-sets.md).
 usage: /usr/bin/python3 bench_inject_sets.py CKPT_FLIP"""
 import json
 import os
@@ -32,10 +35,13 @@ flip = sys.argv[1]
 size_mb = int(os.environ.get("RESIL_BENCH_SIZE_MB", "256"))
 flips = [int(n) for n in os.environ.get("RESIL_BENCH_FLIPS", "1000,100000").split(",")]
 repeats = int(os.environ.get("RESIL_BENCH_REPEATS", "5"))
-tmp_root = os.environ.get("TMPDIR", "/tmp")
+# Where the files go: TMPDIR, and /dev/shm beside it (tmpfs: no filesystem write faults) where it has room.
 need = int(4.2 * size_mb) << 20
-if shutil.disk_usage(tmp_root).free < need:
-    sys.exit(f"bench_inject_sets: {tmp_root} has {shutil.disk_usage(tmp_root).free >> 20} MiB free, {need >> 20} MiB needed (set TMPDIR)")
+roots = [os.environ.get("TMPDIR", "/tmp")]
+if os.path.isdir("/dev/shm") and os.path.realpath("/dev/shm") != os.path.realpath(roots[0]) and shutil.disk_usage("/dev/shm").free >= 2 * need:
+    roots.append("/dev/shm")
+if shutil.disk_usage(roots[0]).free < need:
+    sys.exit(f"bench_inject_sets: {roots[0]} has {shutil.disk_usage(roots[0]).free >> 20} MiB free, {need >> 20} MiB needed (set TMPDIR)")
 ROWS, COLS = 4096, 1024  # 16 MiB of float32
 N_TENSORS = max(4, size_mb // 16)
 SHARDS = 4
@@ -113,26 +119,31 @@ def timed(path, n, seed, log):
     return time.perf_counter() - t0
 
 
-load = os.getloadavg()
-print(f"bench_inject_sets: {N_TENSORS} float32 tensors of 16 MiB ({N_TENSORS * 16} MiB), flips {flips}, median of {repeats}; "
-      f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs", flush=True)
-results = {}
-with tempfile.TemporaryDirectory(prefix="bench-inject-sets-", dir=tmp_root) as tmp:
-    paths = make_all(tmp)
-    log = os.path.join(tmp, "log.jsonl")
-    # Interleaved: each round runs every layout once per N, so load changes fall on all of them alike.
-    times = {(k, n): [] for k in paths for n in flips}
-    for r in range(repeats):
-        for n in flips:
-            for k, p in paths.items():
-                times[(k, n)].append(timed(p, n, 100 * r + n % 97, log))
-    for k in paths:
-        t = {n: statistics.median(times[(k, n)]) for n in flips}
-        slope = (t[flips[-1]] - t[flips[0]]) / (flips[-1] - flips[0])
-        results[k] = {"seconds": t, "per_flip_us": slope * 1e6}
-print(f"{'layout':12s} " + " ".join(f"{n:>10d} flips" for n in flips) + "   us per flip   vs one file")
-for k, base in (("safetensors", None), ("shards", "safetensors"), ("torch", None), ("dcp", "torch")):
-    r = results[k]
-    ratio = f"{r['per_flip_us'] / results[base]['per_flip_us']:.2f}x {base}" if base else "-"
-    print(f"{k:12s} " + " ".join(f"{r['seconds'][n]:14.3f} s" for n in flips) + f"   {r['per_flip_us']:11.2f}   {ratio}")
-print("json: " + json.dumps(results))
+def run(tmp_root):
+    load = os.getloadavg()
+    print(f"bench_inject_sets in {tmp_root}: {N_TENSORS} float32 tensors of 16 MiB ({N_TENSORS * 16} MiB), flips {flips}, median of "
+          f"{repeats}; load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs", flush=True)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="bench-inject-sets-", dir=tmp_root) as tmp:
+        paths = make_all(tmp)
+        log = os.path.join(tmp, "log.jsonl")
+        # Interleaved: each round runs every layout once per N, so load changes fall on all of them alike.
+        times = {(k, n): [] for k in paths for n in flips}
+        for r in range(repeats):
+            for n in flips:
+                for k, p in paths.items():
+                    times[(k, n)].append(timed(p, n, 100 * r + n % 97, log))
+        for k in paths:
+            t = {n: statistics.median(times[(k, n)]) for n in flips}
+            slope = (t[flips[-1]] - t[flips[0]]) / (flips[-1] - flips[0])
+            results[k] = {"seconds": t, "per_flip_us": slope * 1e6}
+    print(f"{'layout':12s} " + " ".join(f"{n:>10d} flips" for n in flips) + "   us per flip   vs one file")
+    for k, base in (("safetensors", None), ("shards", "safetensors"), ("torch", None), ("dcp", "torch")):
+        r = results[k]
+        ratio = f"{r['per_flip_us'] / results[base]['per_flip_us']:.2f}x {base}" if base else "-"
+        print(f"{k:12s} " + " ".join(f"{r['seconds'][n]:14.3f} s" for n in flips) + f"   {r['per_flip_us']:11.2f}   {ratio}")
+    print("json: " + json.dumps({"dir": tmp_root, "results": results}), flush=True)
+
+
+for root in roots:
+    run(root)

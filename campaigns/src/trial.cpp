@@ -40,7 +40,7 @@ json flip_json(const FlipRecord& r, const std::string& file) {
     j["global_nd"] = r.global->nd;
     j["global_shape"] = r.global->shape;
   }
-  if (!r.location.empty()) j["location"] = json::parse(r.location);  // a set's shard, a distributed checkpoint's chunk
+  if (!r.location.empty()) j["location"] = json::parse(r.location.str());  // a set's shard, a distributed checkpoint's chunk
   put_name(j, "dataset", r.dataset);  // names that are not UTF-8: escaped and flagged (names.hpp)
   return j;
 }

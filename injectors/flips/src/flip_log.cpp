@@ -209,7 +209,11 @@ struct DatasetJson {
 
 // Lines of records[0..) numbered from `first`, each with its newline.
 void append_record_lines(std::string& out, std::span<const FlipRecord> records, std::uint64_t first) {
-  out.reserve(out.size() + records.size() * 256);
+  // Room for every line up front (a line is ~230 bytes besides its name, index and location), so
+  // the buffer is not reallocated and copied as it grows.
+  std::size_t need = record_fixed_max + 16;
+  for (const auto& r : records) need += 260 + r.dataset.size() + r.location.size() + 21 * r.nd.size() + (r.global ? 200 : 0);
+  out.reserve(out.size() + need);
   DatasetJson names;
   for (std::size_t i = 0; i < records.size(); ++i) {
     append_record_line(out, records[i], first + i, names.of(records[i]));
@@ -564,8 +568,13 @@ void LogWriter::records(std::span<const FlipRecord> records) {
     detail::on_two_threads(part.size(), two_threads_from, [&](std::size_t from, std::size_t to) {
       append_record_lines(from == 0 ? buf_ : second, part.subspan(from, to - from), at + from);
     });
-    buf_ += second;
-    if (buf_.size() > (1u << 20)) write_out();
+    if (!second.empty()) {  // the halves go out in order, each from its own buffer (no joined copy)
+      write_out();
+      buf_.swap(second);
+      write_out();
+    } else if (buf_.size() > (1u << 20)) {
+      write_out();
+    }
   }
 }
 

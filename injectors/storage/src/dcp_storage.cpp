@@ -349,12 +349,18 @@ public:
     for_each_slab(t, std::size_t{32} << 20, [&](std::span<const std::byte> b) { h.update(b); });
     return h.digest();
   }
-  std::string location(const std::string& t, std::uint64_t index) override {
-    const Global& g = global(t);
-    std::vector<std::uint64_t> nd(g.meta->size.size());
-    unravel(index, g.meta->size, nd);
-    const std::size_t c = chunk_of(g, nd, t);
-    std::string& text = locations_[{t, c}];  // one text per chunk: a campaign of 100,000 flips builds it once
+  SharedText location(const std::string& t, std::uint64_t index) override {
+    // Called once per flip, tensor by tensor: the last tensor is kept, and the texts are keyed by
+    // the tensor's entry, so a call compares one name and allocates only the returned copy.
+    if (!last_global_ || last_name_ != t) {
+      last_global_ = &global(t);
+      last_name_ = t;
+    }
+    const Global& g = *last_global_;
+    nd_.resize(g.meta->size.size());
+    unravel(index, g.meta->size, nd_);
+    const std::size_t c = chunk_of(g, nd_, t);
+    SharedText& text = locations_[{&g, c}];  // one text per chunk: a campaign of 100,000 flips builds it once
     if (text.empty()) text = chunk_location(g, c);
     return text;
   }
@@ -442,7 +448,10 @@ private:
   std::uint64_t world_ = 0;
   std::map<std::string, Global> by_name_;
   std::map<std::string, std::unique_ptr<Storage>> files_;
-  std::map<std::pair<std::string, std::size_t>, std::string> locations_;  // (tensor, chunk) -> location()
+  std::map<std::pair<const Global*, std::size_t>, SharedText> locations_;  // (tensor, chunk) -> location()
+  const Global* last_global_ = nullptr;  // location()'s last tensor
+  std::string last_name_;
+  std::vector<std::uint64_t> nd_;
 };
 
 }  // namespace

@@ -82,8 +82,8 @@ public:
     part(t).for_each_slab(t, max_bytes, fn);
   }
   std::uint64_t checksum(const std::string& t) override { return part(t).checksum(t); }
-  std::string location(const std::string& t, std::uint64_t) override {
-    std::string& text = locations_[t];  // one text per tensor, not one per flip
+  SharedText location(const std::string& t, std::uint64_t) override {
+    SharedText& text = locations_[t];  // one text per tensor, not one per flip
     if (text.empty()) text = nlohmann::json{{"file", set_.files[index_of(t)]}}.dump();
     return text;
   }
@@ -115,7 +115,7 @@ private:
   FileSet set_;
   std::vector<std::unique_ptr<Storage>> parts_;
   std::vector<Tensor> tensors_;
-  std::map<std::string, std::string> locations_;  // tensor -> location()
+  std::map<std::string, SharedText> locations_;  // tensor -> location()
   std::map<std::string, std::size_t> owner_;  // every name and alias -> part
 };
 

@@ -15,6 +15,7 @@
 
 #include "resil/ckpt/dtype.hpp"
 #include "resil/ckpt/hash.hpp"
+#include "resil/inject/shared_text.hpp"
 
 namespace resil::inject {
 
@@ -41,7 +42,8 @@ struct FlipRecord {
   std::optional<Global> global;
   /// Where the word is stored beyond the dataset's name (Storage::location: a set's file, a
   /// distributed checkpoint's chunk), compact JSON with sorted keys; "" when the file says it all.
-  std::string location;
+  /// Shared: the records of one chunk hold one text.
+  SharedText location;
   std::uint64_t mask() const noexcept { return old_bits ^ new_bits; }
 };
 

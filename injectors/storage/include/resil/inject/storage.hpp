@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "resil/ckpt/io.hpp"
+#include "resil/inject/shared_text.hpp"
 #include "resil/inject/regions.hpp"
 
 namespace resil::inject {
@@ -133,8 +134,9 @@ public:
   virtual std::uint64_t checksum(const std::string& tensor) = 0;
   /// Where the element at flat index `index` of a tensor is stored beyond the tensor's name, as a
   /// compact JSON object with sorted keys (a set: {"file":"model-00001-of-00002.safetensors"}), or
-  /// "" when the file itself says it all. Flip logs record it with each flip.
-  virtual std::string location(const std::string& /*tensor*/, std::uint64_t /*index*/) { return {}; }
+  /// "" when the file itself says it all. Flip logs record it with each flip (one shared text per
+  /// chunk or file, so a call is cheap).
+  virtual SharedText location(const std::string& /*tensor*/, std::uint64_t /*index*/) { return {}; }
 
   /// The format's finishing step after edits, before close (for a zip: the CRC-32 of each touched
   /// member in its local header and the central directory; HDF5: nothing). apply() calls it once.
