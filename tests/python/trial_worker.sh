@@ -16,7 +16,7 @@ CAMPAIGN_PID=
 on_exit() { [ -n "$CAMPAIGN_PID" ] && kill -9 "$CAMPAIGN_PID" 2> /dev/null; pkill -9 -f -- "$TOY_MARKER" 2> /dev/null; }
 "$PY" -c "import numpy; numpy.save('$T/g.npy', numpy.linspace(0.5, 1.5, 256, dtype=numpy.float32))" || fail "numpy"
 config() {  # config NAME MODE [TRIALS]
-  printf '%s\n' '{"name": "toy", "checkpoint": "'"$T"'/g.npy", "mode": "'"$2"'", "trials": '"${3:-9}"', "seed": 3, "timeout_s": 15,' \
+  printf '%s\n' '{"name": "toy", "checkpoint": "'"$T"'/g.npy", "mode": "'"$2"'", "trials": '"${3:-9}"', "seed": 3, "timeout_s": 8,' \
     ' "command": ["'"$PY"'", "'"$TOY"'", "eval", "--from", "{ckpt}", "--out", "{out}", "--trial", "{trial}"],' \
     ' "inject": {"flips": 1, "strata": "field"},' \
     ' "metrics": [{"name": "accuracy", "tolerance": 0.01}, {"name": "loss", "tolerance": 0.5, "higher_is_better": false}]}' > "$T/$1.json"
