@@ -353,6 +353,44 @@ TEST_CASE("token and position embeddings and LayerNorm are bit-identical to the 
   be.gpu->release_i32(tg);
 }
 
+TEST_CASE("the batched sum of squares has each tensor's per-tensor bits", "[gpu]") {
+  Backends be;
+  // Empty, below, at and above the block width (256), above one pass of the 256 x 256 grid, and large.
+  const std::vector<std::size_t> sizes = {0, 1, 255, 256, 257, 3000, 65536 + 3, 1 << 20};
+  std::vector<std::unique_ptr<Pair>> xs;
+  for (std::size_t i = 0; i < sizes.size(); ++i) xs.push_back(std::make_unique<Pair>(*be.cpu, *be.gpu, randn(sizes[i], 80 + i, 0.5f)));
+  auto check = [&](const std::vector<std::size_t>& which) {
+    std::vector<ConstSpan> on_cpu, on_gpu;
+    for (const std::size_t i : which) {
+      on_cpu.push_back({xs[i]->c, sizes[i]});
+      on_gpu.push_back({xs[i]->g, sizes[i]});
+    }
+    const auto c = be.cpu->sum_squares_many(on_cpu), g = be.gpu->sum_squares_many(on_gpu);
+    REQUIRE(c.size() == which.size());
+    REQUIRE(g.size() == which.size());
+    for (std::size_t k = 0; k < which.size(); ++k) {
+      const std::size_t i = which[k];
+      CAPTURE(k, sizes[i]);
+      const double c1 = be.cpu->sum_squares(xs[i]->c, sizes[i]), g1 = be.gpu->sum_squares(xs[i]->g, sizes[i]);
+      CHECK(std::memcmp(&c[k], &c1, sizeof(double)) == 0);  // the CPU's default: sum_squares in turn
+      CHECK(std::memcmp(&g[k], &g1, sizeof(double)) == 0);  // the device's batch: the same blocks, the same order
+      CHECK(g[k] == Approx(c[k]).epsilon(1e-12));           // the device's block order is not the CPU's index order
+    }
+  };
+  SECTION("every size at once") { check({0, 1, 2, 3, 4, 5, 6, 7}); }
+  SECTION("a list of one, then of one empty tensor, then an empty list") {
+    check({5});
+    check({0});
+    check({});
+  }
+  SECTION("the same list twice, a different list of the same length, then a longer one") {
+    check({1, 3, 6});
+    check({1, 3, 6});
+    check({6, 3, 1});
+    check({7, 0, 2, 4, 2, 7, 5, 1, 3, 6});
+  }
+}
+
 TEST_CASE("GELU, the causal softmax, AdamW and the gradient norm match the CPU", "[gpu]") {
   Backends be;
   const std::size_t n = 3000;

@@ -478,6 +478,24 @@ public:
     partials_.ensure(cuda::sum_squares_parts);
     return cuda::sum_squares(s(), x, n, partials_.data());
   }
+  std::vector<double> sum_squares_many(const std::vector<ConstSpan>& xs) override {
+    std::vector<double> out(xs.size());
+    if (xs.empty()) return out;
+    // The list is staged on the device once and reused while it is the same (every step of a run).
+    const bool same = xs.size() == staged_spans_.size() &&
+                      std::equal(xs.begin(), xs.end(), staged_spans_.begin(), [](const ConstSpan& a, const ConstSpan& b) {
+                        return a.data == b.data && a.size == b.size;
+                      });
+    if (!same) {
+      grow(spans_dev_, xs.size());
+      staged_spans_ = xs;
+      copy_sync(spans_dev_.data(), staged_spans_.data(), xs.size() * sizeof(ConstSpan), cudaMemcpyHostToDevice);
+    }
+    grow(partials_, xs.size() * cuda::sum_squares_parts);
+    grow(totals_, xs.size());
+    cuda::sum_squares_many(s(), spans_dev_.data(), xs.size(), partials_.data(), totals_.data(), out.data());
+    return out;
+  }
   void scale(float* x, std::size_t n, float a) override { cuda::scale(s(), x, n, a); }
   void round_bf16(float* x, std::size_t n) override { cuda::round_bf16(s(), x, n); }
 
@@ -525,7 +543,8 @@ private:
     RESIL_CUDA_CHECK(cudaStreamSynchronize(s()));
   }
   // A scratch buffer grown only once the kernels queued on the stream (which may read it) are done.
-  void grow(DeviceBuffer<float>& b, std::size_t n) {
+  template <class T>
+  void grow(DeviceBuffer<T>& b, std::size_t n) {
     if (n <= b.size()) return;
     RESIL_CUDA_CHECK(cudaStreamSynchronize(s()));
     b.ensure(n);
@@ -559,7 +578,9 @@ private:
   DeviceBuffer<int> flag_;
   DeviceBuffer<float> rows_;
   DeviceBuffer<float> plane_sums_, dw_parts_, dcols_;  // channel-bias and conv intermediates
-  DeviceBuffer<double> partials_;
+  DeviceBuffer<double> partials_, totals_;            // sums of squares
+  DeviceBuffer<ConstSpan> spans_dev_;
+  std::vector<ConstSpan> staged_spans_;
   DeviceBuffer<std::int32_t> ok_, idx_, off_, rows_dev_;
   std::vector<std::int32_t> staged_rows_;
   std::vector<float> host_rows_;

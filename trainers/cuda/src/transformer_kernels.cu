@@ -13,6 +13,7 @@ namespace resil::train::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr std::size_t kMaxGridY = 65535;  // CUDA's limit on gridDim.y
 inline int blocks_for(std::size_t n) { return static_cast<int>(std::min<std::size_t>((n + kThreads - 1) / kThreads, 65535 * 8)); }
 
 #define GRID_STRIDE(i, n) \
@@ -162,8 +163,10 @@ __global__ void k_causal_softmax_bwd(const float* p, const float* dp, float* ds,
   }
 }
 // Sum of squares in double: a fixed grid of sum_squares_parts blocks, each thread adding its
-// grid-stride elements in order, then a fixed tree per block: the same bits on every run.
-__global__ void k_sum_squares(const float* x, std::size_t n, double* partials) {
+// grid-stride elements in order, then a fixed tree per block: the same bits on every run. The block
+// index and the grid's width come from the x dimension only, so a grid (sum_squares_parts, k) runs
+// k tensors' blocks side by side, each exactly as a grid of its own would.
+__device__ __forceinline__ void sum_squares_block(const float* x, std::size_t n, double* partials) {
   __shared__ double part[kThreads];
   double acc = 0.0;
   GRID_STRIDE(i, n) acc = __dadd_rn(acc, __dmul_rn(x[i], x[i]));
@@ -174,6 +177,20 @@ __global__ void k_sum_squares(const float* x, std::size_t n, double* partials) {
     __syncthreads();
   }
   if (threadIdx.x == 0) partials[blockIdx.x] = part[0];
+}
+__global__ void k_sum_squares(const float* x, std::size_t n, double* partials) { sum_squares_block(x, n, partials); }
+// blockIdx.y picks the tensor; its blocks' sums go to partials[y * sum_squares_parts ..].
+__global__ void k_sum_squares_many(const ConstSpan* xs, double* partials) {
+  const ConstSpan x = xs[blockIdx.y];
+  sum_squares_block(x.data, x.size, partials + static_cast<std::size_t>(blockIdx.y) * sum_squares_parts);
+}
+// One thread per tensor adds its blocks' sums in block order from 0.0, as sum_squares does on the host.
+__global__ void k_sum_partials(const double* partials, std::size_t count, double* totals) {
+  GRID_STRIDE(i, count) {
+    double total = 0.0;
+    for (int j = 0; j < sum_squares_parts; ++j) total = __dadd_rn(total, partials[i * sum_squares_parts + j]);
+    totals[i] = total;
+  }
 }
 __global__ void k_scale(float* x, std::size_t n, float a) { GRID_STRIDE(i, n) x[i] *= a; }
 __global__ void k_round_bf16(float* x, std::size_t n) {
@@ -244,6 +261,19 @@ double sum_squares(cudaStream_t s, const float* x, std::size_t n, double* partia
   double total = 0.0;
   for (const double p : h) total += p;
   return total;
+}
+void sum_squares_many(cudaStream_t s, const ConstSpan* xs_device, std::size_t count, double* partials_device, double* totals_device,
+                      double* out) {
+  if (count == 0) return;
+  for (std::size_t first = 0; first < count; first += kMaxGridY) {
+    const std::size_t k = std::min<std::size_t>(kMaxGridY, count - first);
+    k_sum_squares_many<<<dim3(sum_squares_parts, static_cast<unsigned>(k)), kThreads, 0, s>>>(xs_device + first,
+                                                                                            partials_device + first * sum_squares_parts);
+    RESIL_CUDA_CHECK(cudaGetLastError());
+  }
+  launch(s, k_sum_partials, count, partials_device, count, totals_device);
+  RESIL_CUDA_CHECK(cudaMemcpyAsync(out, totals_device, count * sizeof(double), cudaMemcpyDeviceToHost, s));
+  RESIL_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 void scale(cudaStream_t s, float* x, std::size_t n, float a) { launch(s, k_scale, n, x, n, a); }
 void round_bf16(cudaStream_t s, float* x, std::size_t n) { launch(s, k_round_bf16, n, x, n); }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace resil::train {
 
@@ -24,6 +25,12 @@ struct ConvGeom {
 
 /// What decides the bits of a backend's results besides its inputs, recorded in every checkpoint
 /// and summary: equal ids give bit-identical results for equal inputs.
+/// `size` floats at `data` in backend memory (a plain struct: the CUDA sources compile as C++17, without std::span).
+struct ConstSpan {
+  const float* data = nullptr;
+  std::size_t size = 0;
+};
+
 struct NumericConfig {
   std::string id;      // "cpu-fma-seqk-1": resil's GEMM order and math (any x86-64); "cuda-sm90-cublas-130100"
   std::string detail;  // how this process computes, not deciding the bits: "avx2 FMA, 1 thread"
@@ -146,6 +153,9 @@ public:
   // ---- reductions and scaling over whole tensors ----
   /// sum of x[i]^2 in index order, in double (the gradient norm for clipping).
   virtual double sum_squares(const float* x, std::size_t n) = 0;
+  /// sum_squares of each tensor of the list, each result the bits sum_squares gives it. The default
+  /// calls sum_squares tensor after tensor; a device backend computes them all before one copy to the host.
+  virtual std::vector<double> sum_squares_many(const std::vector<ConstSpan>& xs);
   /// x *= a
   virtual void scale(float* x, std::size_t n, float a) = 0;
 
