@@ -456,8 +456,11 @@ public:
   void embedding_forward(const std::int32_t* tokens, const float* wte, const float* wpe, float* out, int B, int T, int C) override {
     cuda::embedding_forward(s(), tokens, wte, wpe, out, B, T, C);
   }
-  void embedding_backward(const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C) override {
-    cuda::embedding_backward(s(), dout, tokens, dwte, dwpe, B, T, C);
+  void embedding_backward(const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C, int V) override {
+    grow(tok_count_, static_cast<std::size_t>(std::max(V, 1)));
+    grow(tok_start_, static_cast<std::size_t>(std::max(V, 0)) + 1);
+    grow(tok_rows_, static_cast<std::size_t>(std::max(B * T, 1)));
+    cuda::embedding_backward(s(), dout, tokens, dwte, dwpe, B, T, C, V, {tok_count_.data(), tok_start_.data(), tok_rows_.data()});
   }
   void layernorm_forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C) override {
     cuda::layernorm_forward(s(), x, w, b, y, mean, rstd, rows, C);
@@ -581,6 +584,7 @@ private:
   DeviceBuffer<double> partials_, totals_;            // sums of squares
   DeviceBuffer<ConstSpan> spans_dev_;
   std::vector<ConstSpan> staged_spans_;
+  DeviceBuffer<std::int32_t> tok_count_, tok_start_, tok_rows_;  // the token embedding gradient's buckets
   DeviceBuffer<std::int32_t> ok_, idx_, off_, rows_dev_;
   std::vector<std::int32_t> staged_rows_;
   std::vector<float> host_rows_;

@@ -27,12 +27,80 @@ __global__ void k_embedding_fwd(const std::int32_t* tokens, const float* wte, co
     out[i] = wte[static_cast<std::size_t>(tokens[row]) * C + c] + wpe[static_cast<std::size_t>(t) * C + c];
   }
 }
-// One thread per column of wte walks every (b, t) in order; one per (t, column) of wpe walks b.
-__global__ void k_embedding_bwd_wte(const float* dout, const std::int32_t* tokens, float* dwte, int rows, int C) {
-  GRID_STRIDE(c, static_cast<std::size_t>(C)) {
-    for (int r = 0; r < rows; ++r) dwte[static_cast<std::size_t>(tokens[r]) * C + c] += dout[static_cast<std::size_t>(r) * C + c];
+__device__ __forceinline__ void warp_of(std::size_t& warp, std::size_t& warps) {
+  warp = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) >> 5;
+  warps = (static_cast<std::size_t>(gridDim.x) * blockDim.x) >> 5;
+}
+// The token embedding's gradient, dwte[v] += dout[r] over the rows r holding token v in increasing r
+// (the CPU's order for each element), in three steps. Bucketing: count[v] = rows holding v (integer
+// atomics: the counts do not depend on their order), start = the exclusive prefix sum of count, then
+// one warp per token lists its rows in increasing order at rows[start[v] ..] (a stable counting sort).
+// Summing: a block of 32 x 8 threads per (token, 32 columns) adds the token's rows column by column in
+// list order (colsum_block). One thread per column walking every row keeps the order too, but as C
+// threads of B*T dependent steps: 1.9 ms a step at B*T = 4096, C = 512 on an H200.
+__global__ void k_token_count(const std::int32_t* tokens, std::size_t rows, std::int32_t* count) {
+  GRID_STRIDE(r, rows) atomicAdd(count + tokens[r], 1);
+}
+// One block of kThreads: each thread sums a contiguous run of counts, thread 0 scans the runs' sums,
+// then each thread writes its run's starts. start has V + 1 entries, start[V] = rows.
+__global__ void k_token_start(const std::int32_t* count, int V, std::int32_t* start) {
+  __shared__ std::int32_t part[kThreads];
+  const int per = (V + kThreads - 1) / kThreads;
+  const int lo = min(V, static_cast<int>(threadIdx.x) * per), hi = min(V, lo + per);
+  std::int32_t sum = 0;
+  for (int v = lo; v < hi; ++v) sum += count[v];
+  part[threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    std::int32_t run = 0;
+    for (int i = 0; i < kThreads; ++i) {
+      const std::int32_t x = part[i];
+      part[i] = run;
+      run += x;
+    }
+    start[V] = run;
+  }
+  __syncthreads();
+  std::int32_t run = part[threadIdx.x];
+  for (int v = lo; v < hi; ++v) {
+    start[v] = run;
+    run += count[v];
   }
 }
+// One warp per token v reads the tokens 32 at a time; the lanes holding v take consecutive slots
+// in lane order (ballot and popcount), so the list is in increasing row order. A warp stops once it
+// has placed count[v] rows.
+__global__ void k_token_rows(const std::int32_t* tokens, int rows, int V, const std::int32_t* start, std::int32_t* bucket_rows) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  std::size_t first, step;
+  warp_of(first, step);
+  for (std::size_t v = first; v < static_cast<std::size_t>(V); v += step) {
+    std::int32_t at = start[v];
+    const std::int32_t end = start[v + 1];
+    for (int r0 = 0; r0 < rows && at < end; r0 += 32) {
+      const int r = r0 + lane;
+      const bool mine = r < rows && tokens[r] == static_cast<std::int32_t>(v);
+      const unsigned mask = __ballot_sync(0xffffffffu, mine);
+      if (mine) bucket_rows[at + __popc(mask & ((1u << lane) - 1u))] = r;
+      at += __popc(mask);
+    }
+  }
+}
+// Row j of a token's bucket as a colsum_block source: dout's row bucket_rows[j].
+struct BucketRows {
+  const float* dout;
+  const std::int32_t* rows;
+  int C;
+  __device__ float operator()(int j, int c) const { return dout[static_cast<std::size_t>(rows[j]) * C + c]; }
+};
+// Grid (V, colsum_grid(C)) of 32 x 8 blocks: blockIdx.x is the token, blockIdx.y its 32 columns.
+__global__ void k_embedding_bwd_wte(const float* dout, const std::int32_t* start, const std::int32_t* bucket_rows, int C, float* dwte) {
+  const std::size_t v = blockIdx.x;
+  const std::int32_t lo = start[v], n = start[v + 1] - lo;
+  if (n == 0) return;  // the whole block: a token absent from the batch leaves its row as it was
+  colsum_block(BucketRows{dout, bucket_rows + lo, C}, n, C, static_cast<int>(blockIdx.y), dwte + v * C);
+}
+// One thread per (t, column) of wpe walks b.
 __global__ void k_embedding_bwd_wpe(const float* dout, float* dwpe, int B, int T, int C) {
   GRID_STRIDE(i, static_cast<std::size_t>(T) * C) {
     float acc = dwpe[i];
@@ -43,10 +111,6 @@ __global__ void k_embedding_bwd_wpe(const float* dout, float* dwpe, int B, int T
 // LayerNorm: one warp per row. The lanes load 32 consecutive elements at a time and every lane adds
 // them in column order (warp_ordered_sum), so each holds the CPU's sequential sums; the outputs are
 // written by the lanes side by side.
-__device__ __forceinline__ void warp_of(std::size_t& warp, std::size_t& warps) {
-  warp = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) >> 5;
-  warps = (static_cast<std::size_t>(gridDim.x) * blockDim.x) >> 5;
-}
 __global__ void k_layernorm_fwd(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C) {
   const int lane = static_cast<int>(threadIdx.x & 31);
   std::size_t first, step;
@@ -227,8 +291,18 @@ void launch(cudaStream_t s, void (*kernel)(KArgs...), std::size_t n, Args&&... a
 void embedding_forward(cudaStream_t s, const std::int32_t* tokens, const float* wte, const float* wpe, float* out, int B, int T, int C) {
   launch(s, k_embedding_fwd, static_cast<std::size_t>(B) * T * C, tokens, wte, wpe, out, B, T, C);
 }
-void embedding_backward(cudaStream_t s, const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C) {
-  launch(s, k_embedding_bwd_wte, static_cast<std::size_t>(C), dout, tokens, dwte, B * T, C);
+void embedding_backward(cudaStream_t s, const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C, int V,
+                        const TokenBuckets& scratch) {
+  const int rows = B * T;
+  if (rows > 0 && C > 0 && V > 0) {
+    RESIL_CUDA_CHECK(cudaMemsetAsync(scratch.count, 0, static_cast<std::size_t>(V) * sizeof(std::int32_t), s));
+    launch(s, k_token_count, static_cast<std::size_t>(rows), tokens, static_cast<std::size_t>(rows), scratch.count);
+    k_token_start<<<1, kThreads, 0, s>>>(scratch.count, V, scratch.start);
+    RESIL_CUDA_CHECK(cudaGetLastError());
+    launch(s, k_token_rows, static_cast<std::size_t>(V) * 32, tokens, rows, V, scratch.start, scratch.rows);
+    k_embedding_bwd_wte<<<dim3(static_cast<unsigned>(V), colsum_grid(C)), dim3(32, 8), 0, s>>>(dout, scratch.start, scratch.rows, C, dwte);
+    RESIL_CUDA_CHECK(cudaGetLastError());
+  }
   launch(s, k_embedding_bwd_wpe, static_cast<std::size_t>(T) * C, dout, dwpe, B, T, C);
 }
 void layernorm_forward(cudaStream_t s, const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C) {

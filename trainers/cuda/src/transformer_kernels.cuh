@@ -16,7 +16,15 @@
 namespace resil::train::cuda {
 
 void embedding_forward(cudaStream_t s, const std::int32_t* tokens, const float* wte, const float* wpe, float* out, int B, int T, int C);
-void embedding_backward(cudaStream_t s, const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C);
+/// Device scratch of embedding_backward: count (V int32s), start (V + 1) and rows (B*T), the rows
+/// of the batch bucketed by token.
+struct TokenBuckets {
+  std::int32_t* count = nullptr;
+  std::int32_t* start = nullptr;
+  std::int32_t* rows = nullptr;
+};
+void embedding_backward(cudaStream_t s, const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C, int V,
+                        const TokenBuckets& scratch);
 void layernorm_forward(cudaStream_t s, const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C);
 void layernorm_backward(cudaStream_t s, const float* dy, const float* x, const float* w, const float* mean, const float* rstd, float* dx,
                         float* dw, float* db, int rows, int C);

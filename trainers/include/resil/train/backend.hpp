@@ -128,8 +128,10 @@ public:
                             int batch) = 0;
   /// out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :] (tokens is B x T, in backend memory).
   virtual void embedding_forward(const std::int32_t* tokens, const float* wte, const float* wpe, float* out, int B, int T, int C) = 0;
-  /// dwte[tokens[b, t], :] += dout[b, t, :] and dwpe[t, :] += dout[b, t, :], summed in (b, t) order.
-  virtual void embedding_backward(const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C) = 0;
+  /// dwte[tokens[b, t], :] += dout[b, t, :] and dwpe[t, :] += dout[b, t, :], summed in (b, t) order;
+  /// dwte has V rows and every token is in [0, V) (the caller checks).
+  virtual void embedding_backward(const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C,
+                                  int V) = 0;
   /// LayerNorm over each row of C: y = (x - mean) * rstd * w + b with rstd = 1 / sqrt(var + 1e-5)
   /// (biased variance); mean and rstd (one per row) are kept for the backward pass.
   virtual void layernorm_forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C) = 0;
