@@ -336,7 +336,7 @@ TEST_CASE("token and position embeddings and LayerNorm are bit-identical to the 
     const bool g = b == be.gpu.get();
     auto P = [&](Pair& p) { return g ? p.g : p.c; };
     b->embedding_forward(g ? tg : tc, P(wte), P(wpe), P(x), B, T, C);
-    b->embedding_backward(P(dy), g ? tg : tc, P(dwte), P(dwpe), B, T, C);
+    b->embedding_backward(P(dy), g ? tg : tc, P(dwte), P(dwpe), B, T, C, V);
     b->layernorm_forward(P(x), P(w), P(bias), P(y), P(mean), P(rstd), rows, C);
     b->layernorm_backward(P(dy), P(x), P(w), P(mean), P(rstd), P(dx), P(dw), P(db), rows, C);
   }
@@ -351,6 +351,106 @@ TEST_CASE("token and position embeddings and LayerNorm are bit-identical to the 
   db.require_identical();
   be.cpu->release_i32(tc);
   be.gpu->release_i32(tg);
+}
+
+namespace {
+
+// Tokens as a (B*T)-long batch for the token-embedding gradient's cases.
+struct TokenCase {
+  const char* name;
+  int V, B, T, C;
+  std::vector<std::int32_t> (*tokens)(int V, int rows);
+};
+
+std::vector<std::int32_t> tokens_random(int V, int rows) {
+  std::vector<std::int32_t> t(static_cast<std::size_t>(rows));
+  resil::Rng r(70, static_cast<std::uint64_t>(V));
+  for (auto& x : t) x = static_cast<std::int32_t>(r.below(static_cast<std::uint64_t>(V)));
+  return t;
+}
+std::vector<std::int32_t> tokens_all_one(int V, int rows) { return std::vector<std::int32_t>(static_cast<std::size_t>(rows), V - 1); }
+// Four ids of a large vocabulary, the first and the last among them: every other row of dwte is unused.
+std::vector<std::int32_t> tokens_sparse(int V, int rows) {
+  const std::int32_t ids[] = {V - 1, 0, V / 2, 7};
+  std::vector<std::int32_t> t(static_cast<std::size_t>(rows));
+  resil::Rng r(71, 1);
+  for (auto& x : t) x = ids[r.below(4)];
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("the token embedding gradient is bit-identical to the CPU for any mix of tokens", "[gpu]") {
+  Backends be;
+  // Buckets of one row up to several 128-row tiles of one token; C below, at and above multiples of 32.
+  const TokenCase tc = GENERATE(values<TokenCase>({
+      {"random, byte vocabulary", 256, 16, 64, 96, tokens_random},
+      {"one token everywhere", 13, 4, 80, 200, tokens_all_one},
+      {"four ids of a vocabulary of 5000", 5000, 3, 70, 33, tokens_sparse},
+      {"a single position", 50, 1, 1, 31, tokens_random},
+      {"more ids than positions", 300, 2, 9, 64, tokens_random},
+  }));
+  CAPTURE(tc.name);
+  const int rows = tc.B * tc.T;
+  const auto tok = tc.tokens(tc.V, rows);
+  std::int32_t* tcpu = be.cpu->alloc_i32(tok.size());
+  std::int32_t* tgpu = be.gpu->alloc_i32(tok.size());
+  be.cpu->upload_i32(tcpu, tok.data(), tok.size());
+  be.gpu->upload_i32(tgpu, tok.data(), tok.size());
+  const std::size_t n = static_cast<std::size_t>(rows) * tc.C;
+  // The gradients start non-zero: the kernel accumulates into them, and rows of absent ids must keep their bits.
+  Pair dwte(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(tc.V) * tc.C, 72));
+  Pair dwpe(*be.cpu, *be.gpu, randn(static_cast<std::size_t>(tc.T) * tc.C, 73));
+  Pair dy(*be.cpu, *be.gpu, randn(n, 74, 3.0f)), dy2(*be.cpu, *be.gpu, randn(n, 75));
+  for (Backend* b : {be.cpu.get(), be.gpu.get()}) {
+    const bool g = b == be.gpu.get();
+    auto P = [&](Pair& p) { return g ? p.g : p.c; };
+    // Twice: a second step reuses the device's buckets.
+    b->embedding_backward(P(dy), g ? tgpu : tcpu, P(dwte), P(dwpe), tc.B, tc.T, tc.C, tc.V);
+    b->embedding_backward(P(dy2), g ? tgpu : tcpu, P(dwte), P(dwpe), tc.B, tc.T, tc.C, tc.V);
+  }
+  dwte.require_identical();
+  dwpe.require_identical();
+  be.cpu->release_i32(tcpu);
+  be.gpu->release_i32(tgpu);
+}
+
+TEST_CASE("the batched sum of squares has each tensor's per-tensor bits", "[gpu]") {
+  Backends be;
+  // Empty, below, at and above the block width (256), above one pass of the 256 x 256 grid, and large.
+  const std::vector<std::size_t> sizes = {0, 1, 255, 256, 257, 3000, 65536 + 3, 1 << 20};
+  std::vector<std::unique_ptr<Pair>> xs;
+  for (std::size_t i = 0; i < sizes.size(); ++i) xs.push_back(std::make_unique<Pair>(*be.cpu, *be.gpu, randn(sizes[i], 80 + i, 0.5f)));
+  auto check = [&](const std::vector<std::size_t>& which) {
+    std::vector<ConstSpan> on_cpu, on_gpu;
+    for (const std::size_t i : which) {
+      on_cpu.push_back({xs[i]->c, sizes[i]});
+      on_gpu.push_back({xs[i]->g, sizes[i]});
+    }
+    const auto c = be.cpu->sum_squares_many(on_cpu), g = be.gpu->sum_squares_many(on_gpu);
+    REQUIRE(c.size() == which.size());
+    REQUIRE(g.size() == which.size());
+    for (std::size_t k = 0; k < which.size(); ++k) {
+      const std::size_t i = which[k];
+      CAPTURE(k, sizes[i]);
+      const double c1 = be.cpu->sum_squares(xs[i]->c, sizes[i]), g1 = be.gpu->sum_squares(xs[i]->g, sizes[i]);
+      CHECK(std::memcmp(&c[k], &c1, sizeof(double)) == 0);  // the CPU's default: sum_squares in turn
+      CHECK(std::memcmp(&g[k], &g1, sizeof(double)) == 0);  // the device's batch: the same blocks, the same order
+      CHECK(g[k] == Approx(c[k]).epsilon(1e-12));           // the device's block order is not the CPU's index order
+    }
+  };
+  SECTION("every size at once") { check({0, 1, 2, 3, 4, 5, 6, 7}); }
+  SECTION("a list of one, then of one empty tensor, then an empty list") {
+    check({5});
+    check({0});
+    check({});
+  }
+  SECTION("the same list twice, a different list of the same length, then a longer one") {
+    check({1, 3, 6});
+    check({1, 3, 6});
+    check({6, 3, 1});
+    check({7, 0, 2, 4, 2, 7, 5, 1, 3, 6});
+  }
 }
 
 TEST_CASE("GELU, the causal softmax, AdamW and the gradient norm match the CPU", "[gpu]") {

@@ -119,3 +119,29 @@ TEST_CASE("cpu maxpool forward is bit-identical to the per-element loop, ties an
   CHECK(same_bits(y_got, y_want));
   CHECK(a_got == a_want);
 }
+
+TEST_CASE("cpu sum_squares_many is sum_squares tensor after tensor, bit for bit", "[train][unit]") {
+  auto be = make_cpu_backend(1);
+  const std::vector<std::size_t> sizes = {0, 1, 255, 257, 3000};
+  std::vector<std::vector<float>> xs;
+  std::vector<ConstSpan> all;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    xs.push_back(randv(sizes[i], 40 + i));
+    all.push_back({xs.back().data(), sizes[i]});
+  }
+  auto check = [&](const std::vector<ConstSpan>& list) {
+    const auto sums = be->sum_squares_many(list);
+    REQUIRE(sums.size() == list.size());
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const double one = be->sum_squares(list[k].data, list[k].size);
+      CAPTURE(k, list[k].size);
+      CHECK(std::memcmp(&sums[k], &one, sizeof(double)) == 0);
+    }
+  };
+  check(all);
+  check({all[2]});
+  check({all[0]});
+  check({});
+  CHECK(be->sum_squares_many({all[0]}).at(0) == 0.0);
+  CHECK(be->sum_squares_many({all[1]}).at(0) == static_cast<double>(xs[1][0]) * static_cast<double>(xs[1][0]));
+}

@@ -42,4 +42,11 @@ void Backend::conv_backward(const float* dy, const ConvGeom& g, int n, const flo
   }
 }
 
+std::vector<double> Backend::sum_squares_many(const std::vector<ConstSpan>& xs) {
+  std::vector<double> out;
+  out.reserve(xs.size());
+  for (const ConstSpan& x : xs) out.push_back(sum_squares(x.data, x.size));
+  return out;
+}
+
 }  // namespace resil::train

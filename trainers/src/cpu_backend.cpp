@@ -279,7 +279,7 @@ public:
   void embedding_forward(const std::int32_t* tokens, const float* wte, const float* wpe, float* out, int B, int T, int C) override {
     cpu::embedding_forward(tokens, wte, wpe, out, B, T, C);
   }
-  void embedding_backward(const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C) override {
+  void embedding_backward(const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C, int) override {
     cpu::embedding_backward(dout, tokens, dwte, dwpe, B, T, C);
   }
   void layernorm_forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C) override {

@@ -58,8 +58,15 @@ double Run::clip_gradients() {
     // sum of its slices' sums of squares in rank order; then parameters in order, as one process.
     const std::size_t R = static_cast<std::size_t>(comm.size()), r = static_cast<std::size_t>(comm.rank());
     std::vector<double> parts(params.size() * R, 0.0);
+    std::vector<ConstSpan> mine;
+    std::vector<std::size_t> at;
     for (std::size_t i = 0; i < params.size(); ++i)
-      if (slices.count(params[i].name) || r == 0) parts[i * R + r] = be->sum_squares(params[i].grad->data(), params[i].grad->numel());
+      if (slices.count(params[i].name) || r == 0) {
+        mine.push_back({params[i].grad->data(), params[i].grad->numel()});
+        at.push_back(i);
+      }
+    const std::vector<double> sums = be->sum_squares_many(mine);  // one synchronisation with a device
+    for (std::size_t j = 0; j < at.size(); ++j) parts[at[j] * R + r] = sums[j];
     comm.allreduce_sum(parts);
     for (std::size_t i = 0; i < params.size(); ++i) {
       double p = 0.0;
@@ -68,8 +75,10 @@ double Run::clip_gradients() {
     }
   } else {
     // mp of a gpt: the last stage's copy of wte is counted on the first stage only
+    std::vector<ConstSpan> counted;
     for (const auto& p : params)
-      if (!gpt_stage || !gpt_stage->is_copy(p.name)) local += be->sum_squares(p.grad->data(), p.grad->numel());
+      if (!gpt_stage || !gpt_stage->is_copy(p.name)) counted.push_back({p.grad->data(), p.grad->numel()});
+    for (const double x : be->sum_squares_many(counted)) local += x;
     total = local;
   }
   if (mode == ckpt::ParallelMode::mp && comm.size() > 1) {

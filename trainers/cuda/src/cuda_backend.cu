@@ -456,8 +456,11 @@ public:
   void embedding_forward(const std::int32_t* tokens, const float* wte, const float* wpe, float* out, int B, int T, int C) override {
     cuda::embedding_forward(s(), tokens, wte, wpe, out, B, T, C);
   }
-  void embedding_backward(const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C) override {
-    cuda::embedding_backward(s(), dout, tokens, dwte, dwpe, B, T, C);
+  void embedding_backward(const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C, int V) override {
+    grow(tok_count_, static_cast<std::size_t>(std::max(V, 1)));
+    grow(tok_start_, static_cast<std::size_t>(std::max(V, 0)) + 1);
+    grow(tok_rows_, static_cast<std::size_t>(std::max(B * T, 1)));
+    cuda::embedding_backward(s(), dout, tokens, dwte, dwpe, B, T, C, V, {tok_count_.data(), tok_start_.data(), tok_rows_.data()});
   }
   void layernorm_forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C) override {
     cuda::layernorm_forward(s(), x, w, b, y, mean, rstd, rows, C);
@@ -477,6 +480,24 @@ public:
   double sum_squares(const float* x, std::size_t n) override {
     partials_.ensure(cuda::sum_squares_parts);
     return cuda::sum_squares(s(), x, n, partials_.data());
+  }
+  std::vector<double> sum_squares_many(const std::vector<ConstSpan>& xs) override {
+    std::vector<double> out(xs.size());
+    if (xs.empty()) return out;
+    // The list is staged on the device once and reused while it is the same (every step of a run).
+    const bool same = xs.size() == staged_spans_.size() &&
+                      std::equal(xs.begin(), xs.end(), staged_spans_.begin(), [](const ConstSpan& a, const ConstSpan& b) {
+                        return a.data == b.data && a.size == b.size;
+                      });
+    if (!same) {
+      grow(spans_dev_, xs.size());
+      staged_spans_ = xs;
+      copy_sync(spans_dev_.data(), staged_spans_.data(), xs.size() * sizeof(ConstSpan), cudaMemcpyHostToDevice);
+    }
+    grow(partials_, xs.size() * cuda::sum_squares_parts);
+    grow(totals_, xs.size());
+    cuda::sum_squares_many(s(), spans_dev_.data(), xs.size(), partials_.data(), totals_.data(), out.data());
+    return out;
   }
   void scale(float* x, std::size_t n, float a) override { cuda::scale(s(), x, n, a); }
   void round_bf16(float* x, std::size_t n) override { cuda::round_bf16(s(), x, n); }
@@ -525,7 +546,8 @@ private:
     RESIL_CUDA_CHECK(cudaStreamSynchronize(s()));
   }
   // A scratch buffer grown only once the kernels queued on the stream (which may read it) are done.
-  void grow(DeviceBuffer<float>& b, std::size_t n) {
+  template <class T>
+  void grow(DeviceBuffer<T>& b, std::size_t n) {
     if (n <= b.size()) return;
     RESIL_CUDA_CHECK(cudaStreamSynchronize(s()));
     b.ensure(n);
@@ -559,7 +581,10 @@ private:
   DeviceBuffer<int> flag_;
   DeviceBuffer<float> rows_;
   DeviceBuffer<float> plane_sums_, dw_parts_, dcols_;  // channel-bias and conv intermediates
-  DeviceBuffer<double> partials_;
+  DeviceBuffer<double> partials_, totals_;            // sums of squares
+  DeviceBuffer<ConstSpan> spans_dev_;
+  std::vector<ConstSpan> staged_spans_;
+  DeviceBuffer<std::int32_t> tok_count_, tok_start_, tok_rows_;  // the token embedding gradient's buckets
   DeviceBuffer<std::int32_t> ok_, idx_, off_, rows_dev_;
   std::vector<std::int32_t> staged_rows_;
   std::vector<float> host_rows_;

@@ -9,19 +9,20 @@
 
 namespace resil::train::cuda {
 
-/// Rows staged per tile by k_colsum.
+/// Rows staged per tile by colsum_block.
 inline constexpr int kColsumTileRows = 128;
 
-/// acc[c] = (((acc[c] + src(0, c)) + src(1, c)) + ...) + src(rows - 1, c): each column summed in row
-/// order, as one thread per column would. A block of 32 x 8 threads owns 32 columns: all its threads
-/// stage kColsumTileRows rows of them in shared memory (coalesced loads, src evaluated there), then
-/// the first warp adds them column by column in row order. Launch with colsum_grid(cols), dim3(32, 8).
+/// acc[c] = (((acc[c] + src(0, c)) + src(1, c)) + ...) + src(rows - 1, c) for the 32 columns
+/// [32 group, 32 group + 32): each column summed in row order, as one thread per column would. The
+/// calling block of 32 x 8 threads stages kColsumTileRows rows of them in shared memory (coalesced
+/// loads, src evaluated there), then its first warp adds them column by column in row order. Every
+/// thread of the block must call it with the same arguments (it synchronises the block).
 /// Src is a functor `float operator()(int r, int c) const` on the device.
 template <class Src>
-__global__ void k_colsum(Src src, int rows, int cols, float* acc) {
+__device__ __forceinline__ void colsum_block(const Src& src, int rows, int cols, int group, float* acc) {
   __shared__ float tile[kColsumTileRows][33];
   const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
-  const int c = static_cast<int>(blockIdx.x) * 32 + tx;
+  const int c = group * 32 + tx;
   float a = (ty == 0 && c < cols) ? acc[c] : 0.0f;
   for (int r0 = 0; r0 < rows; r0 += kColsumTileRows) {
     const int tr = rows - r0 < kColsumTileRows ? rows - r0 : kColsumTileRows;
@@ -34,6 +35,11 @@ __global__ void k_colsum(Src src, int rows, int cols, float* acc) {
     __syncthreads();
   }
   if (ty == 0 && c < cols) acc[c] = a;
+}
+/// colsum_block over all columns: launch with colsum_grid(cols), dim3(32, 8).
+template <class Src>
+__global__ void k_colsum(Src src, int rows, int cols, float* acc) {
+  colsum_block(src, rows, cols, static_cast<int>(blockIdx.x), acc);
 }
 inline unsigned colsum_grid(int cols) { return static_cast<unsigned>((cols + 31) / 32); }
 

@@ -11,10 +11,20 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "resil/train/backend.hpp"
+
 namespace resil::train::cuda {
 
 void embedding_forward(cudaStream_t s, const std::int32_t* tokens, const float* wte, const float* wpe, float* out, int B, int T, int C);
-void embedding_backward(cudaStream_t s, const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C);
+/// Device scratch of embedding_backward: count (V int32s), start (V + 1) and rows (B*T), the rows
+/// of the batch bucketed by token.
+struct TokenBuckets {
+  std::int32_t* count = nullptr;
+  std::int32_t* start = nullptr;
+  std::int32_t* rows = nullptr;
+};
+void embedding_backward(cudaStream_t s, const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C, int V,
+                        const TokenBuckets& scratch);
 void layernorm_forward(cudaStream_t s, const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C);
 void layernorm_backward(cudaStream_t s, const float* dy, const float* x, const float* w, const float* mean, const float* rstd, float* dx,
                         float* dw, float* db, int rows, int C);
@@ -27,6 +37,12 @@ void causal_softmax_backward(cudaStream_t s, const float* p, const float* dp, fl
 /// repeatable, not the CPU's order.
 double sum_squares(cudaStream_t s, const float* x, std::size_t n, double* partials_device);
 inline constexpr int sum_squares_parts = 256;
+/// out[i] = sum_squares of xs_device[i] for `count` tensors (xs_device: device memory; partials_device:
+/// count * sum_squares_parts doubles; totals_device: count; out: host memory of count), in two
+/// launches, one copy and one synchronisation; each result has sum_squares' bits (the same blocks,
+/// their sums added in the same order, on the device).
+void sum_squares_many(cudaStream_t s, const ConstSpan* xs_device, std::size_t count, double* partials_device, double* totals_device,
+                      double* out);
 void scale(cudaStream_t s, float* x, std::size_t n, float a);
 /// Round to bfloat16, to nearest, ties to even (the CPU's bit operations: identical results).
 void round_bf16(cudaStream_t s, float* x, std::size_t n);

@@ -4,7 +4,7 @@
 namespace resil::train::gpt {
 
 Embedding::Embedding(Backend& be, int vocab, int context, int C, bool bf16)
-    : wte(be, {vocab, C}), wpe(be, {context, C}), dwte(be, {vocab, C}), dwpe(be, {context, C}), be_(be), C_(C), bf16_(bf16) {}
+    : wte(be, {vocab, C}), wpe(be, {context, C}), dwte(be, {vocab, C}), dwpe(be, {context, C}), be_(be), V_(vocab), C_(C), bf16_(bf16) {}
 
 std::vector<ParamRef> Embedding::params() { return {{"wte.weight", &wte, &dwte}, {"wpe.weight", &wpe, &dwpe}}; }
 
@@ -19,7 +19,7 @@ const Tensor& Embedding::forward(const IntBuffer& tokens, int B, int T) {
 }
 
 void Embedding::backward(const Tensor& dout) {
-  be_.embedding_backward(dout.data(), tokens_->data(), dwte.data(), dwpe.data(), B_, T_, C_);
+  be_.embedding_backward(dout.data(), tokens_->data(), dwte.data(), dwpe.data(), B_, T_, C_, V_);
 }
 
 }  // namespace resil::train::gpt

@@ -39,7 +39,7 @@ public:
 
 private:
   Backend& be_;
-  int C_;
+  int V_, C_;
   bool bf16_;
   const IntBuffer* tokens_ = nullptr;
   int B_ = 0, T_ = 0;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace resil::train {
 
@@ -24,6 +25,12 @@ struct ConvGeom {
 
 /// What decides the bits of a backend's results besides its inputs, recorded in every checkpoint
 /// and summary: equal ids give bit-identical results for equal inputs.
+/// `size` floats at `data` in backend memory (a plain struct: the CUDA sources compile as C++17, without std::span).
+struct ConstSpan {
+  const float* data = nullptr;
+  std::size_t size = 0;
+};
+
 struct NumericConfig {
   std::string id;      // "cpu-fma-seqk-1": resil's GEMM order and math (any x86-64); "cuda-sm90-cublas-130100"
   std::string detail;  // how this process computes, not deciding the bits: "avx2 FMA, 1 thread"
@@ -121,8 +128,10 @@ public:
                             int batch) = 0;
   /// out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :] (tokens is B x T, in backend memory).
   virtual void embedding_forward(const std::int32_t* tokens, const float* wte, const float* wpe, float* out, int B, int T, int C) = 0;
-  /// dwte[tokens[b, t], :] += dout[b, t, :] and dwpe[t, :] += dout[b, t, :], summed in (b, t) order.
-  virtual void embedding_backward(const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C) = 0;
+  /// dwte[tokens[b, t], :] += dout[b, t, :] and dwpe[t, :] += dout[b, t, :], summed in (b, t) order;
+  /// dwte has V rows and every token is in [0, V) (the caller checks).
+  virtual void embedding_backward(const float* dout, const std::int32_t* tokens, float* dwte, float* dwpe, int B, int T, int C,
+                                  int V) = 0;
   /// LayerNorm over each row of C: y = (x - mean) * rstd * w + b with rstd = 1 / sqrt(var + 1e-5)
   /// (biased variance); mean and rstd (one per row) are kept for the backward pass.
   virtual void layernorm_forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C) = 0;
@@ -146,6 +155,9 @@ public:
   // ---- reductions and scaling over whole tensors ----
   /// sum of x[i]^2 in index order, in double (the gradient norm for clipping).
   virtual double sum_squares(const float* x, std::size_t n) = 0;
+  /// sum_squares of each tensor of the list, each result the bits sum_squares gives it. The default
+  /// calls sum_squares tensor after tensor; a device backend computes them all before one copy to the host.
+  virtual std::vector<double> sum_squares_many(const std::vector<ConstSpan>& xs);
   /// x *= a
   virtual void scale(float* x, std::size_t n, float a) = 0;
 
