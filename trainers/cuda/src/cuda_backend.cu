@@ -507,9 +507,10 @@ public:
   }
   void adam_update(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps, float wd,
                    std::int64_t step) override {
-    // Bias corrections computed on the host exactly as the CPU backend computes them.
-    const float c1 = 1.0f - static_cast<float>(std::pow(static_cast<double>(b1), static_cast<double>(step)));
-    const float c2 = 1.0f - static_cast<float>(std::pow(static_cast<double>(b2), static_cast<double>(step)));
+    // Bias corrections computed on the host exactly as the CPU backend computes them (dmath::powi's
+    // binary powering: libm's pow may round differently).
+    const float c1 = 1.0f - static_cast<float>(powi(static_cast<double>(b1), step));
+    const float c2 = 1.0f - static_cast<float>(powi(static_cast<double>(b2), step));
     launch(k_adam, n, w, g, m, v, n, lr, b1, b2, eps, wd, c1, c2);
   }
   void adagrad_update(float* w, const float* g, float* sum, std::size_t n, float lr, float eps, float wd) override {
@@ -525,7 +526,7 @@ public:
 
 private:
   cudaStream_t s() const noexcept { return stream_->get(); }
-  static double powi(double base, std::int64_t n) {
+  static double powi(double base, std::int64_t n) {  // dmath::powi (core/include/resil/core/dmath.hpp), for C++17
     double result = 1.0;
     for (std::uint64_t k = n < 0 ? 0 : static_cast<std::uint64_t>(n); k; k >>= 1) {
       if (k & 1) result *= base;
