@@ -1,7 +1,10 @@
 #include <iostream>
+#include <string>
 
 #include "commands.hpp"
 #include "resil/ckpt/fs.hpp"
+#include "resil/ckpt/hash.hpp"
+#include "resil/core/error.hpp"
 #include "resil/inject/apply.hpp"
 #include "resil/inject/file_set.hpp"
 #include "resil/inject/plan.hpp"
@@ -30,6 +33,13 @@ int run_revert(const RevertOptions& o) {
   // the header and every record are durable, so such a log has nothing to undo.
   const auto log = inject::read_log(o.log, inject::Tail::may_be_cut);
   if (log.cut_before_records_complete()) {
+    // That holds for the file the log names as its input: one with another hash (a log cut short
+    // beside a file that holds its flips) may have something to undo the log no longer lists.
+    const auto& h = log.header;
+    if (!o.force && log.has_header && h.hash != ckpt::FileHash::none && !h.input_hash.empty() && inject::checkpoint_hash(o.file, h.hash) != h.input_hash)
+      throw MismatchError(o.file + ": the flip log " + o.log + " ends before its records do, and " + o.file + " is not its input (its " +
+                          std::string(ckpt::file_hash_name(h.hash)) + " hash differs): it may hold flips the log no longer lists "
+                          "(--force: take it as untouched)");
     std::cout << "nothing to undo: " << o.log << " was cut short while it was being written (a killed injection), "
               << "before any byte of " << o.file << " changed\n";
     return 0;

@@ -335,6 +335,9 @@ RunSummary run_campaign(const CampaignConfig& config, const RunOptions& o, const
   // throw StoppedError where a trial is waited for (its processes killed, the trial not recorded):
   // the records stay, the work copies go, and the message says how far the campaign got.
   auto trials = [&] {
+    // The segments of the job a campaign killed with SIGKILL was running: ec-train would attach
+    // them as a relaunch of that trial (or of the golden run) when it runs again under the same id.
+    if (in_memory) detail::remove_ec_campaign_segments(wdir, max_jobs);
     // A private copy of the golden checkpoint for this shard; never the user's file.
     stdfs::remove_all(wdir);
     stdfs::create_directories(wdir);

@@ -9,6 +9,7 @@
 #include "resil/ckpt/fs.hpp"
 #include "resil/core/error.hpp"
 #include "resil/campaign/campaign.hpp"
+#include "resil/inject/fault_model.hpp"
 
 #include "json_fields.hpp"
 
@@ -194,6 +195,14 @@ void CampaignConfig::validate(const std::string& source) const {
   if (!(timeout_s > 0) || !std::isfinite(timeout_s)) fail("timeout_s must be a number of seconds > 0");
   if (trials == 0) fail("trials must be >= 1");
   if (flips == 0 || flips > max_flips) fail("inject.flips must be in [1, " + std::to_string(max_flips) + "]");
+  // The fault model's own refusal names the command-line option it was written for.
+  try {
+    (void)FaultModel::parse(model);
+  } catch (const UsageError& e) {
+    std::string what = e.what();
+    if (what.starts_with("--model ")) what.erase(0, 8);
+    fail("inject.model " + what);
+  }
   if (!(tolerance >= 0) || !std::isfinite(tolerance)) fail("tolerance must be a number >= 0");
   const auto all = metrics();
   for (std::size_t i = 0; i < all.size(); ++i) {

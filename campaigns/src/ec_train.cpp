@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <span>
+#include <string_view>
 
 #include "resil/ckpt/hash.hpp"
 #include "resil/core/error.hpp"
@@ -116,21 +118,42 @@ std::vector<std::string> ec_trial_args(const CampaignConfig& c, const EcInjectio
           "--inject-log", log.string()};
 }
 
-std::size_t remove_ec_segments(const std::string& job) {
-  // ec-train's segment names (docs/reference/ec-train.md, "State segments"): resil-ec-<job>-<rank>.
-  const std::string prefix = "resil-ec-" + job + "-";
+namespace {
+
+bool all_digits(std::string_view s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos; }
+
+// Remove the segments /dev/shm/resil-ec-<job>-<rank> (ec-train's names, docs/reference/ec-train.md,
+// "State segments") owned by this user whose job id `job_of` accepts.
+template <class JobOf>
+std::size_t remove_segments_if(JobOf job_of) {
   std::size_t n = 0;
   std::error_code ec;
   for (const auto& e : stdfs::directory_iterator("/dev/shm", ec)) {
     const std::string name = e.path().filename().string();
-    if (!name.starts_with(prefix)) continue;
-    const std::string rank = name.substr(prefix.size());
-    if (rank.empty() || rank.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto dash = name.rfind('-');
+    if (!name.starts_with("resil-ec-") || dash == std::string::npos || !all_digits(std::string_view(name).substr(dash + 1))) continue;
+    if (!job_of(std::string_view(name).substr(9, dash - 9))) continue;
     struct stat st {};
     if (::lstat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) continue;
     if (::unlink(e.path().c_str()) == 0) ++n;
   }
   return n;
+}
+
+}  // namespace
+
+std::size_t remove_ec_segments(const std::string& job) {
+  return remove_segments_if([&](std::string_view j) { return j == job; });
+}
+
+std::size_t remove_ec_campaign_segments(const stdfs::path& wdir, unsigned jobs) {
+  // A run's job id is ec_job_id(dir, trial): the directory's part, then the trial id or "golden".
+  std::set<std::string, std::less<>> dirs = {ec_job_id(wdir, "")};
+  for (unsigned k = 0; k < jobs; ++k) dirs.insert(ec_job_id(wdir / ("job-" + std::to_string(k)), ""));
+  const std::size_t len = dirs.begin()->size();
+  return remove_segments_if([&](std::string_view j) {
+    return j.size() > len && dirs.contains(j.substr(0, len)) && (j.substr(len) == "golden" || all_digits(j.substr(len)));
+  });
 }
 
 EcFlips read_ec_flip_log(const stdfs::path& log) {

@@ -44,6 +44,12 @@ std::vector<std::string> ec_trial_args(const CampaignConfig& c, const EcInjectio
 /// makes. Returns how many it removed.
 std::size_t remove_ec_segments(const std::string& job);
 
+/// Remove the state segments of every run a campaign working in `wdir` makes (its golden run and
+/// trials, in `wdir` and in `wdir`/job-k, k < `jobs`): those a campaign killed with SIGKILL left, its
+/// job killed with it (the supervisor, exec.cpp) but nothing removed. Called before the first run,
+/// with the shard's results file locked: no live run of this shard can hold one. Returns how many.
+std::size_t remove_ec_campaign_segments(const std::filesystem::path& wdir, unsigned jobs);
+
 /// A trial's flip log (ckpt-flip's format, written by ec-train's rank 0) as the record's "flips":
 /// dataset, index, nd, dtype, bit (the anchor), mask, old, new, old_value, new_value, and ec-train's
 /// step, rank, target (stripe, member, member_row for shard and parity rows); `labels` are the strata

@@ -26,6 +26,21 @@ namespace stdfs = std::filesystem;
 
 namespace {
 
+// The last line of a command's output that says "error:" (else its last line), for a message.
+std::string error_line(const std::string& tail) {
+  std::string last, error;
+  std::size_t at = 0;
+  while (at < tail.size()) {
+    const std::size_t end = std::min(tail.find('\n', at), tail.size());
+    if (end > at) {
+      last = tail.substr(at, end - at);
+      if (last.find("error:") != std::string::npos) error = last;
+    }
+    at = end + 1;
+  }
+  return error.empty() ? last : error;
+}
+
 json flip_json(const FlipRecord& r, const std::string& file) {
   const bool fl = ckpt::dtype_is_float(r.dtype);
   json j = {{"index", r.index}, {"nd", r.nd}, {"dtype", ckpt::dtype_name(r.dtype)}, {"bit", r.anchor},
@@ -64,6 +79,11 @@ std::optional<json> TrialContext::attempt(std::uint64_t t, bool last) {
   Attempt a{.t = t, .st = strata[t % strata.size()]};
   if (c.kind == TrialKind::ec_train) {
     run_ec_train(a);
+    // ec-train's usage error: the options the campaign adds do not fit the command's job (--inject
+    // parity of a job without --ft ec), in every trial alike; no fault in memory exits 2.
+    if (!a.r.timed_out && a.r.signal == 0 && a.r.exit_code == static_cast<int>(ExitCode::usage))
+      throw UsageError("campaign " + c.name + ": trial " + std::to_string(t) + ": ec-train refused the command with --inject " +
+                       a.ec_train.value("inject", "") + " (exit 2): " + error_line(a.r.output_tail));
     if (a.r.summary) check_numeric(c, golden, *a.r.summary, t);
     return record_of(a);
   }

@@ -31,10 +31,13 @@ std::string read_all(const stdfs::path& p) {
 std::vector<stdfs::path> fortune_files(const stdfs::path& dir) {
   std::vector<stdfs::path> out;
   std::error_code ec;
-  for (const auto& e : stdfs::directory_iterator(dir, ec)) {
-    const stdfs::path& p = e.path();
-    if (p.extension() == ".dat" || e.is_symlink(ec) || !e.is_regular_file(ec)) continue;
-    if (stdfs::is_regular_file(stdfs::path(p.string() + ".dat"), ec)) out.push_back(p);
+  stdfs::directory_iterator it(dir, ec), end;
+  // Only the listing's own errors: a file without its index (F.dat not found) is no error.
+  for (; !ec && it != end; it.increment(ec)) {
+    std::error_code skip;
+    const stdfs::path& p = it->path();
+    if (p.extension() == ".dat" || it->is_symlink(skip) || !it->is_regular_file(skip)) continue;
+    if (stdfs::is_regular_file(stdfs::path(p.string() + ".dat"), skip)) out.push_back(p);
   }
   if (ec) throw IoError(dir.string() + ": cannot list: " + ec.message());
   std::sort(out.begin(), out.end());

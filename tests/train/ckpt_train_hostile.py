@@ -267,6 +267,29 @@ def meta_config_strict():
     return ok
 
 
+def meta_config_gpt_layers():
+    """A gpt whose /meta config says fewer blocks than its /model holds: every block it names fits,
+    so resume and eval read them and dropped the others unseen (the model a flip study evaluates is
+    not the one in the file); corrupt input naming the first dataset beyond the configuration."""
+    d = case_dir("meta_config_gpt_layers")
+    rc, _, err = run([CT, "train", "--model", "gpt", "--seed", "7", "--epochs", "1", "--limit", "8", "--test-limit", "4", "--batch", "4",
+                      "--layers", "2", "--heads", "2", "--width", "8", "--context", "8", "--ckpt-dir", os.path.join(d, "gpt")])
+    ck = os.path.join(d, "gpt", "ckpt-step00000002.h5")
+    if rc != 0 or not os.path.exists(ck):
+        print(f"FAIL: training the gpt checkpoint failed ({rc}): {err}", file=sys.stderr)
+        return False
+    c = config_of(ck)
+    if c["gpt"]["layers"] != 2:
+        print(f"FAIL: the gpt checkpoint's config is not the one trained: {c}", file=sys.stderr)
+        return False
+    c["gpt"]["layers"] = 1
+    set_meta_str(ck, "config", json.dumps(c).encode())
+    out = os.path.join(d, "out")
+    regex = r"ckpt-step00000002\.h5: dataset /model/h\.1\.\S+ is not a parameter of the model its /meta configuration describes"
+    return (expect(4, regex, [CT, "resume", "--from", ck, "--epochs", "2", "--ckpt-dir", out], unchanged=[ck], absent=[out]) and
+            expect(4, regex, [CT, "eval", "--from", ck], unchanged=[ck]))
+
+
 def mpi_manifest_values():
     """A manifest newer than this resil, or naming another model than its shards: eval and resume
     exit 4 naming the manifest."""
@@ -603,7 +626,7 @@ CASES = {f.__name__: f for f in [meta_config_not_utf8_eval, meta_config_not_utf8
                                  meta_position, ckpt_dir_bad, output_files_bad, outputs_alias_inputs, outputs_alias_each_other, from_missing,
                                  data_path_not_utf8, numbers_at_limits, data_bad, mpi_usage_once, mpi_one_rank_fails,
                                  mpi_rank0_alone_aborts, meta_damaged_hdf5, meta_counters, meta_config_strict, mpi_manifest_values,
-                                 data_header_claims, data_messages]}
+                                 data_header_claims, data_messages, meta_config_gpt_layers]}
 
 if A.case == "prepare":
     sys.exit(0 if prepare() else 1)

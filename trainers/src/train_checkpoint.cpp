@@ -2,6 +2,7 @@
 // rank and the manifest, through ckpt::save_sharded), loading it back and checking it fits, resume.
 #include "resil/train/trainer.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <map>
@@ -94,6 +95,11 @@ std::string Run::save() {
 }
 
 void Run::load_state(const ckpt::Checkpoint& c, const std::string& where) {
+  // A checkpoint holds exactly the parameters its configuration describes (snapshot): a dataset
+  // beyond them (a gpt whose /meta says fewer layers than it holds) would be dropped unseen.
+  for (const auto& [name, t] : c.model)
+    if (std::none_of(params.begin(), params.end(), [&](const auto& p) { return p.name == name; }))
+      throw CorruptInputError(where + ": dataset /model/" + name + " is not a parameter of the model its /meta configuration describes");
   for (const auto& p : params) {
     auto it = c.model.find(p.name);
     if (it == c.model.end()) throw CorruptInputError(where + ": missing dataset /model/" + p.name);

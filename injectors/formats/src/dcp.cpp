@@ -74,6 +74,8 @@ std::string plain_file(const MetaReader& r, std::size_t n) {
   std::string f = r.text(n, "_StorageInfo.relative_path");
   if (f.empty() || f == "." || f == ".." || f.find('/') != std::string::npos || f.find('\0') != std::string::npos)
     r.fail("data file '" + printable(f) + "' is not a plain file name in the checkpoint's directory", n);
+  // The metadata itself as a chunk's file: its bytes would be tensor bytes an edit changes.
+  if (f == ".metadata") r.fail("data file '.metadata' is the checkpoint's metadata, not a data file", n);
   return f;
 }
 

@@ -42,23 +42,23 @@ Eocd find_eocd(Bytes file) {
       const auto z_disk = l.le<std::uint32_t>("zip64 record disk");
       const auto z_off = l.le<std::uint64_t>("zip64 record offset");
       const auto z_disks = l.le<std::uint32_t>("disk count");
-      if (z_disk != 0 || z_disks > 1) r.fail_at("multi-disk archive (zip64 locator names " + std::to_string(z_disks) + " disks)", pos - kLocatorSize);
-      if (z_off > pos - kLocatorSize || pos - kLocatorSize - z_off < 56) l.fail_at("zip64 end of central directory offset " + std::to_string(z_off) + " out of range", pos - kLocatorSize);
+      if (z_disk != 0 || z_disks > 1) corrupt(kFormat, "multi-disk archive (zip64 locator names " + std::to_string(z_disks) + " disks)", pos - kLocatorSize);
+      if (z_off > pos - kLocatorSize || pos - kLocatorSize - z_off < 56) corrupt(kFormat, "zip64 end of central directory offset " + std::to_string(z_off) + " out of range", pos - kLocatorSize);
       Reader z(file.subspan(static_cast<std::size_t>(z_off), 56), kFormat, z_off);
-      if (z.le<std::uint32_t>("signature") != kZip64EocdSig) z.fail_at("bad zip64 end of central directory signature", z_off);
+      if (z.le<std::uint32_t>("signature") != kZip64EocdSig) corrupt(kFormat, "bad zip64 end of central directory signature", z_off);
       z.take(8 + 2 + 2, "record size and versions");
       const auto z_this = z.le<std::uint32_t>("disk number"), z_cd = z.le<std::uint32_t>("central directory disk");
       const auto z_disk_entries = z.le<std::uint64_t>("entry count"), z_entries = z.le<std::uint64_t>("entry count");
-      if (z_this != 0 || z_cd != 0 || z_disk_entries != z_entries) z.fail_at("multi-disk archive", z_off);
+      if (z_this != 0 || z_cd != 0 || z_disk_entries != z_entries) corrupt(kFormat, "multi-disk archive", z_off);
       e.entries = z_entries;
       e.central_size = z.le<std::uint64_t>("central directory size");
       e.central_offset = z.le<std::uint64_t>("central directory offset");
       e.zip64 = true;
       e.zip64_offset = z_off;
     } else if (disk != 0 || cd_disk != 0 || disk_entries != entries) {
-      r.fail_at("multi-disk archive", pos);
+      corrupt(kFormat, "multi-disk archive", pos);
     } else if (entries == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF) {
-      r.fail_at("zip64 end of central directory locator missing", pos);
+      corrupt(kFormat, "zip64 end of central directory locator missing", pos);
     }
     return e;
   }
@@ -86,13 +86,13 @@ void read_zip64_extra(Bytes extra, std::uint64_t extra_offset, Sizes& s, bool ha
   }
 }
 
-// Check the local header against the central entry and find the data and the stored CRC.
-void read_local(Bytes file, ZipEntry& e, std::uint16_t central_flags, bool zip64) {
+// Check the local header against the central entry (at `central_at`) and find the data and the stored CRC.
+void read_local(Bytes file, ZipEntry& e, std::uint16_t central_flags, bool zip64, std::uint64_t central_at) {
   const std::string where = "entry '" + printable(e.name) + "'";
   if (!in_bounds(e.header_offset, kLocalSize, file.size()))
-    corrupt(kFormat, where + ": local header offset " + std::to_string(e.header_offset) + " beyond the end", e.header_offset);
+    corrupt(kFormat, where + ": local header offset " + std::to_string(e.header_offset) + " beyond the end", central_at);
   Reader r(file.subspan(static_cast<std::size_t>(e.header_offset)), kFormat, e.header_offset);
-  if (r.le<std::uint32_t>("signature") != kLocalSig) r.fail_at(where + ": bad local header signature", e.header_offset);
+  if (r.le<std::uint32_t>("signature") != kLocalSig) corrupt(kFormat, where + ": bad local header signature", e.header_offset);
   r.take(2, "version");
   const auto flags = r.le<std::uint16_t>("flags");
   const auto method = r.le<std::uint16_t>("method");
@@ -107,16 +107,16 @@ void read_local(Bytes file, ZipEntry& e, std::uint16_t central_flags, bool zip64
   const Bytes name = r.take(name_len, "entry name");
   const std::uint64_t extra_at = r.offset();
   read_zip64_extra(r.take(extra_len, "extra field"), extra_at, s, false);
-  if (as_chars(name) != e.name) r.fail_at(where + ": local header names '" + printable(as_chars(name)) + "'", e.header_offset);
+  if (as_chars(name) != e.name) corrupt(kFormat, where + ": local header names '" + printable(as_chars(name)) + "'", e.header_offset);
   if (method != static_cast<std::uint16_t>(e.method) || (flags & kFlagDescriptor) != (central_flags & kFlagDescriptor))
-    r.fail_at(where + ": local header method/flags disagree with the central directory", e.header_offset);
+    corrupt(kFormat, where + ": local header method/flags disagree with the central directory", e.header_offset);
   e.data_offset = r.offset();
   if (!in_bounds(e.data_offset, e.compressed_size, file.size()))
-    r.fail_at(where + ": data (" + std::to_string(e.compressed_size) + " bytes) runs past the end of the file", e.data_offset);
+    corrupt(kFormat, where + ": data (" + std::to_string(e.compressed_size) + " bytes) runs past the end of the file", e.data_offset);
   e.end_offset = e.data_offset + e.compressed_size;
   if (!(flags & kFlagDescriptor)) {
     if (crc != e.crc32 || s.compressed != e.compressed_size || s.uncompressed != e.uncompressed_size)
-      r.fail_at(where + ": local header CRC/sizes disagree with the central directory", e.header_offset);
+      corrupt(kFormat, where + ": local header CRC/sizes disagree with the central directory", e.header_offset);
     e.local_crc_offset = crc_at;
     return;
   }
@@ -130,7 +130,7 @@ void read_local(Bytes file, ZipEntry& e, std::uint16_t central_flags, bool zip64
   const std::uint64_t dc = wide ? d.le<std::uint64_t>("data descriptor") : d.le<std::uint32_t>("data descriptor");
   const std::uint64_t du = wide ? d.le<std::uint64_t>("data descriptor") : d.le<std::uint32_t>("data descriptor");
   if (dcrc != e.crc32 || dc != e.compressed_size || du != e.uncompressed_size)
-    d.fail_at(where + ": data descriptor disagrees with the central directory", e.end_offset);
+    corrupt(kFormat, where + ": data descriptor disagrees with the central directory", e.end_offset);
   e.end_offset = d.offset();
 }
 
@@ -164,7 +164,7 @@ ZipDirectory parse_zip(Bytes file) {
   std::unordered_set<std::string> names;
   for (std::uint64_t i = 0; i < eocd.entries; ++i) {
     const std::uint64_t at = r.offset();
-    if (r.le<std::uint32_t>("central directory entry") != kCentralSig) r.fail_at("bad central directory entry signature (entry " + std::to_string(i) + ")", at);
+    if (r.le<std::uint32_t>("central directory entry") != kCentralSig) corrupt(kFormat, "bad central directory entry signature (entry " + std::to_string(i) + ")", at);
     r.take(4, "versions");
     const auto flags = r.le<std::uint16_t>("flags");
     const auto method = r.le<std::uint16_t>("method");
@@ -187,18 +187,18 @@ ZipDirectory parse_zip(Bytes file) {
     r.take(comment_len, "entry comment");
     const std::string where = "entry '" + printable(e.name) + "'";
     if (s.uncompressed == 0xFFFFFFFF || s.compressed == 0xFFFFFFFF || s.offset == 0xFFFFFFFF)
-      r.fail_at(where + ": sizes unknown (0xFFFFFFFF without a zip64 extra field)", at);
-    if (disk != 0 && !(disk == 0xFFFF && s.zip64)) r.fail_at(where + ": on disk " + std::to_string(disk) + " (multi-disk archive)", at);
-    if (flags & (kFlagEncrypted | kFlagStrongEncryption)) r.fail_at(where + ": encrypted", at);
-    if (method != 0 && method != 8) r.fail_at(where + ": compression method " + std::to_string(method) + " (only stored and deflated)", at);
-    if (method == 0 && s.compressed != s.uncompressed) r.fail_at(where + ": stored with compressed size != size", at);
-    if (!names.insert(e.name).second) r.fail_at("duplicate entry name '" + printable(e.name) + "'", at);
+      corrupt(kFormat, where + ": sizes unknown (0xFFFFFFFF without a zip64 extra field)", at);
+    if (disk != 0 && !(disk == 0xFFFF && s.zip64)) corrupt(kFormat, where + ": on disk " + std::to_string(disk) + " (multi-disk archive)", at);
+    if (flags & (kFlagEncrypted | kFlagStrongEncryption)) corrupt(kFormat, where + ": encrypted", at);
+    if (method != 0 && method != 8) corrupt(kFormat, where + ": compression method " + std::to_string(method) + " (only stored and deflated)", at);
+    if (method == 0 && s.compressed != s.uncompressed) corrupt(kFormat, where + ": stored with compressed size != size", at);
+    if (!names.insert(e.name).second) corrupt(kFormat, "duplicate entry name '" + printable(e.name) + "'", at);
     e.method = static_cast<ZipMethod>(method);
     e.compressed_size = s.compressed;
     e.uncompressed_size = s.uncompressed;
     e.header_offset = s.offset;
-    read_local(file, e, flags, s.zip64);
-    if (e.end_offset > eocd.central_offset) r.fail_at(where + ": data runs into the central directory", at);
+    read_local(file, e, flags, s.zip64, at);
+    if (e.end_offset > eocd.central_offset) corrupt(kFormat, where + ": data runs into the central directory", at);
     dir.entries.push_back(std::move(e));
   }
   if (!r.done()) r.fail("central directory has " + std::to_string(r.left()) + " bytes after its " + std::to_string(eocd.entries) + " entries");

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "resil/ckpt/fs.hpp"
 #include "resil/core/fd.hpp"
@@ -110,6 +111,11 @@ std::optional<Format> detect_format(const std::string& path) {
   };
   const auto head_span = std::span<const std::byte>(head.data(), n);
   const auto found = detect_format(head_span, static_cast<std::uint64_t>(end), hdf5_at);
+  // A DCP checkpoint's .metadata (a bare pickle) given for its directory: say so, as --format dcp
+  // does, rather than that it is no torch.save file.
+  if (const std::filesystem::path p(path); found == Format::torch && n > 0 && head[0] == std::byte{0x80} && p.filename() == ".metadata")
+    throw IoError(path + ": a torch.distributed.checkpoint is named by its directory: give " +
+                  (p.has_parent_path() ? p.parent_path().string() : std::string(".")) + ", not its .metadata");
   // A JSON object that is no safetensors header: a shard index (its parser says whether it is one).
   if (!found && formats::looks_like_json_object(head_span)) return Format::shards;
   if (found != Format::hdf5 || hdf5_at(0)) return found;

@@ -13,6 +13,9 @@
 #    state segments behind for; detected_codes [1, 8] makes it detected, and the campaign removed the
 #    segments (4, one per rank). No run of the test leaves a segment in /dev/shm.
 # 5. Bad configurations: one error line naming the key, exit 2, before anything runs.
+#    A trial ec-train refuses (exit 2: target parity of a job without --ft ec) stops the campaign.
+# 6. kill -9 of the campaign during a trial leaves that job's segments; the same command removes them
+#    before its first run (never attached as a relaunch): the records of an uninterrupted run.
 . "$(dirname "$0")/../../support/test_lib.sh" ckpt-flip-ec-train
 FLIP=$1 EC=$2 MPIEXEC=$3
 segments() { ls /dev/shm 2> /dev/null | grep '^resil-ec-campaign-' | sort; }
@@ -116,6 +119,51 @@ assert r["class"] == "detected" and r["exit_code"] == 1, r
 # may exit before it forwarded that rank's last output.)
 assert r["ec_train"]["segments_removed"] == 4, r["ec_train"]
 PY
+# 6. kill -9 of the campaign mid-trial: the job dies with it (its supervisor kills the group) but its
+#    segments stay; the same command then removes them before its first run, never attaching
+#    them as a relaunch: its records are those of a campaign never stopped.
+config d.json 3 1 ', "--scrub"' '{"targets": ["row", "mlp"], "steps": [3, 8]}' ', "trials": 2'
+sed -i 's/"trials": 4, //; s/"--steps", "12"/"--steps", "60"/' "$T/d.json"
+run "$FLIP" campaign "$T/d.json" --out "$T/d-ref" --jobs 1
+on_exit() { [ -n "${CAMPAIGN_PID:-}" ] && kill -9 "$CAMPAIGN_PID" 2> /dev/null; }
+"$FLIP" campaign "$T/d.json" --out "$T/d" --jobs 1 > "$T/d.log" 2>&1 &
+CAMPAIGN_PID=$!
+job=
+for _ in $(seq 2400); do  # the golden run names its job: campaign-<hash of the work directory>-golden
+  job=$(grep -o 'campaign-[0-9a-f]*-golden' "$T/d/golden.log" 2> /dev/null | head -1)
+  [ -n "$job" ] && ls /dev/shm 2> /dev/null | grep -q "^resil-ec-${job%golden}[0-9]*-0$" && break
+  kill -0 "$CAMPAIGN_PID" 2> /dev/null || break
+  sleep 0.01
+done
+left=$(ls /dev/shm 2> /dev/null | grep "^resil-ec-${job%golden}[0-9]*-[0-9]*$")
+[ -n "$job" ] && [ -n "$left" ] || { cat "$T/d.log"; fail "no trial of d was running to kill"; }
+kill -9 "$CAMPAIGN_PID"
+wait "$CAMPAIGN_PID" 2> /dev/null
+CAMPAIGN_PID=
+sleep 0.5
+[ -z "$(pgrep -f -- "$T/d/")" ] || fail "processes of the killed campaign still run: $(pgrep -a -f -- "$T/d/")"
+[ -n "$(ls /dev/shm 2> /dev/null | grep "^resil-ec-${job%golden}")" ] || fail "the killed trial left no segment (nothing to test)"
+run "$FLIP" campaign "$T/d.json" --out "$T/d" --jobs 1
+[ -z "$(ls /dev/shm 2> /dev/null | grep "^resil-ec-${job%golden}")" ] || fail "segments of d left after the resumed campaign"
+$PY - "$T/d-ref" "$T/d" <<'PY' || fail "the resumed campaign's records differ from an uninterrupted one's"
+import glob, json, os, sys
+def records(d):
+    rs = {}
+    for line in open(glob.glob(os.path.join(d, "results", "*.jsonl"))[0]):
+        r = json.loads(line)
+        for k in ("wall_seconds", "output_tail"):  # the tail names the job id, of another directory
+            r.pop(k, None)
+        for i in r["ec_train"]["injections"]:
+            i.pop("flip_to_repair_s", None)
+        for i in r["ec_train"]["repairs"] or []:
+            del i["t"]
+        rs[r["trial"]] = r
+    return rs
+a, b = records(sys.argv[1]), records(sys.argv[2])
+assert sorted(a) == sorted(b) == [0, 1], (sorted(a), sorted(b))
+assert a == b, [(t, a[t], b[t]) for t in a if a[t] != b[t]]
+PY
+
 segments > "$T/shm.after"
 diff "$T/shm.before" "$T/shm.after" > /dev/null || fail "state segments left in /dev/shm: $(comm -13 "$T/shm.before" "$T/shm.after")"
 
@@ -132,4 +180,12 @@ bad 'must write the ec-train report to {out}' '{"kind": "ec-train", "command": [
 bad 'gives --inject-seed, which the campaign sets' '{"kind": "ec-train", "command": ["'"$EC"'", "--inject-seed", "3", "--report", "{out}"]}'
 bad 'inject.steps must be' '{"kind": "ec-train", "command": '"$CMD"', "inject": {"steps": [9, 3]}}'
 bad 'kind must be one of "checkpoint", "ec-train"' '{"kind": "memory", "command": '"$CMD"'}'
+# A target the job cannot have (parity without --ft ec): ec-train's usage error stops the campaign at
+# its first trial, which is not recorded, instead of every trial a crash.
+config e.json 3 1 '' '{"targets": ["parity"], "steps": [3, 8]}'
+sed -i 's/"--ft", "ec"/"--ft", "none"/' "$T/e.json"
+expect_err 2 'trial 0: ec-train refused the command with --inject parity@' "$FLIP" campaign "$T/e.json" --out "$T/e" --jobs 1
+grep -q 'only --ft ec keeps parity' "$T/stderr" || { cat "$T/stderr"; fail "the error line does not give ec-train's"; }
+[ ! -s "$T/e/results/shard-0-of-1.jsonl" ] || fail "the refused trial was recorded"
+bad "inject.model 'bogus': unknown fault model" '{"kind": "ec-train", "command": '"$CMD"', "inject": {"model": "bogus"}}'
 echo "ok: ec-train campaigns"

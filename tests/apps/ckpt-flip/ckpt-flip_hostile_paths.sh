@@ -236,6 +236,19 @@ for cut in 0 1 $((HDR_LEN / 2)) $((HDR_LEN - 1)) $((HDR_LEN + 20)) $((REC_END - 
 done
 head -c $((HDR_LEN + 20)) "$T/full.jsonl" > "$T/cut.jsonl"
 expect_rc 4 "$FLIP" replay "$T/w.h5" --log "$T/cut.jsonl" -o "$T/x.h5"
+# A log (made with a hash) cut before its records end says nothing was changed only of its input:
+# beside a file that holds its flips (an in-place run whose log was cut afterwards) it is exit 7,
+# the file untouched; --force takes the file as untouched.
+cp "$T/w.h5" "$T/ip.h5"
+expect_rc 0 "$FLIP" inject "$T/ip.h5" --in-place --seed 4 --flips 6 --log "$T/ip.jsonl"
+IP_SHA=$(sha "$T/ip.h5")
+head -c $(( $(head -n 1 "$T/ip.jsonl" | wc -c) + 20 )) "$T/ip.jsonl" > "$T/ip-cut.jsonl"
+expect_err 7 "ip.h5 is not its input" "$FLIP" revert "$T/ip.h5" --log "$T/ip-cut.jsonl"
+same "$T/ip.h5" "$IP_SHA" "revert of a cut log beside a flipped file"
+cp "$T/w.h5" "$T/ip0.h5"
+expect_rc 0 "$FLIP" revert "$T/ip0.h5" --log "$T/ip-cut.jsonl"; grep -q "nothing to undo" "$T/stdout" || fail "the cut log's input: no 'nothing to undo'"
+expect_rc 0 "$FLIP" revert "$T/ip.h5" --log "$T/ip-cut.jsonl" --force; grep -q "nothing to undo" "$T/stdout" || fail "--force: no 'nothing to undo'"
+same "$T/ip.h5" "$IP_SHA" "revert --force of a cut log"
 # Footer cut: all records are there, the file was changed: revert restores it.
 head -c $(( $(wc -c < "$T/full.jsonl") - 3 )) "$T/full.jsonl" > "$T/cut.jsonl"
 cp "$T/inj.h5" "$T/inj2.h5"

@@ -145,6 +145,44 @@ TEST_CASE("zip: refusals name the problem", "[formats][unit]") {
   CHECK_THAT(error_of(Buf(100)), Catch::Contains("no end of central directory"));
 }
 
+// The offset in "... at offset N", the last word of a refusal.
+static std::uint64_t offset_of(const std::string& what) {
+  const auto at = what.rfind("at offset ");
+  REQUIRE(at != std::string::npos);
+  return std::stoull(what.substr(at + 10));
+}
+
+TEST_CASE("zip: a refusal's offset is the record at fault, inside the file", "[formats][unit]") {
+  auto signature_at = [](const Buf& z, std::uint64_t off) {
+    REQUIRE(off + 4 <= z.size());
+    return f::load_le<std::uint32_t>(z.data() + off);
+  };
+  SECTION("a central directory entry: the second of two named alike") {
+    const Buf z = make_zip({{"x", "a"}, {"x", "b"}});
+    const auto off = offset_of(error_of(z));
+    CHECK(off == 2 * 32 + 47);  // two local headers with their data, then the first directory entry
+    CHECK(signature_at(z, off) == 0x02014b50);
+  }
+  SECTION("a central directory entry: encrypted") {
+    const Buf z = make_zip({{"x", "a", false, 1}});
+    CHECK(offset_of(error_of(z)) == 32);
+  }
+  SECTION("a local header naming another entry") {
+    const Buf z = make_zip({{"x", "a"}, {"y", "b"}, {"z", "c", false, 0, 0, 32}});  // z's entry points at y's header
+    const std::string what = error_of(z);
+    CHECK_THAT(what, Catch::Contains("entry 'z': local header names 'y'"));
+    CHECK(offset_of(what) == 32);
+    CHECK(signature_at(z, 32) == 0x04034b50);
+  }
+  SECTION("the end record of a multi-disk archive") {
+    Buf z = make_zip({{"x", "a"}});
+    z[z.size() - 22 + 4] = std::byte{1};  // this disk's number
+    const std::string what = error_of(z);
+    CHECK_THAT(what, Catch::Contains("multi-disk archive"));
+    CHECK(offset_of(what) == z.size() - 22);
+  }
+}
+
 TEST_CASE("zip: crc32_patch equals recomputing the CRC", "[formats][unit]") {
   std::mt19937_64 rng(GENERATE(1u, 2u, 3u, 4u, 5u));
   std::string data(1 + rng() % 5000, '\0');

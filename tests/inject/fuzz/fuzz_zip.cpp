@@ -1,7 +1,9 @@
 // libFuzzer target: zip directories, and the torch.save and .npz readers on top of them, must
-// throw CorruptInputError or succeed, never crash.
+// throw CorruptInputError or succeed, never crash; a zip refusal names an offset inside the input.
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "resil/core/error.hpp"
 #include "resil/inject/formats/npy.hpp"
@@ -13,7 +15,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const f::Bytes b = f::bytes_of(data, size);
   try {
     (void)f::parse_zip(b);
-  } catch (const resil::CorruptInputError&) {
+  } catch (const resil::CorruptInputError& e) {
+    // A refusal points into the input: "... at offset N" with N at most its size.
+    const std::string_view what = e.what();
+    const auto at = what.rfind("at offset ");
+    if (at == std::string_view::npos || std::stoull(std::string(what.substr(at + 10))) > size) __builtin_trap();
   }
   try {
     const f::TorchArchive a = f::parse_torch(b);
