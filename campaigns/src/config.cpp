@@ -1,8 +1,8 @@
 // Campaign configuration (JSON), outcome names, golden record, fault-space bookkeeping, classification.
 #include <algorithm>
 #include <charconv>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 
@@ -326,7 +326,9 @@ Classified classify(const CampaignConfig& c, const Golden& g, const CommandResul
   auto has = [](const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); };
   if (r.timed_out) {
     k.outcome = Outcome::hang;
-    k.note = "no exit within " + std::to_string(c.timeout_s) + " s; process group killed";
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%g", c.timeout_s);  // 1, 0.5, 1800: not to_string's 1.000000
+    k.note = std::string("no exit within ") + secs + " s; process group killed";
     return k;
   }
   if (r.signal != 0) {

@@ -129,6 +129,10 @@ TEST_CASE("classification of command results", "[campaign][unit]") {
   CommandResult hang;
   hang.timed_out = true;
   CHECK(classify(c, g, hang, false, {}).outcome == Outcome::hang);
+  CHECK(classify(c, g, hang, false, {}).note == "no exit within 1 s; process group killed");  // the timeout as written
+  c.timeout_s = 0.25;
+  CHECK(classify(c, g, hang, false, {}).note == "no exit within 0.25 s; process group killed");
+  c.timeout_s = 1;
   CommandResult sig;
   sig.signal = 11;
   CHECK(classify(c, g, sig, false, {}).outcome == Outcome::crash);
