@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -52,9 +53,17 @@ void require_output_for(const std::string& from, const std::string& to) {
     ckpt::fs::require_output_file(to);
     return;
   }
-  // A set's copy is a directory of its own: a new one, or an empty one.
+  // A set's copy is a directory of its own: a new one, or an empty one; for a checkpoint that is a
+  // directory (DCP), outside it (a copy inside would add a directory to the input). An index file's
+  // directory is not the input: a Hugging Face model directory holds other files beside the set.
   namespace stdfs = std::filesystem;
   std::error_code ec;
+  if (stdfs::is_directory(from)) {
+    const stdfs::path input = stdfs::weakly_canonical(stdfs::absolute(from), ec);
+    const stdfs::path target = stdfs::weakly_canonical(stdfs::absolute(to), ec);
+    if (!input.empty() && !target.empty() && std::mismatch(input.begin(), input.end(), target.begin(), target.end()).first == input.end())
+      throw UsageError("-o " + to + ": inside the input's directory " + input.string() + "; the copy goes outside it");
+  }
   const auto st = stdfs::symlink_status(to, ec);
   if (stdfs::exists(st)) {
     if (!stdfs::is_directory(st) || !stdfs::is_empty(to, ec))

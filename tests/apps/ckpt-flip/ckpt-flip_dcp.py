@@ -9,7 +9,7 @@ The tensors are the global ones: inspect's fault space is every stored chunk byt
 inject --flips N exactly N bits differ over the chunks as torch.load reads each chunk's archive,
 every archive's CRC-32s stay valid (zipfile) and its pickle is unchanged; each log record names
 its chunk, file, writing rank and the ranks that load it (every rank for a replicated tensor, the
-chunk's rank for a sharded one); revert restores every file byte for byte; replay, diff, scan and a
+chunk's rank for a sharded one); -o inside the input's directory is refused; revert restores every file byte for byte; replay, diff, scan and a
 campaign work on the directory. Hostile directories (storage transforms, a missing data file,
 offsets beyond a file, a path outside the directory, chunks overlapping or leaving a hole; in the
 safetensors mode a blob tensor no chunk names, bytes past the blob, offsets disagreeing with
@@ -139,6 +139,14 @@ def exercise(mode):
     check_locations(f"{T}/{mode}-f.jsonl", layout)
     if tree_sha(d) != golden:
         fail("inject -o changed the input directory")
+    # -o inside the input's directory would add a directory to the input: refused (exit 2), nothing written.
+    for inside in (f"{d}/copy", f"{d}/./a/../copy"):
+        p = subprocess.run([FLIP, "inject", d, "-o", inside, "--seed", "3", "--flips", "1", "--log", f"{T}/{mode}-in.jsonl"],
+                           capture_output=True, text=True)
+        if p.returncode != 2 or "inside the input's directory" not in p.stderr or len(p.stderr.strip().splitlines()) != 1:
+            fail(f"inject -o {inside}: exit {p.returncode}, {p.stderr!r}")
+    if tree_sha(d) != golden or sorted(os.listdir(d)) != sorted(os.listdir(f"{T}/{mode}-out")) or os.path.exists(f"{T}/{mode}-in.jsonl"):
+        fail("a refused -o inside the input wrote something")
     if json.loads(open(f"{T}/{mode}-f.jsonl").readline())["file_format"] != "dcp":
         fail("the log's header does not say dcp")
     placements = {layout["tensors"][r["dataset"][1:]]["placement"] for r in records(f"{T}/{mode}-f.jsonl")}
