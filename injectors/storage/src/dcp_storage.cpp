@@ -351,7 +351,7 @@ public:
   }
   SharedText location(const std::string& t, std::uint64_t index) override {
     // Called once per flip, tensor by tensor: the last tensor is kept, and the texts are keyed by
-    // the tensor's entry, so a call compares one name and allocates only the returned copy.
+    // the tensor's entry, so a call compares one name and allocates nothing.
     if (!last_global_ || last_name_ != t) {
       last_global_ = &global(t);
       last_name_ = t;
