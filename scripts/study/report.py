@@ -235,6 +235,19 @@ class ReportBase:
                 "ci": S.newcombe_diff(a["harmful"], a["n"], b["harmful"], b["n"]), "cmh": S.cmh(tables),
                 "post": S.posterior_prob_greater(a["harmful"], a["n"], b["harmful"], b["n"], draws=draws)}
 
+    def classify_arms(self, classify_one, curve_band):
+        """self.outcomes: arm name -> [(record, outcome, loss-curve class)] for every campaign arm, each record
+        classified against its arm's noise band and its loss curve against curve_band(arm)."""
+        self.outcomes = {}
+        for name, d in self.data.items():
+            a = d["arm"]
+            if a.kind != "campaign":
+                continue
+            band = self.bands.band(a)
+            gc = d["golden"].get("loss_curve")
+            cb = curve_band(a)
+            self.outcomes[name] = [(r, o, curve_class(r, gc, cb, o)) for r in d["recs"] for o in [classify_one(r, band)]]
+
     def fault_arms(self):
         """The campaign arms with records, noise arms left out, in the plan's order."""
         return [a for a in self.arms if a.kind == "campaign" and a.family != "noise" and a.name in self.outcomes]
@@ -297,19 +310,7 @@ class Report(ReportBase):
         self.test_limit = gold["test_limit"] if gold else P.TEST_LIMIT
         self.bands = Bands(data, self.test_limit)
         self.out = []
-        self.outcomes = {}  # arm name -> list of (record, outcome, curve class)
-        for name, d in data.items():
-            a = d["arm"]
-            if a.kind != "campaign":
-                continue
-            band = self.bands.band(a)
-            gc = d["golden"].get("loss_curve")
-            cb = self.bands.curve_band(a)
-            rows = []
-            for r in d["recs"]:
-                o = classify(r, band, self.test_limit)
-                rows.append((r, o, curve_class(r, gc, cb, o)))
-            self.outcomes[name] = rows
+        self.classify_arms(lambda r, band: classify(r, band, self.test_limit), self.bands.curve_band)
 
     # ------------------------------------------------------------ sections
     def header(self):

@@ -170,15 +170,8 @@ class Report(R.ReportBase):
         self.arms = G.arms(plan_name)
         self.bands = Bands(data)
         self.out = []
-        self.outcomes = {}  # arm -> [(record, outcome, curve class)]
-        for name, d in data.items():
-            a = d["arm"]
-            if a.kind != "campaign":
-                continue
-            band = self.bands.band(a)
-            gc = d["golden"].get("loss_curve")
-            cb = self.bands.curve_band(a) or self.bands.curve_band(a._replace(mode="dp"))
-            self.outcomes[name] = [(r, o, R.curve_class(r, gc, cb, o)) for r in d["recs"] for o in [classify(r, band)]]
+        # A mode without its own noise curves (pp, tp early) takes dp's.
+        self.classify_arms(classify, lambda a: self.bands.curve_band(a) or self.bands.curve_band(a._replace(mode="dp")))
         self.plots = []
 
     # ------------------------------------------------------------ sections

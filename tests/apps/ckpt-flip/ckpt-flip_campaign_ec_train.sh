@@ -64,15 +64,17 @@ PY
 run "$FLIP" report "$T/a" --json "$T/a-report.json"
 $PY -c 'import json, sys; c = json.load(open(sys.argv[1]))["overall"]["classes"]; assert c["bit_masked"]["x"] == 2 and c["detected"]["x"] == 0, c' \
   "$T/a-report.json" || fail "report of a"
-# Two jobs at once (each trial its own job id): the records of the serial run, but for the times.
-run "$FLIP" campaign "$T/a.json" --out "$T/a-jobs" --jobs 2
-$PY - "$T/a" "$T/a-jobs" <<'PY' || fail "--jobs 2 gave other records"
+# same_records A B [TRIAL...]: two campaign directories hold the same records but for times (with trials
+# named: exactly those trials, and output tails left out: a tail names the job id, of another directory).
+same_records() {
+  $PY - "$@" <<'PY'
 import glob, json, os, sys
 def records(d):
     rs = {}
     for line in open(glob.glob(os.path.join(d, "results", "*.jsonl"))[0]):
         r = json.loads(line)
-        del r["wall_seconds"]
+        for k in ("wall_seconds", "output_tail") if sys.argv[3:] else ("wall_seconds",):
+            r.pop(k, None)
         for i in r["ec_train"]["injections"]:
             i.pop("flip_to_repair_s", None)
         for i in r["ec_train"]["repairs"] or []:
@@ -80,8 +82,15 @@ def records(d):
         rs[r["trial"]] = r
     return rs
 a, b = records(sys.argv[1]), records(sys.argv[2])
+if sys.argv[3:]:
+    want = sorted(int(t) for t in sys.argv[3:])
+    assert sorted(a) == sorted(b) == want, (sorted(a), sorted(b))
 assert a == b, [(t, a[t], b.get(t)) for t in a if a[t] != b.get(t)]
 PY
+}
+# Two jobs at once (each trial its own job id): the records of the serial run, but for the times.
+run "$FLIP" campaign "$T/a.json" --out "$T/a-jobs" --jobs 2
+same_records "$T/a" "$T/a-jobs" || fail "--jobs 2 gave other records"
 
 # 2. The golden report given, another directory: trial 0 draws the same flip.
 $PY -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["summary"], open(sys.argv[2], "w"))' "$T/a/golden.json" "$T/golden-report.json"
@@ -145,24 +154,7 @@ sleep 0.5
 [ -n "$(ls /dev/shm 2> /dev/null | grep "^resil-ec-${job%golden}")" ] || fail "the killed trial left no segment (nothing to test)"
 run "$FLIP" campaign "$T/d.json" --out "$T/d" --jobs 1
 [ -z "$(ls /dev/shm 2> /dev/null | grep "^resil-ec-${job%golden}")" ] || fail "segments of d left after the resumed campaign"
-$PY - "$T/d-ref" "$T/d" <<'PY' || fail "the resumed campaign's records differ from an uninterrupted one's"
-import glob, json, os, sys
-def records(d):
-    rs = {}
-    for line in open(glob.glob(os.path.join(d, "results", "*.jsonl"))[0]):
-        r = json.loads(line)
-        for k in ("wall_seconds", "output_tail"):  # the tail names the job id, of another directory
-            r.pop(k, None)
-        for i in r["ec_train"]["injections"]:
-            i.pop("flip_to_repair_s", None)
-        for i in r["ec_train"]["repairs"] or []:
-            del i["t"]
-        rs[r["trial"]] = r
-    return rs
-a, b = records(sys.argv[1]), records(sys.argv[2])
-assert sorted(a) == sorted(b) == [0, 1], (sorted(a), sorted(b))
-assert a == b, [(t, a[t], b[t]) for t in a if a[t] != b[t]]
-PY
+same_records "$T/d-ref" "$T/d" 0 1 || fail "the resumed campaign's records differ from an uninterrupted one's"
 
 segments > "$T/shm.after"
 diff "$T/shm.before" "$T/shm.after" > /dev/null || fail "state segments left in /dev/shm: $(comm -13 "$T/shm.before" "$T/shm.after")"
