@@ -23,14 +23,14 @@ struct ConvGeom {
   int ow() const noexcept { return (w + 2 * pad - kw) / stride + 1; }
 };
 
-/// What decides the bits of a backend's results besides its inputs, recorded in every checkpoint
-/// and summary: equal ids give bit-identical results for equal inputs.
 /// `size` floats at `data` in backend memory (a plain struct: the CUDA sources compile as C++17, without std::span).
 struct ConstSpan {
   const float* data = nullptr;
   std::size_t size = 0;
 };
 
+/// What decides the bits of a backend's results besides its inputs, recorded in every checkpoint
+/// and summary: equal ids give bit-identical results for equal inputs.
 struct NumericConfig {
   std::string id;      // "cpu-fma-seqk-1": resil's GEMM order and math (any x86-64); "cuda-sm90-cublas-130100"
   std::string detail;  // how this process computes, not deciding the bits: "avx2 FMA, 1 thread"
