@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""ckpt-train's results pinned bit for bit: MLP, CNN and DLRM under --parallel none, dp and mp, a
-resume and an eval must give exactly these checkpoint digests and losses, in every environment of
+"""ckpt-train's results pinned bit for bit: MLP, CNN and DLRM under --parallel none, dp and mp, the
+GPT in fp32 and bf16 under none, dp, tp and pp, a resume and an eval must give exactly these checkpoint digests and losses, in every environment of
 tests/support/numeric_variants.py (OPENBLAS_CORETYPE set to each kernel the CPU runs, resil's
 portable GEMM path, more threads). The values belong to numeric configuration cpu-fma-seqk-1
 (docs/design/determinism.md): a change of them is a change of every result users have.
@@ -23,6 +23,7 @@ from numeric_variants import compare, variant  # noqa: E402
 DATA = "/usr/share/datasets/fashion-mnist"
 COMMON = ["--seed", "7", "--limit", "1024", "--test-limit", "300", "--batch", "64", "--epochs", "1"]
 DLRM = ["--optimizer", "adagrad", "--lr", "0.05", "--synthetic-samples", "1024"]
+GPT = ["--model", "gpt", "--context", "32", "--layers", "2", "--heads", "2", "--width", "32", "--lr", "1e-2"]
 
 # name: (ranks, arguments after `train`)
 CASES = {
@@ -34,6 +35,10 @@ CASES = {
     "cnn_mp2": (2, ["--model", "cnn", "--parallel", "mp", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"]),
     "dlrm_none": (1, ["--model", "dlrm", "--parallel", "none", *DLRM]),
     "dlrm_dp2": (2, ["--model", "dlrm", "--parallel", "dp", *DLRM]),
+    "gpt_none": (1, [*GPT, "--parallel", "none"]),
+    "gpt_bf16_dp2": (2, [*GPT, "--parallel", "dp", "--precision", "bf16"]),
+    "gpt_tp2": (2, [*GPT, "--parallel", "tp"]),
+    "gpt_bf16_pp2": (2, [*GPT, "--parallel", "pp", "--precision", "bf16"]),
 }
 # Derived cases: mlp_none's checkpoint resumed to a second epoch, and evaluated.
 DERIVED = ["mlp_none_resume", "mlp_none_eval"]
@@ -49,6 +54,10 @@ PINNED = {
     "cnn_mp2": ("1232b0fb458d4f95", "2.3031256042886525"),
     "dlrm_none": ("23f75742d6559661", "0.6872922154434491"),
     "dlrm_dp2": ("d93884898f5cac88", "0.6872922162219766"),
+    "gpt_none": ("e55babddf3ccbf06", "3.8481536107647116"),
+    "gpt_bf16_dp2": ("b1d8542c1ee04414", "3.8491057418941637"),
+    "gpt_tp2": ("e7e173be552729d2", "3.8481521329558745"),
+    "gpt_bf16_pp2": ("f6e28b20b56e94cc", "3.8544964541579247"),
 }
 
 
@@ -105,7 +114,7 @@ def main():
             continue
         d = os.path.join(work, name)
         launch = [exe] if ranks == 1 else [mpiexec, "-n", str(ranks), exe]
-        data = [] if "dlrm" in args else ["--data", DATA]  # dlrm: its synthetic click data
+        data = ["--data", DATA] if args[1] in ("mlp", "cnn") else []  # dlrm: synthetic clicks; gpt: the embedded text
         run([*launch, "train", *args, *COMMON, *extra, *data, "--ckpt-dir", d, "--summary", d + ".json"], env, name)
         s = summary(d + ".json")
         got[name] = (digest(s["last_checkpoint"]), repr(s["final_loss"]))

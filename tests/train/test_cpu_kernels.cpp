@@ -1,11 +1,17 @@
-// The CPU backend's convolution and pooling kernels against the obvious per-element loops they
-// replaced (the `_reference` functions below, kept verbatim): results must be bit-identical,
-// because every ckpt-train result (golden runs of the fault-injection campaigns) depends on them.
+// The CPU backend's kernels against the obvious per-element loops (the `_reference` functions
+// below): convolution and pooling against the loops they replaced, kept verbatim, and the
+// element-wise kernels against their own formulas kept out of the vectoriser. Results must be
+// bit-identical, because every ckpt-train result (golden runs of the fault-injection campaigns)
+// depends on them.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
+#include "resil/core/dmath.hpp"
 #include "resil/core/rng.hpp"
 #include "resil/train/backend.hpp"
 
@@ -144,4 +150,202 @@ TEST_CASE("cpu sum_squares_many is sum_squares tensor after tensor, bit for bit"
   check({});
   CHECK(be->sum_squares_many({all[0]}).at(0) == 0.0);
   CHECK(be->sum_squares_many({all[1]}).at(0) == static_cast<double>(xs[1][0]) * static_cast<double>(xs[1][0]));
+}
+
+// ---- element-wise kernels compiled to vector code ------------------------------------------
+// The backend's element-wise files are built with -fno-trapping-math and -fno-math-errno so that
+// loops with a select (ReLU's backward, exp_fast's clamps) or a square root (Adam) vectorise
+// (trainers/CMakeLists.txt). The references below are the same formulas kept out of the
+// vectoriser; every lane must give the scalar loop's bits for every kind of float: NaN of either
+// sign and any payload, infinities, signed zeros, subnormals, the largest finite values, and the
+// edges of exp_fast's clamp. Lengths leave vector tails.
+namespace {
+#if defined(__GNUC__) && !defined(__clang__)
+#define RESIL_SCALAR [[gnu::noinline, gnu::optimize("no-tree-vectorize")]]
+#else
+#define RESIL_SCALAR [[gnu::noinline]]
+#endif
+
+// Bit-identical, except that any NaN equals any NaN: where two NaN operands meet, IEEE 754 leaves
+// open which one's sign and payload the result carries, and x86 keeps the first operand's, so it
+// follows the operand order the compiler picks for a commutative + or *, which vector and scalar
+// code need not share. A NaN is a NaN to everything downstream (training stops on it).
+bool same_values(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!(std::isnan(a[i]) && std::isnan(b[i])) && std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return false;
+  return true;
+}
+
+float from_bits(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Normal draws with every fourth element replaced by one of the special values in turn.
+std::vector<float> hostile(std::size_t n, std::uint64_t stream) {
+  const float special[] = {from_bits(0x7fc00000u), from_bits(0xffc00000u), from_bits(0x7fc01234u), from_bits(0xffa00001u),
+                           std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), 0.0f, -0.0f,
+                           std::numeric_limits<float>::denorm_min(), -from_bits(0x007fffffu), std::numeric_limits<float>::max(),
+                           -std::numeric_limits<float>::max(), 88.0f, 88.5f, -87.0f, -87.5f, -104.0f, 1e-20f, -3.0e5f, 40.0f};
+  auto v = randv(n, stream);
+  std::size_t k = stream;
+  for (std::size_t i = 0; i < n; i += 4) v[i] = special[k++ % std::size(special)];
+  return v;
+}
+
+RESIL_SCALAR void relu_backward_reference(const float* y, const float* dy, float* dx, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+RESIL_SCALAR void adam_reference(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps,
+                                 float wd, std::int64_t step) {
+  const float c1 = 1.0f - static_cast<float>(resil::dmath::powi(static_cast<double>(b1), step));
+  const float c2 = 1.0f - static_cast<float>(resil::dmath::powi(static_cast<double>(b2), step));
+  for (std::size_t i = 0; i < n; ++i) {
+    const float gi = g[i] + wd * w[i];
+    m[i] = b1 * m[i] + (1.0f - b1) * gi;
+    v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+    w[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + eps);
+  }
+}
+RESIL_SCALAR void adagrad_reference(float* w, const float* g, float* sum, std::size_t n, float lr, float eps, float wd) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float gi = g[i] + wd * w[i];
+    sum[i] += gi * gi;
+    w[i] -= lr * gi / (std::sqrt(sum[i]) + eps);
+  }
+}
+RESIL_SCALAR void adamw_reference(float* w, const float* g, float* m, float* v, std::size_t n, float lr, float b1, float b2, float eps,
+                                  float wd, std::int64_t step) {
+  const float bc1 = 1.0f - static_cast<float>(resil::dmath::powi(static_cast<double>(b1), step));
+  const float bc2 = 1.0f - static_cast<float>(resil::dmath::powi(static_cast<double>(b2), step));
+  const float step_size = lr / bc1;
+  const float bc2_sqrt = std::sqrt(bc2);
+  const float keep = 1.0f - lr * wd;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float gi = g[i];
+    m[i] = b1 * m[i] + (1.0f - b1) * gi;
+    v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+    const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
+    w[i] = w[i] * keep - step_size * (m[i] / denom);
+  }
+}
+constexpr float gelu_k0 = 0.7978845608f, gelu_k1 = 0.044715f;
+RESIL_SCALAR void gelu_forward_reference(const float* x, float* y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = v / (1.0f + resil::dmath::exp_fast(-2.0f * gelu_k0 * (v + gelu_k1 * v * v * v)));
+  }
+}
+RESIL_SCALAR void gelu_backward_reference(const float* x, const float* dy, float* dx, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float e = resil::dmath::exp_fast(-2.0f * gelu_k0 * (v + gelu_k1 * v * v * v));
+    const float s = 1.0f / (1.0f + e);
+    const float du = 2.0f * gelu_k0 * (1.0f + 3.0f * gelu_k1 * v * v);
+    dx[i] = dy[i] * (s + v * du * (s * s * e));
+  }
+}
+RESIL_SCALAR void causal_softmax_forward_reference(const float* s, float* p, int mats, int T, float scale) {
+  for (int mtx = 0; mtx < mats; ++mtx)
+    for (int i = 0; i < T; ++i) {
+      const float* sr = s + (static_cast<std::size_t>(mtx) * T + i) * T;
+      float* pr = p + (static_cast<std::size_t>(mtx) * T + i) * T;
+      float mx = scale * sr[0];
+      for (int j = 1; j <= i; ++j) mx = scale * sr[j] > mx ? scale * sr[j] : mx;
+      float sum = 0.0f;
+      for (int j = 0; j <= i; ++j) sum += pr[j] = resil::dmath::exp_fast(scale * sr[j] - mx);
+      const float inv = 1.0f / sum;
+      for (int j = 0; j <= i; ++j) pr[j] *= inv;
+      for (int j = i + 1; j < T; ++j) pr[j] = 0.0f;
+    }
+}
+RESIL_SCALAR double softmax_xent_reference(const float* logits, const std::int32_t* labels, int n, int classes, float grad_scale,
+                                           float* dlogits) {
+  double total = 0.0;
+  for (int i = 0; i < n; ++i) {
+    const float* z = logits + static_cast<std::size_t>(i) * classes;
+    float mx = z[0];
+    for (int c = 1; c < classes; ++c) mx = z[c] > mx ? z[c] : mx;
+    float sum = 0.0f;
+    for (int c = 0; c < classes; ++c) sum += resil::dmath::exp(z[c] - mx);
+    total += static_cast<double>(resil::dmath::log(sum) - (z[labels[i]] - mx));
+    for (int c = 0; c < classes; ++c)
+      dlogits[static_cast<std::size_t>(i) * classes + c] =
+          grad_scale * (resil::dmath::exp(z[c] - mx) * (1.0f / sum) - (c == labels[i] ? 1.0f : 0.0f));
+  }
+  return total;
+}
+}  // namespace
+
+TEST_CASE("cpu element-wise kernels in vector code give the scalar loop's bits for every kind of float, any NaN for any NaN", "[train][unit]") {
+  auto be = make_cpu_backend(1);
+  const std::size_t n = GENERATE(std::size_t{1}, std::size_t{3}, std::size_t{4}, std::size_t{7}, std::size_t{1001});
+  CAPTURE(n);
+  const auto x = hostile(n, 1), g = hostile(n, 2), m0 = hostile(n, 3), w0 = hostile(n, 5);
+  auto v0 = hostile(n, 4);  // second moments: mostly non-negative, some negative (a flipped sign bit)
+  for (std::size_t i = 1; i < n; i += 3) v0[i] = std::fabs(v0[i]);
+
+  std::vector<float> got(n), want(n);
+  be->relu_backward(x.data(), g.data(), got.data(), n);
+  relu_backward_reference(x.data(), g.data(), want.data(), n);
+  CHECK(same_values(got, want));
+  be->gelu_forward(x.data(), got.data(), n);
+  gelu_forward_reference(x.data(), want.data(), n);
+  CHECK(same_values(got, want));
+  be->gelu_backward(x.data(), g.data(), got.data(), n);
+  gelu_backward_reference(x.data(), g.data(), want.data(), n);
+  CHECK(same_values(got, want));
+
+  for (const std::int64_t step : {std::int64_t{1}, std::int64_t{157}}) {
+    auto w1 = w0, m1 = m0, v1 = v0, w2 = w0, m2 = m0, v2 = v0;
+    be->adam_update(w1.data(), g.data(), m1.data(), v1.data(), n, 3e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f, step);
+    adam_reference(w2.data(), g.data(), m2.data(), v2.data(), n, 3e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f, step);
+    CHECK((same_values(w1, w2) && same_values(m1, m2) && same_values(v1, v2)));
+    w1 = w0, m1 = m0, v1 = v0, w2 = w0, m2 = m0, v2 = v0;
+    be->adamw_update(w1.data(), g.data(), m1.data(), v1.data(), n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+    adamw_reference(w2.data(), g.data(), m2.data(), v2.data(), n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+    CHECK((same_values(w1, w2) && same_values(m1, m2) && same_values(v1, v2)));
+  }
+  auto w1 = w0, s1 = v0, w2 = w0, s2 = v0;
+  be->adagrad_update(w1.data(), g.data(), s1.data(), n, 1e-2f, 1e-10f, 1e-4f);
+  adagrad_reference(w2.data(), g.data(), s2.data(), n, 1e-2f, 1e-10f, 1e-4f);
+  CHECK((same_values(w1, w2) && same_values(s1, s2)));
+
+  // Row lengths 1..T of the causal softmax and classes of 1, 3, 10 in the cross entropy.
+  const int T = static_cast<int>(std::min<std::size_t>(n, 37));
+  const int mats = static_cast<int>(n / static_cast<std::size_t>(T * T)) + 1;
+  auto scores = hostile(static_cast<std::size_t>(mats) * T * T, 6);
+  std::vector<float> p_got(scores.size()), p_want(scores.size());
+  be->causal_softmax_forward(scores.data(), p_got.data(), mats, T, 0.125f);
+  causal_softmax_forward_reference(scores.data(), p_want.data(), mats, T, 0.125f);
+  CHECK(same_values(p_got, p_want));
+  for (const int classes : {1, 3, 10}) {
+    const int rows = static_cast<int>(n / static_cast<std::size_t>(classes)) + 1;
+    const auto logits = hostile(static_cast<std::size_t>(rows) * classes, 7 + static_cast<std::uint64_t>(classes));
+    std::vector<std::int32_t> labels(static_cast<std::size_t>(rows));
+    for (int r = 0; r < rows; ++r) labels[static_cast<std::size_t>(r)] = (r * 7) % classes;
+    std::vector<float> d_got(logits.size()), d_want(logits.size());
+    const double l_got = be->softmax_xent(logits.data(), labels.data(), rows, classes, 0.25f, d_got.data(), nullptr);
+    const double l_want = softmax_xent_reference(logits.data(), labels.data(), rows, classes, 0.25f, d_want.data());
+    CAPTURE(classes);
+    CHECK(((std::isnan(l_got) && std::isnan(l_want)) || std::memcmp(&l_got, &l_want, sizeof(double)) == 0));
+    CHECK(same_values(d_got, d_want));
+  }
+}
+
+TEST_CASE("cpu GELU in vector code gives the scalar loop's bits across the whole float range", "[train][unit]") {
+  // Every 4099th bit pattern: all exponents, both signs, NaN payloads, exp_fast's clamp on both sides.
+  auto be = make_cpu_backend(1);
+  std::vector<float> x;
+  x.reserve((std::uint64_t{1} << 32) / 4099 + 1);
+  for (std::uint64_t u = 0; u < (std::uint64_t{1} << 32); u += 4099) x.push_back(from_bits(static_cast<std::uint32_t>(u)));
+  std::vector<float> got(x.size()), want(x.size());
+  be->gelu_forward(x.data(), got.data(), x.size());
+  gelu_forward_reference(x.data(), want.data(), x.size());
+  CHECK(same_values(got, want));
+  be->gelu_backward(x.data(), x.data(), got.data(), x.size());
+  gelu_backward_reference(x.data(), x.data(), want.data(), x.size());
+  CHECK(same_values(got, want));
 }
