@@ -314,8 +314,12 @@ class Study:
         return slim(r)
 
     def head_extra(self, arm):
-        """More keys of a published arm's head line."""
-        return {}
+        """A campaign arm's fault space (stored bits per tensor, bit, role, dtype, and in all), read from the campaign's
+        campaign.json: the weights of per-tensor and per-bit rates and the exposed memory of a FIT."""
+        path = os.path.join(self.dir, "campaigns", arm.name, "campaign.json")
+        if arm.kind != "campaign" or not os.path.exists(path):
+            return {}
+        return {"space": json.load(open(path)).get("space")}
 
     def inject_extra(self, arm):
         """More `inject` keys of an arm's campaign (strata, include)."""

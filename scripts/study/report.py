@@ -8,10 +8,13 @@ import gzip
 import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import plan as P  # noqa: E402
 import stats as S  # noqa: E402
@@ -20,6 +23,10 @@ DUE = ("load_failure", "hang", "crash", "nan_at_load", "nan_later")
 ALPHA = 0.05
 HARMFUL = ("critical", "due")
 CURVES = ("within_band", "spike_recover", "spike_degrade", "gradual_drift", "silent_degradation", "diverged")
+FAULT_MODEL = os.path.join(ROOT, "examples", "fault-models", "dram-field-noecc.json")
+# The study's classes as `ckpt-flip fit` counts them (a DUE keeps its campaign class).
+FIT_CLASS = {"critical": "critical_sdc", "sdc": "tolerable_sdc", "noise_changed": "masked", "bitwise_masked": "bit_masked",
+             "unknown": "unreadable_summary"}
 
 
 # ---------------------------------------------------------------- loading
@@ -31,24 +38,33 @@ def load_arm(path):
     return head, recs
 
 
-def load(publish, live):
-    from dp_vs_mp import read_jsonl, read_records, slim  # noqa: E402
+def load(publish, live, arms_of=P.arms, slim=None):
+    """(plan name, goldens.json, data): per arm of the plan that has records, {arm, golden summary, fault space,
+    records, complete}, from PUBLISH/NAME.jsonl.gz, else (with `live`) from the running study directory.
+    arms_of(plan name) lists the plan's arms; slim(record) slims a live record (default: dp_vs_mp's)."""
+    from dp_vs_mp import read_jsonl, read_records  # noqa: E402
+    if slim is None:
+        from dp_vs_mp import slim  # noqa: E402
     data = {}
-    gold = json.load(open(os.path.join(publish, "goldens.json"))) if os.path.exists(os.path.join(publish, "goldens.json")) else None
+    gold_path = os.path.join(publish, "goldens.json")
+    gold = json.load(open(gold_path)) if os.path.exists(gold_path) else None
     plan_name = gold["plan"] if gold else "full"
-    for arm in P.arms(plan_name):
+    for arm in arms_of(plan_name):
         path = os.path.join(publish, arm.name + ".jsonl.gz")
         if os.path.exists(path):
             head, recs = load_arm(path)
-            data[arm.name] = {"arm": arm, "golden": head["golden_summary"], "recs": recs, "complete": len(recs) >= arm.n}
+            data[arm.name] = {"arm": arm, "golden": head["golden_summary"], "space": head.get("space"), "recs": recs,
+                              "complete": len(recs) >= arm.n}
         elif live:
             d = os.path.join(live, "campaigns", arm.name)
             if not os.path.exists(os.path.join(d, "golden.json")):
                 continue
             golden = json.load(open(os.path.join(d, "golden.json")))["summary"]
             recs = read_jsonl(os.path.join(d, "records.jsonl")) if arm.kind == "order" else [slim(r) for r in read_records(d)]
+            cj = os.path.join(d, "campaign.json")
+            space = json.load(open(cj)).get("space") if os.path.exists(cj) else None
             if recs:
-                data[arm.name] = {"arm": arm, "golden": golden, "recs": recs, "complete": len(recs) >= arm.n}
+                data[arm.name] = {"arm": arm, "golden": golden, "space": space, "recs": recs, "complete": len(recs) >= arm.n}
     return plan_name, gold, data
 
 
@@ -147,6 +163,27 @@ def curve_class(r, golden_curve, cband, outcome):
     if ex[-1] <= 0:
         return "spike_recover"
     return "spike_degrade" if above[0] <= 1 else "gradual_drift"
+
+
+def two_level_fit(ckpt_flip, fault_model, outcomes, total_bits, draws=20000):
+    """`ckpt-flip fit` over one campaign's trials as this study classes them (SDC = outside the noise band): a
+    campaign directory of their classes is written to a temporary directory, the exposed memory is the campaign's
+    fault space. Returns the fit's JSON."""
+    with tempfile.TemporaryDirectory(prefix="study-fit-") as d:
+        os.makedirs(os.path.join(d, "c", "results"))
+        meta = {"format": "resil-campaign/1", "space": {"total_bits": total_bits},
+                "config": {"inject": {"model": "flip", "flips": 1, "strata": "none"}, "trials": len(outcomes), "confidence": 0.95}}
+        with open(os.path.join(d, "c", "campaign.json"), "w") as f:
+            json.dump(meta, f)
+        with open(os.path.join(d, "c", "results", "shard-0-of-1.jsonl"), "w") as f:
+            for r, o, _ in outcomes:
+                f.write(json.dumps({"trial": r["trial"], "class": r["class"] if o == "due" else FIT_CLASS[o]}) + "\n")
+        out = os.path.join(d, "fit.json")
+        p = subprocess.run([ckpt_flip, "fit", "--fault-model", fault_model, "--results", os.path.join(d, "c"), "--draws", str(draws),
+                            "--seed", "1", "--json", out], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise SystemExit(f"report: ckpt-flip fit failed (exit {p.returncode}): {p.stderr.strip()}")
+        return json.load(open(out))
 
 
 # ---------------------------------------------------------------- formatting
@@ -302,8 +339,9 @@ class ReportBase:
 
 
 class Report(ReportBase):
-    def __init__(self, plan_name, gold, data):
+    def __init__(self, plan_name, gold, data, ckpt_flip=None):
         self.plan = plan_name
+        self.ckpt_flip = ckpt_flip
         self.arms = P.arms(plan_name)
         self.gold = gold
         self.data = data
@@ -422,6 +460,50 @@ class Report(ReportBase):
                "per-window band; definitions in the design):")
         self.w()
         self.curve_rows()
+
+    def fit(self):
+        """The two-level FIT of each complete single-flip campaign under the field DRAM fault model."""
+        arms = [a for a in P.arms(self.plan) if a.kind == "campaign" and a.family in ("primary", "sgdm", "seeds", "replica")
+                and self.complete(a.name)]
+        if not arms:
+            return
+        fm = json.load(open(FAULT_MODEL))
+        single_word = sum(p["p"] for p in fm["patterns"] if p["campaign_model"] != "flip")
+        self.w("## Two-level FIT: these rates under field rates of DRAM upsets")
+        self.w()
+        self.w(f"What transient upsets of the memory holding a checkpoint cost, as the two-level model of Hari et al. composes them "
+               f"(`ckpt-flip fit`, fault model `{os.path.relpath(FAULT_MODEL, ROOT)}`, [reference](../reference/fault-models.md)): "
+               f"FIT (events per 10^9 hours of residency, per checkpoint) = upsets per Mbit x the checkpoint's stored Mbit x exposure x "
+               f"restore probability x P(outcome | upset), with this study's classes (SDC = outside the noise band).")
+        self.w()
+        self.w(f"- Upset rate: {fm['source_fit_per_device']} FIT per DRAM device (Sridharan and Liberty, SC 2012, transient faults "
+               f"only) / {fm['assumed_mbit_per_device']} Mbit per 1 Gbit device = {fm['raw_fit_per_mbit']} FIT/Mbit, drawn log-uniformly "
+               f"over [{fm['raw_fit_per_mbit_range'][0]}, {fm['raw_fit_per_mbit_range'][1]}] (devices of 512 Mbit to 2 Gbit); no ECC. "
+               "The 25,000-70,000 FIT/Mbit of Schroeder et al. (2009) counts repeating hard errors each time they are read and is "
+               "not a transient rate: it is not used.")
+        self.w(f"- Exposure {fm['exposure']} (the checkpoint stays resident) and restore probability {fm['restore_probability']} "
+               "(every corrupted checkpoint is restored): an upper bound; a run that restores one checkpoint in N scales every FIT by 1/N.")
+        self.w(f"- Upset modes: single-bit and the row, column and bank modes (one bit per affected word) take this campaign's "
+               f"single-flip rates; single-word upsets (2 adjacent bits, {100 * single_word:.1f} % of upsets) were not measured and "
+               "enter the interval as any rate in [0, 1], which is most of its width. *Point*: the Monte Carlo median (20,000 draws, "
+               "seed 1), inside its 95 % interval; *measured modes*: the model at the observed proportions with single-word upsets "
+               "counted as harmless. 1 FIT is one event per 114,077 years of residency (10^9 h / 8,766 h).")
+        self.w()
+        self.w("| campaign | Mbit | upsets (FIT) | SDC (outside band) FIT | critical SDC FIT | DUE FIT | measured modes: SDC / critical / DUE |")
+        self.w("|---|---:|---:|---|---|---|---|")
+
+        def cell(v):
+            return f"{v['fit']:.3g} [{v['mc']['p2_5']:.2g}, {v['mc']['p97_5']:.2g}]"
+        for a in arms:
+            space = (self.data[a.name].get("space") or {}).get("total_bits")
+            if not space or not self.ckpt_flip or not os.access(self.ckpt_flip, os.X_OK):
+                why = "no fault-space size in its records" if not space else f"no ckpt-flip at {self.ckpt_flip}"
+                self.w(f"| {a.name} | - | - | not computed: {why} | | | |")
+                continue
+            j = two_level_fit(self.ckpt_flip, FAULT_MODEL, self.outcomes[a.name], space)
+            self.w(f"| {a.name} | {j['mbit']:.2f} | {j['raw_fit']:.3g} | {cell(j['sdc'])} | {cell(j['critical_sdc'])} | {cell(j['due'])} | "
+                   f"{j['sdc']['plug_in']:.2g} / {j['critical_sdc']['plug_in']:.2g} / {j['due']['plug_in']:.2g} |")
+        self.w()
 
     # ------------------------------------------------------------ findings
     def findings(self):
@@ -719,13 +801,14 @@ class Report(ReportBase):
         self.goldens()
         self.noise()
         self.campaigns()
+        self.fit()
         self.findings()
         return "\n".join(self.out) + "\n"
 
 
 def main(args):
     plan_name, gold, data = load(os.path.abspath(args.publish), os.path.abspath(args.live) if args.live else None)
-    text = Report(plan_name, gold, data).render()
+    text = Report(plan_name, gold, data, os.path.join(ROOT, args.build, "bin", "ckpt-flip")).render()
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out + ".tmp", "w") as f:
         f.write(text)

@@ -102,14 +102,6 @@ class GptStudy(D.Study):
     def arm_done(self, arm):
         return self.published_complete(arm) or super().arm_done(arm)
 
-    def head_extra(self, arm):
-        """A campaign arm's fault space (stored bits per tensor, bit, role, dtype): the weights of per-tensor and per-bit
-        rates, read from the campaign's campaign.json."""
-        path = os.path.join(self.dir, "campaigns", arm.name, "campaign.json")
-        if arm.kind != "campaign" or not os.path.exists(path):
-            return {}
-        return {"space": json.load(open(path)).get("space")}
-
     # ------------------------------------------------------------ the per-trial rate
     def rate(self, trials):
         """A `trials`-trial campaign (one uniform flip of the bf16 weights) per (mode, point), timed: CPU seconds of

@@ -6,7 +6,6 @@ reached its planned size). The MLP/CNN comparison reads docs/results/dp-vs-mp-st
 is computed here from the records. The outcome classes, the noise band and the loss-curve classes are the
 dp-vs-mp study's (scripts/study/report.py), on the validation loss in bits per byte (lower is better).
 """
-import gzip
 import json
 import os
 import platform
@@ -31,29 +30,7 @@ rate, pct, pfmt = R.rate, R.pct, R.pfmt
 
 def load(publish, live):
     from transformer import slim  # noqa: E402
-    from dp_vs_mp import read_jsonl, read_records  # noqa: E402
-    data = {}
-    gold_path = os.path.join(publish, "goldens.json")
-    gold = json.load(open(gold_path)) if os.path.exists(gold_path) else None
-    plan_name = gold["plan"] if gold else "full"
-    for arm in G.arms(plan_name):
-        path = os.path.join(publish, arm.name + ".jsonl.gz")
-        if os.path.exists(path):
-            with gzip.open(path, "rt") as f:
-                head = json.loads(f.readline())["head"]
-                recs = [json.loads(line) for line in f if line.strip()]
-            data[arm.name] = {"arm": arm, "golden": head["golden_summary"], "space": head.get("space"), "recs": recs,
-                              "complete": len(recs) >= arm.n}
-        elif live:
-            d = os.path.join(live, "campaigns", arm.name)
-            if not os.path.exists(os.path.join(d, "golden.json")):
-                continue
-            golden = json.load(open(os.path.join(d, "golden.json")))["summary"]
-            recs = read_jsonl(os.path.join(d, "records.jsonl")) if arm.kind == "order" else [slim(r) for r in read_records(d)]
-            cj = os.path.join(d, "campaign.json")
-            space = json.load(open(cj)).get("space") if os.path.exists(cj) else None
-            if recs:
-                data[arm.name] = {"arm": arm, "golden": golden, "space": space, "recs": recs, "complete": len(recs) >= arm.n}
+    plan_name, gold, data = R.load(publish, live, G.arms, slim)
     rates_path = os.path.join(publish, "rates.json")
     rates = json.load(open(rates_path)) if os.path.exists(rates_path) else None
     return plan_name, gold, data, rates

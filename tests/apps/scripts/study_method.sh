@@ -1,8 +1,8 @@
 #!/bin/bash
 # scripts/study/dp_vs_mp.py end to end at its smallest (--plan smoke, MLP, five arms): the golden runs,
 # data-order and ulp noise, the dp model campaign, its one-replica twin (same sites, rank 1 only) and the
-# bit-30 campaign; each finished arm's records are published once, gzipped, with the loss curves and the
-# replica divergence; the report has its sections, marks the study partial and draws no verdict from a claim
+# bit-30 campaign; each finished arm's records are published once, gzipped, with the loss curves, the
+# replica divergence and the fault space; the report has its sections, a two-level FIT over the exposed bits, marks the study partial and draws no verdict from a claim
 # whose arms are not all complete; a second run records nothing new; a bad arm name is one error line and exit 2.
 . "$(dirname "$0")/../../support/test_lib.sh" study-method
 BUILD=$1
@@ -26,7 +26,9 @@ assert all(r["exit_code"] == 0 and r["summary"]["loss_curve"] for r in order), o
 assert h["golden_summary"]["loss_curve"], h
 _, ulp = arm("noise-ulp-mlp-dp-late")
 assert all(f[3] == 0 for r in ulp for f in r["flips"]), "the ulp arm flipped another bit than 0"
-_, dp = arm("mlp-dp-model-late")
+h, dp = arm("mlp-dp-model-late")
+# The fault space: every stored bit of the model's float32 weights, as many as the replicas compare.
+assert h["space"]["total_bits"] == 32 * h["golden_summary"]["replica_divergence"]["elements"], h["space"]["total_bits"]
 _, one = arm("mlp-dp1-model-late")
 for r in dp:
     assert r["summary"]["replica_divergence"]["ranks_differing"] == 0, r   # the fault is in every replica
@@ -37,11 +39,26 @@ for r in one:
 _, b30 = arm("mlp-dp-model-late-bit30")
 assert all(f[3] == 30 and f[4] is not None for r in b30 for f in r["flips"]), b30
 PYEOF
-run "${S[@]}" report --publish "$T/pub" --out "$T/r.md"
+run "${S[@]}" report --publish "$T/pub" --build "$(realpath "$BUILD")" --out "$T/r.md"
 for s in "Partial study" "## Noise baseline" "## Campaigns: outcome classes" "## Findings" "### 1. " "### 2. " "### 3. " "### 4. " \
-         "Loss-curve classes" "## Trial budget" "mlp-dp1-model-late"; do
+         "Loss-curve classes" "## Trial budget" "mlp-dp1-model-late" "## Two-level FIT"; do
   grep -q -- "$s" "$T/r.md" || { cat "$T/r.md"; fail "the report lacks '$s'"; }
 done
+# The FIT row of the dp campaign: its exposed memory is the fault space, the upsets the field rate times it
+# (0.01787 FIT/Mbit), and its point lies inside its interval.
+$PY - "$T/pub" "$T/r.md" <<'PYEOF' || fail "the two-level FIT row"
+import gzip, json, re, sys
+with gzip.open(sys.argv[1] + "/mlp-dp-model-late.jsonl.gz", "rt") as f:
+    mbit = json.loads(f.readline())["head"]["space"]["total_bits"] / 2 ** 20
+section = open(sys.argv[2]).read().split("## Two-level FIT")[1].split("\n## ")[0]
+row = next(l for l in section.splitlines() if l.startswith("| mlp-dp-model-late |"))
+cells = [c.strip() for c in row.strip().strip("|").split("|")]
+assert abs(float(cells[1]) - mbit) < 0.01, (cells, mbit)
+assert abs(float(cells[2]) - 0.01787 * mbit) <= 0.001 * 0.01787 * mbit + 1e-3, (cells, mbit)
+for c in cells[3:6]:
+    point, lo, hi = map(float, re.match(r"(\S+) \[(\S+), (\S+)\]", c).groups())
+    assert lo <= point <= hi, c
+PYEOF
 # A verdict waits for every arm its rule reads: claim 1's bit-30 arm is complete but its 10-flip arms were
 # never run, so claim 1 is pending rather than drawn from the arms that exist.
 sed -n '/^### 1\. /,/^### 2\. /p' "$T/r.md" | grep -q 'Verdict: \*\*pending\*\* (.* arms not complete)' \
