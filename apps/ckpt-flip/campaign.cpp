@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -16,7 +17,8 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
       "  ckpt-flip campaign examples/campaigns/eval-mlp.json --out res\n"
       "  ckpt-flip campaign study.json --shard 3/8 --out res          # one Slurm array task (trial id mod 8 == 3)\n"
       "  ckpt-flip campaign study.json --out res --max-trials 10      # a slice now; a re-run skips finished trials\n"
-      "  ckpt-flip campaign study.json --out res --jobs 1             # one trial at a time (default: one per allocated CPU)\n"
+      "  ckpt-flip campaign study.json --out res --jobs 1             # one trial at a time (default: one per allocated CPU,\n"
+      "                                                                # or per K of them for an `mpiexec -n K` command)\n"
       "  ckpt-flip report res --json res/report.json --markdown res/report.md\n"
       "Config (JSON, docs/reference/campaign.md): checkpoint (HDF5, torch.save, safetensors, .npy/.npz, mp manifest), format, keep_crc,\n"
       "command with {ckpt} {out} {dir} {trial} {seed}, trials, seed,\n"
@@ -31,7 +33,7 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
   c->add_option("--out", o.out, "campaign directory (results/, campaign.json, golden.json)")->required();
   c->add_option("--shard", o.shard, "this process's part i/n of the trial ids (trial mod n == i)");
   c->add_option("--max-trials", o.max_trials, "run at most this many new trials now")->transform(app::Decimal(1, std::uint64_t{1} << 40));
-  c->add_option("--jobs", o.jobs, "trials at once, each on its own checkpoint copy (default: the CPUs this process may run on, as nproc counts them); records as a serial run's")
+  c->add_option("--jobs", o.jobs, "trials at once, each on its own checkpoint copy (default: the CPUs this process may run on, as nproc counts them, divided by the ranks of an `mpiexec -n K` command); records as a serial run's")
       ->transform(app::Decimal(1, inject::max_jobs));
   add_format_option(*c, o.format);  // other than auto: replaces the config's "format" (recorded in campaign.json)
   c->add_flag("--keep-work", o.keep_work, "keep OUT/work/ (the private checkpoint copy and the last trial's log)");
@@ -48,7 +50,8 @@ int run_campaign(const CampaignOptions& o) {
   ro.config = o.config;  // an input: never inside what the campaign writes
   ro.max_trials = o.max_trials;
   ro.keep_work = o.keep_work;
-  ro.jobs = o.jobs ? o.jobs : usable_cpus();  // the allocation's CPUs, not the node's
+  // The allocation's CPUs (not the node's), shared out so that the ranks of the trials at once fit them.
+  ro.jobs = o.jobs ? o.jobs : std::max(1u, usable_cpus() / cfg.processes_per_trial());
   ro.note = [](const std::string& line) { std::cout << "note: " << line << std::endl; };
   std::string targets;  // kind ec-train: where its flips go
   for (const auto& t : cfg.targets) targets += (targets.empty() ? " in " : ",") + t;

@@ -57,6 +57,35 @@ bool in_outcome_group(std::string_view group, Outcome o) noexcept {
   return false;
 }
 
+unsigned CampaignConfig::processes_per_trial() const {
+  if (command.size() < 2) return 1;
+  const std::string launcher = stdfs::path(command[0]).filename().string();
+  if (launcher != "mpiexec" && launcher != "mpirun" && launcher != "mpiexec.hydra" && launcher != "srun") return 1;
+  auto count = [](std::string_view v) -> unsigned {
+    unsigned n = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    return ec == std::errc() && end == v.data() + v.size() && n > 0 ? n : 0;
+  };
+  // The launcher's own options come before the program: a word that is neither an option nor the
+  // value an option before it may take is the program, where the scan stops.
+  for (std::size_t i = 1; i < command.size(); ++i) {
+    const std::string_view a = command[i];
+    if (!a.starts_with("-")) {
+      const std::string_view prev = command[i - 1];
+      if (i == 1 || !prev.starts_with("-") || prev.find('=') != std::string_view::npos) break;
+      continue;
+    }
+    for (std::string_view opt : {"-n", "-np", "--np", "--ntasks"}) {
+      if (a == opt && i + 1 < command.size()) {
+        if (const unsigned n = count(command[i + 1])) return n;
+      } else if (a.size() > opt.size() && a.starts_with(opt) && (a[opt.size()] == '=' || opt == "-n")) {
+        if (const unsigned n = count(a.substr(opt.size() + (a[opt.size()] == '=' ? 1 : 0)))) return n;
+      }
+    }
+  }
+  return 1;
+}
+
 namespace {
 
 // Largest count a config may ask for in one trial (as `ckpt-flip inject --flips`).

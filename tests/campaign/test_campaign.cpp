@@ -357,3 +357,28 @@ TEST_CASE("the trial's process group dies with a campaign process killed by SIGK
   CHECK_FALSE(stdfs::exists(marker));
   stdfs::remove_all(dir);
 }
+
+TEST_CASE("processes per trial: the rank count of an MPI launcher's command, else 1", "[campaign][unit]") {
+  // --jobs defaults to the usable CPUs divided by this, so that the trials at once fit the cores.
+  auto per = [](std::vector<std::string> cmd) {
+    CampaignConfig c;
+    c.command = std::move(cmd);
+    return c.processes_per_trial();
+  };
+  CHECK(per({"mpiexec", "-n", "4", "ckpt-train", "resume", "--from", "{ckpt}"}) == 4);
+  CHECK(per({"/usr/bin/mpirun", "-np", "3", "ec-train"}) == 3);
+  CHECK(per({"mpiexec.hydra", "--np", "2", "x"}) == 2);
+  CHECK(per({"srun", "--ntasks=8", "x"}) == 8);
+  CHECK(per({"srun", "--ntasks", "6", "x"}) == 6);
+  CHECK(per({"mpiexec", "-n8", "x"}) == 8);
+  CHECK(per({"mpiexec", "-n=5", "x"}) == 5);
+  CHECK(per({"mpiexec", "-hosts", "a,b", "-n", "2", "x"}) == 2);  // an option's value is not the program
+  // The program's own -n, after the program, is not the launcher's.
+  CHECK(per({"mpiexec", "ckpt-train", "-n", "9"}) == 1);
+  CHECK(per({"ckpt-train", "eval", "-n", "4"}) == 1);
+  CHECK(per({"sh -c 'mpiexec -n 4 x'"}) == 1);
+  CHECK(per({"mpiexec", "-n", "0", "x"}) == 1);
+  CHECK(per({"mpiexec", "-n", "four", "x"}) == 1);
+  CHECK(per({"mpiexec", "-n"}) == 1);
+  CHECK(per({}) == 1);
+}

@@ -3,7 +3,7 @@
 # better): ckpt-train eval trials (command and worker mode give the same records), resume trials (the
 # records keep the loss curve, which the study's loss-curve classes read), a bf16 checkpoint
 # stratified by role (model, master, optimizer), and a tp manifest whose records name each flipped
-# element of a sliced weight in its global tensor.
+# element of a sliced weight in its global tensor; without --jobs, mpiexec trials at once fit the CPUs.
 # Usage: ckpt-flip_campaign_gpt.sh CKPT-FLIP CKPT-TRAIN MPIEXEC
 . "$(dirname "$0")/../../support/test_lib.sh" ckpt-flip-campaign-gpt
 FLIP=$1 TRAIN=$2 MPIEXEC=$3
@@ -118,7 +118,10 @@ run "$FLIP" campaign "$T/tp-eval.json" --out "$T/tp-eval" --jobs 1
 check "$T/tp-eval" eval
 MPIRESUME='["'"$MPIEXEC"'", "-n", "2", '"${RESUME#[}"
 config tp-resume "$T/tp/$S.manifest.json" "$MPIRESUME" 3 "$SLICED"
-run "$FLIP" campaign "$T/tp-resume.json" --out "$T/tp-resume" --jobs 1
+# Without --jobs, as many trials at once as 2-rank trials fit the usable CPUs.
+run "$FLIP" campaign "$T/tp-resume.json" --out "$T/tp-resume"
+want=$(( $(nproc) / 2 )); [ "$want" -ge 1 ] || want=1
+grep -q "timeout [0-9.]* s, $want jobs\? ->" "$T/stdout" || { cat "$T/stdout"; fail "the default --jobs of 2-rank trials on $(nproc) CPUs is not $want"; }
 check "$T/tp-resume" resume
 echo "tp eval: $(classes "$T/tp-eval"); tp resume: $(classes "$T/tp-resume")"
 "$PY" - "$T/tp" "$T/tp-eval" "$T/tp-resume" <<'PYEOF' || fail "global indices in the tp campaigns' records"

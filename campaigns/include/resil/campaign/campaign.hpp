@@ -151,6 +151,9 @@ struct CampaignConfig {
   static CampaignConfig load(const std::filesystem::path& p);
   /// Every metric the trials are classified on, the first one first.
   std::vector<MetricSpec> metrics() const;
+  /// The processes one trial starts: the rank count of a command that begins with an MPI launcher
+  /// (mpiexec, mpirun, srun: -n K, -np K, --np K, --ntasks K, -nK, -n=K, --ntasks=K), else 1.
+  unsigned processes_per_trial() const;
   /// As OUT/campaign.json records it; the paths absolute, so the record (and the identity every
   /// trial record carries) does not depend on the working directory of the run.
   nlohmann::json to_json() const;
