@@ -484,8 +484,9 @@ class Report(ReportBase):
         self.w(f"- Exposure {fm['exposure']} (the checkpoint stays resident) and restore probability {fm['restore_probability']} "
                "(every corrupted checkpoint is restored): an upper bound; a run that restores one checkpoint in N scales every FIT by 1/N.")
         self.w(f"- Upset modes: single-bit and the row, column and bank modes (one bit per affected word) take this campaign's "
-               f"single-flip rates; single-word upsets (2 adjacent bits, {100 * single_word:.1f} % of upsets) were not measured and "
-               "enter the interval as any rate in [0, 1], which is most of its width. *Point*: the Monte Carlo median (20,000 draws, "
+               f"single-flip rates; single-word upsets (2 adjacent bits, {100 * single_word:.1f} % of upsets) were not measured: "
+               "their outcome probabilities enter as the Jeffreys prior Beta(1/2, 1/2) over [0, 1] (conservative bounds: [0, 1]), "
+               "which is most of the interval's width. *Point*: the Monte Carlo median (20,000 draws, "
                "seed 1), inside its 95 % interval; *measured modes*: the model at the observed proportions with single-word upsets "
                "counted as harmless. 1 FIT is one event per 114,077 years of residency (10^9 h / 8,766 h).")
         self.w()
