@@ -67,7 +67,7 @@ ImageSet load_mnist(const std::filesystem::path& dir, Split split, std::size_t l
   const auto img_path = find_file(dir, prefix + "-images-idx3-ubyte");
   const auto lbl_path = find_file(dir, prefix + "-labels-idx1-ubyte");
   std::uint32_t img_count = 0, lbl_count = 0;
-  const IdxArray img = read_items(img_path, limit, img_count);
+  IdxArray img = read_items(img_path, limit, img_count);
   const IdxArray lbl = read_items(lbl_path, limit, lbl_count);
   if (img.dims.size() != 3) throw CorruptInputError(img_path.string() + ": expected a 3-D image array (N, rows, cols)");
   if (lbl.dims.size() != 1) throw CorruptInputError(lbl_path.string() + ": expected a 1-D label array");
@@ -78,8 +78,8 @@ ImageSet load_mnist(const std::filesystem::path& dir, Split split, std::size_t l
   s.n = img.dims[0];
   s.rows = img.dims[1];
   s.cols = img.dims[2];
-  s.pixels.resize(s.n * s.dim());
-  for (std::size_t i = 0; i < s.pixels.size(); ++i) s.pixels[i] = static_cast<float>(img.data[i]) / 255.0f;
+  img.data.resize(s.n * s.dim());
+  s.pixels = std::move(img.data);
   s.labels.resize(s.n);
   for (std::size_t i = 0; i < s.n; ++i) {
     if (lbl.data[i] >= s.num_classes)

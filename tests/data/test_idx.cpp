@@ -41,7 +41,8 @@ TEST_CASE("MNIST-format directory loads with limit and scaling", "[data][unit]")
   const ImageSet s = load_mnist(d, Split::train, 2);
   REQUIRE(s.n == 2);
   CHECK(s.dim() == 2);
-  CHECK(s.pixels == std::vector<float>{0.0f, 1.0f, 0.2f, 0.4f});
+  CHECK(s.pixels == std::vector<std::uint8_t>{0, 255, 51, 102});
+  CHECK((s.value(0) == 0.0f && s.value(1) == 1.0f && s.value(2) == 0.2f && s.value(3) == 0.4f));
   CHECK(s.labels == std::vector<std::int32_t>{9, 0});
   CHECK_THROWS_AS(load_mnist(d, Split::test), resil::IoError);
 }
