@@ -115,9 +115,9 @@ Batch Staging::gather(const Data& d, bool test, std::span<const std::uint32_t> i
   x.resize(n * dim);
   labels.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
-    const std::uint8_t* src = s.pixels.data() + idx[i] * dim;
+    const std::size_t from = idx[i] * dim;
     float* dst = x.data() + i * dim;
-    for (std::size_t j = 0; j < dim; ++j) dst[j] = static_cast<float>(src[j]) / 255.0f;  // ImageSet::value
+    for (std::size_t j = 0; j < dim; ++j) dst[j] = s.value(from + j);
     labels[i] = s.labels[idx[i]];
   }
   return Batch{static_cast<int>(n), x.data(), labels.data(), nullptr, nullptr};
