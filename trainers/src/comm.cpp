@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -30,17 +31,29 @@ bool g_owner = false;
 
 template <class T>
 void ordered_sum(std::vector<T>& buf, MPI_Datatype type, int rank, int size, int poll_us) {
-  const int n = static_cast<int>(buf.size());
-  std::vector<T> all(rank == 0 ? buf.size() * static_cast<std::size_t>(size) : 0);
+  // Reduce-scatter, then all-gather: rank q sums its segment of every rank's buffer in rank order
+  // (buf_0 + buf_1 + ... + buf_{size-1}, each element the same additions in the same order as one
+  // process summing the gathered buffers), then every rank collects the summed segments.
+  const std::size_t n = buf.size(), P = static_cast<std::size_t>(size), me = static_cast<std::size_t>(rank);
+  std::vector<int> len(P), at(P);
+  for (std::size_t q = 0; q < P; ++q) {
+    at[q] = static_cast<int>(n * q / P);
+    len[q] = static_cast<int>(n * (q + 1) / P) - at[q];
+  }
+  const std::size_t mine = static_cast<std::size_t>(len[me]);
+  std::vector<T> parts(mine * P);
+  std::vector<int> rlen(P, len[me]), rat(P);
+  for (std::size_t q = 0; q < P; ++q) rat[q] = static_cast<int>(q * mine);
   MPI_Request req;
-  RESIL_MPI_CHECK(MPI_Igather(buf.data(), n, type, all.data(), n, type, 0, MPI_COMM_WORLD, &req));
+  RESIL_MPI_CHECK(MPI_Ialltoallv(buf.data(), len.data(), at.data(), type, parts.data(), rlen.data(), rat.data(), type, MPI_COMM_WORLD, &req));
   resil::train::mpi_wait(req, poll_us);
-  if (rank == 0)
-    for (int r = 1; r < size; ++r) {
-      const T* src = all.data() + static_cast<std::size_t>(r) * buf.size();
-      for (std::size_t i = 0; i < buf.size(); ++i) buf[i] += src[i];
-    }
-  RESIL_MPI_CHECK(MPI_Ibcast(buf.data(), n, type, 0, MPI_COMM_WORLD, &req));
+  T* seg = buf.data() + at[me];
+  std::copy_n(parts.data(), mine, seg);
+  for (std::size_t q = 1; q < P; ++q) {
+    const T* src = parts.data() + q * mine;
+    for (std::size_t i = 0; i < mine; ++i) seg[i] += src[i];
+  }
+  RESIL_MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, type, buf.data(), len.data(), at.data(), type, MPI_COMM_WORLD, &req));
   resil::train::mpi_wait(req, poll_us);
 }
 #endif
