@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -169,15 +170,16 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
   status_out.reset();
   CommandResult r;
   int status = 0;
+  struct rusage usage {};
   double sleep_s = 0.001;
   for (;;) {
-    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    const pid_t w = ::wait4(pid, &status, WNOHANG, &usage);
     if (w == pid) break;
     if (w < 0 && errno != EINTR) throw IoError(std::string("campaign: waitpid failed: ") + std::strerror(errno));
     // Past its timeout, or a stop signal (the trial is then dropped, not recorded): its group goes now.
     if (stop_signal() || now() - t0 > timeout_s) {
       ::kill(-pid, SIGKILL);
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
       }
       detail::throw_if_stopped();
       r.timed_out = true;
@@ -188,6 +190,9 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
   }
   ::kill(-pid, SIGKILL);  // anything still in the group (ESRCH when none)
   r.wall_seconds = now() - t0;
+  // The supervisor's usage holds the command's tree: each process adds the children it reaped.
+  auto seconds = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6; };
+  r.cpu_seconds = seconds(usage.ru_utime) + seconds(usage.ru_stime);
   // The command's own wait status, as the supervisor saw it (nothing when it was killed first).
   int command_status = 0;
   ssize_t got = -1;

@@ -127,10 +127,15 @@ json build_report(const stdfs::path& out) {
   rep["trials"] = {{"planned", cfg.at("trials")}, {"done", n}, {"missing", cfg.at("trials").get<std::uint64_t>() - std::min<std::uint64_t>(n, cfg.at("trials").get<std::uint64_t>())}};
 
   std::map<std::string, std::uint64_t> counts;
-  double wall = 0;
+  double wall = 0, cpu = 0;
+  std::uint64_t timed = 0;  // records with cpu_seconds (command mode)
   for (const auto& r : records) {
     ++counts[r.at("class").get<std::string>()];
     wall += r.value("wall_seconds", 0.0);
+    if (r.contains("cpu_seconds")) {
+      cpu += r.at("cpu_seconds").get<double>();
+      ++timed;
+    }
   }
   json overall = {{"classes", json::object()}, {"groups", json::object()}};
   for (auto o : all_outcomes) overall["classes"][std::string(outcome_name(o))] = rate_json(rate(counts[std::string(outcome_name(o))], n, conf));
@@ -221,6 +226,8 @@ json build_report(const stdfs::path& out) {
   rep["reweighted"] = rew;
   rep["timing"] = {{"trial_seconds_total", wall}, {"trial_seconds_mean", n ? wall / static_cast<double>(n) : 0.0},
                    {"golden_seconds", golden_seconds}};
+  // CPU time is what a trial costs on any load (wall time grows with the machine's other work).
+  if (timed) rep["timing"].update({{"trial_cpu_seconds_total", cpu}, {"trial_cpu_seconds_mean", cpu / static_cast<double>(timed)}, {"trials_cpu_timed", timed}});
   return rep;
 }
 

@@ -110,8 +110,9 @@ std::map<std::uint64_t, json> read_results(const stdfs::path& out) {
         throw CorruptInputError(where + "trial " + std::to_string(t) + " has no known outcome class (" +
                                 (j.contains("class") ? j.at("class").dump() : std::string("none")) + ")");
       // The fields the report reads, typed as a trial writes them (a wrong type failed later, naming no file).
-      if (j.contains("wall_seconds") && !j.at("wall_seconds").is_number())
-        throw CorruptInputError(where + "trial " + std::to_string(t) + ": \"wall_seconds\" " + j.at("wall_seconds").dump() + " is not a number");
+      for (const char* key : {"wall_seconds", "cpu_seconds"})
+        if (j.contains(key) && !j.at(key).is_number())
+          throw CorruptInputError(where + "trial " + std::to_string(t) + ": \"" + key + "\" " + j.at(key).dump() + " is not a number");
       if (j.contains("strata")) {
         const auto& st = j.at("strata");
         if (!st.is_object()) throw CorruptInputError(where + "trial " + std::to_string(t) + ": \"strata\" is not an object");

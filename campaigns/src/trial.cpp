@@ -329,6 +329,7 @@ json TrialContext::record_of(const Attempt& a) const {
               {"injected_nonfinite", a.nonfinite},
               {"restore", a.restore},
               {"wall_seconds", r.wall_seconds}};
+  if (r.cpu_seconds) rec["cpu_seconds"] = *r.cpu_seconds;
   if (!k.metrics.empty()) rec["metrics"] = k.metrics;  // several metrics: each one's value, golden, delta, verdict
   if (r.summary)
     if (const auto id = numeric_id_of(*r.summary)) rec["numeric"] = *id;

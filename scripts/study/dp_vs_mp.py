@@ -24,6 +24,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,12 @@ import stats as S  # noqa: E402
 
 DEFAULT_DIR = os.path.join(ROOT, "out", "dp-vs-mp-study")
 DEFAULT_PUBLISH = os.path.join(ROOT, "docs", "results", "dp-vs-mp-study")
+
+
+def children_cpu():
+    """User + system CPU seconds of the processes this one has reaped (a resume's launcher and its ranks)."""
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
 
 
 def log(msg):
@@ -201,7 +208,7 @@ class Study:
             shuffle_seed = 1000003 * (k + 1)
             cmd = [c.replace("{dir}", os.path.join(scratch, "ckpt")).replace("{out}", summ)
                    for c in self.resume_cmd(arm, ["--from", ckpt], ["--shuffle-seed", str(shuffle_seed)])]
-            t0 = time.time()
+            t0, cpu0 = time.time(), children_cpu()
             r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600)
             s = json.load(open(summ)) if os.path.exists(summ) else {}
             m = s.get(self.metric)
@@ -209,7 +216,7 @@ class Study:
                    "metric": m, "golden_metric": golden[self.metric],
                    "delta": None if m is None else m - golden[self.metric],
                    "summary": {k2: s.get(k2) for k2 in self.summary_keys},
-                   "wall_seconds": time.time() - t0}
+                   "wall_seconds": time.time() - t0, "cpu_seconds": children_cpu() - cpu0}
             with open(rec_path, "a") as f:
                 f.write(json.dumps(rec) + "\n")
                 f.flush()
@@ -380,7 +387,7 @@ def slim(r):
                       for f in r.get("flips", [])],
             "summary": {k: s.get(k) for k in ("test_accuracy", "test_loss", "final_loss", "loss_curve", "replica_divergence", "nan_detected",
                                               "nan_step", "steps") if k in s},
-            "wall_seconds": r.get("wall_seconds")}
+            "wall_seconds": r.get("wall_seconds"), **({"cpu_seconds": r["cpu_seconds"]} if "cpu_seconds" in r else {})}
 
 
 def cmd_plan(args):

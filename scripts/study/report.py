@@ -325,6 +325,37 @@ class ReportBase:
             self.w("No seed arm has records yet.")
         self.w()
 
+    def timing(self, group_of):
+        """The records' trial time, and what the arms not complete still cost: per group (group_of(arm): a model, a
+        mode and point) the median CPU time of its recorded trials (wall time where no record has CPU time)."""
+        recs = [(d["arm"], r) for d in self.data.values() for r in d["recs"]]
+        wall = sum(r.get("wall_seconds") or 0 for _, r in recs)
+        cpu = [r["cpu_seconds"] for _, r in recs if r.get("cpu_seconds") is not None]
+        line = f"Trial time in these records: {wall / 3600:.1f} wall-hours over {len(recs)} trials and fault-free resumes"
+        if cpu:
+            line += f"; {sum(cpu) / 3600:.1f} CPU-hours over the {len(cpu)} that record their CPU time (all their processes)"
+        self.w(line + ".")
+        left = {}
+        for a in self.arms:
+            done = len(self.data[a.name]["recs"]) if a.name in self.data else 0
+            if done < a.n:
+                left[group_of(a)] = left.get(group_of(a), 0) + a.n - done
+        parts = []
+        for g, k in left.items():
+            c = sorted(r["cpu_seconds"] for a, r in recs if group_of(a) == g and r.get("cpu_seconds") is not None)
+            w = sorted(r["wall_seconds"] for a, r in recs if group_of(a) == g and r.get("wall_seconds"))
+            if c:
+                parts.append(f"{g} {k} trials, about {k * c[len(c) // 2] / 3600:.1f} CPU-h at the median {c[len(c) // 2]:.1f} CPU-s of "
+                             f"its {len(c)} timed trials")
+            elif w:
+                parts.append(f"{g} {k} trials, about {k * w[len(w) // 2] / 3600:.1f} wall-h at the median {w[len(w) // 2]:.1f} s of its "
+                             "recorded trials (no CPU time recorded)")
+            else:
+                parts.append(f"{g} {k} trials, none recorded yet to time them")
+        if parts:
+            self.w(f"Still to run: {'; '.join(parts)}. CPU-hours over the free cores give the wall time where `--jobs` times a "
+                   "trial's ranks fits the cores.")
+
     def verdict(self, names, ok_text):
         """ok_text once every arm of NAMES that the plan runs is complete; otherwise what the verdict waits for.
         NAMES are all the arms the claim's rule reads, whether or not they have records yet."""
@@ -779,21 +810,8 @@ class Report(ReportBase):
             n = next((a.n for a in P.arms(self.plan) if a.family == fam), 0)
             self.w(f"| {fam} | {t['why']} | {n} | {max(widths):.1f} points over {len(widths)} campaign(s) |" if widths else
                    f"| {fam} | {t['why']} | {n} | not run yet |")
-        walls = [r.get("wall_seconds") or 0 for d in self.data.values() for r in d["recs"]]
         self.w()
-        self.w(f"Trial wall time in these records: {sum(walls) / 3600:.1f} h over {len(walls)} trials and fault-free resumes.")
-        left = {}
-        for a in self.arms:
-            done = len(self.data[a.name]["recs"]) if a.name in self.data else 0
-            if done < a.n:
-                left[a.model] = left.get(a.model, 0) + a.n - done
-        parts = []
-        for model, k in left.items():
-            w = sorted(r["wall_seconds"] for d in self.data.values() if d["arm"].model == model for r in d["recs"] if r.get("wall_seconds"))
-            parts.append(f"{model} {k} trials, about {k * w[len(w) // 2] / 3600:.1f} h at the median {w[len(w) // 2]:.1f} s of its recorded "
-                         "trials" if w else f"{model} {k} trials, none recorded yet to time them")
-        if parts:
-            self.w(f"Still to run: {'; '.join(parts)} (trial time; `--jobs J` divides the wall time by up to J where J cores are free).")
+        self.timing(lambda a: a.model)
         self.w()
 
     def render(self):

@@ -213,9 +213,9 @@ class Report(R.ReportBase):
                     widths.append(100 * S.cp_width(c["incorrect"], c["n"]))
             n = arms[0].n if arms else 0
             self.w(f"| {fam_name} | {t['why']} | {n} | " + (f"{max(widths):.1f} points over {len(widths)} campaign(s) |" if widths else "not run yet |"))
-        walls = [r.get("wall_seconds") or 0 for d in self.data.values() for r in d["recs"]]
         self.w()
-        self.w(f"Trial wall time in these records: {sum(walls) / 3600:.2f} h over {len(walls)} trials and fault-free resumes.")
+        from transformer import arm_cost_key
+        self.timing(arm_cost_key)
         self.w()
 
     def goldens(self):

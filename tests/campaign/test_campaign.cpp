@@ -4,9 +4,11 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -80,6 +82,7 @@ CampaignConfig base_config(const stdfs::path& golden, std::uint64_t trials) {
 
 json strip(json r) {
   r.erase("wall_seconds");
+  r.erase("cpu_seconds");
   r.erase("shard");
   r.erase("output_tail");
   return r;
@@ -355,6 +358,28 @@ TEST_CASE("the trial's process group dies with a campaign process killed by SIGK
   ::usleep(3'000'000);
   CHECK(live_members(group) == 0);  // no process left in the trial's group
   CHECK_FALSE(stdfs::exists(marker));
+  stdfs::remove_all(dir);
+}
+
+TEST_CASE("a command's CPU time: its whole process tree, not its wall time", "[campaign][integration]") {
+  // What the campaign reaps is what getrusage(RUSAGE_CHILDREN) of this process gains: the
+  // supervisor, the shell and the shell's busy subshell. A sleeping command costs no CPU.
+  const auto dir = scratch_dir("cpu");
+  auto children_cpu = [] {
+    struct rusage u {};
+    ::getrusage(RUSAGE_CHILDREN, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+  };
+  const double before = children_cpu();
+  const auto busy = run_command({"(i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done); true"}, 60, dir / "log");
+  const double reaped = children_cpu() - before;
+  REQUIRE(busy.cpu_seconds);
+  CHECK(*busy.cpu_seconds > 0.05);
+  CHECK(std::abs(*busy.cpu_seconds - reaped) < 0.02);
+  const auto idle = run_command({"sleep", "0.5"}, 60, dir / "log");
+  REQUIRE(idle.cpu_seconds);
+  CHECK(idle.wall_seconds >= 0.5);
+  CHECK(*idle.cpu_seconds < 0.1);
   stdfs::remove_all(dir);
 }
 

@@ -53,13 +53,18 @@ def recs(p):
     out = []
     for line in open(p):
         r = json.loads(line)
-        for k in ("wall_seconds", "shard", "output_tail"):
+        for k in ("wall_seconds", "cpu_seconds", "shard", "output_tail"):
             r.pop(k, None)
         out.append(r)
     return out
+raw = [json.loads(line) for line in open(t + "/single.jsonl")]
 a, b = recs(t + "/single.jsonl"), recs(t + "/sharded.jsonl")
 assert len(a) == 8 and a == b
 ra, rb = json.load(open(t + "/single/report.json")), json.load(open(t + "/sharded/report.json"))
+# Each command trial's CPU time (its process tree's), summed in the report's timing.
+assert all(r["cpu_seconds"] > 0 for r in raw), [r.get("cpu_seconds") for r in raw]
+tm = ra["timing"]
+assert tm["trials_cpu_timed"] == 8 and abs(tm["trial_cpu_seconds_total"] - sum(r["cpu_seconds"] for r in raw)) < 1e-9, tm
 ra.pop("timing"); rb.pop("timing")
 assert ra == rb
 assert ra["trials"]["done"] == 8

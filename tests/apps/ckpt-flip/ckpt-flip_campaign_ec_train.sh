@@ -73,7 +73,7 @@ def records(d):
     rs = {}
     for line in open(glob.glob(os.path.join(d, "results", "*.jsonl"))[0]):
         r = json.loads(line)
-        for k in ("wall_seconds", "output_tail") if sys.argv[3:] else ("wall_seconds",):
+        for k in ("wall_seconds", "cpu_seconds", "output_tail") if sys.argv[3:] else ("wall_seconds", "cpu_seconds"):
             r.pop(k, None)
         for i in r["ec_train"]["injections"]:
             i.pop("flip_to_repair_s", None)

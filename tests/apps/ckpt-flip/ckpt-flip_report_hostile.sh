@@ -30,6 +30,8 @@ edit v1 'r["strata"]["bit"] = 5'
 expect_err 4 'results/shard-0-of-1.jsonl:1: trial [0-9]*: "strata" "bit" 5 is not a string' "$FLIP" report "$T/v1"
 edit v2 'r["wall_seconds"] = "x"'
 expect_err 4 'results/shard-0-of-1.jsonl:1: trial [0-9]*: "wall_seconds" "x" is not a number' "$FLIP" report "$T/v2"
+edit v4 'r["cpu_seconds"] = None'
+expect_err 4 'results/shard-0-of-1.jsonl:1: trial [0-9]*: "cpu_seconds" null is not a number' "$FLIP" report "$T/v4"
 edit v3 'r["strata"] = [1]'
 expect_err 4 'jsonl:1: trial [0-9]*: "strata" is not an object' "$FLIP" report "$T/v3"
 rm -rf "$T/v4"; cp -r "$T/res" "$T/v4"; echo '{}' > "$T/v4/golden.json"

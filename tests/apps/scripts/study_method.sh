@@ -2,7 +2,7 @@
 # scripts/study/dp_vs_mp.py end to end at its smallest (--plan smoke, MLP, five arms): the golden runs,
 # data-order and ulp noise, the dp model campaign, its one-replica twin (same sites, rank 1 only) and the
 # bit-30 campaign; each finished arm's records are published once, gzipped, with the loss curves, the
-# replica divergence and the fault space; the report has its sections, a two-level FIT over the exposed bits, marks the study partial and draws no verdict from a claim
+# replica divergence, the CPU time and the fault space; the report has its sections, a two-level FIT over the exposed bits, marks the study partial and draws no verdict from a claim
 # whose arms are not all complete; a second run records nothing new; a bad arm name is one error line and exit 2.
 . "$(dirname "$0")/../../support/test_lib.sh" study-method
 BUILD=$1
@@ -38,10 +38,12 @@ for r in one:
     assert r["flips"] == sites[r["trial"]], "the one-replica arm flips other sites than the dp arm"
 _, b30 = arm("mlp-dp-model-late-bit30")
 assert all(f[3] == 30 and f[4] is not None for r in b30 for f in r["flips"]), b30
+# What each trial and resume cost: the CPU time of its processes, which the report's budget lines sum.
+assert all(r["cpu_seconds"] > 0 for r in order + ulp + dp + one + b30), [r.get("cpu_seconds") for r in order + dp]
 PYEOF
 run "${S[@]}" report --publish "$T/pub" --build "$(realpath "$BUILD")" --out "$T/r.md"
 for s in "Partial study" "## Noise baseline" "## Campaigns: outcome classes" "## Findings" "### 1. " "### 2. " "### 3. " "### 4. " \
-         "Loss-curve classes" "## Trial budget" "mlp-dp1-model-late" "## Two-level FIT"; do
+         "Loss-curve classes" "## Trial budget" "mlp-dp1-model-late" "## Two-level FIT" "CPU-hours over the" "CPU-s of its"; do
   grep -q -- "$s" "$T/r.md" || { cat "$T/r.md"; fail "the report lacks '$s'"; }
 done
 # The FIT row of the dp campaign: its exposed memory is the fault space, the upsets the field rate times it

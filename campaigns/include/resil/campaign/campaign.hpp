@@ -195,6 +195,9 @@ struct CommandResult {
   int exit_code = 0;       // when exited normally
   int signal = 0;          // when killed by a signal (0 otherwise)
   double wall_seconds = 0;
+  /// User + system CPU seconds of the command and every descendant it waited for (an MPI
+  /// launcher's ranks included), when the campaign started it itself (command mode).
+  std::optional<double> cpu_seconds;
   std::optional<nlohmann::json> summary;  // parsed {out}, when present and valid JSON
   std::string summary_problem;            // why there is no summary, when there is none
   std::string output_tail; // last bytes of the command's stdout+stderr
