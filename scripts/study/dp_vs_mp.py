@@ -26,6 +26,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -38,6 +39,33 @@ import stats as S  # noqa: E402
 
 DEFAULT_DIR = os.path.join(ROOT, "out", "dp-vs-mp-study")
 DEFAULT_PUBLISH = os.path.join(ROOT, "docs", "results", "dp-vs-mp-study")
+
+
+_child = None  # the long-running child (a campaign, a training, a resume) that SIGTERM is passed on to
+
+
+def run_child(cmd, timeout=None, **kw):
+    """subprocess.run for the study's long children: a SIGTERM to the study (kill, a scheduler's end of job) reaches
+    the child too (stop_on_sigterm), so a campaign stops its trial and exits instead of running on orphaned."""
+    global _child
+    with subprocess.Popen(cmd, **kw) as p:
+        _child = p
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise
+        finally:
+            _child = None
+    return subprocess.CompletedProcess(cmd, rc)
+
+
+def stop_on_sigterm():
+    def on_term(sig, _frame):
+        if _child is not None and _child.poll() is None:
+            _child.send_signal(sig)
+        raise SystemExit(128 + sig)  # Popen's exit waits for the child to end
+    signal.signal(signal.SIGTERM, on_term)
 
 
 def children_cpu():
@@ -128,7 +156,7 @@ class Study:
                "--epochs", str(self.P.EPOCHS), "--seed", str(seed), *self.recipe(g).split(), "--test-limit", str(self.test_limit()),
                "--ckpt-dir", f"{d}/ckpt", "--metrics", f"{d}/golden-metrics.jsonl", "--summary", f"{d}/train.json"]
         with open(f"{d}/train.log", "w") as out:
-            r = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
+            r = run_child(cmd, stdout=out, stderr=subprocess.STDOUT)
         if r.returncode != 0:
             log(f"golden run {self.P.golden_name(*g)} failed (exit {r.returncode}, {d}/train.log): its arms are skipped")
             return False
@@ -183,7 +211,7 @@ class Study:
         log(f"campaign {arm.name}: {arm.n} trials ({have} recorded), {arm.flips} flip(s), role {arm.role}, bits {arm.bits or 'all'}"
             f"{', strata ' + inject['strata'] if inject['strata'] != 'none' else ''}, "
             f"{arm.point} checkpoint {os.path.basename(ckpt)}")
-        r = subprocess.run([f"{self.bin}/ckpt-flip", "campaign", cpath, "--out", out, "--jobs", str(self.jobs), "--quiet"])
+        r = run_child([f"{self.bin}/ckpt-flip", "campaign", cpath, "--out", out, "--jobs", str(self.jobs), "--quiet"])
         if r.returncode != 0:
             die(f"campaign {arm.name} ended with exit {r.returncode}", r.returncode)
 
@@ -209,7 +237,7 @@ class Study:
             cmd = [c.replace("{dir}", os.path.join(scratch, "ckpt")).replace("{out}", summ)
                    for c in self.resume_cmd(arm, ["--from", ckpt], ["--shuffle-seed", str(shuffle_seed)])]
             t0, cpu0 = time.time(), children_cpu()
-            r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600)
+            r = run_child(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600)
             s = json.load(open(summ)) if os.path.exists(summ) else {}
             m = s.get(self.metric)
             rec = {"trial": k, "class": "noise", "shuffle_seed": shuffle_seed, "exit_code": r.returncode,
@@ -235,7 +263,8 @@ class Study:
         os.makedirs(scratch)
         summ = os.path.join(scratch, "summary.json")
         cmd = [c.replace("{dir}", os.path.join(scratch, "ckpt")).replace("{out}", summ) for c in self.resume_cmd(arm, ["--from", ckpt])]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        if run_child(cmd, stdout=subprocess.DEVNULL).returncode != 0:
+            die(f"the golden resume of {arm.name} failed: {' '.join(cmd)}")
         s = json.load(open(summ))
         json.dump({"summary": s}, open(path + ".tmp", "w"))
         os.replace(path + ".tmp", path)
@@ -423,6 +452,7 @@ def main():
     ap.add_argument("--live", default=None, help="report: also read the running arms from this study directory")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "dp-vs-mp.md"))
     args = ap.parse_args()
+    stop_on_sigterm()
     if args.command == "plan":
         return cmd_plan(args)
     if args.command == "report":

@@ -232,6 +232,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "transformer.md"))
     ap.add_argument("--no-plots", action="store_true", help="report: no PNGs")
     args = ap.parse_args()
+    D.stop_on_sigterm()
     if args.trials < 1:
         die("--trials must be at least 1")
     if args.command == "plan":

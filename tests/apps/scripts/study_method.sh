@@ -3,7 +3,8 @@
 # data-order and ulp noise, the dp model campaign, its one-replica twin (same sites, rank 1 only) and the
 # bit-30 campaign; each finished arm's records are published once, gzipped, with the loss curves, the
 # replica divergence, the CPU time and the fault space; the report has its sections, a two-level FIT over the exposed bits, marks the study partial and draws no verdict from a claim
-# whose arms are not all complete; a second run records nothing new; a bad arm name is one error line and exit 2.
+# whose arms are not all complete; a second run records nothing new; a bad arm name is one error line and exit 2;
+# SIGTERM stops the running campaign with the study.
 . "$(dirname "$0")/../../support/test_lib.sh" study-method
 BUILD=$1
 ARMS=(noise-ulp-mlp-dp-late noise-order-mlp-dp-late mlp-dp-model-late mlp-dp1-model-late mlp-dp-model-late-bit30)
@@ -71,4 +72,20 @@ run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir
 grep -q "campaign \|noise " "$T/stdout" && { cat "$T/stdout"; fail "a re-run ran arms again"; }
 [ "$(stat -c %Y "$T/pub/mlp-dp-model-late.jsonl.gz")" = "$before" ] || fail "a re-run published again"
 expect_err 2 "no-such-arm" "${S[@]}" run --plan smoke --dir "$T/s" --only no-such-arm
+# SIGTERM to the study (kill, a scheduler's end of job) stops its running campaign too: nothing it started runs
+# on, and the next run finishes the arm.
+"${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only mlp-dp-model-late-k10 \
+  > "$T/term.log" 2>&1 &
+driver=$!
+for _ in $(seq 600); do pgrep -f "ckpt-flip campaign $T/s/" > /dev/null && break; sleep 0.1; done
+pgrep -f "ckpt-flip campaign $T/s/" > /dev/null || { cat "$T/term.log"; fail "the k10 campaign never started"; }
+kill -TERM "$driver"
+rc=0; wait "$driver" || rc=$?
+[ "$rc" = 143 ] || { cat "$T/term.log"; fail "the study ended with $rc after SIGTERM, want 143"; }
+pgrep -af "ckpt-flip campaign $T/s/" && fail "the campaign outlived the study"  # the study waits for it to stop
+for _ in $(seq 50); do pgrep -f "$T/s/" > /dev/null || break; sleep 0.1; done
+pgrep -af "$T/s/" && fail "processes of the stopped study run on"
+[ -e "$T/pub/mlp-dp-model-late-k10.jsonl.gz" ] && fail "a stopped arm was published"
+run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only mlp-dp-model-late-k10
+[ -s "$T/pub/mlp-dp-model-late-k10.jsonl.gz" ] || fail "the stopped arm was not finished by the next run"
 echo "study method: all checks passed"
