@@ -170,13 +170,14 @@ bool Comm::cpu_per_process() const {
   return true;
 }
 
-void Comm::set_poll_us(int us) {
-  poll_us_ = us != poll_auto ? us : cpu_per_process() ? poll_yield : 20;
+void Comm::set_poll_us(int us, int crowded) {
+  poll_us_ = us != poll_auto ? us : cpu_per_process() ? poll_yield : crowded;
 }
 
 std::string poll_name(int us) {
   if (us == poll_auto) return "auto";
   if (us == poll_yield) return "yield";
+  if (us == poll_backoff) return "backoff " + std::to_string(backoff_first_us) + "-" + std::to_string(backoff_cap_us) + " us";
   if (us == 0) return "spin";
   return "sleep " + std::to_string(us) + " us";
 }
