@@ -36,7 +36,7 @@ namespace resil::train {
 /// that the rank it waits for needs. Between polls: `poll_us` > 0 sleeps (with a 1 µs timer slack
 /// for this thread: Linux's default 50 µs slack turned a 20 µs sleep into ~70 µs, a third of a
 /// step's time with 4 ranks on 2 cores), poll_backoff sleeps 20 µs, then twice as long after each
-/// poll up to 160 µs (a rank waiting milliseconds for a pipeline stage wakes a tenth as often, and
+/// poll up to 160 µs (a rank waiting milliseconds for a pipeline stage wakes far less often, and
 /// each wake-up takes the core from a rank that computes), poll_yield (-1) yields the core to
 /// whatever else is runnable (as fast as spinning when nothing is, and far faster than sleeping
 /// when every rank has a core: docs/design/ec-train-protocol.md, "How ranks wait"), 0 spins.
