@@ -325,9 +325,10 @@ class ReportBase:
             self.w("No seed arm has records yet.")
         self.w()
 
-    def timing(self, group_of):
+    def timing(self, group_of, measured=None):
         """The records' trial time, and what the arms not complete still cost: per group (group_of(arm): a model, a
-        mode and point) the median CPU time of its recorded trials (wall time where no record has CPU time)."""
+        mode and point) the median CPU time of its recorded trials, else the CPU seconds per trial `measured` gives
+        for the group (a rate measurement), else the wall time of its recorded trials."""
         recs = [(d["arm"], r) for d in self.data.values() for r in d["recs"]]
         wall = sum(r.get("wall_seconds") or 0 for _, r in recs)
         cpu = [r["cpu_seconds"] for _, r in recs if r.get("cpu_seconds") is not None]
@@ -347,6 +348,8 @@ class ReportBase:
             if c:
                 parts.append(f"{g} {k} trials, about {k * c[len(c) // 2] / 3600:.1f} CPU-h at the median {c[len(c) // 2]:.1f} CPU-s of "
                              f"its {len(c)} timed trials")
+            elif measured and g in measured:
+                parts.append(f"{g} {k} trials, about {k * measured[g] / 3600:.1f} CPU-h at the measured {measured[g]:.1f} CPU-s per trial")
             elif w:
                 parts.append(f"{g} {k} trials, about {k * w[len(w) // 2] / 3600:.1f} wall-h at the median {w[len(w) // 2]:.1f} s of its "
                              "recorded trials (no CPU time recorded)")

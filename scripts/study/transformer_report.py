@@ -215,7 +215,7 @@ class Report(R.ReportBase):
             self.w(f"| {fam_name} | {t['why']} | {n} | " + (f"{max(widths):.1f} points over {len(widths)} campaign(s) |" if widths else "not run yet |"))
         self.w()
         from transformer import arm_cost_key
-        self.timing(arm_cost_key)
+        self.timing(arm_cost_key, {k: v["cpu_seconds"] for k, v in self.rates["rates"].items()})
         self.w()
 
     def goldens(self):
