@@ -229,6 +229,23 @@ class ReportBase:
         d = self.data.get(name)
         return bool(d and d["complete"])
 
+    def paired(self, a_name, b_name, outcome):
+        """Pairs the trials of two campaigns by trial id (the same sites): (pairs, a's count, b's count, only a, only b)."""
+        ra = {r["trial"]: o for r, o, _ in self.outcomes[a_name]}
+        rb = {r["trial"]: o for r, o, _ in self.outcomes[b_name]}
+        common = sorted(set(ra) & set(rb))
+        fa = [outcome(ra[t]) for t in common]
+        fb = [outcome(rb[t]) for t in common]
+        only_a = sum(1 for x, y in zip(fa, fb) if x and not y)
+        only_b = sum(1 for x, y in zip(fa, fb) if y and not x)
+        return len(common), sum(fa), sum(fb), only_a, only_b
+
+    def mcnemar(self, what, a_name, b_name, outcome, a_label, b_label, a_short=None, b_short=None):
+        """The exact McNemar test of an outcome on the sites two campaigns share, as a test of a family."""
+        n, xa, xb, oa, ob = self.paired(a_name, b_name, outcome)
+        return {"what": f"{what}: {a_label} {rate(xa, n)} vs {b_label} {rate(xb, n)}; {oa} only {a_short or a_label}, {ob} only {b_short or b_label}",
+                "p": S.mcnemar_exact(oa, ob)}
+
     def family(self, tests):
         """tests: list of dicts with 'p'; adds 'holm' and 'bh'."""
         if not tests:
@@ -692,17 +709,6 @@ class Report(ReportBase):
                    f"the model state is significantly more harmful in {len(more_model)} of {len(tests)} pairs, the optimizer state in {len(more_opt)}.")
         self.w()
 
-    def paired(self, a_name, b_name, outcome):
-        """Pairs the trials of two campaigns by trial id (the same sites)."""
-        ra = {r["trial"]: o for r, o, _ in self.outcomes[a_name]}
-        rb = {r["trial"]: o for r, o, _ in self.outcomes[b_name]}
-        common = sorted(set(ra) & set(rb))
-        fa = [outcome(ra[t]) for t in common]
-        fb = [outcome(rb[t]) for t in common]
-        only_a = sum(1 for x, y in zip(fa, fb) if x and not y)
-        only_b = sum(1 for x, y in zip(fa, fb) if y and not x)
-        return len(common), sum(fa), sum(fb), only_a, only_b
-
     def claim3(self):
         self.w("### 3. Data-parallel vs model-parallel training")
         self.w()
@@ -723,10 +729,7 @@ class Report(ReportBase):
                     d, m = f"{model}-dp-{role}-{point}", f"{model}-mp-{role}-{point}"
                     names += [d, m]
                     if d in self.outcomes and m in self.outcomes:
-                        for oname, f in outcomes.items():
-                            n, xa, xb, oa, ob = self.paired(d, m, f)
-                            tests.append({"what": f"{model} {role} {point}, {oname}: dp {rate(xa, n)} vs mp {rate(xb, n)}; {oa} only dp, {ob} only mp",
-                                          "p": S.mcnemar_exact(oa, ob)})
+                        tests += [self.mcnemar(f"{model} {role} {point}, {oname}", d, m, f, "dp", "mp") for oname, f in outcomes.items()]
         self.family(tests)
         for t in tests:
             self.w(f"- {t['what']}; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])}, BH q {pfmt(t['bh'])})")
@@ -737,10 +740,8 @@ class Report(ReportBase):
                 one, allr = f"{model}-dp1-{role}-late", f"{model}-dp-{role}-late"
                 names += [one, allr]
                 if one in self.outcomes and allr in self.outcomes:
-                    for oname, f in outcomes.items():
-                        n, xa, xb, oa, ob = self.paired(one, allr, f)
-                        rtests.append({"what": f"{model} {role}, {oname}: one replica {rate(xa, n)} vs all replicas {rate(xb, n)}; {oa} only one, {ob} only all",
-                                       "p": S.mcnemar_exact(oa, ob)})
+                    rtests += [self.mcnemar(f"{model} {role}, {oname}", one, allr, f, "one replica", "all replicas", "one", "all")
+                               for oname, f in outcomes.items()]
                     div = [(r.get("summary") or {}).get("replica_divergence") for r, _, _ in self.outcomes[one]]
                     div = [x for x in div if x]
                     dall = [(r.get("summary") or {}).get("replica_divergence") for r, _, _ in self.outcomes[allr]]
@@ -780,10 +781,7 @@ class Report(ReportBase):
                     e, l = f"{model}-{mode}-{role}-early", f"{model}-{mode}-{role}-late"
                     names += [e, l]
                     if e in self.outcomes and l in self.outcomes:
-                        for oname, f in outcomes.items():
-                            n, xa, xb, oa, ob = self.paired(e, l, f)
-                            tests.append({"what": f"{model} {mode} {role}, {oname}: early {rate(xa, n)} vs late {rate(xb, n)}; {oa} only early, {ob} only late",
-                                          "p": S.mcnemar_exact(oa, ob)})
+                        tests += [self.mcnemar(f"{model} {mode} {role}, {oname}", e, l, f, "early", "late") for oname, f in outcomes.items()]
         self.family(tests)
         for t in tests:
             self.w(f"- {t['what']}; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])})")

@@ -119,6 +119,19 @@ rng = random.Random(5)
 hits = sum((lambda xs: max(xs) - min(xs) >= 0.95)([rng.random() for _ in range(100)]) for _ in range(20000))
 close(S.tolerance_confidence(100), hits / 20000, 0.01, "[min, max] tolerance confidence, n = 100")
 
+# The reports' paired test: trials pair by trial id (a trial only one campaign has is left out), the
+# discordant counts go to the exact McNemar test, and the line names both rates and both discordant counts.
+import report as R  # noqa: E402
+rb = R.ReportBase()
+rb.outcomes = {"a": [({"trial": t}, o, None) for t, o in enumerate(["due", "masked", "due", "critical", "masked", "due"])],
+               "b": [({"trial": t}, o, None) for t, o in enumerate(["due", "due", "masked", "masked", "masked"])]}
+t = rb.mcnemar("x", "a", "b", lambda o: o in R.HARMFUL, "one replica", "all", "one")
+# pairs 0-4: harmful a = 1,0,1,1,0 (3 of 5), b = 1,1,0,0,0 (2 of 5); only a: trials 2, 3; only b: trial 1
+want = f"x: one replica {R.rate(3, 5)} vs all {R.rate(2, 5)}; 2 only one, 1 only all"
+if t["what"] != want:
+    fails.append(f"paired test line {t['what']!r}, want {want!r}")
+close(t["p"], ss.binomtest(1, 3, 0.5).pvalue, 1e-12, "paired test p = exact McNemar on 2 vs 1 discordant")
+
 if fails:
     print("\n".join(fails))
     sys.exit(1)
