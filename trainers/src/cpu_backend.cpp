@@ -7,6 +7,7 @@
 #include <limits>
 #include <new>
 #include <utility>
+#include <vector>
 
 #include "cpu/kernels.hpp"
 #include "gemm.hpp"
@@ -218,14 +219,24 @@ public:
       float mx = z[0];
       for (int c = 1; c < classes; ++c)
         if (z[c] > mx) { mx = z[c]; arg = c; }
-      float sum = 0.0f;
-      for (int c = 0; c < classes; ++c) sum += dmath::exp(z[c] - mx);
+      // e^(z - max) once per class, into the gradient's row (or a scratch row when there is no
+      // gradient): independent elements, so the loop vectorises; the sum then runs in class order.
       const int y = labels[i];
-      total += static_cast<double>(dmath::log(sum) - (z[y] - mx));
+      const float zy = z[y] - mx;
+      float* e = dz;
+      if (!e) {
+        thread_local std::vector<float> row;
+        row.resize(static_cast<std::size_t>(classes));
+        e = row.data();
+      }
+      for (int c = 0; c < classes; ++c) e[c] = dmath::exp(z[c] - mx);
+      float sum = 0.0f;
+      for (int c = 0; c < classes; ++c) sum += e[c];
+      total += static_cast<double>(dmath::log(sum) - zy);
       ok += arg == y;
       if (dz) {
         const float inv = 1.0f / sum;
-        for (int c = 0; c < classes; ++c) dz[c] = grad_scale * (dmath::exp(z[c] - mx) * inv - (c == y ? 1.0f : 0.0f));
+        for (int c = 0; c < classes; ++c) dz[c] = grad_scale * (e[c] * inv - (c == y ? 1.0f : 0.0f));
       }
     }
     if (correct) *correct += ok;
