@@ -587,12 +587,9 @@ class Report(R.ReportBase):
             names += [one]
             if dp in self.outcomes and one in self.outcomes:
                 tests += [self.mcnemar(f"{role}, {what}", one, dp, f, "one replica", "all replicas", "one", "all") for what, f in PAIRED_OUTCOMES]
-                div = [x for x in ((r.get("summary") or {}).get("replica_divergence") for r, _, _ in self.outcomes[one]) if x]
-                if div:
-                    apart = sum(1 for x in div if x["ranks_differing"] > 0)
-                    med = sorted(x["elements_differing"] for x in div)[len(div) // 2]
-                    self.w(f"- `{one}`: replicas apart at the end in {apart} of {len(div)} trials (median {med} of {div[0]['elements']} weights "
-                           "differ from rank 0's).")
+                line = self.replica_line(one, f"`{one}`")
+                if line:
+                    self.w(line)
             tp = f"tp-{role}-late"
             if tp in self.outcomes:
                 sliced = [(r, o) for r, o, _ in self.outcomes[tp] if r.get("flip_extra") and r["flip_extra"][0][1] is not None]

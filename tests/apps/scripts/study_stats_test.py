@@ -132,6 +132,20 @@ if t["what"] != want:
     fails.append(f"paired test line {t['what']!r}, want {want!r}")
 close(t["p"], ss.binomtest(1, 3, 0.5).pvalue, 1e-12, "paired test p = exact McNemar on 2 vs 1 discordant")
 
+# The one-replica line: replicas apart at the end (the fault persisted), and of those, which the logged loss
+# or rank 0's result showed; trials without a divergence measurement (a stop) count only as stops.
+def div(k):
+    return {"summary": {"replica_divergence": {"elements": 100, "elements_differing": k, "ranks_differing": int(k > 0)}}}
+rb.outcomes = {"one": [(div(1), "noise_changed", "within_band"), (div(1), "critical", "spike_degrade"), (div(3), "sdc", "silent_degradation"),
+                       (div(0), "bitwise_masked", "within_band"), (div(2), "noise_changed", "spike_recover"), ({"summary": None}, "due", "diverged")],
+               "all": [(div(0), "noise_changed", "within_band"), (div(0), "critical", "spike_degrade")]}
+line = rb.replica_line("one", "L", "all")
+want = ("- L: replicas still apart at the end in 4 of 5 trials (median 1, at most 3 of 100 weights differ from rank 0's); the all-replica arm: "
+        "0 of 2. Of the 4 apart, the logged training loss left its band in 2 and rank 0's result left the noise band in 2; 1 ended apart with "
+        "neither showing it. Stopped on a non-finite value: 1 of 6.")
+if line != want:
+    fails.append(f"replica line {line!r}, want {want!r}")
+
 if fails:
     print("\n".join(fails))
     sys.exit(1)
