@@ -167,8 +167,10 @@ inline int guarded_main(const std::string& prog, CLI::App& app, int argc, char**
 /// True when stderr is a terminal (progress lines are drawn only then, or when forced).
 bool stderr_is_tty();
 
-/// A single-line progress display on stderr: "label  done/total  rate  ETA", redrawn at most
-/// every 0.2 s; silent when stderr is not a terminal unless RESIL_PROGRESS=1.
+/// Progress on stderr, "label done/total (pct) elapsed, ETA": on a terminal one line redrawn at most
+/// every 0.2 s; elsewhere (a batch job's log) a plain line after 30 s, then at doubling intervals up
+/// to one every 10 minutes (RESIL_PROGRESS_SECONDS=S: the first after S seconds). RESIL_PROGRESS=1 draws
+/// the terminal line anywhere, RESIL_PROGRESS=0 prints none.
 class Progress {
 public:
   Progress(std::string label, std::uint64_t total);
@@ -179,8 +181,10 @@ public:
 private:
   std::string label_;
   std::uint64_t total_;
+  enum class Mode { off, terminal, log };
   double start_, last_ = -1;
-  bool enabled_;
+  double log_every_ = 30.0, next_log_ = 30.0;  // log mode: seconds between lines, and when the next is due
+  Mode mode_;
 };
 
 }  // namespace resil::app
