@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -15,6 +16,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "resil/core/error.hpp"
 
@@ -139,7 +141,13 @@ inline int guarded_main(const std::string& prog, CLI::App& app, int argc, char**
   if (done || failed) return parse_code;
   auto fail = [&](std::string_view kind, const std::string& what, int code) {
     print_error(prog, (mpi ? "rank " + std::to_string(ranks.rank) + ": " : std::string()) + what, kind);
-    if (mpi) ranks.abort(code);
+    if (mpi) {
+      // mpiexec forwards a rank's stderr through its process manager; MPI_Abort tears the job down at
+      // once and can drop a line still on its way. Give the line time to arrive first.
+      std::cerr.flush();
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ranks.abort(code);
+    }
     return code;
   };
   try {
