@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
         // SIGTERM/SIGUSR1 (Slurm --signal, scancel, mpiexec forwarding): checkpoint at the next step, exit 75.
         if (*train || *resume) {
           resil::train::install_preempt_handlers();
-          comm.set_poll_us(*train ? train_o.mpi_wait : resume_o.mpi_wait);
+          // A training step computes for milliseconds between messages: ranks that share cores back off.
+          comm.set_poll_us(*train ? train_o.mpi_wait : resume_o.mpi_wait, resil::train::poll_backoff);
         }
         if (*train) return run_train(train_o, comm);
         if (*resume) return run_resume(resume_o, comm);

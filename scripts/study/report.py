@@ -325,9 +325,21 @@ class ReportBase:
             self.w("No seed arm has records yet.")
         self.w()
 
-    def timing(self, group_of):
+    def width_rows(self, targets, outcome):
+        """The trial-budget table's rows: per family with a width target, its planned n and the widest 95 % CP interval
+        of `outcome` (a counts() key) that its campaigns with records reached."""
+        for fam, t in targets.items():
+            if "width" not in t:
+                continue
+            arms = [a for a in self.arms if a.family == fam]
+            widths = [100 * S.cp_width(c[outcome], c["n"]) for c in (self.counts(a.name) for a in arms if a.name in self.outcomes)]
+            reached = f"{max(widths):.1f} points over {len(widths)} campaign(s)" if widths else "not run yet"
+            self.w(f"| {fam} | {t['why']} | {arms[0].n if arms else 0} | {reached} |")
+
+    def timing(self, group_of, measured=None):
         """The records' trial time, and what the arms not complete still cost: per group (group_of(arm): a model, a
-        mode and point) the median CPU time of its recorded trials (wall time where no record has CPU time)."""
+        mode and point) the median CPU time of its recorded trials, else the CPU seconds per trial `measured` gives
+        for the group (a rate measurement), else the wall time of its recorded trials."""
         recs = [(d["arm"], r) for d in self.data.values() for r in d["recs"]]
         wall = sum(r.get("wall_seconds") or 0 for _, r in recs)
         cpu = [r["cpu_seconds"] for _, r in recs if r.get("cpu_seconds") is not None]
@@ -347,6 +359,8 @@ class ReportBase:
             if c:
                 parts.append(f"{g} {k} trials, about {k * c[len(c) // 2] / 3600:.1f} CPU-h at the median {c[len(c) // 2]:.1f} CPU-s of "
                              f"its {len(c)} timed trials")
+            elif measured and g in measured:
+                parts.append(f"{g} {k} trials, about {k * measured[g] / 3600:.1f} CPU-h at the measured {measured[g]:.1f} CPU-s per trial")
             elif w:
                 parts.append(f"{g} {k} trials, about {k * w[len(w) // 2] / 3600:.1f} wall-h at the median {w[len(w) // 2]:.1f} s of its "
                              "recorded trials (no CPU time recorded)")
@@ -799,17 +813,7 @@ class Report(ReportBase):
         self.w()
         self.w("| family | target | planned n | widest 95 % CP interval reached (harmful rate) |")
         self.w("|---|---|---:|---|")
-        for fam, t in P.TARGETS.items():
-            if "width" not in t:
-                continue
-            widths = []
-            for a in P.arms(self.plan):
-                if a.family == fam and a.name in self.outcomes:
-                    c = self.counts(a.name)
-                    widths.append(100 * S.cp_width(c["harmful"], c["n"]))
-            n = next((a.n for a in P.arms(self.plan) if a.family == fam), 0)
-            self.w(f"| {fam} | {t['why']} | {n} | {max(widths):.1f} points over {len(widths)} campaign(s) |" if widths else
-                   f"| {fam} | {t['why']} | {n} | not run yet |")
+        self.width_rows(P.TARGETS, "harmful")
         self.w()
         self.timing(lambda a: a.model)
         self.w()

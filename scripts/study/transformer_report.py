@@ -202,20 +202,10 @@ class Report(R.ReportBase):
         self.w()
         self.w("| family | target | planned n per arm | widest 95 % CP interval reached (incorrect-output rate) |")
         self.w("|---|---|---:|---|")
-        for fam_name, t in G.TARGETS.items():
-            if "width" not in t:
-                continue
-            arms = [a for a in self.arms if a.family == fam_name]
-            widths = []
-            for a in arms:
-                if a.name in self.outcomes:
-                    c = self.counts(a.name)
-                    widths.append(100 * S.cp_width(c["incorrect"], c["n"]))
-            n = arms[0].n if arms else 0
-            self.w(f"| {fam_name} | {t['why']} | {n} | " + (f"{max(widths):.1f} points over {len(widths)} campaign(s) |" if widths else "not run yet |"))
+        self.width_rows(G.TARGETS, "incorrect")
         self.w()
         from transformer import arm_cost_key
-        self.timing(arm_cost_key)
+        self.timing(arm_cost_key, {k: v["cpu_seconds"] for k, v in self.rates["rates"].items()})
         self.w()
 
     def goldens(self):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ec-train and ckpt-train --mpi-wait (alias --poll-us): what auto picks (yield when every rank on
-# the node has a CPU, a 20 us sleep when not: here 2 ranks pinned to one CPU with taskset), that
+# the node has a CPU; when not, here 2 ranks pinned to one CPU with taskset: a 20 us sleep for ec-train,
+# a sleep backing off from 20 to 160 us for ckpt-train), that
 # the report and the summary record it, that explicit settings are kept, that a bad value is a
 # usage error naming the option, and that how ranks wait never changes a result (one state_hash).
 # usage: ec_train_mpi_wait.sh EC_TRAIN CKPT_TRAIN MPIEXEC WORKDIR
@@ -26,9 +27,10 @@ ec spin spin -- --mpi-wait spin
 ec yield yield taskset -c 0 -- --mpi-wait yield
 ec sleep "sleep 200 us" -- --poll-us 200
 ec zero spin -- --poll-us 0
+ec backoff "backoff 20-160 us" -- --mpi-wait backoff
 
 ref=$(field "$T/pinned.json" state_hash)
-for n in spin yield sleep zero; do
+for n in spin yield sleep zero backoff; do
   [ "$(field "$T/$n.json" state_hash)" = "$ref" ] || fail "$n: state_hash differs from the pinned run's $ref"
 done
 echo "ok: one state_hash ($ref) whatever the wait"
@@ -41,12 +43,14 @@ done
 echo "ok: bad values are usage errors naming --mpi-wait"
 
 # ckpt-train: the summary records the wait of a multi-rank run (none for one process).
-for w in auto spin; do
-  want=$([ $w = spin ] && echo spin || ([ "$(nproc)" -ge 2 ] && echo yield || echo "sleep 20 us"))
-  "$MPIEXEC" -n 2 "$CT" train --model mlp --parallel dp --epochs 1 --limit 512 --test-limit 256 --seed 3 \
-    --ckpt-dir "$T/ck-$w" --summary "$T/ct-$w.json" --mpi-wait $w > "$T/ct-$w.log" 2>&1 || fail "ckpt-train --mpi-wait $w: $(tail -1 "$T/ct-$w.log")"
+for w in auto spin crowded; do
+  pre=(); [ $w = crowded ] && pre=(taskset -c 0)
+  want=$([ $w = spin ] && echo spin || ([ "$(nproc)" -ge 2 ] && [ $w = auto ] && echo yield || echo "backoff 20-160 us"))
+  "${pre[@]}" "$MPIEXEC" -n 2 "$CT" train --model mlp --parallel dp --epochs 1 --limit 512 --test-limit 256 --seed 3 \
+    --ckpt-dir "$T/ck-$w" --summary "$T/ct-$w.json" --mpi-wait ${w/crowded/auto} > "$T/ct-$w.log" 2>&1 || fail "ckpt-train --mpi-wait $w: $(tail -1 "$T/ct-$w.log")"
   got=$(field "$T/ct-$w.json" mpi_wait)
   [ "$got" = "$want" ] || fail "ckpt-train --mpi-wait $w: mpi_wait '$got', expected '$want'"
+  [ "$(field "$T/ct-$w.json" final_loss)" = "$(field "$T/ct-auto.json" final_loss)" ] || fail "ckpt-train --mpi-wait $w: another final loss"
 done
 "$CT" train --model mlp --epochs 1 --limit 256 --test-limit 256 --seed 3 --ckpt-dir "$T/ck-1" --summary "$T/ct-1.json" > /dev/null 2>&1
 /usr/bin/python3 -c 'import json,sys; sys.exit("mpi_wait" in json.load(open(sys.argv[1])))' "$T/ct-1.json" || fail "one-process summary names an mpi_wait"

@@ -14,6 +14,7 @@
 #include "resil/core/dmath.hpp"
 #include "resil/core/rng.hpp"
 #include "resil/train/backend.hpp"
+#include "cpu/kernels.hpp"
 
 using namespace resil::train;
 
@@ -348,4 +349,38 @@ TEST_CASE("cpu GELU in vector code gives the scalar loop's bits across the whole
   be->gelu_backward(x.data(), x.data(), got.data(), x.size());
   gelu_backward_reference(x.data(), x.data(), want.data(), x.size());
   CHECK(same_values(got, want));
+}
+
+TEST_CASE("cpu element-wise kernels: the AVX2 build gives the baseline build's bits", "[train][unit]") {
+  // The CPU backend runs the AVX2 build where the CPU has it, the baseline build elsewhere (and
+  // under RESIL_GEMM_PATH=scalar): the two must not make a result depend on the machine.
+  if (!__builtin_cpu_supports("avx2")) {
+    WARN("no AVX2 on this CPU: only the baseline build runs here");
+    return;
+  }
+  std::vector<float> x;
+  for (std::uint64_t u = 0; u < (std::uint64_t{1} << 32); u += 4099) x.push_back(from_bits(static_cast<std::uint32_t>(u)));
+  const auto h = hostile(100003, 9);
+  x.insert(x.end(), h.begin(), h.end());
+  const std::size_t n = x.size();
+  std::vector<float> a(n), b(n);
+  namespace cpu = resil::train::cpu;
+  cpu::isa_base::gelu_forward(x.data(), a.data(), n);
+  cpu::isa_avx2::gelu_forward(x.data(), b.data(), n);
+  CHECK(same_values(a, b));
+  cpu::isa_base::gelu_backward(x.data(), h.data(), a.data(), h.size());
+  cpu::isa_avx2::gelu_backward(x.data(), h.data(), b.data(), h.size());
+  CHECK(same_values(a, b));
+  a = x, b = x;
+  cpu::isa_base::round_bf16(a.data(), n);
+  cpu::isa_avx2::round_bf16(b.data(), n);
+  CHECK(std::memcmp(a.data(), b.data(), n * sizeof(float)) == 0);  // integer arithmetic: NaNs too
+  for (const int T : {1, 7, 8, 9, 64}) {
+    const int mats = static_cast<int>(h.size() / static_cast<std::size_t>(T * T));
+    std::vector<float> pa(static_cast<std::size_t>(mats) * T * T), pb(pa.size());
+    cpu::isa_base::causal_softmax_forward(h.data(), pa.data(), mats, T, 0.125f);
+    cpu::isa_avx2::causal_softmax_forward(h.data(), pb.data(), mats, T, 0.125f);
+    CAPTURE(T);
+    CHECK(same_values(pa, pb));
+  }
 }

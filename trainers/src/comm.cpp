@@ -41,7 +41,10 @@ void ordered_sum(std::vector<T>& buf, MPI_Datatype type, int rank, int size, int
     len[q] = static_cast<int>(n * (q + 1) / P) - at[q];
   }
   const std::size_t mine = static_cast<std::size_t>(len[me]);
-  std::vector<T> parts(mine * P);
+  // Every rank's copy of this rank's segment, kept between calls: a fresh buffer each step costs
+  // its pages again (zeroed by the kernel, faulted in one by one).
+  static thread_local std::vector<T> parts;
+  parts.resize(mine * P);
   std::vector<int> rlen(P, len[me]), rat(P);
   for (std::size_t q = 0; q < P; ++q) rat[q] = static_cast<int>(q * mine);
   MPI_Request req;
@@ -167,13 +170,14 @@ bool Comm::cpu_per_process() const {
   return true;
 }
 
-void Comm::set_poll_us(int us) {
-  poll_us_ = us != poll_auto ? us : cpu_per_process() ? poll_yield : 20;
+void Comm::set_poll_us(int us, int crowded) {
+  poll_us_ = us != poll_auto ? us : cpu_per_process() ? poll_yield : crowded;
 }
 
 std::string poll_name(int us) {
   if (us == poll_auto) return "auto";
   if (us == poll_yield) return "yield";
+  if (us == poll_backoff) return "backoff " + std::to_string(backoff_first_us) + "-" + std::to_string(backoff_cap_us) + " us";
   if (us == 0) return "spin";
   return "sleep " + std::to_string(us) + " us";
 }

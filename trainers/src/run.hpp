@@ -46,6 +46,7 @@ struct Run {
   std::uint64_t cursor = 0;      // samples of epoch `epoch` consumed when the state was saved/loaded
   bool stop = false;             // every rank agreed on a preemption request at the last step
   double grad_norm = 0.0;        // the last step's global gradient norm (before clipping), when clipping
+  std::vector<float> reduce_buf; // reduce()'s flat gradients, kept between steps (no fresh pages per step)
 
   /// random_init false: the caller loads every parameter this rank holds from a checkpoint next
   /// (load_state refuses one that is missing), so drawing the initial weights is skipped.

@@ -9,15 +9,20 @@ namespace resil::train {
 /// Data-parallel reduction: gradients (and row-sparse touched-row masks) summed in rank order
 /// on the host, or the gradients summed by NCCL on the device (--reduce nccl).
 void Run::reduce(StepStats& stats) {
-  std::vector<float> flat;
+  std::vector<float>& flat = reduce_buf;
+  flat.clear();
   if (dcomm) {
     std::vector<DeviceSpan> grads;
     for (const auto& p : params) grads.push_back({p.grad->data(), p.grad->numel()});
     dcomm->allreduce_sum(grads);
   } else {
+    std::size_t n = 0;
+    for (const auto& p : params) n += p.grad->numel();
+    flat.resize(n);
+    std::size_t off = 0;
     for (const auto& p : params) {
-      const auto g = p.grad->to_host();
-      flat.insert(flat.end(), g.begin(), g.end());
+      if (p.grad->numel()) be->download(flat.data() + off, p.grad->data(), p.grad->numel());
+      off += p.grad->numel();
     }
   }
   const auto touched = model->touched_rows();

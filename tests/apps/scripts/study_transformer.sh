@@ -149,8 +149,12 @@ for g, e in groups.items():
 print("pvf:", {g: (e["n"], e["incorrect"]) for g, e in groups.items()})
 PYEOF
 
-# 5. The report: sections, the PVF table, plots, partial arms marked.
+# 5. The report: sections, the PVF table, plots, partial arms marked; with a rate measurement, what is left in
+# CPU-hours (from the records' CPU times, or the measured rate where a mode has no record).
+cp "$T/rates/rates.json" "$T/pub/rates.json"
 run "${S[@]}" report --publish "$T/pub" --out "$T/doc/r.md"
+grep -q "^Still to run: .*CPU-h at the \(median\|measured\)" "$T/doc/r.md" || { grep -n "Still to run" "$T/doc/r.md"; fail "what is left, in CPU-hours"; }
+rm "$T/pub/rates.json"
 for s in "Partial study" "## CPU budget" "## Noise baseline" "## Campaigns: outcome classes" "## Per-bit sensitivity" \
          "## Per-tensor vulnerability (PVF)" "| group | tensors (sampled)" "## Findings" "### 1. The crucial-bit claim" \
          "### 2. Optimizer state" "### 3. dp vs pp vs tp" "### 4. Early vs late" "### 7. The four failure modes" "v shrinks" \

@@ -5,11 +5,18 @@
 #include <cstdint>
 #include <cstring>
 
+#include "../gemm.hpp"
 #include "kernels.hpp"
 
 namespace resil::train::cpu {
 
-void round_bf16(float* x, std::size_t n) {
+bool isa::avx2() {
+  static const bool avx2 = gemm::select_path() == gemm::Path::avx2;
+  return avx2;
+}
+
+namespace {
+[[gnu::always_inline]] inline void round_bf16_loop(float* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
     std::uint32_t u;
     std::memcpy(&u, x + i, 4);
@@ -21,6 +28,18 @@ void round_bf16(float* x, std::size_t n) {
     u = nan ? ((u | 0x00400000u) & 0xffff0000u) : rounded;  // NaN stays a (quiet) NaN
     std::memcpy(x + i, &u, 4);
   }
+}
+}  // namespace
+
+namespace isa_base {
+void round_bf16(float* x, std::size_t n) { round_bf16_loop(x, n); }
+}  // namespace isa_base
+namespace isa_avx2 {
+RESIL_TARGET_AVX2 void round_bf16(float* x, std::size_t n) { round_bf16_loop(x, n); }
+}  // namespace isa_avx2
+void round_bf16(float* x, std::size_t n) {
+  if (isa::avx2()) isa_avx2::round_bf16(x, n);
+  else isa_base::round_bf16(x, n);
 }
 
 }  // namespace resil::train::cpu

@@ -8,7 +8,8 @@
 
 namespace resil::train::cpu {
 
-void causal_softmax_forward(const float* s, float* p, int mats, int T, float scale) {
+namespace {
+[[gnu::always_inline]] inline void causal_softmax_forward_loop(const float* s, float* p, int mats, int T, float scale) {
   for (int mtx = 0; mtx < mats; ++mtx)
     for (int i = 0; i < T; ++i) {
       const std::size_t row = (static_cast<std::size_t>(mtx) * T + i) * T;
@@ -28,6 +29,18 @@ void causal_softmax_forward(const float* s, float* p, int mats, int T, float sca
       for (int j = 0; j <= i; ++j) pr[j] *= inv;
       for (int j = i + 1; j < T; ++j) pr[j] = 0.0f;
     }
+}
+}  // namespace
+
+namespace isa_base {
+void causal_softmax_forward(const float* s, float* p, int mats, int T, float scale) { causal_softmax_forward_loop(s, p, mats, T, scale); }
+}  // namespace isa_base
+namespace isa_avx2 {
+RESIL_TARGET_AVX2 void causal_softmax_forward(const float* s, float* p, int mats, int T, float scale) { causal_softmax_forward_loop(s, p, mats, T, scale); }
+}  // namespace isa_avx2
+void causal_softmax_forward(const float* s, float* p, int mats, int T, float scale) {
+  if (isa::avx2()) isa_avx2::causal_softmax_forward(s, p, mats, T, scale);
+  else isa_base::causal_softmax_forward(s, p, mats, T, scale);
 }
 
 void causal_softmax_backward(const float* p, const float* dp, float* ds, int mats, int T, float scale) {

@@ -30,6 +30,10 @@ public:
 /// Comm::set_poll_us's non-positive settings (0 spins).
 inline constexpr int poll_yield = -1;
 inline constexpr int poll_auto = -2;
+/// Sleep backoff_first_us after the first poll that finds the request pending, twice as long after
+/// each further one, at most backoff_cap_us.
+inline constexpr int poll_backoff = -3;
+inline constexpr long backoff_first_us = 20, backoff_cap_us = 160;
 /// "auto", "yield", "spin" or "sleep N us": the wait a report or summary records.
 std::string poll_name(int us);
 
@@ -47,9 +51,11 @@ public:
 
   /// How every wait polls MPI_Test (mpi_check.hpp): `us` > 0 sleeps that many microseconds
   /// between polls, 0 spins, poll_yield gives the core to any other runnable process between polls,
-  /// poll_auto (collective: every rank calls it) picks poll_yield when every process on this node
-  /// can have a CPU of its own (cpu_per_process) and a 20 µs sleep when not. Default: 20 µs.
-  void set_poll_us(int us);
+  /// poll_backoff sleeps longer the longer the wait, poll_auto (collective: every rank calls it)
+  /// picks poll_yield when every process on this node can have a CPU of its own (cpu_per_process)
+  /// and `crowded` when not: ec-train's exchanges want the 20 µs sleep (a step is a chain of short
+  /// waits), ckpt-train's compute-bound steps poll_backoff. Default: 20 µs.
+  void set_poll_us(int us, int crowded = 20);
   int poll_us() const noexcept { return poll_us_; }
   /// Whether the processes on this node are no more than the CPUs they may run on (the union of
   /// their affinity masks). Collective.

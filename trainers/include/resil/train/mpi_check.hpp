@@ -10,10 +10,12 @@
 #include <sys/prctl.h>
 #endif
 
+#include <algorithm>
 #include <ctime>
 #include <string>
 
 #include "resil/core/error.hpp"
+#include "resil/train/comm.hpp"
 
 #define RESIL_MPI_CHECK(expr)                                                                                  \
   do {                                                                                                         \
@@ -33,23 +35,27 @@ namespace resil::train {
 /// more ranks than cores (a laptop, a CI machine, a shared node) a spinning rank holds the core
 /// that the rank it waits for needs. Between polls: `poll_us` > 0 sleeps (with a 1 µs timer slack
 /// for this thread: Linux's default 50 µs slack turned a 20 µs sleep into ~70 µs, a third of a
-/// step's time with 4 ranks on 2 cores), poll_yield (-1) yields the core to whatever else is
-/// runnable (as fast as spinning when nothing is, and far faster than sleeping when every rank has
-/// a core: docs/design/ec-train-protocol.md, "How ranks wait"), 0 spins.
+/// step's time with 4 ranks on 2 cores), poll_backoff sleeps 20 µs, then twice as long after each
+/// poll up to 160 µs (a rank waiting milliseconds for a pipeline stage wakes far less often, and
+/// each wake-up takes the core from a rank that computes), poll_yield (-1) yields the core to
+/// whatever else is runnable (as fast as spinning when nothing is, and far faster than sleeping
+/// when every rank has a core: docs/design/ec-train-protocol.md, "How ranks wait"), 0 spins.
 inline void mpi_wait(MPI_Request& req, int poll_us = 20) {
+  long sleep_us = poll_us == poll_backoff ? backoff_first_us : poll_us;
   for (;;) {
     int done = 0;
     RESIL_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
     if (done) return;
-    if (poll_us < 0) {
+    if (poll_us == poll_yield) {
       sched_yield();
-    } else if (poll_us > 0) {
+    } else if (sleep_us > 0) {
 #ifdef __linux__
       static thread_local const bool slack = prctl(PR_SET_TIMERSLACK, 1000UL) == 0;
       (void)slack;
 #endif
-      const timespec ts{0, static_cast<long>(poll_us) * 1000};
+      const timespec ts{0, sleep_us * 1000};
       nanosleep(&ts, nullptr);
+      if (poll_us == poll_backoff) sleep_us = std::min(2 * sleep_us, backoff_cap_us);
     }
   }
 }
