@@ -28,6 +28,8 @@ void setup_resume(CLI::App& app, ResumeOptions& o) {
                  "(a fault in one replica); implies --replica-divergence");
   app.add_flag("--replica-divergence", o.over.replica_divergence, "dp: the summary's replica_divergence, how far each rank's final model weights "
                "are from rank 0's (the replica that evaluates and saves)");
+  app.add_flag("--final-only", o.over.final_only, "evaluate, checkpoint and report (metrics record, log line) only after the last epoch, "
+               "or at an epoch a signal ends: what a campaign trial reads, without the epochs between");
   add_mpi_wait(app, o.mpi_wait);
 }
 

@@ -95,6 +95,7 @@ class Study:
     full_eval_limit = 10000   # the golden's final checkpoint is also evaluated on this many test samples (0 = all)
     summary_keys = ("test_accuracy", "test_loss", "final_loss", "loss_curve", "nan_detected", "steps")
     keep_published_goldens = False  # publish_goldens: keep the entries of goldens.json this run's arms do not name
+    resume_options = ()       # more `ckpt-train resume` options of every trial and fault-free resume
 
     def __init__(self, args):
         self.dir = os.path.abspath(args.dir)
@@ -181,7 +182,7 @@ class Study:
     # ------------------------------------------------------------ arms
     def resume_cmd(self, arm, ckpt_arg, extra=()):
         return [self.mpiexec, "-n", str(self.ranks(arm.mode)), f"{self.bin}/ckpt-train", "resume", *ckpt_arg, "--epochs", str(self.P.EPOCHS),
-                "--ckpt-dir", "{dir}", "--summary", "{out}", "--loss-every", str(self.loss_every(arm.model)), *extra]
+                "--ckpt-dir", "{dir}", "--summary", "{out}", "--loss-every", str(self.loss_every(arm.model)), *self.resume_options, *extra]
 
     def campaign(self, arm):
         g = (arm.model, arm.mode, arm.opt, arm.seed)

@@ -23,6 +23,7 @@ DUE = ("load_failure", "hang", "crash", "nan_at_load", "nan_later")
 ALPHA = 0.05
 HARMFUL = ("critical", "due")
 CURVES = ("within_band", "spike_recover", "spike_degrade", "gradual_drift", "silent_degradation", "diverged")
+LOSS_VISIBLE = ("spike_recover", "spike_degrade", "gradual_drift", "diverged")   # curve classes the logged loss shows
 FAULT_MODEL = os.path.join(ROOT, "examples", "fault-models", "dram-field-noecc.json")
 # The study's classes as `ckpt-flip fit` counts them (a DUE keeps its campaign class).
 FIT_CLASS = {"critical": "critical_sdc", "sdc": "tolerable_sdc", "noise_changed": "masked", "bitwise_masked": "bit_masked",
@@ -228,6 +229,45 @@ class ReportBase:
     def complete(self, name):
         d = self.data.get(name)
         return bool(d and d["complete"])
+
+    def paired(self, a_name, b_name, outcome):
+        """Pairs the trials of two campaigns by trial id (the same sites): (pairs, a's count, b's count, only a, only b)."""
+        ra = {r["trial"]: o for r, o, _ in self.outcomes[a_name]}
+        rb = {r["trial"]: o for r, o, _ in self.outcomes[b_name]}
+        common = sorted(set(ra) & set(rb))
+        fa = [outcome(ra[t]) for t in common]
+        fb = [outcome(rb[t]) for t in common]
+        only_a = sum(1 for x, y in zip(fa, fb) if x and not y)
+        only_b = sum(1 for x, y in zip(fa, fb) if y and not x)
+        return len(common), sum(fa), sum(fb), only_a, only_b
+
+    def replica_line(self, one, label, all_name=None):
+        """What a fault in one dp replica's state did: whether the replicas were still apart at the end (data
+        parallelism never re-synchronises weights), and whether anything a run shows noticed it: the logged
+        training loss (every rank's), a stop on a non-finite value, rank 0's result (the one evaluated and saved)."""
+        rows = [(o, cc, (r.get("summary") or {}).get("replica_divergence")) for r, o, cc in self.outcomes[one]]
+        div = [x for x in rows if x[2]]
+        if not div:
+            return None
+        apart = [(o, cc) for o, cc, d in div if d["ranks_differing"] > 0]
+        ds = sorted(d["elements_differing"] for _, _, d in div)
+        med, most = ds[len(ds) // 2], ds[-1]
+        loss = sum(1 for _, cc in apart if cc in LOSS_VISIBLE)
+        result = sum(1 for o, _ in apart if o in ("sdc", "critical"))
+        unseen = sum(1 for o, cc in apart if cc not in LOSS_VISIBLE and o not in ("sdc", "critical"))
+        due = sum(1 for o, _, _ in rows if o == "due")
+        line = f"- {label}: replicas still apart at the end in {len(apart)} of {len(div)} trials (median {med}, at most {most} of {div[0][2]['elements']} weights differ from rank 0's)"
+        if all_name:
+            dall = [d for d in ((r.get("summary") or {}).get("replica_divergence") for r, _, _ in self.outcomes[all_name]) if d]
+            line += f"; the all-replica arm: {sum(1 for d in dall if d['ranks_differing'] > 0)} of {len(dall)}"
+        return (line + f". Of the {len(apart)} apart, the logged training loss left its band in {loss} and rank 0's result left the noise band "
+                f"in {result}; {unseen} ended apart with neither showing it. Stopped on a non-finite value: {due} of {len(rows)}.")
+
+    def mcnemar(self, what, a_name, b_name, outcome, a_label, b_label, a_short=None, b_short=None):
+        """The exact McNemar test of an outcome on the sites two campaigns share, as a test of a family."""
+        n, xa, xb, oa, ob = self.paired(a_name, b_name, outcome)
+        return {"what": f"{what}: {a_label} {rate(xa, n)} vs {b_label} {rate(xb, n)}; {oa} only {a_short or a_label}, {ob} only {b_short or b_label}",
+                "p": S.mcnemar_exact(oa, ob)}
 
     def family(self, tests):
         """tests: list of dicts with 'p'; adds 'holm' and 'bh'."""
@@ -692,17 +732,6 @@ class Report(ReportBase):
                    f"the model state is significantly more harmful in {len(more_model)} of {len(tests)} pairs, the optimizer state in {len(more_opt)}.")
         self.w()
 
-    def paired(self, a_name, b_name, outcome):
-        """Pairs the trials of two campaigns by trial id (the same sites)."""
-        ra = {r["trial"]: o for r, o, _ in self.outcomes[a_name]}
-        rb = {r["trial"]: o for r, o, _ in self.outcomes[b_name]}
-        common = sorted(set(ra) & set(rb))
-        fa = [outcome(ra[t]) for t in common]
-        fb = [outcome(rb[t]) for t in common]
-        only_a = sum(1 for x, y in zip(fa, fb) if x and not y)
-        only_b = sum(1 for x, y in zip(fa, fb) if y and not x)
-        return len(common), sum(fa), sum(fb), only_a, only_b
-
     def claim3(self):
         self.w("### 3. Data-parallel vs model-parallel training")
         self.w()
@@ -712,8 +741,10 @@ class Report(ReportBase):
         self.w()
         self.w("Every dp rank loads the same checkpoint, so a fault in it reaches every replica: the all-replica dp arm equals serial "
                "training up to the order of the gradient reduction, and a dp-vs-mp difference there is not a parallelism effect. The "
-               "one-replica arm puts the same sites into rank 1's state only. Pairs draw the same sites (same seed and fault space): exact "
-               "McNemar tests on the discordant trials.")
+               "one-replica arm puts the same sites into rank 1's state only. Every replica applies the same averaged update to its own "
+               "copy of the weights, so what a fault changes in one replica's weights stays there until a restart loads rank 0's checkpoint, "
+               "and reaches the other replicas only through the gradients it alters. Pairs draw the same sites (same seed and fault space): "
+               "exact McNemar tests on the discordant trials.")
         self.w()
         outcomes = {"harmful": lambda o: o in ("critical", "due"), "SDC (outside band)": lambda o: o in ("sdc", "critical")}
         tests, names = [], []
@@ -723,10 +754,7 @@ class Report(ReportBase):
                     d, m = f"{model}-dp-{role}-{point}", f"{model}-mp-{role}-{point}"
                     names += [d, m]
                     if d in self.outcomes and m in self.outcomes:
-                        for oname, f in outcomes.items():
-                            n, xa, xb, oa, ob = self.paired(d, m, f)
-                            tests.append({"what": f"{model} {role} {point}, {oname}: dp {rate(xa, n)} vs mp {rate(xb, n)}; {oa} only dp, {ob} only mp",
-                                          "p": S.mcnemar_exact(oa, ob)})
+                        tests += [self.mcnemar(f"{model} {role} {point}, {oname}", d, m, f, "dp", "mp") for oname, f in outcomes.items()]
         self.family(tests)
         for t in tests:
             self.w(f"- {t['what']}; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])}, BH q {pfmt(t['bh'])})")
@@ -737,19 +765,11 @@ class Report(ReportBase):
                 one, allr = f"{model}-dp1-{role}-late", f"{model}-dp-{role}-late"
                 names += [one, allr]
                 if one in self.outcomes and allr in self.outcomes:
-                    for oname, f in outcomes.items():
-                        n, xa, xb, oa, ob = self.paired(one, allr, f)
-                        rtests.append({"what": f"{model} {role}, {oname}: one replica {rate(xa, n)} vs all replicas {rate(xb, n)}; {oa} only one, {ob} only all",
-                                       "p": S.mcnemar_exact(oa, ob)})
-                    div = [(r.get("summary") or {}).get("replica_divergence") for r, _, _ in self.outcomes[one]]
-                    div = [x for x in div if x]
-                    dall = [(r.get("summary") or {}).get("replica_divergence") for r, _, _ in self.outcomes[allr]]
-                    dall = [x for x in dall if x]
-                    if div:
-                        diverged = sum(1 for x in div if x["ranks_differing"] > 0)
-                        med = sorted(x["elements_differing"] for x in div)[len(div) // 2]
-                        self.w(f"- {one}: replicas apart at the end in {diverged} of {len(div)} trials (median {med} of {div[0]['elements']} "
-                               f"weights differ from rank 0's); the all-replica arm: {sum(1 for x in dall if x['ranks_differing'] > 0)} of {len(dall)}.")
+                    rtests += [self.mcnemar(f"{model} {role}, {oname}", one, allr, f, "one replica", "all replicas", "one", "all")
+                               for oname, f in outcomes.items()]
+                    line = self.replica_line(one, one, allr)
+                    if line:
+                        self.w(line)
         self.family(rtests)
         for t in rtests:
             self.w(f"- {t['what']}; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])})")
@@ -780,10 +800,7 @@ class Report(ReportBase):
                     e, l = f"{model}-{mode}-{role}-early", f"{model}-{mode}-{role}-late"
                     names += [e, l]
                     if e in self.outcomes and l in self.outcomes:
-                        for oname, f in outcomes.items():
-                            n, xa, xb, oa, ob = self.paired(e, l, f)
-                            tests.append({"what": f"{model} {mode} {role}, {oname}: early {rate(xa, n)} vs late {rate(xb, n)}; {oa} only early, {ob} only late",
-                                          "p": S.mcnemar_exact(oa, ob)})
+                        tests += [self.mcnemar(f"{model} {mode} {role}, {oname}", e, l, f, "early", "late") for oname, f in outcomes.items()]
         self.family(tests)
         for t in tests:
             self.w(f"- {t['what']}; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])})")

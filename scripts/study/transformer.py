@@ -63,6 +63,9 @@ class GptStudy(D.Study):
     full_eval_limit = 4104   # all validation windows of 64 bytes (262,676 bytes); 0 would mean the stored limit
     summary_keys = ("test_bpb", "test_loss", "final_loss", "loss_curve", "nan_detected", "steps")
     keep_published_goldens = True
+    # Trials resume 2 or 4 epochs and are read only at the end: evaluating and saving the epochs between
+    # cost 8-11 % of a trial (docs/results/2026-11-28-final-only-trials.md), and the end is the same bits.
+    resume_options = ("--final-only",)
 
     def recipe(self, g):
         return G.recipe(self.plan, g[1])

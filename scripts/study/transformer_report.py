@@ -22,6 +22,7 @@ DUE = R.DUE
 ALPHA = 0.05
 HARMFUL = R.HARMFUL
 INCORRECT = ("sdc", "critical", "due")   # PVF's "incorrect output": outside the noise band, or no output
+PAIRED_OUTCOMES = (("harmful", lambda oc: oc in HARMFUL), ("incorrect", lambda oc: oc in INCORRECT))
 CURVES = R.CURVES
 rate, pct, pfmt = R.rate, R.pct, R.pfmt
 
@@ -561,13 +562,6 @@ class Report(R.ReportBase):
             self.w("Verdict: " + self.verdict(names, "") + ".")
         self.w()
 
-    def paired(self, a_name, b_name, f):
-        ra = {r["trial"]: o for r, o, _ in self.outcomes[a_name]}
-        rb = {r["trial"]: o for r, o, _ in self.outcomes[b_name]}
-        common = sorted(set(ra) & set(rb))
-        fa, fb = [f(ra[t]) for t in common], [f(rb[t]) for t in common]
-        return len(common), sum(fa), sum(fb), sum(1 for x, y in zip(fa, fb) if x and not y), sum(1 for x, y in zip(fa, fb) if y and not x)
-
     def modes(self):
         self.w("### 3. dp vs pp vs tp, and one replica")
         self.w()
@@ -592,16 +586,10 @@ class Report(R.ReportBase):
             one = f"dp1-{role}-late"
             names += [one]
             if dp in self.outcomes and one in self.outcomes:
-                for what, f in (("harmful", lambda oc: oc in HARMFUL), ("incorrect", lambda oc: oc in INCORRECT)):
-                    n, xa, xb, oa, ob = self.paired(one, dp, f)
-                    tests.append({"what": f"{role}, {what}: one replica {rate(xa, n)} vs all replicas {rate(xb, n)}; {oa} only one, {ob} only all",
-                                  "p": S.mcnemar_exact(oa, ob)})
-                div = [x for x in ((r.get("summary") or {}).get("replica_divergence") for r, _, _ in self.outcomes[one]) if x]
-                if div:
-                    apart = sum(1 for x in div if x["ranks_differing"] > 0)
-                    med = sorted(x["elements_differing"] for x in div)[len(div) // 2]
-                    self.w(f"- `{one}`: replicas apart at the end in {apart} of {len(div)} trials (median {med} of {div[0]['elements']} weights "
-                           "differ from rank 0's).")
+                tests += [self.mcnemar(f"{role}, {what}", one, dp, f, "one replica", "all replicas", "one", "all") for what, f in PAIRED_OUTCOMES]
+                line = self.replica_line(one, f"`{one}`")
+                if line:
+                    self.w(line)
             tp = f"tp-{role}-late"
             if tp in self.outcomes:
                 sliced = [(r, o) for r, o, _ in self.outcomes[tp] if r.get("flip_extra") and r["flip_extra"][0][1] is not None]
@@ -631,10 +619,7 @@ class Report(R.ReportBase):
             e, l = f"dp-{role}-early", f"dp-{role}-late"
             names += [e, l]
             if e in self.outcomes and l in self.outcomes:
-                for what, f in (("harmful", lambda oc: oc in HARMFUL), ("incorrect", lambda oc: oc in INCORRECT)):
-                    n, xa, xb, oa, ob = self.paired(e, l, f)
-                    tests.append({"what": f"{role}, {what}: early {rate(xa, n)} vs late {rate(xb, n)}; {oa} only early, {ob} only late",
-                                  "p": S.mcnemar_exact(oa, ob)})
+                tests += [self.mcnemar(f"{role}, {what}", e, l, f, "early", "late") for what, f in PAIRED_OUTCOMES]
         self.family(tests)
         for t in tests:
             self.w(f"- {t['what']}; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])})")

@@ -7,6 +7,7 @@
 #include <limits>
 #include <new>
 #include <utility>
+#include <vector>
 
 #include "cpu/kernels.hpp"
 #include "gemm.hpp"
@@ -26,6 +27,23 @@ std::pair<int, int> valid_x(const ConvGeom& g, int kj, int ow) {
   x0 = std::min(x0, ow);
   x1 = std::clamp(x1, x0, ow);
   return {x0, x1};
+}
+
+/// Copies n floats of a row segment a few tens long (an image row in im2col). std::copy is a
+/// library memmove call, whose call and size dispatch cost more than copying 10-28 floats; the
+/// fixed-size memcpy calls below compile to vector moves.
+inline void copy_short(float* dst, const float* src, int n) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) std::memcpy(dst + i, src + i, 8 * sizeof(float));
+  if (n - i >= 4) {
+    std::memcpy(dst + i, src + i, 4 * sizeof(float));
+    i += 4;
+  }
+  if (n - i >= 2) {
+    std::memcpy(dst + i, src + i, 2 * sizeof(float));
+    i += 2;
+  }
+  if (i < n) dst[i] = src[i];
 }
 
 class CpuBackend final : public Backend {
@@ -130,7 +148,7 @@ public:
             const int off = kj - g.pad;  // in[x * stride + off] >= in[0] for x >= x0
             std::fill(out, out + x0, 0.0f);
             if (g.stride == 1) {
-              std::copy(in + (x0 + off), in + (x1 + off), out + x0);
+              copy_short(out + x0, in + (x0 + off), x1 - x0);
             } else {
               for (int x = x0; x < x1; ++x) out[x] = in[x * g.stride + off];
             }
@@ -151,7 +169,12 @@ public:
             const float* in = row + static_cast<std::size_t>(y) * ow;
             float* out = img + (static_cast<std::size_t>(c) * g.h + iy) * g.w;
             const int off = kj - g.pad;
-            for (int x = x0; x < x1; ++x) out[x * g.stride + off] += in[x];
+            if (g.stride == 1) {
+              float* o = out + off;  // contiguous: the loop vectorises
+              for (int x = x0; x < x1; ++x) o[x] += in[x];
+            } else {
+              for (int x = x0; x < x1; ++x) out[x * g.stride + off] += in[x];
+            }
           }
         }
   }
@@ -196,14 +219,24 @@ public:
       float mx = z[0];
       for (int c = 1; c < classes; ++c)
         if (z[c] > mx) { mx = z[c]; arg = c; }
-      float sum = 0.0f;
-      for (int c = 0; c < classes; ++c) sum += dmath::exp(z[c] - mx);
+      // e^(z - max) once per class, into the gradient's row (or a scratch row when there is no
+      // gradient): independent elements, so the loop vectorises; the sum then runs in class order.
       const int y = labels[i];
-      total += static_cast<double>(dmath::log(sum) - (z[y] - mx));
+      const float zy = z[y] - mx;
+      float* e = dz;
+      if (!e) {
+        thread_local std::vector<float> row;
+        row.resize(static_cast<std::size_t>(classes));
+        e = row.data();
+      }
+      for (int c = 0; c < classes; ++c) e[c] = dmath::exp(z[c] - mx);
+      float sum = 0.0f;
+      for (int c = 0; c < classes; ++c) sum += e[c];
+      total += static_cast<double>(dmath::log(sum) - zy);
       ok += arg == y;
       if (dz) {
         const float inv = 1.0f / sum;
-        for (int c = 0; c < classes; ++c) dz[c] = grad_scale * (dmath::exp(z[c] - mx) * inv - (c == y ? 1.0f : 0.0f));
+        for (int c = 0; c < classes; ++c) dz[c] = grad_scale * (e[c] * inv - (c == y ? 1.0f : 0.0f));
       }
     }
     if (correct) *correct += ok;

@@ -283,6 +283,7 @@ Summary resume(const stdfs::path& from, const ResumeOverrides& o, const Comm& co
   if (o.threads) cfg.threads = *o.threads;
   cfg.loss_every = o.loss_every;
   cfg.shuffle_seed = o.shuffle_seed;
+  cfg.final_only = o.final_only;
   if (!o.replica_from.empty()) {
     cfg.replica_rank = o.replica_rank;
     cfg.replica_from = o.replica_from;

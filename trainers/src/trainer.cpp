@@ -193,17 +193,22 @@ Summary train(TrainConfig cfg, const Comm& comm, const std::optional<std::filesy
       }
       ++run->epoch;
       run->cursor = 0;
-      const auto ev = run->evaluate(data, st);
       sum.final_loss = ep.loss_sum / static_cast<double>(ep.samples);
-      sum.test_loss = ev.loss;
-      sum.test_accuracy = ev.accuracy;
-      sum.test_auc = ev.auc;
       sum.steps = run->step;
       sum.epochs = run->epoch;
-      // checkpoint
-      const bool saved = run->epoch % cfg.ckpt_every == 0 || run->epoch == cfg.epochs;
-      if (saved) sum.last_checkpoint = run->save();
-      report_epoch(*run, sum, ep, ev, now() - te, step_seconds, log);
+      // evaluate, checkpoint and report the epoch (with final_only: the last one, or one a signal ends)
+      const bool last = run->epoch == cfg.epochs;
+      const bool reported = !cfg.final_only || last || run->stop;
+      bool saved = false;
+      if (reported) {
+        const auto ev = run->evaluate(data, st);
+        sum.test_loss = ev.loss;
+        sum.test_accuracy = ev.accuracy;
+        sum.test_auc = ev.auc;
+        saved = run->epoch % cfg.ckpt_every == 0 || last;
+        if (saved) sum.last_checkpoint = run->save();
+        report_epoch(*run, sum, ep, ev, now() - te, step_seconds, log);
+      }
       // The signal came during the last step of the epoch: the epoch is complete, stop at its boundary.
       if (run->stop && run->epoch < cfg.epochs) {
         preempt(*run, sum, saved);

@@ -119,6 +119,33 @@ rng = random.Random(5)
 hits = sum((lambda xs: max(xs) - min(xs) >= 0.95)([rng.random() for _ in range(100)]) for _ in range(20000))
 close(S.tolerance_confidence(100), hits / 20000, 0.01, "[min, max] tolerance confidence, n = 100")
 
+# The reports' paired test: trials pair by trial id (a trial only one campaign has is left out), the
+# discordant counts go to the exact McNemar test, and the line names both rates and both discordant counts.
+import report as R  # noqa: E402
+rb = R.ReportBase()
+rb.outcomes = {"a": [({"trial": t}, o, None) for t, o in enumerate(["due", "masked", "due", "critical", "masked", "due"])],
+               "b": [({"trial": t}, o, None) for t, o in enumerate(["due", "due", "masked", "masked", "masked"])]}
+t = rb.mcnemar("x", "a", "b", lambda o: o in R.HARMFUL, "one replica", "all", "one")
+# pairs 0-4: harmful a = 1,0,1,1,0 (3 of 5), b = 1,1,0,0,0 (2 of 5); only a: trials 2, 3; only b: trial 1
+want = f"x: one replica {R.rate(3, 5)} vs all {R.rate(2, 5)}; 2 only one, 1 only all"
+if t["what"] != want:
+    fails.append(f"paired test line {t['what']!r}, want {want!r}")
+close(t["p"], ss.binomtest(1, 3, 0.5).pvalue, 1e-12, "paired test p = exact McNemar on 2 vs 1 discordant")
+
+# The one-replica line: replicas apart at the end (the fault persisted), and of those, which the logged loss
+# or rank 0's result showed; trials without a divergence measurement (a stop) count only as stops.
+def div(k):
+    return {"summary": {"replica_divergence": {"elements": 100, "elements_differing": k, "ranks_differing": int(k > 0)}}}
+rb.outcomes = {"one": [(div(1), "noise_changed", "within_band"), (div(1), "critical", "spike_degrade"), (div(3), "sdc", "silent_degradation"),
+                       (div(0), "bitwise_masked", "within_band"), (div(2), "noise_changed", "spike_recover"), ({"summary": None}, "due", "diverged")],
+               "all": [(div(0), "noise_changed", "within_band"), (div(0), "critical", "spike_degrade")]}
+line = rb.replica_line("one", "L", "all")
+want = ("- L: replicas still apart at the end in 4 of 5 trials (median 1, at most 3 of 100 weights differ from rank 0's); the all-replica arm: "
+        "0 of 2. Of the 4 apart, the logged training loss left its band in 2 and rank 0's result left the noise band in 2; 1 ended apart with "
+        "neither showing it. Stopped on a non-finite value: 1 of 6.")
+if line != want:
+    fails.append(f"replica line {line!r}, want {want!r}")
+
 if fails:
     print("\n".join(fails))
     sys.exit(1)

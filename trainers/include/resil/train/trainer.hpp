@@ -49,6 +49,7 @@ struct TrainConfig {
   int replica_rank = -1;                      // dp resume: this rank loads replica_from instead of the checkpoint
   std::filesystem::path replica_from;
   bool replica_divergence = false;            // dp: Summary::divergence at the end (implied by replica_from)
+  bool final_only = false;                    // evaluate, save and report only after the last epoch (or at a preemption)
 
   /// The part of the config that defines the computation (stored in the checkpoint's /meta config).
   std::string to_json() const;
@@ -123,6 +124,7 @@ struct ResumeOverrides {
   int replica_rank = -1;                       // with replica_from: dp only, a rank of the run
   std::filesystem::path replica_from;
   bool replica_divergence = false;
+  bool final_only = false;                     // as TrainConfig's
 };
 /// Resume: config from the checkpoint's /meta, then overrides (mismatch -> MismatchError).
 Summary resume(const std::filesystem::path& from, const ResumeOverrides& o, const Comm& comm, const ProgressFn& progress = {},
