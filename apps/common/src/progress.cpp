@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <string>
 #include <cstdlib>
+#include <string>
 
 #include "resil/app/main.hpp"
 
