@@ -30,6 +30,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -78,9 +79,50 @@ def log(msg):
     print(time.strftime("%H:%M:%S"), msg, flush=True)
 
 
+PROG = "dp_vs_mp.py"  # the error lines' program name (transformer.py sets its own)
+
+
 def die(msg, code=2):
-    print(f"dp_vs_mp.py: error: {msg}", file=sys.stderr)
+    print(f"{PROG}: error: {msg}", file=sys.stderr)
     sys.exit(code)
+
+
+class BadRecords(Exception):
+    """A published arm file that is not a complete record of the arm it is read for (the message names the file)."""
+
+
+def read_published(path, arm=None):
+    """(head, records) of a published arm file PUBLISH/NAME.jsonl.gz. Raises BadRecords, naming the file, when it is
+    not a whole gzip stream of JSON lines, when its head does not say `arm` (another plan's, seed's or study's
+    records under the same name), or when it holds another number of records, or a trial twice, than its head says."""
+    try:
+        with gzip.open(path, "rt") as f:
+            head = json.loads(f.readline())["head"]
+            recs = [json.loads(line) for line in f if line.strip()]
+        n, trials = head["records"], [r["trial"] for r in recs]
+    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as e:
+        raise BadRecords(f"{path}: not a complete published record file ({type(e).__name__}: {e})") from None
+    if arm is not None and head.get("arm") != arm._asdict():
+        want = arm._asdict()
+        have = head.get("arm") if isinstance(head.get("arm"), dict) else {}
+        diff = ", ".join(f"{k}={have.get(k)!r} (the plan's: {v!r})" for k, v in want.items() if have.get(k) != v)
+        raise BadRecords(f"{path}: records of another arm than the plan's {arm.name}: {diff or 'other keys'}")
+    if len(recs) != n or len(set(trials)) != len(trials):
+        raise BadRecords(f"{path}: {len(recs)} records of {len(set(trials))} trials, where its head says {n}")
+    return head, recs
+
+
+def read_goldens(path):
+    """PUBLISH/goldens.json, or None where there is none. Raises BadRecords, naming the file, when it is not one."""
+    if not os.path.exists(path):
+        return None
+    try:
+        gold = json.load(open(path))
+        if gold["plan"] not in ("full", "smoke") or not isinstance(gold["goldens"], dict):
+            raise ValueError(f"plan {gold['plan']!r}")
+        return gold
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise BadRecords(f"{path}: not a study's goldens.json ({type(e).__name__}: {e})") from None
 
 
 class Study:
@@ -106,6 +148,7 @@ class Study:
         self.commit = args.commit
         os.makedirs(self.dir, exist_ok=True)
         self.stamp_plan()
+        self.check_publish_plan()
 
     def stamp_plan(self):
         """A study directory belongs to one plan: its recipes and sizes are in the golden parameters."""
@@ -116,6 +159,16 @@ class Study:
                 die(f"{self.dir} holds the '{have}' plan, not '{self.plan}': use another --dir")
         else:
             open(f, "w").write(self.plan + "\n")
+
+    def check_publish_plan(self):
+        """A publish directory holds one plan's records: a smoke run must not publish into the full study's."""
+        path = os.path.join(self.publish_dir, "goldens.json")
+        try:
+            gold = read_goldens(path)
+        except BadRecords as e:
+            die(str(e), 4)
+        if gold and gold["plan"] != self.plan:
+            die(f"{path}: --publish holds the '{gold['plan']}' plan's records, not '{self.plan}': use another --publish")
 
     def recipe(self, g):
         """The `ckpt-train train` options of golden g = (model, mode, opt, seed) besides model, parallel, epochs and seed."""
@@ -276,7 +329,25 @@ class Study:
         n = len(read_jsonl(os.path.join(out, "records.jsonl"))) if arm.kind == "order" else len(read_records(out))
         return n >= arm.n
 
+    def check_published(self, arms):
+        """Before anything runs: every arm file already in PUBLISH is a complete record of its arm in this plan."""
+        for arm in arms:
+            if os.path.exists(self.published(arm)):
+                try:
+                    read_published(self.published(arm), arm)
+                except BadRecords as e:
+                    die(f"{e}; move it away to publish the arm from {self.dir}", 4)
+
+    def publish_all(self, arms):
+        """The `publish` command: goldens.json and the records of every finished arm."""
+        self.check_published(arms)
+        self.publish_goldens(arms)
+        for a in arms:
+            if self.arm_done(a):
+                self.publish(a)
+
     def run(self, arms):
+        self.check_published(arms)
         ok = {g: self.golden(g) for g in self.P.goldens(arms)}
         self.publish_goldens(arms)
         for arm in arms:
@@ -324,6 +395,10 @@ class Study:
         """Write the arm's records, slimmed, to PUBLISH/NAME.jsonl.gz (once, when complete)."""
         dst = self.published(arm)
         if os.path.exists(dst):
+            try:
+                read_published(dst, arm)
+            except BadRecords as e:
+                die(f"{e}; move it away to publish the arm from {self.dir}", 4)
             if self.commit and subprocess.run(["git", "-C", ROOT, "ls-files", "--error-unmatch", dst], capture_output=True).returncode != 0:
                 self.git_commit([dst], f"{self.title}: records of {arm.name}")
             return False
@@ -467,11 +542,7 @@ def main():
         arms = [a for a in arms if a.name in args.only]
     st = Study(args)
     if args.command == "publish":
-        st.publish_goldens(arms)
-        for a in arms:
-            if st.arm_done(a):
-                st.publish(a)
-        return
+        return st.publish_all(arms)
     for exe in ("ckpt-train", "ckpt-flip"):
         if not os.access(os.path.join(st.bin, exe), os.X_OK):
             die(f"build {exe} first ({st.bin})")

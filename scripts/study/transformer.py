@@ -28,7 +28,6 @@ Examples:
   scripts/study/transformer.py report
 """
 import argparse
-import gzip
 import json
 import os
 import resource
@@ -88,8 +87,10 @@ class GptStudy(D.Study):
         path = self.published(arm)
         if not os.path.exists(path):
             return False
-        with gzip.open(path, "rt") as f:
-            return json.loads(f.readline())["head"]["records"] >= arm.n
+        try:
+            return D.read_published(path, arm)[0]["records"] >= arm.n
+        except D.BadRecords as e:
+            die(f"{e}; move it away to run the arm again", 4)
 
     def campaign(self, arm):
         if not self.published_complete(arm):
@@ -232,6 +233,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "transformer.md"))
     ap.add_argument("--no-plots", action="store_true", help="report: no PNGs")
     args = ap.parse_args()
+    D.PROG = "transformer.py"
     D.stop_on_sigterm()
     if args.trials < 1:
         die("--trials must be at least 1")
@@ -249,11 +251,7 @@ def main():
         arms = [a for a in arms if a.name in args.only]
     st = GptStudy(args)
     if args.command == "publish":
-        st.publish_goldens(arms)
-        for a in arms:
-            if st.arm_done(a):
-                st.publish(a)
-        return
+        return st.publish_all(arms)
     for exe in ("ckpt-train", "ckpt-flip"):
         if not os.access(os.path.join(st.bin, exe), os.X_OK):
             die(f"build {exe} first ({st.bin})")

@@ -72,6 +72,41 @@ run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir
 grep -q "campaign \|noise " "$T/stdout" && { cat "$T/stdout"; fail "a re-run ran arms again"; }
 [ "$(stat -c %Y "$T/pub/mlp-dp-model-late.jsonl.gz")" = "$before" ] || fail "a re-run published again"
 expect_err 2 "no-such-arm" "${S[@]}" run --plan smoke --dir "$T/s" --only no-such-arm
+# Published records that are not a complete record of the plan's arm: the report and the driver refuse them
+# with one line naming the file (exit 4), write nothing and leave the file as it was. A truncated or damaged
+# gzip, a trial recorded twice, and the smoke plan's records in a directory of the full plan.
+bad_pub() {  # a copy of the published records, with arm file $1 replaced by stdin
+  rm -rf "$T/bad" && cp -r "$T/pub" "$T/bad" && cat > "$T/bad/$1.jsonl.gz"
+}
+refused() {  # the report and a run refuse $T/bad/$1.jsonl.gz, naming it, and leave it as it was
+  local f="$T/bad/$1.jsonl.gz" before
+  before=$(sha "$f")
+  expect_err 4 "$f" "${S[@]}" report --publish "$T/bad" --out "$T/bad-report.md"
+  [ -e "$T/bad-report.md" ] && fail "a report was written from $f"
+  expect_err 4 "$f" "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/bad" --only "$1"
+  [ "$(sha "$f")" = "$before" ] || fail "$f was changed"
+}
+head -c 300 "$T/pub/mlp-dp-model-late.jsonl.gz" | bad_pub mlp-dp-model-late; refused mlp-dp-model-late
+echo "not gzip" | bad_pub mlp-dp-model-late; refused mlp-dp-model-late
+zcat "$T/pub/noise-order-mlp-dp-late.jsonl.gz" | $PY -c "
+import gzip, json, sys
+lines = sys.stdin.read().splitlines()
+head = json.loads(lines[0]); head['head']['records'] = 3
+sys.stdout.buffer.write(gzip.compress('\n'.join([json.dumps(head)] + lines[1:] + lines[1:2]).encode() + b'\n'))
+" | bad_pub noise-order-mlp-dp-late; refused noise-order-mlp-dp-late
+cat "$T/pub/noise-ulp-mlp-dp-late.jsonl.gz" | bad_pub noise-ulp-mlp-dp-late
+sed -i 's/"plan": "smoke"/"plan": "full"/' "$T/bad/goldens.json"
+expect_err 4 "$T/bad/noise-ulp-mlp-dp-late.jsonl.gz" "${S[@]}" report --publish "$T/bad" --out "$T/bad-report.md"
+grep -q "n=2 (the plan's: 30)" "$T/stderr" || { cat "$T/stderr"; fail "the error line does not say which of the arm's keys differ"; }
+# A smoke run publishing into the full study's directory (--publish left out, say) is refused before it runs.
+before=$(sha "$T/bad/goldens.json")
+expect_err 2 "$T/bad/goldens.json" "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/bad" --only mlp-dp-model-late
+[ "$(sha "$T/bad/goldens.json")" = "$before" ] || fail "a refused run changed goldens.json"
+echo '{"plan": "smoke", "goldens": {' > "$T/bad/goldens.json"
+expect_err 4 "$T/bad/goldens.json" "${S[@]}" report --publish "$T/bad" --out "$T/bad-report.md"
+expect_err 2 "--publish" "${S[@]}" report --publish "$T/no-such-dir" --out "$T/bad-report.md"
+expect_err 2 "--live" "${S[@]}" report --publish "$T/pub" --live "$T/no-such-dir" --out "$T/bad-report.md"
+[ -e "$T/bad-report.md" ] && fail "a refused report wrote its output"
 # SIGTERM to the study (kill, a scheduler's end of job) stops its running campaign too: nothing it started runs
 # on, and the next run finishes the arm.
 "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only mlp-dp-model-late-k10 \

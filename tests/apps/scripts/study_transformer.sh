@@ -178,4 +178,9 @@ run "${S[@]}" run --plan smoke --build "$BUILD" --dir "$T/s" --publish "$T/pub" 
 $PY -c "import json, sys; g = json.load(open(sys.argv[1]))['goldens']; assert set(g) == {'gpt-dp-adamw-s1', 'gpt-pp-adamw-s1'}, set(g)" \
   "$T/pub/goldens.json" || fail "goldens.json lost a golden run"
 expect_err 2 "no-such-arm" "${S[@]}" run --plan smoke --dir "$T/s" --only no-such-arm
+# A damaged published arm is refused, named, by a run (before anything runs) and by the report (exit 4).
+cp -r "$T/pub" "$T/bad" && head -c 200 "$T/pub/dp-optimizer-late.jsonl.gz" > "$T/bad/dp-optimizer-late.jsonl.gz"
+expect_err 4 "$T/bad/dp-optimizer-late.jsonl.gz" "${S[@]}" run --plan smoke --build "$BUILD" --dir "$T/s3" --publish "$T/bad" --only dp-optimizer-late
+[ -e "$T/s3/golden" ] && fail "a run refusing its published records trained a golden run first"
+expect_err 4 "$T/bad/dp-optimizer-late.jsonl.gz" "${S[@]}" report --publish "$T/bad" --out "$T/bad.md" --no-plots
 echo "study transformer: all checks passed"
