@@ -21,6 +21,8 @@ Examples:
   scripts/study/dp_vs_mp.py report
 """
 import argparse
+import ctypes
+import fcntl
 import gzip
 import json
 import os
@@ -45,11 +47,25 @@ DEFAULT_PUBLISH = os.path.join(ROOT, "docs", "results", "dp-vs-mp-study")
 _child = None  # the long-running child (a campaign, a training, a resume) that SIGTERM is passed on to
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def end_with_study():
+    """preexec_fn of every child: it gets SIGTERM when the study dies, even of kill -9 (Linux's PR_SET_PDEATHSIG),
+    so no campaign or resume runs on orphaned, holding its campaign's lock against the next run."""
+    parent = os.getppid()  # the study (this runs in the forked child)
+    if hasattr(_libc, "prctl"):
+        _libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the study died between the fork and the prctl
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def run_child(cmd, timeout=None, **kw):
     """subprocess.run for the study's long children: a SIGTERM to the study (kill, a scheduler's end of job) reaches
-    the child too (stop_on_sigterm), so a campaign stops its trial and exits instead of running on orphaned."""
+    the child too (stop_on_sigterm), so a campaign stops its trial and exits instead of running on orphaned; so
+    does the study's death by kill -9 (end_with_study)."""
     global _child
-    with subprocess.Popen(cmd, **kw) as p:
+    with subprocess.Popen(cmd, preexec_fn=end_with_study, **kw) as p:
         _child = p
         try:
             rc = p.wait(timeout=timeout)
@@ -147,8 +163,24 @@ class Study:
         self.publish_dir = os.path.abspath(args.publish)
         self.commit = args.commit
         os.makedirs(self.dir, exist_ok=True)
+        self.lock()
         self.stamp_plan()
         self.check_publish_plan()
+
+    def lock(self):
+        """One run of the study per directory at a time (two would train the same golden run into one directory and
+        record the same noise trials twice): D/lock is flock'ed while this process lives; the kernel drops the lock
+        when it ends, however it ends, so a killed run leaves no stale lock."""
+        path = os.path.join(self.dir, "lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            die(f"{self.dir} is in use by another run of the study (pid {pid}): wait for it to end, or use another --dir", 3)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd  # held until this process ends
 
     def stamp_plan(self):
         """A study directory belongs to one plan: its recipes and sizes are in the golden parameters."""
@@ -215,9 +247,9 @@ class Study:
             return False
         wall = time.time() - t0
         last = subprocess.run([f"{self.bin}/ckpt-train", "latest", "--ckpt-dir", f"{d}/ckpt"], check=True, capture_output=True,
-                              text=True).stdout.strip()
+                              text=True, preexec_fn=end_with_study).stdout.strip()
         subprocess.run([f"{self.bin}/ckpt-train", "eval", "--from", last, "--test-limit", str(self.full_eval_limit), "--summary", f"{d}/golden-eval-full.json"],
-                       check=True, stdout=subprocess.DEVNULL)
+                       check=True, stdout=subprocess.DEVNULL, preexec_fn=end_with_study)
         open(f"{d}/train-seconds", "w").write(f"{wall:.1f}\n")
         open(f"{d}/golden-params", "w").write(params + "\n")
         os.replace(f"{d}/train.json", done)
@@ -275,6 +307,7 @@ class Study:
         out = os.path.join(self.dir, "campaigns", arm.name)
         os.makedirs(out, exist_ok=True)
         rec_path = os.path.join(out, "records.jsonl")
+        cut_torn_line(rec_path)
         have = {r["trial"] for r in read_jsonl(rec_path)}
         todo = [k for k in range(arm.n) if k not in have]
         if not todo:
@@ -326,7 +359,7 @@ class Study:
 
     def arm_done(self, arm):
         out = os.path.join(self.dir, "campaigns", arm.name)
-        n = len(read_jsonl(os.path.join(out, "records.jsonl"))) if arm.kind == "order" else len(read_records(out))
+        n = len(read_order(out)) if arm.kind == "order" else len(read_records(out))
         return n >= arm.n
 
     def check_published(self, arms):
@@ -404,7 +437,7 @@ class Study:
             return False
         out = os.path.join(self.dir, "campaigns", arm.name)
         if arm.kind == "order":
-            recs = sorted(read_jsonl(os.path.join(out, "records.jsonl")), key=lambda r: r["trial"])
+            recs = read_order(out)
             golden = json.load(open(os.path.join(out, "golden.json")))["summary"]
         else:
             recs = [self.slim(r) for r in read_records(out)]
@@ -462,6 +495,25 @@ def read_jsonl(path):
             except json.JSONDecodeError:
                 pass  # a torn last line of an interrupted run
     return out
+
+
+def read_order(arm_dir):
+    """The records of a data-order noise arm, one per trial (its first), in trial order."""
+    recs = {}
+    for r in read_jsonl(os.path.join(arm_dir, "records.jsonl")):
+        recs.setdefault(r["trial"], r)
+    return [recs[k] for k in sorted(recs)]
+
+
+def cut_torn_line(path):
+    """Cut a torn last line (a run killed mid-write) off a JSON-lines file, so the next record appended to it is a
+    line of its own rather than the end of an unreadable one."""
+    if not os.path.exists(path):
+        return
+    with open(path, "rb+") as f:
+        data = f.read()
+        if data and not data.endswith(b"\n"):
+            f.truncate(data.rfind(b"\n") + 1)
 
 
 def read_records(campaign_dir):

@@ -43,7 +43,7 @@ def load(publish, live, arms_of=P.arms, slim=None):
     """(plan name, goldens.json, data): per arm of the plan that has records, {arm, golden summary, fault space,
     records, complete}, from PUBLISH/NAME.jsonl.gz, else (with `live`) from the running study directory.
     arms_of(plan name) lists the plan's arms; slim(record) slims a live record (default: dp_vs_mp's)."""
-    from dp_vs_mp import BadRecords, die, read_goldens, read_jsonl, read_records  # noqa: E402
+    from dp_vs_mp import BadRecords, die, read_goldens, read_order, read_records  # noqa: E402
     if slim is None:
         from dp_vs_mp import slim  # noqa: E402
     if not os.path.isdir(publish):
@@ -68,7 +68,7 @@ def load(publish, live, arms_of=P.arms, slim=None):
             if not os.path.exists(os.path.join(d, "golden.json")):
                 continue
             golden = json.load(open(os.path.join(d, "golden.json")))["summary"]
-            recs = read_jsonl(os.path.join(d, "records.jsonl")) if arm.kind == "order" else [slim(r) for r in read_records(d)]
+            recs = read_order(d) if arm.kind == "order" else [slim(r) for r in read_records(d)]
             cj = os.path.join(d, "campaign.json")
             space = json.load(open(cj)).get("space") if os.path.exists(cj) else None
             if recs:

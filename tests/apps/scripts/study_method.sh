@@ -123,4 +123,45 @@ pgrep -af "$T/s/" && fail "processes of the stopped study run on"
 [ -e "$T/pub/mlp-dp-model-late-k10.jsonl.gz" ] && fail "a stopped arm was published"
 run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only mlp-dp-model-late-k10
 [ -s "$T/pub/mlp-dp-model-late-k10.jsonl.gz" ] || fail "the stopped arm was not finished by the next run"
+# One run per study directory: while one runs (here held stopped), a second on the same directory is refused
+# (exit 3, naming the directory and the first run's pid), and the first then finishes its arm.
+K=mlp-dp-model-late-k10-no30
+"${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only $K > "$T/k.log" 2>&1 &
+driver=$!
+for _ in $(seq 600); do pgrep -f "ckpt-flip campaign $T/s/configs/$K" > /dev/null && break; sleep 0.1; done
+kill -STOP "$driver"
+expect_err 3 "$T/s is in use by another run of the study (pid $driver)" \
+  "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only $K
+kill -CONT "$driver"
+rc=0; wait "$driver" || rc=$?
+[ "$rc" = 0 ] || { cat "$T/k.log"; fail "the first run ended with $rc"; }
+# kill -9 of the study stops its running campaign too (SIGTERM: it records nothing more and exits), and leaves
+# no stale lock: the next run finishes the arm.
+K9=mlp-dp-optimizer-late
+"${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only $K9 > "$T/k9.log" 2>&1 &
+driver=$!
+for _ in $(seq 600); do pgrep -f "ckpt-flip campaign $T/s/configs/$K9" > /dev/null && break; sleep 0.05; done
+pgrep -f "ckpt-flip campaign $T/s/configs/$K9" > /dev/null || { cat "$T/k9.log"; fail "the $K9 campaign never started"; }
+kill -9 "$driver"; wait "$driver" 2> /dev/null
+for _ in $(seq 100); do pgrep -f "$T/s/" > /dev/null || break; sleep 0.1; done
+pgrep -af "$T/s/" && fail "processes of the study run on after its kill -9"
+grep -q "stopped by SIGTERM" "$T/k9.log" || { cat "$T/k9.log"; fail "the campaign ran on after its study's kill -9"; }
+run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only $K9
+# A data-order arm whose records.jsonl holds a trial twice and a torn last line (a kill mid-write): the next run
+# records the torn trial on a line of its own and publishes each trial once.
+O=noise-order-mlp-dp-early
+run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only $O
+rm "$T/pub/$O.jsonl.gz"
+r=$T/s/campaigns/$O/records.jsonl
+{ sed -n 1p "$r"; sed -n 1p "$r"; sed -n 2p "$r" | head -c 40; } > "$r.new" && mv "$r.new" "$r"
+run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only $O
+$PY - "$SRC" "$T/pub" $K $K9 $O <<'PYEOF' || fail "records after a refused run, kill -9, a duplicate and a torn line"
+import sys
+sys.path.insert(0, sys.argv[1] + "/scripts/study")
+import dp_vs_mp as D, plan as P
+by = {a.name: a for a in P.arms("smoke", ("mlp",))}
+for name in sys.argv[3:]:
+    head, recs = D.read_published(f"{sys.argv[2]}/{name}.jsonl.gz", by[name])
+    assert [r["trial"] for r in recs] == [0, 1], (name, [r["trial"] for r in recs])
+PYEOF
 echo "study method: all checks passed"
