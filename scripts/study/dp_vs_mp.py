@@ -24,6 +24,7 @@ import argparse
 import ctypes
 import fcntl
 import gzip
+import io
 import json
 import os
 import resource
@@ -31,6 +32,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import zlib
 
@@ -103,6 +105,34 @@ def die(msg, code=2):
     sys.exit(code)
 
 
+def write_atomic(path, data):
+    """Write `data` (str or bytes) to `path` through a temporary file in the same directory, synced, then renamed
+    over it: a reader never sees a half-written file, and an error (full disk, read-only directory) leaves `path`
+    as it was and no temporary file behind. Raises OSError."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_or_die(path, data):
+    """write_atomic; an error is one line naming the file, exit 3 (io)."""
+    try:
+        write_atomic(path, data)
+    except OSError as e:
+        die(f"{path}: cannot write: {e.strerror or e}", 3)
+
+
 class BadRecords(Exception):
     """A published arm file that is not a complete record of the arm it is read for (the message names the file)."""
 
@@ -166,6 +196,7 @@ class Study:
         self.lock()
         self.stamp_plan()
         self.check_publish_plan()
+        self.check_publish_writable()
 
     def lock(self):
         """One run of the study per directory at a time (two would train the same golden run into one directory and
@@ -201,6 +232,15 @@ class Study:
             die(str(e), 4)
         if gold and gold["plan"] != self.plan:
             die(f"{path}: --publish holds the '{gold['plan']}' plan's records, not '{self.plan}': use another --publish")
+
+    def check_publish_writable(self):
+        """Before the golden runs: the records of finished arms can be written to --publish."""
+        try:
+            os.makedirs(self.publish_dir, exist_ok=True)
+        except OSError as e:
+            die(f"--publish: cannot create {self.publish_dir}: {e.strerror}", 3)
+        if not os.access(self.publish_dir, os.W_OK):
+            die(f"--publish: cannot write to {self.publish_dir}", 3)
 
     def recipe(self, g):
         """The `ckpt-train train` options of golden g = (model, mode, opt, seed) besides model, parallel, epochs and seed."""
@@ -352,8 +392,7 @@ class Study:
         if run_child(cmd, stdout=subprocess.DEVNULL).returncode != 0:
             die(f"the golden resume of {arm.name} failed: {' '.join(cmd)}")
         s = json.load(open(summ))
-        json.dump({"summary": s}, open(path + ".tmp", "w"))
-        os.replace(path + ".tmp", path)
+        write_atomic(path, json.dumps({"summary": s}))
         shutil.rmtree(scratch, ignore_errors=True)
         return s
 
@@ -421,7 +460,7 @@ class Study:
         text = json.dumps({"plan": self.plan, "ranks": self.P.RANKS, "epochs": self.P.EPOCHS, "test_limit": self.test_limit(), "goldens": gold},
                           indent=1, sort_keys=True) + "\n"
         if not os.path.exists(path) or open(path).read() != text:
-            open(path, "w").write(text)
+            write_or_die(path, text)
             self.git_commit([path], f"{self.title}: golden runs")
 
     def publish(self, arm):
@@ -445,12 +484,12 @@ class Study:
         head = {"arm": arm._asdict(), "golden_summary": {k: golden.get(k) for k in (*self.summary_keys[:4], "numeric", "replica_divergence")},
                 "records": len(recs), **self.head_extra(arm)}
         os.makedirs(self.publish_dir, exist_ok=True)
-        tmp = dst + ".tmp"
-        with gzip.GzipFile(tmp, "wb", mtime=0) as f:
+        buf = io.BytesIO()
+        with gzip.GzipFile(dst + ".tmp", "wb", fileobj=buf, mtime=0) as f:  # the name in the gzip header: NAME.jsonl.gz.tmp
             f.write((json.dumps({"head": head}) + "\n").encode())
             for r in recs:
                 f.write((json.dumps(r, separators=(",", ":")) + "\n").encode())
-        os.replace(tmp, dst)
+        write_or_die(dst, buf.getvalue())
         self.git_commit([dst], f"{self.title}: records of {arm.name} ({len(recs)} trials)")
         return True
 
@@ -598,7 +637,10 @@ def main():
     for exe in ("ckpt-train", "ckpt-flip"):
         if not os.access(os.path.join(st.bin, exe), os.X_OK):
             die(f"build {exe} first ({st.bin})")
-    st.run(arms)
+    try:
+        st.run(arms)
+    except OSError as e:  # a full disk, a directory gone: one line, not a traceback
+        die(f"{e.filename}: {e.strerror}" if e.filename else str(e), 3)
     log("all arms complete")
 
 

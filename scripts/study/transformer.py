@@ -134,8 +134,7 @@ class GptStudy(D.Study):
                "rates": out, "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
         os.makedirs(self.publish_dir, exist_ok=True)
         path = os.path.join(self.publish_dir, "rates.json")
-        with open(path, "w") as f:
-            f.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        D.write_or_die(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
         self.git_commit([path], f"{self.title}: measured per-trial rates")
         return doc
 
@@ -259,7 +258,10 @@ def main():
         st.rate(args.trials)
         return
     print_budget(arms, load_rates(st.publish_dir), args.cores)
-    st.run(arms)
+    try:
+        st.run(arms)
+    except OSError as e:  # a full disk, a directory gone: one line, not a traceback
+        D.die(f"{e.filename}: {e.strerror}" if e.filename else str(e), 3)
     D.log("all arms complete")
 
 

@@ -786,7 +786,6 @@ def main(args):
     os.makedirs(os.path.dirname(out), exist_ok=True)
     rep = Report(plan_name, gold, data, rates, mlp)
     text = rep.render(os.path.dirname(out), getattr(args, "no_plots", False))
-    with open(out + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(out + ".tmp", out)
+    from dp_vs_mp import write_or_die  # noqa: E402
+    write_or_die(out, text)
     print(f"report: {out} ({len(data)} arms with records, {len(rep.plots)} plots)")

@@ -164,4 +164,32 @@ for name in sys.argv[3:]:
     head, recs = D.read_published(f"{sys.argv[2]}/{name}.jsonl.gz", by[name])
     assert [r["trial"] for r in recs] == [0, 1], (name, [r["trial"] for r in recs])
 PYEOF
+# A full or read-only publish filesystem (a 64 KiB tmpfs, in a private mount namespace): each write fails with
+# one line naming the file (exit 3) and leaves no file behind, half-written or temporary; a read-only --publish is
+# refused before the golden runs. Where user namespaces are not allowed, this part is skipped.
+if unshare -rm true 2> /dev/null; then
+  unshare -rm bash -s "$T" "${S[@]}" > "$T/fs.log" 2>&1 <<'SHEOF'
+T=$1; shift
+M=$T/fs; mkdir -p "$M" "$M-ro"
+mount -t tmpfs -o size=64k tmpfs "$M" && mount -t tmpfs -o ro,size=64k tmpfs "$M-ro" || exit 9
+dd if=/dev/zero of="$M/fill" bs=4k > /dev/null 2>&1
+step() { local name=$1; shift; "$@" > /dev/null 2> "$T/fs-$name.err"; echo $? > "$T/fs-$name.rc"; ls -A "$M" > "$T/fs-$name.ls"; }
+step goldens "$@" publish --plan smoke --models mlp --dir "$T/s" --publish "$M" --only mlp-dp-model-late
+rm "$M/fill" && cp "$T/pub/goldens.json" "$M/" && dd if=/dev/zero of="$M/fill" bs=4k > /dev/null 2>&1
+step arm "$@" publish --plan smoke --models mlp --dir "$T/s" --publish "$M" --only mlp-dp-model-late
+step report "$@" report --publish "$T/pub" --out "$M/r.md"
+step ro "$@" run --plan smoke --models mlp --dir "$T/ro-s" --publish "$M-ro" --only mlp-dp-model-late
+SHEOF
+  [ $? = 0 ] || { cat "$T/fs.log"; fail "the tmpfs part did not run"; }
+  for c in "goldens|$T/fs/goldens.json|fill" "arm|$T/fs/mlp-dp-model-late.jsonl.gz|fill goldens.json" \
+           "report|$T/fs/r.md|fill goldens.json" "ro|--publish: cannot write to $T/fs-ro|fill goldens.json"; do
+    IFS='|' read -r name word files <<< "$c"
+    [ "$(cat "$T/fs-$name.rc")" = 3 ] || { cat "$T/fs-$name.err"; fail "$name on a full or read-only filesystem: exit $(cat "$T/fs-$name.rc"), want 3"; }
+    [ "$(wc -l < "$T/fs-$name.err")" = 1 ] && grep -qF -- "$word" "$T/fs-$name.err" || { cat "$T/fs-$name.err"; fail "$name: not one line naming $word"; }
+    [ "$(sort "$T/fs-$name.ls" | tr '\n' ' ')" = "$files " ] || { cat "$T/fs-$name.ls"; fail "$name left files behind on the full filesystem"; }
+  done
+  [ -e "$T/ro-s/golden" ] && fail "a run whose --publish is read-only trained its golden runs first"
+else
+  echo "skipped: the full and read-only filesystem checks (no user namespaces for a private tmpfs)"
+fi
 echo "study method: all checks passed"
