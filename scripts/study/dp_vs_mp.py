@@ -197,6 +197,8 @@ class Study:
         self.stamp_plan()
         self.check_publish_plan()
         self.check_publish_writable()
+        if self.commit:
+            self.check_commit()
 
     def lock(self):
         """One run of the study per directory at a time (two would train the same golden run into one directory and
@@ -241,6 +243,19 @@ class Study:
             die(f"--publish: cannot create {self.publish_dir}: {e.strerror}", 3)
         if not os.access(self.publish_dir, os.W_OK):
             die(f"--publish: cannot write to {self.publish_dir}", 3)
+
+    def check_commit(self):
+        """--commit: the records go to --publish inside this checkout, in a path git does not ignore (else each commit
+        would fail only after the arm ran)."""
+        top = subprocess.run(["git", "-C", ROOT, "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+        if top.returncode != 0:
+            die(f"--commit: {ROOT} is not a git checkout")
+        top = os.path.realpath(top.stdout.strip())
+        pub = os.path.realpath(self.publish_dir)
+        if os.path.commonpath([top, pub]) != top:
+            die(f"--commit: --publish {self.publish_dir} is outside the checkout {top}")
+        if subprocess.run(["git", "-C", ROOT, "check-ignore", "-q", os.path.join(pub, "goldens.json")]).returncode == 0:
+            die(f"--commit: git ignores --publish {self.publish_dir}")
 
     def recipe(self, g):
         """The `ckpt-train train` options of golden g = (model, mode, opt, seed) besides model, parallel, epochs and seed."""
@@ -518,6 +533,8 @@ class Study:
             r = subprocess.run(["git", "-C", ROOT, "commit", "-q", "-m", msg, "--", *paths], capture_output=True, text=True) if a.returncode == 0 else a
             if r.returncode == 0 or "nothing" in r.stdout + r.stderr:
                 return
+            if "index.lock" not in r.stderr:
+                break  # not another git command holding the lock: waiting will not help
             time.sleep(3 * (attempt + 1))
         log(f"git commit of {', '.join(os.path.relpath(p, ROOT) for p in paths)} failed: {r.stderr.strip()}")
 

@@ -192,4 +192,19 @@ SHEOF
 else
   echo "skipped: the full and read-only filesystem checks (no user namespaces for a private tmpfs)"
 fi
+# --commit, in a checkout of its own: a --publish outside the checkout, or one git ignores, is refused up front
+# (exit 2) rather than failing at each commit; a commit holds the published files only, never files someone
+# else staged.
+G=$T/git && mkdir -p "$G/scripts" && cp -r "$SRC/scripts/study" "$G/scripts/" && echo "/ignored/" > "$G/.gitignore"
+export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t
+git -C "$G" init -q && git -C "$G" add -A && git -C "$G" commit -qm base || fail "a git checkout for --commit"
+GS=(/usr/bin/python3 "$G/scripts/study/dp_vs_mp.py" publish --plan smoke --models mlp --dir "$T/s" --only mlp-dp-model-late --commit)
+EXPECT_TIMEOUT=30 expect_err 2 "outside the checkout" "${GS[@]}" --publish "$T/outside"
+EXPECT_TIMEOUT=30 expect_err 2 "git ignores" "${GS[@]}" --publish "$G/ignored/pub"
+echo "someone else's" > "$G/staged.txt" && git -C "$G" add staged.txt
+run "${GS[@]}" --publish "$G/pub"
+[ "$(git -C "$G" log --format=%s | wc -l)" = 3 ] || { git -C "$G" log --stat; fail "want two commits: goldens.json, then the arm"; }
+[ "$(git -C "$G" log --format= --name-only HEAD~2..HEAD | sort | tr '\n' ' ')" = "pub/goldens.json pub/mlp-dp-model-late.jsonl.gz " ] \
+  || { git -C "$G" log --stat; fail "the commits hold other files than the published ones"; }
+[ "$(git -C "$G" diff --cached --name-only)" = staged.txt ] || fail "the staged file of someone else was committed or unstaged"
 echo "study method: all checks passed"
