@@ -182,7 +182,6 @@ class Study:
     tolerance = 0.01
     full_eval_limit = 10000   # the golden's final checkpoint is also evaluated on this many test samples (0 = all)
     summary_keys = ("test_accuracy", "test_loss", "final_loss", "loss_curve", "nan_detected", "steps")
-    keep_published_goldens = False  # publish_goldens: keep the entries of goldens.json this run's arms do not name
 
     def __init__(self, args):
         self.dir = os.path.abspath(args.dir)
@@ -457,10 +456,9 @@ class Study:
         os.makedirs(self.publish_dir, exist_ok=True)
         path = os.path.join(self.publish_dir, "goldens.json")
         gold = {}
-        if self.keep_published_goldens and os.path.exists(path):
-            old = json.load(open(path))
-            if old.get("plan") == self.plan:
-                gold = old["goldens"]  # goldens of arms this run does not name (--only) stay published
+        old = read_goldens(path)  # check_publish_plan: this plan's, if any
+        if old and old["plan"] == self.plan:
+            gold = old["goldens"]  # goldens of arms this run does not name (--only) stay published
         for g in self.P.goldens(arms):
             d = self.golden_dir(g)
             if not os.path.exists(os.path.join(d, "golden-train.json")):

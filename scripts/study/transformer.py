@@ -61,7 +61,6 @@ class GptStudy(D.Study):
     tolerance = G.CRITICAL_BPB
     full_eval_limit = 4104   # all validation windows of 64 bytes (262,676 bytes); 0 would mean the stored limit
     summary_keys = ("test_bpb", "test_loss", "final_loss", "loss_curve", "nan_detected", "steps")
-    keep_published_goldens = True
 
     def recipe(self, g):
         return G.recipe(self.plan, g[1])

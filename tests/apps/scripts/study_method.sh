@@ -123,6 +123,10 @@ pgrep -af "$T/s/" && fail "processes of the stopped study run on"
 [ -e "$T/pub/mlp-dp-model-late-k10.jsonl.gz" ] && fail "a stopped arm was published"
 run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only mlp-dp-model-late-k10
 [ -s "$T/pub/mlp-dp-model-late-k10.jsonl.gz" ] || fail "the stopped arm was not finished by the next run"
+# A run of another golden's arm (mp) adds its golden run to goldens.json and keeps dp's.
+run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only noise-ulp-mlp-mp-late
+$PY -c "import json, sys; g = json.load(open(sys.argv[1]))['goldens']; assert set(g) == {'mlp-dp-adam-s1', 'mlp-mp-adam-s1'}, set(g)" \
+  "$T/pub/goldens.json" || fail "goldens.json lost the golden run of arms the run did not name"
 # One run per study directory: while one runs (here held stopped), a second on the same directory is refused
 # (exit 3, naming the directory and the first run's pid), and the first then finishes its arm.
 K=mlp-dp-model-late-k10-no30
