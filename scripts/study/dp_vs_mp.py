@@ -24,6 +24,7 @@ import argparse
 import ctypes
 import fcntl
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -377,10 +378,22 @@ class Study:
             cmd = [c.replace("{dir}", os.path.join(scratch, "ckpt")).replace("{out}", summ)
                    for c in self.resume_cmd(arm, ["--from", ckpt], ["--shuffle-seed", str(shuffle_seed)])]
             t0, cpu0 = time.time(), children_cpu()
-            r = run_child(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600)
+            out_log = os.path.join(scratch, "resume.log")
+            with open(out_log, "w") as lf:
+                try:
+                    rc = run_child(cmd, stdout=lf, stderr=subprocess.STDOUT, timeout=3600).returncode
+                except subprocess.TimeoutExpired:
+                    rc = "a timeout of 3600 s"
             s = json.load(open(summ)) if os.path.exists(summ) else {}
             m = s.get(self.metric)
-            rec = {"trial": k, "class": "noise", "shuffle_seed": shuffle_seed, "exit_code": r.returncode,
+            if rc != 0 or m is None:
+                # a fault-free resume that fails (killed, out of memory, a broken node) is no sample of the noise:
+                # it is not recorded, and the study stops on it
+                kept = os.path.join(out, f"trial-{k}-failed.log")
+                os.replace(out_log, kept)
+                why = (f"exit {rc}" if isinstance(rc, int) else rc) if rc != 0 else f"no {self.metric} in its summary"
+                die(f"the fault-free resume {k} of {arm.name} failed ({why}; its output: {kept}): not recorded, the next run repeats it", 1)
+            rec = {"trial": k, "class": "noise", "shuffle_seed": shuffle_seed, "exit_code": rc,
                    "metric": m, "golden_metric": golden[self.metric],
                    "delta": None if m is None else m - golden[self.metric],
                    "summary": {k2: s.get(k2) for k2 in self.summary_keys},
@@ -396,8 +409,15 @@ class Study:
         """The fault-free resume of `ckpt` with its own data order (what every trial is compared with)."""
         out = os.path.join(self.dir, "campaigns", arm.name)
         path = os.path.join(out, "golden.json")
+        digest = checkpoint_sha256(ckpt)
         if os.path.exists(path):
-            return json.load(open(path))["summary"]
+            doc = json.load(open(path))
+            if "checkpoint_sha256" not in doc:  # written before the digest was kept: it is kept from now on
+                write_atomic(path, json.dumps({**doc, "checkpoint_sha256": digest}))
+            elif doc["checkpoint_sha256"] != digest:
+                die(f"{ckpt}: the golden checkpoint's bytes differ from those {path} recorded: the arm's resumes ran from "
+                    f"another checkpoint; restore that one, or use another --dir", 7)
+            return doc["summary"]
         scratch = os.path.join(out, "golden-scratch")
         shutil.rmtree(scratch, ignore_errors=True)
         os.makedirs(scratch)
@@ -406,7 +426,7 @@ class Study:
         if run_child(cmd, stdout=subprocess.DEVNULL).returncode != 0:
             die(f"the golden resume of {arm.name} failed: {' '.join(cmd)}")
         s = json.load(open(summ))
-        write_atomic(path, json.dumps({"summary": s}))
+        write_atomic(path, json.dumps({"summary": s, "checkpoint_sha256": digest}))
         shutil.rmtree(scratch, ignore_errors=True)
         return s
 
@@ -535,6 +555,22 @@ class Study:
                 break  # not another git command holding the lock: waiting will not help
             time.sleep(3 * (attempt + 1))
         log(f"git commit of {', '.join(os.path.relpath(p, ROOT) for p in paths)} failed: {r.stderr.strip()}")
+
+
+def checkpoint_sha256(ckpt):
+    """SHA-256 over a checkpoint's files (an .h5, or a shard set's manifest and the files of its directory), each
+    name and content: what a data-order arm's resumes ran from."""
+    files = [ckpt]
+    if ckpt.endswith(".manifest.json"):
+        d = ckpt[:-len(".manifest.json")]
+        files += sorted(os.path.join(r, f) for r, _, fs in os.walk(d) for f in fs)
+    h = hashlib.sha256()
+    for f in files:
+        h.update(os.path.relpath(f, os.path.dirname(ckpt)).encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
 
 
 def read_jsonl(path):

@@ -127,6 +127,24 @@ run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir
 run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only noise-ulp-mlp-mp-late
 $PY -c "import json, sys; g = json.load(open(sys.argv[1]))['goldens']; assert set(g) == {'mlp-dp-adam-s1', 'mlp-mp-adam-s1'}, set(g)" \
   "$T/pub/goldens.json" || fail "goldens.json lost the golden run of arms the run did not name"
+# A fault-free resume of a data-order arm that fails (here its launcher is killed) is no noise sample: it is not
+# recorded, the run stops with one line naming the trial and its output (exit 1), and the next run repeats it.
+cat > "$T/mpiexec-kill-trial-1" <<'SHEOF'
+#!/bin/bash
+case " $* " in *" --shuffle-seed 2000006 "*) kill -9 $$;; esac
+exec mpiexec "$@"
+SHEOF
+chmod +x "$T/mpiexec-kill-trial-1"
+F=noise-order-mlp-mp-late
+expect_err 1 "the fault-free resume 1 of $F failed (exit -9; its output: $T/s/campaigns/$F/trial-1-failed.log)" \
+  "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only $F --mpiexec "$T/mpiexec-kill-trial-1"
+[ "$(wc -l < "$T/s/campaigns/$F/records.jsonl")" = 1 ] || fail "the failed resume was recorded"
+[ -e "$T/pub/$F.jsonl.gz" ] && fail "an arm with a failed resume was published"
+run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only $F
+zcat "$T/pub/$F.jsonl.gz" | $PY -c "
+import json, sys
+recs = [json.loads(l) for l in sys.stdin][1:]
+assert [(r['trial'], r['exit_code']) for r in recs] == [(0, 0), (1, 0)], recs" || fail "the repeated resume's records"
 # One run per study directory: while one runs (here held stopped), a second on the same directory is refused
 # (exit 3, naming the directory and the first run's pid), and the first then finishes its arm.
 K=mlp-dp-model-late-k10-no30
@@ -158,6 +176,23 @@ run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir
 rm "$T/pub/$O.jsonl.gz"
 r=$T/s/campaigns/$O/records.jsonl
 { sed -n 1p "$r"; sed -n 1p "$r"; sed -n 2p "$r" | head -c 40; } > "$r.new" && mv "$r.new" "$r"
+run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only $O
+# The arm's golden checkpoint altered between runs: the next run of its resumes is refused (exit 7, naming the
+# checkpoint) with its records untouched; restored, the arm finishes. A golden.json without the checkpoint's
+# digest (written by an earlier driver) gets it on the next run.
+ck=$T/s/golden/mlp-dp-adam-s1/ckpt/ckpt-step00000008.h5
+drop_last() { rm "$T/pub/$O.jsonl.gz" && sed -i '$d' "$r"; }
+drop_last && $PY - "$T/s/campaigns/$O/golden.json" <<'PYEOF'
+import json, sys
+doc = json.load(open(sys.argv[1])); del doc["checkpoint_sha256"]; open(sys.argv[1], "w").write(json.dumps(doc))
+PYEOF
+run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only $O
+grep -q checkpoint_sha256 "$T/s/campaigns/$O/golden.json" || fail "golden.json did not get the checkpoint's digest"
+drop_last && cp -p "$ck" "$T/ck.h5" && printf 'Z' | dd of="$ck" bs=1 seek=$(($(stat -c %s "$ck") / 2)) conv=notrunc 2> /dev/null
+before=$(sha "$r")
+expect_err 7 "$ck: the golden checkpoint's bytes differ" "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only $O
+[ "$(sha "$r")" = "$before" ] || fail "a refused run changed the arm's records"
+cp -p "$T/ck.h5" "$ck"
 run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only $O
 $PY - "$SRC" "$T/pub" $K $K9 $O <<'PYEOF' || fail "records after a refused run, kill -9, a duplicate and a torn line"
 import sys
