@@ -66,6 +66,11 @@ PYEOF
 # never run, so claim 1 is pending rather than drawn from the arms that exist.
 sed -n '/^### 1\. /,/^### 2\. /p' "$T/r.md" | grep -q 'Verdict: \*\*pending\*\* (.* arms not complete)' \
   || { sed -n '/^### 1\. /,/^### 2\. /p' "$T/r.md"; fail "claim 1's verdict was drawn before all its arms completed"; }
+# report --live early in a study: the running directory holds one noise record so far, a band of one draw.
+mkdir -p "$T/live1/campaigns" "$T/pub-empty" && cp -r "$T/s/campaigns/noise-order-mlp-dp-late" "$T/live1/campaigns/"
+sed -i '2,$d' "$T/live1/campaigns/noise-order-mlp-dp-late/records.jsonl"
+run "${S[@]}" report --publish "$T/pub-empty" --live "$T/live1" --build "$(realpath "$BUILD")" --out "$T/live1.md"
+grep -q "| mlp | late | 1 | .* | 0.000 |" "$T/live1.md" || { grep -n "| mlp |" "$T/live1.md"; fail "the one-draw band's confidence"; }
 # A second run: every arm is complete, nothing runs, nothing is published again.
 before=$(stat -c %Y "$T/pub/mlp-dp-model-late.jsonl.gz")
 run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only "${ARMS[@]}"
