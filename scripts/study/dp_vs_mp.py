@@ -81,11 +81,15 @@ def run_child(cmd, timeout=None, **kw):
 
 
 def stop_on_sigterm():
+    """SIGTERM, and SIGINT (Ctrl-C, kill -INT) unless it is ignored (a background job), stop the study and its running
+    child: exit 128 + the signal, no traceback."""
     def on_term(sig, _frame):
         if _child is not None and _child.poll() is None:
             _child.send_signal(sig)
         raise SystemExit(128 + sig)  # Popen's exit waits for the child to end
     signal.signal(signal.SIGTERM, on_term)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, on_term)
 
 
 def children_cpu():
@@ -670,6 +674,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "dp-vs-mp.md"))
     args = ap.parse_args()
     stop_on_sigterm()
+    if args.jobs < 1:
+        die("--jobs must be at least 1")
     if args.command == "plan":
         return cmd_plan(args)
     if args.command == "report":

@@ -235,6 +235,8 @@ def main():
     D.stop_on_sigterm()
     if args.trials < 1:
         die("--trials must be at least 1")
+    if args.jobs < 1:
+        die("--jobs must be at least 1")
     if args.command == "plan":
         return cmd_plan(args)
     if args.command == "report":

@@ -150,6 +150,25 @@ zcat "$T/pub/$F.jsonl.gz" | $PY -c "
 import json, sys
 recs = [json.loads(l) for l in sys.stdin][1:]
 assert [(r['trial'], r['exit_code']) for r in recs] == [(0, 0), (1, 0)], recs" || fail "the repeated resume's records"
+# SIGINT (Ctrl-C, kill -INT) stops the study and its campaign like SIGTERM: exit 130, no traceback. And a
+# --jobs below 1 is refused before anything runs.
+$PY - "$T" "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only mlp-dp-model-early <<'PYEOF' \
+  || fail "SIGINT to the study"
+import signal, subprocess, sys, time
+T, cmd = sys.argv[1], sys.argv[2:]
+p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+pat = f"ckpt-flip campaign {T}/s/configs/mlp-dp-model-early"
+for _ in range(600):
+    if subprocess.run(["pgrep", "-f", pat], capture_output=True).returncode == 0:
+        break
+    time.sleep(0.05)
+p.send_signal(signal.SIGINT)
+out = p.communicate(timeout=60)[0]
+assert p.returncode == 130 and "Traceback" not in out and "stopped by SIGINT" in out, (p.returncode, out)
+time.sleep(0.5)
+assert subprocess.run(["pgrep", "-f", pat], capture_output=True).returncode != 0, "the campaign outlived the study"
+PYEOF
+expect_err 2 "--jobs" "${S[@]}" run --plan smoke --dir "$T/s" --jobs 0
 # One run per study directory: while one runs (here held stopped), a second on the same directory is refused
 # (exit 3, naming the directory and the first run's pid), and the first then finishes its arm.
 K=mlp-dp-model-late-k10-no30
