@@ -13,6 +13,16 @@ data orders) in D/campaigns/NAME. It resumes: golden runs are reused, campaigns 
 kill it at any point and start the same command again. After each arm completes its records are written,
 slimmed and gzipped, to DIR/NAME.jsonl.gz (default docs/results/dp-vs-mp-study), and with --commit
 committed (`git commit` of that one file and DIR/goldens.json). Progress: one line per arm and per 10 trials.
+One run per D at a time (D/lock); SIGTERM or SIGINT stops the study and its running campaign or resume, and
+kill -9 of the study stops them too. A publish DIR holds one plan's records (goldens.json names it).
+
+Exit codes (resil's, docs/reference/exit-codes.md): 0 done; 1 a fault-free resume failed (not recorded: the
+next run repeats it); 2 bad option, --dir or --publish of another plan, --commit with a --publish outside the
+checkout or ignored by git; 3 a golden checkpoint missing, a file that cannot be written (full disk, read-only
+--publish), D in use by another run; 4 a published file that is not a complete record of the plan's arm
+(damaged, another plan's);
+7 a golden checkpoint whose bytes changed under a data-order arm; 128 + N stopped by signal N; a campaign's
+own exit code when it fails. Each error is one line naming the file or option; nothing is left half-written.
 
 Examples:
   scripts/study/dp_vs_mp.py plan

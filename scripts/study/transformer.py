@@ -18,7 +18,7 @@ An arm whose records DIR already holds at its planned size is not run again (gol
 deterministic: another directory gives the same records), so a study can continue from a checkout's published
 records in a fresh --dir. `rate` runs a 3-trial campaign per (mode, point) in D/campaigns/rate-MODE-POINT and writes DIR/rates.json (CPU and wall seconds per
 trial); `plan` and `run` print the study's budget from it first. Trials are classified on the validation
-loss in bits per byte (`test_bpb`, lower is better).
+loss in bits per byte (`test_bpb`, lower is better). Locking, signals and exit codes are dp_vs_mp.py's.
 
 Examples:
   scripts/study/transformer.py plan
