@@ -90,10 +90,31 @@ def run_child(cmd, timeout=None, **kw):
     return subprocess.CompletedProcess(cmd, rc)
 
 
+_deferred = None  # inside run_git: the stopping signal received meanwhile (0: none yet)
+
+
+def run_git(*args):
+    """git -C ROOT ARGS, output captured. A SIGTERM or SIGINT to the study meanwhile takes effect when git returns:
+    stopped mid-commit (subprocess.run kills its child with SIGKILL on an exception), git would leave
+    .git/index.lock behind, and every later git command in the checkout would fail until someone removed it."""
+    global _deferred
+    _deferred = 0
+    try:
+        return subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True, start_new_session=True)
+    finally:
+        sig, _deferred = _deferred, None
+        if sig:
+            raise SystemExit(128 + sig)
+
+
 def stop_on_sigterm():
     """SIGTERM, and SIGINT (Ctrl-C, kill -INT) unless it is ignored (a background job), stop the study and its running
     child: exit 128 + the signal, no traceback."""
     def on_term(sig, _frame):
+        global _deferred
+        if _deferred is not None:  # run_git: after git returns
+            _deferred = sig
+            return
         if _child is not None and _child.poll() is None:
             _child.send_signal(sig)
         raise SystemExit(128 + sig)  # Popen's exit waits for the child to end
@@ -261,14 +282,14 @@ class Study:
     def check_commit(self):
         """--commit: the records go to --publish inside this checkout, in a path git does not ignore (else each commit
         would fail only after the arm ran)."""
-        top = subprocess.run(["git", "-C", ROOT, "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+        top = run_git("rev-parse", "--show-toplevel")
         if top.returncode != 0:
             die(f"--commit: {ROOT} is not a git checkout")
         top = os.path.realpath(top.stdout.strip())
         pub = os.path.realpath(self.publish_dir)
         if os.path.commonpath([top, pub]) != top:
             die(f"--commit: --publish {self.publish_dir} is outside the checkout {top}")
-        if subprocess.run(["git", "-C", ROOT, "check-ignore", "-q", os.path.join(pub, "goldens.json")]).returncode == 0:
+        if run_git("check-ignore", "-q", os.path.join(pub, "goldens.json")).returncode == 0:
             die(f"--commit: git ignores --publish {self.publish_dir}")
 
     def recipe(self, g):
@@ -518,7 +539,7 @@ class Study:
                 read_published(dst, arm)
             except BadRecords as e:
                 die(f"{e}; move it away to publish the arm from {self.dir}", 4)
-            if self.commit and subprocess.run(["git", "-C", ROOT, "ls-files", "--error-unmatch", dst], capture_output=True).returncode != 0:
+            if self.commit and run_git("ls-files", "--error-unmatch", dst).returncode != 0:
                 self.git_commit([dst], f"{self.title}: records of {arm.name}")
             return False
         out = os.path.join(self.dir, "campaigns", arm.name)
@@ -561,8 +582,8 @@ class Study:
         # Another git command in the same checkout may hold the index lock for a moment: retry, and never
         # let a failed commit stop the study (the files stay in PUBLISH; `publish --commit` commits later).
         for attempt in range(10):
-            a = subprocess.run(["git", "-C", ROOT, "add", "--", *paths], capture_output=True, text=True)
-            r = subprocess.run(["git", "-C", ROOT, "commit", "-q", "-m", msg, "--", *paths], capture_output=True, text=True) if a.returncode == 0 else a
+            a = run_git("add", "--", *paths)
+            r = run_git("commit", "-q", "-m", msg, "--", *paths) if a.returncode == 0 else a
             if r.returncode == 0 or "nothing" in r.stdout + r.stderr:
                 return
             if "index.lock" not in r.stderr:

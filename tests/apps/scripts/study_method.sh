@@ -270,4 +270,22 @@ run "${GS[@]}" --publish "$G/pub"
 [ "$(git -C "$G" log --format= --name-only HEAD~2..HEAD | sort | tr '\n' ' ')" = "pub/goldens.json pub/mlp-dp-model-late.jsonl.gz " ] \
   || { git -C "$G" log --stat; fail "the commits hold other files than the published ones"; }
 [ "$(git -C "$G" diff --cached --name-only)" = staged.txt ] || fail "the staged file of someone else was committed or unstaged"
+# SIGTERM to the study while git commits its records (a git that takes a second): git finishes, the commit is
+# made and no index.lock is left in the checkout; then the study stops, exit 143.
+mkdir -p "$T/slowgit" && cat > "$T/slowgit/git" <<SHEOF
+#!/bin/bash
+for a in "\$@"; do [ "\$a" = commit ] && { touch "$T/in-commit"; sleep 1; }; done
+exec $(command -v git) "\$@"
+SHEOF
+chmod +x "$T/slowgit/git"
+PATH="$T/slowgit:$PATH" "${GS[@]/mlp-dp-model-late/mlp-dp-model-late-bit30}" --publish "$G/pub" > "$T/git-term.log" 2>&1 &
+driver=$!
+for _ in $(seq 300); do [ -e "$T/in-commit" ] && break; sleep 0.05; done
+[ -e "$T/in-commit" ] || { cat "$T/git-term.log"; fail "the study never committed"; }
+kill -TERM "$driver"
+rc=0; wait "$driver" || rc=$?
+[ "$rc" = 143 ] || { cat "$T/git-term.log"; fail "the study ended with $rc after SIGTERM during a commit, want 143"; }
+git -C "$G" log --format=%s > "$T/git-log" && grep -q "records of mlp-dp-model-late-bit30" "$T/git-log" \
+  || { cat "$T/git-term.log"; fail "SIGTERM killed git mid-commit"; }
+[ -e "$G/.git/index.lock" ] && fail "a stale index.lock was left in the checkout"
 echo "study method: all checks passed"
