@@ -13,8 +13,9 @@ data orders) in D/campaigns/NAME. It resumes: golden runs are reused, campaigns 
 kill it at any point and start the same command again. After each arm completes its records are written,
 slimmed and gzipped, to DIR/NAME.jsonl.gz (default docs/results/dp-vs-mp-study), and with --commit
 committed (`git commit` of that one file and DIR/goldens.json). Progress: one line per arm and per 10 trials.
-One run per D at a time (D/lock); SIGTERM or SIGINT stops the study and its running campaign or resume, and
-kill -9 of the study stops them too. A publish DIR holds one plan's records (goldens.json names it).
+One run per D at a time (D/lock; `publish` may run beside it); SIGTERM or SIGINT stops the study and its
+running campaign or resume, and kill -9 of the study stops them too. A publish DIR holds one plan's records
+(goldens.json names it).
 
 Exit codes (resil's, docs/reference/exit-codes.md): 0 done; 1 a fault-free resume failed (not recorded: the
 next run repeats it); 2 bad option, --dir or --publish of another plan, --commit with a --publish outside the
@@ -228,7 +229,8 @@ class Study:
         self.publish_dir = os.path.abspath(args.publish)
         self.commit = args.commit
         os.makedirs(self.dir, exist_ok=True)
-        self.lock()
+        if args.command != "publish":  # publish only reads D (and writes PUBLISH atomically): it may run beside a run
+            self.lock()
         self.stamp_plan()
         self.check_publish_plan()
         self.check_publish_writable()

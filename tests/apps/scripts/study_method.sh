@@ -170,7 +170,7 @@ assert subprocess.run(["pgrep", "-f", pat], capture_output=True).returncode != 0
 PYEOF
 expect_err 2 "--jobs" "${S[@]}" run --plan smoke --dir "$T/s" --jobs 0
 # One run per study directory: while one runs (here held stopped), a second on the same directory is refused
-# (exit 3, naming the directory and the first run's pid), and the first then finishes its arm.
+# (exit 3, naming the directory and the first run's pid), `publish` is not, and the first then finishes its arm.
 K=mlp-dp-model-late-k10-no30
 "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only $K > "$T/k.log" 2>&1 &
 driver=$!
@@ -178,6 +178,7 @@ for _ in $(seq 600); do pgrep -f "ckpt-flip campaign $T/s/configs/$K" > /dev/nul
 kill -STOP "$driver"
 expect_err 3 "$T/s is in use by another run of the study (pid $driver)" \
   "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub" --only $K
+run "${S[@]}" publish --plan smoke --models mlp --dir "$T/s" --publish "$T/pub" --only mlp-dp-model-late  # publish only reads D
 kill -CONT "$driver"
 rc=0; wait "$driver" || rc=$?
 [ "$rc" = 0 ] || { cat "$T/k.log"; fail "the first run ended with $rc"; }
