@@ -17,7 +17,7 @@ One run per D at a time (D/lock; `publish` may run beside it); SIGTERM or SIGINT
 running campaign or resume, and kill -9 of the study stops them too. A publish DIR holds one plan's records
 (goldens.json names it).
 
-Exit codes (resil's, docs/reference/exit-codes.md): 0 done; 1 a fault-free resume failed (not recorded: the
+Exit codes (resil's, docs/reference/exit-codes.md): 0 done; 1 a golden run or a fault-free resume failed (the
 next run repeats it); 2 bad option, --dir or --publish of another plan, --commit with a --publish outside the
 checkout or ignored by git; 3 a golden checkpoint missing, a file that cannot be written (full disk, read-only
 --publish), D in use by another run; 4 a published file that is not a complete record of the plan's arm
@@ -493,8 +493,11 @@ class Study:
         self.check_published(arms)
         ok = {g: self.golden(g) for g in self.P.goldens(arms)}
         self.publish_goldens(arms)
+        skipped = []
         for arm in arms:
             if not ok[(arm.model, arm.mode, arm.opt, arm.seed)]:
+                if not self.arm_done(arm):
+                    skipped.append(arm.name)
                 continue
             t0 = time.time()
             if arm.kind == "order":
@@ -504,6 +507,9 @@ class Study:
             if self.arm_done(arm):
                 if self.publish(arm) and time.time() - t0 > 1:
                     log(f"arm {arm.name} complete: {os.path.relpath(self.published(arm), ROOT)}")
+        if skipped:  # the study is not complete: no exit 0 for a scheduler to take as done
+            failed = ", ".join(self.golden_dir(g) + "/train.log" for g, v in ok.items() if not v)
+            die(f"{len(skipped)} arm(s) not run, their golden run failed ({failed}); the next run trains it again", 1)
 
     # ------------------------------------------------------------ publishing
     def published(self, arm):

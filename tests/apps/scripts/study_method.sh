@@ -169,6 +169,11 @@ time.sleep(0.5)
 assert subprocess.run(["pgrep", "-f", pat], capture_output=True).returncode != 0, "the campaign outlived the study"
 PYEOF
 expect_err 2 "--jobs" "${S[@]}" run --plan smoke --dir "$T/s" --jobs 0
+# A golden run that fails skips its arms, and the run then ends with exit 1 naming the golden's log, not 0 as if
+# the study were complete (a scheduler would take it as done).
+printf '#!/bin/bash\ncase " $* " in *" train "*) exit 9;; esac\nexec mpiexec "$@"\n' > "$T/mpiexec-no-train" && chmod +x "$T/mpiexec-no-train"
+expect_err 1 "$T/gfail/golden/mlp-dp-adam-s1/train.log" "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" \
+  --dir "$T/gfail" --publish "$T/gfail-pub" --only mlp-dp-model-late --mpiexec "$T/mpiexec-no-train"
 # One run per study directory: while one runs (here held stopped), a second on the same directory is refused
 # (exit 3, naming the directory and the first run's pid), `publish` is not, and the first then finishes its arm.
 K=mlp-dp-model-late-k10-no30
