@@ -153,8 +153,20 @@ def slim(r):
 # ------------------------------------------------------------ budget
 
 def load_rates(publish):
+    """PUBLISH/rates.json (`rate`), or None where there is none; a file that is not one is one error line, exit 4."""
     path = os.path.join(publish, "rates.json")
-    return json.load(open(path)) if os.path.exists(path) else None
+    if not os.path.exists(path):
+        return None
+    try:
+        doc = json.load(open(path))
+        str(doc["measured"]), int(doc["trials"]), int(doc["ranks"]), float(doc["load_average"][0]), int(doc["cores"])
+        for k, v in doc["rates"].items():
+            float(v["cpu_seconds"]), float(v["wall_seconds"])
+        for key in ("dp-late", "dp-early"):  # what a mode without its own rate is costed at
+            doc["rates"][key]
+        return doc
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+        die(f"{path}: not a rates.json of `transformer.py rate` ({type(e).__name__}: {e})", 4)
 
 
 def arm_cost_key(arm):
