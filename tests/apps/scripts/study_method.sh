@@ -4,7 +4,11 @@
 # bit-30 campaign; each finished arm's records are published once, gzipped, with the loss curves, the
 # replica divergence, the CPU time and the fault space; the report has its sections, a two-level FIT over the exposed bits, marks the study partial and draws no verdict from a claim
 # whose arms are not all complete; a second run records nothing new; a bad arm name is one error line and exit 2;
-# SIGTERM stops the running campaign with the study.
+# SIGTERM stops the running campaign with the study. And what a cluster, a crash or a colleague does to a study:
+# damaged or foreign published records, a smoke run aimed at the full study's records, two runs on one
+# directory, kill -9 and SIGINT of the study, a torn or doubled noise record, a failed fault-free resume or
+# golden run, an altered golden checkpoint, a full or read-only filesystem, --commit outside the checkout,
+# beside someone else's staged files, or stopped mid-commit.
 . "$(dirname "$0")/../../support/test_lib.sh" study-method
 BUILD=$1
 ARMS=(noise-ulp-mlp-dp-late noise-order-mlp-dp-late mlp-dp-model-late mlp-dp1-model-late mlp-dp-model-late-bit30)
