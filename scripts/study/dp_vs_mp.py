@@ -163,8 +163,9 @@ def write_atomic(path, data):
 
 
 def write_or_die(path, data):
-    """write_atomic; an error is one line naming the file, exit 3 (io)."""
+    """write_atomic (and the directory it goes in); an error is one line naming the file, exit 3 (io)."""
     try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         write_atomic(path, data)
     except OSError as e:
         die(f"{path}: cannot write: {e.strerror or e}", 3)
@@ -228,7 +229,10 @@ class Study:
         self.jobs = args.jobs
         self.publish_dir = os.path.abspath(args.publish)
         self.commit = args.commit
-        os.makedirs(self.dir, exist_ok=True)
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+        except OSError as e:
+            die(f"--dir: cannot create {self.dir}: {e.strerror}", 3)
         if args.command != "publish":  # publish only reads D (and writes PUBLISH atomically): it may run beside a run
             self.lock()
         self.stamp_plan()

@@ -839,6 +839,5 @@ def main(args):
     plan_name, gold, data = load(os.path.abspath(args.publish), os.path.abspath(args.live) if args.live else None)
     text = Report(plan_name, gold, data, os.path.join(ROOT, args.build, "bin", "ckpt-flip")).render()
     from dp_vs_mp import write_or_die  # noqa: E402
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     write_or_die(args.out, text)
     print(f"report: {args.out} ({len(data)} arms with records)")

@@ -779,10 +779,13 @@ def main(args):
     if os.path.isdir(mlp_pub) and plan_name == "full":
         mp, mg, md = R.load(mlp_pub, None)
         mlp = R.Report(mp, mg, md)
+    from dp_vs_mp import die, write_or_die  # noqa: E402
     out = os.path.abspath(args.out)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
+    try:
+        os.makedirs(os.path.dirname(out), exist_ok=True)  # the plots go beside it
+    except OSError as e:
+        die(f"--out: cannot create {os.path.dirname(out)}: {e.strerror}", 3)
     rep = Report(plan_name, gold, data, rates, mlp)
     text = rep.render(os.path.dirname(out), getattr(args, "no_plots", False))
-    from dp_vs_mp import write_or_die  # noqa: E402
     write_or_die(out, text)
     print(f"report: {out} ({len(data)} arms with records, {len(rep.plots)} plots)")

@@ -114,6 +114,9 @@ expect_err 2 "$T/bad/goldens.json" "${S[@]}" run --plan smoke --models mlp --bui
 echo '{"plan": "smoke", "goldens": {' > "$T/bad/goldens.json"
 expect_err 4 "$T/bad/goldens.json" "${S[@]}" report --publish "$T/bad" --out "$T/bad-report.md"
 expect_err 2 "--publish" "${S[@]}" report --publish "$T/no-such-dir" --out "$T/bad-report.md"
+touch "$T/a-file"  # a path under a file: --dir, --out
+expect_err 3 "--dir: cannot create $T/a-file" "${S[@]}" run --plan smoke --dir "$T/a-file" --publish "$T/pub" --only mlp-dp-model-late
+expect_err 3 "$T/a-file/r.md" "${S[@]}" report --publish "$T/pub" --out "$T/a-file/r.md"
 expect_err 2 "--live" "${S[@]}" report --publish "$T/pub" --live "$T/no-such-dir" --out "$T/bad-report.md"
 [ -e "$T/bad-report.md" ] && fail "a refused report wrote its output"
 # SIGTERM to the study (kill, a scheduler's end of job) stops its running campaign too: nothing it started runs
