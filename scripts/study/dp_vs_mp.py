@@ -252,6 +252,8 @@ class Study:
         except BlockingIOError:
             pid = os.read(fd, 32).decode(errors="replace").strip() or "?"
             die(f"{self.dir} is in use by another run of the study (pid {pid}): wait for it to end, or use another --dir", 3)
+        except OSError as e:  # a filesystem without flock (Lustre mounted without it): run, unguarded
+            log(f"warning: {path}: cannot lock ({e.strerror}): a second run on this directory would not be refused")
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd  # held until this process ends
