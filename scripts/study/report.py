@@ -57,6 +57,9 @@ def load(publish, live, arms_of=P.arms, slim=None):
     except BadRecords as e:
         die(str(e), 4)
     plan_name = gold["plan"] if gold else "full"
+    stamp = os.path.join(live, "plan") if live else None
+    if stamp and os.path.exists(stamp) and open(stamp).read().strip() != plan_name:
+        die(f"--live: {live} holds the '{open(stamp).read().strip()}' plan's study, --publish the '{plan_name}' plan's records", 2)
     for arm in arms_of(plan_name):
         path = os.path.join(publish, arm.name + ".jsonl.gz")
         if os.path.exists(path):

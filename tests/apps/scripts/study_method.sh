@@ -118,6 +118,8 @@ touch "$T/a-file"  # a path under a file: --dir, --out
 expect_err 3 "--dir: cannot create $T/a-file" "${S[@]}" run --plan smoke --dir "$T/a-file" --publish "$T/pub" --only mlp-dp-model-late
 expect_err 3 "$T/a-file/r.md" "${S[@]}" report --publish "$T/pub" --out "$T/a-file/r.md"
 expect_err 2 "--live" "${S[@]}" report --publish "$T/pub" --live "$T/no-such-dir" --out "$T/bad-report.md"
+mkdir -p "$T/live-full" && echo full > "$T/live-full/plan"  # the running study of another plan
+expect_err 2 "--live: $T/live-full holds the 'full' plan" "${S[@]}" report --publish "$T/pub" --live "$T/live-full" --out "$T/bad-report.md"
 [ -e "$T/bad-report.md" ] && fail "a refused report wrote its output"
 # SIGTERM to the study (kill, a scheduler's end of job) stops its running campaign too: nothing it started runs
 # on, and the next run finishes the arm.
