@@ -468,7 +468,7 @@ class Study:
         summ = os.path.join(scratch, "summary.json")
         cmd = [c.replace("{dir}", os.path.join(scratch, "ckpt")).replace("{out}", summ) for c in self.resume_cmd(arm, ["--from", ckpt])]
         if run_child(cmd, stdout=subprocess.DEVNULL).returncode != 0:
-            die(f"the golden resume of {arm.name} failed: {' '.join(cmd)}")
+            die(f"the golden resume of {arm.name} failed: {' '.join(cmd)}", 1)
         s = json.load(open(summ))
         write_atomic(path, json.dumps({"summary": s, "checkpoint_sha256": digest}))
         shutil.rmtree(scratch, ignore_errors=True)

@@ -8,8 +8,6 @@ up to 100, three parallel modes).
 """
 import collections
 
-from plan import TARGETS as MLP_TARGETS  # noqa: F401  (the dp-vs-mp study's targets, shown beside these)
-
 MODEL = "gpt"
 OPT = "adamw"
 EPOCHS = 6          # golden runs: 6 epochs of 100 steps, a checkpoint after each; trials resume to epoch 6

@@ -68,7 +68,7 @@ for c in cells[3:6]:
 PYEOF
 # A verdict waits for every arm its rule reads: claim 1's bit-30 arm is complete but its 10-flip arms were
 # never run, so claim 1 is pending rather than drawn from the arms that exist.
-sed -n '/^### 1\. /,/^### 2\. /p' "$T/r.md" | grep -q 'Verdict: \*\*pending\*\* (.* arms not complete)' \
+grep -q 'Verdict: \*\*pending\*\* (.* arms not complete)' <<< "$(sed -n '/^### 1\. /,/^### 2\. /p' "$T/r.md")" \
   || { sed -n '/^### 1\. /,/^### 2\. /p' "$T/r.md"; fail "claim 1's verdict was drawn before all its arms completed"; }
 # report --live early in a study: the running directory holds one noise record so far, a band of one draw.
 mkdir -p "$T/live1/campaigns" "$T/pub-empty" && cp -r "$T/s/campaigns/noise-order-mlp-dp-late" "$T/live1/campaigns/"

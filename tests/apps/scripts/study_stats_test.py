@@ -60,10 +60,6 @@ close(r["chi2"], num * num / var, 1e-12, "CMH statistic")
 close(r["p"], ss.chi2.sf(num * num / var, 1), 1e-12, "CMH p")
 orr = sum(a * d / (a + b + c + d) for (a, b), (c, d) in tables) / sum(b * c / (a + b + c + d) for (a, b), (c, d) in tables)
 close(r["or"], orr, 1e-12, "MH odds ratio")
-try:  # scipy >= 1.11 has the stratified test itself
-    from scipy.stats.contingency import odds_ratio  # noqa: F401
-except ImportError:
-    pass
 # a single stratum: CMH (uncorrected) equals the Pearson chi-square times (n-1)/n
 (a, b), (c, d) = (12, 8), (5, 15)
 chi_p = ss.chi2_contingency([[a, b], [c, d]], correction=False)[0]
