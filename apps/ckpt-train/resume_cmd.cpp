@@ -6,6 +6,16 @@
 
 namespace resil::app::ckpt_train {
 
+namespace {
+/// RANK of a --replica-from RANK=FILE value (at most 6 digits, a non-empty FILE), or -1.
+int replica_rank_of(const std::string& v) {
+  const auto eq = v.find('=');
+  const std::string rank = eq == std::string::npos ? std::string() : v.substr(0, eq);
+  if (rank.empty() || rank.size() > 6 || rank.find_first_not_of("0123456789") != std::string::npos || eq + 1 >= v.size()) return -1;
+  return std::stoi(rank);
+}
+}  // namespace
+
 void setup_resume(CLI::App& app, ResumeOptions& o) {
   app.add_option("--from", o.from, "checkpoint file, or mp manifest (*.manifest.json)")->required()->check(NonEmptyPath());
   app.add_option("--epochs", o.over.epochs, "continue up to this many epochs in total")->required()->transform(Decimal(1, 100000));
@@ -24,8 +34,10 @@ void setup_resume(CLI::App& app, ResumeOptions& o) {
       ->transform(Decimal(0, std::uint64_t{1} << 40));
   app.add_option("--shuffle-seed", o.over.shuffle_seed, "draw the data order from this seed instead of the checkpoint's (a run without a fault that "
                  "differs from the checkpoint's own continuation only in the order of its samples)")->transform(Decimal());
+  // Checked while parsing, where every rank agrees on a usage error and rank 0 alone reports it.
   app.add_option("--replica-from", o.replica, "dp: RANK=FILE, that rank loads its whole state from FILE, every other rank from --from "
-                 "(a fault in one replica); implies --replica-divergence");
+                 "(a fault in one replica); implies --replica-divergence")
+      ->check([](const std::string& v) { return replica_rank_of(v) < 0 ? "'" + v + "': expected RANK=FILE, e.g. 1=ckpt-step000300.h5" : std::string(); });
   app.add_flag("--replica-divergence", o.over.replica_divergence, "dp: the summary's replica_divergence, how far each rank's final model weights "
                "are from rank 0's (the replica that evaluates and saves)");
   app.add_flag("--final-only", o.over.final_only, "evaluate, checkpoint and report (metrics record, log line) only after the last epoch, "
@@ -38,13 +50,9 @@ int run_resume(const ResumeOptions& o, const resil::train::Comm& comm) {
   if (!o.data.empty()) over.data = o.data;
   if (o.test_limit) over.test_limit = o.test_limit;
   if (o.threads) over.threads = o.threads;
-  if (!o.replica.empty()) {
-    const auto eq = o.replica.find('=');
-    const std::string rank = eq == std::string::npos ? std::string() : o.replica.substr(0, eq);
-    if (rank.empty() || rank.size() > 6 || rank.find_first_not_of("0123456789") != std::string::npos || eq + 1 >= o.replica.size())
-      throw UsageError("--replica-from '" + o.replica + "': expected RANK=FILE, e.g. 1=ckpt-step000300.h5");
-    over.replica_rank = std::stoi(rank);
-    over.replica_from = o.replica.substr(eq + 1);
+  if (!o.replica.empty()) {  // its shape was checked while parsing
+    over.replica_rank = replica_rank_of(o.replica);
+    over.replica_from = o.replica.substr(o.replica.find('=') + 1);
   }
   const auto s = resil::train::resume(o.from, over, comm, progress_printer(), stdout_logger());
   return report_end(s, over.epochs, comm);

@@ -13,6 +13,17 @@ data orders) in D/campaigns/NAME. It resumes: golden runs are reused, campaigns 
 kill it at any point and start the same command again. After each arm completes its records are written,
 slimmed and gzipped, to DIR/NAME.jsonl.gz (default docs/results/dp-vs-mp-study), and with --commit
 committed (`git commit` of that one file and DIR/goldens.json). Progress: one line per arm and per 10 trials.
+One run per D at a time (D/lock; `publish` may run beside it); SIGTERM or SIGINT stops the study and its
+running campaign or resume, and kill -9 of the study stops them too. A publish DIR holds one plan's records
+(goldens.json names it).
+
+Exit codes (resil's, docs/reference/exit-codes.md): 0 done; 1 a golden run or a fault-free resume failed (the
+next run repeats it); 2 bad option, --dir or --publish of another plan, --commit with a --publish outside the
+checkout or ignored by git; 3 a golden checkpoint missing, a file that cannot be written (full disk, read-only
+--publish), D in use by another run; 4 a published file that is not a complete record of the plan's arm
+(damaged, another plan's);
+7 a golden checkpoint whose bytes changed under a data-order arm; 128 + N stopped by signal N; a campaign's
+own exit code when it fails. Each error is one line naming the file or option; nothing is left half-written.
 
 Examples:
   scripts/study/dp_vs_mp.py plan
@@ -21,7 +32,11 @@ Examples:
   scripts/study/dp_vs_mp.py report
 """
 import argparse
+import ctypes
+import fcntl
 import gzip
+import hashlib
+import io
 import json
 import os
 import resource
@@ -29,7 +44,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -44,11 +61,25 @@ DEFAULT_PUBLISH = os.path.join(ROOT, "docs", "results", "dp-vs-mp-study")
 _child = None  # the long-running child (a campaign, a training, a resume) that SIGTERM is passed on to
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def end_with_study():
+    """preexec_fn of every child: it gets SIGTERM when the study dies, even of kill -9 (Linux's PR_SET_PDEATHSIG),
+    so no campaign or resume runs on orphaned, holding its campaign's lock against the next run."""
+    parent = os.getppid()  # the study (this runs in the forked child)
+    if hasattr(_libc, "prctl"):
+        _libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the study died between the fork and the prctl
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def run_child(cmd, timeout=None, **kw):
     """subprocess.run for the study's long children: a SIGTERM to the study (kill, a scheduler's end of job) reaches
-    the child too (stop_on_sigterm), so a campaign stops its trial and exits instead of running on orphaned."""
+    the child too (stop_on_sigterm), so a campaign stops its trial and exits instead of running on orphaned; so
+    does the study's death by kill -9 (end_with_study)."""
     global _child
-    with subprocess.Popen(cmd, **kw) as p:
+    with subprocess.Popen(cmd, preexec_fn=end_with_study, **kw) as p:
         _child = p
         try:
             rc = p.wait(timeout=timeout)
@@ -60,12 +91,37 @@ def run_child(cmd, timeout=None, **kw):
     return subprocess.CompletedProcess(cmd, rc)
 
 
+_deferred = None  # inside run_git: the stopping signal received meanwhile (0: none yet)
+
+
+def run_git(*args):
+    """git -C ROOT ARGS, output captured. A SIGTERM or SIGINT to the study meanwhile takes effect when git returns:
+    stopped mid-commit (subprocess.run kills its child with SIGKILL on an exception), git would leave
+    .git/index.lock behind, and every later git command in the checkout would fail until someone removed it."""
+    global _deferred
+    _deferred = 0
+    try:
+        return subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True, start_new_session=True)
+    finally:
+        sig, _deferred = _deferred, None
+        if sig:
+            raise SystemExit(128 + sig)
+
+
 def stop_on_sigterm():
+    """SIGTERM, and SIGINT (Ctrl-C, kill -INT) unless it is ignored (a background job), stop the study and its running
+    child: exit 128 + the signal, no traceback."""
     def on_term(sig, _frame):
+        global _deferred
+        if _deferred is not None:  # run_git: after git returns
+            _deferred = sig
+            return
         if _child is not None and _child.poll() is None:
             _child.send_signal(sig)
         raise SystemExit(128 + sig)  # Popen's exit waits for the child to end
     signal.signal(signal.SIGTERM, on_term)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, on_term)
 
 
 def children_cpu():
@@ -78,9 +134,79 @@ def log(msg):
     print(time.strftime("%H:%M:%S"), msg, flush=True)
 
 
+PROG = "dp_vs_mp.py"  # the error lines' program name (transformer.py sets its own)
+
+
 def die(msg, code=2):
-    print(f"dp_vs_mp.py: error: {msg}", file=sys.stderr)
+    print(f"{PROG}: error: {msg}", file=sys.stderr)
     sys.exit(code)
+
+
+def write_atomic(path, data):
+    """Write `data` (str or bytes) to `path` through a temporary file in the same directory, synced, then renamed
+    over it: a reader never sees a half-written file, and an error (full disk, read-only directory) leaves `path`
+    as it was and no temporary file behind. Raises OSError."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_or_die(path, data):
+    """write_atomic (and the directory it goes in); an error is one line naming the file, exit 3 (io)."""
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        write_atomic(path, data)
+    except OSError as e:
+        die(f"{path}: cannot write: {e.strerror or e}", 3)
+
+
+class BadRecords(Exception):
+    """A published arm file that is not a complete record of the arm it is read for (the message names the file)."""
+
+
+def read_published(path, arm=None):
+    """(head, records) of a published arm file PUBLISH/NAME.jsonl.gz. Raises BadRecords, naming the file, when it is
+    not a whole gzip stream of JSON lines, when its head does not say `arm` (another plan's, seed's or study's
+    records under the same name), or when it holds another number of records, or a trial twice, than its head says."""
+    try:
+        with gzip.open(path, "rt") as f:
+            head = json.loads(f.readline())["head"]
+            recs = [json.loads(line) for line in f if line.strip()]
+        n, trials = head["records"], [r["trial"] for r in recs]
+    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as e:
+        raise BadRecords(f"{path}: not a complete published record file ({type(e).__name__}: {e})") from None
+    if arm is not None and head.get("arm") != arm._asdict():
+        want = arm._asdict()
+        have = head.get("arm") if isinstance(head.get("arm"), dict) else {}
+        diff = ", ".join(f"{k}={have.get(k)!r} (the plan's: {v!r})" for k, v in want.items() if have.get(k) != v)
+        raise BadRecords(f"{path}: records of another arm than the plan's {arm.name}: {diff or 'other keys'}")
+    if len(recs) != n or len(set(trials)) != len(trials):
+        raise BadRecords(f"{path}: {len(recs)} records of {len(set(trials))} trials, where its head says {n}")
+    return head, recs
+
+
+def read_goldens(path):
+    """PUBLISH/goldens.json, or None where there is none. Raises BadRecords, naming the file, when it is not one."""
+    if not os.path.exists(path):
+        return None
+    try:
+        gold = json.load(open(path))
+        if gold["plan"] not in ("full", "smoke") or not isinstance(gold["goldens"], dict):
+            raise ValueError(f"plan {gold['plan']!r}")
+        return gold
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise BadRecords(f"{path}: not a study's goldens.json ({type(e).__name__}: {e})") from None
 
 
 class Study:
@@ -94,7 +220,6 @@ class Study:
     tolerance = 0.01
     full_eval_limit = 10000   # the golden's final checkpoint is also evaluated on this many test samples (0 = all)
     summary_keys = ("test_accuracy", "test_loss", "final_loss", "loss_curve", "nan_detected", "steps")
-    keep_published_goldens = False  # publish_goldens: keep the entries of goldens.json this run's arms do not name
     resume_options = ()       # more `ckpt-train resume` options of every trial and fault-free resume
 
     def __init__(self, args):
@@ -105,8 +230,34 @@ class Study:
         self.jobs = args.jobs
         self.publish_dir = os.path.abspath(args.publish)
         self.commit = args.commit
-        os.makedirs(self.dir, exist_ok=True)
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+        except OSError as e:
+            die(f"--dir: cannot create {self.dir}: {e.strerror}", 3)
+        if args.command != "publish":  # publish only reads D (and writes PUBLISH atomically): it may run beside a run
+            self.lock()
         self.stamp_plan()
+        self.check_publish_plan()
+        self.check_publish_writable()
+        if self.commit:
+            self.check_commit()
+
+    def lock(self):
+        """One run of the study per directory at a time (two would train the same golden run into one directory and
+        record the same noise trials twice): D/lock is flock'ed while this process lives; the kernel drops the lock
+        when it ends, however it ends, so a killed run leaves no stale lock."""
+        path = os.path.join(self.dir, "lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            die(f"{self.dir} is in use by another run of the study (pid {pid}): wait for it to end, or use another --dir", 3)
+        except OSError as e:  # a filesystem without flock (Lustre mounted without it): run, unguarded
+            log(f"warning: {path}: cannot lock ({e.strerror}): a second run on this directory would not be refused")
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd  # held until this process ends
 
     def stamp_plan(self):
         """A study directory belongs to one plan: its recipes and sizes are in the golden parameters."""
@@ -117,6 +268,38 @@ class Study:
                 die(f"{self.dir} holds the '{have}' plan, not '{self.plan}': use another --dir")
         else:
             open(f, "w").write(self.plan + "\n")
+
+    def check_publish_plan(self):
+        """A publish directory holds one plan's records: a smoke run must not publish into the full study's."""
+        path = os.path.join(self.publish_dir, "goldens.json")
+        try:
+            gold = read_goldens(path)
+        except BadRecords as e:
+            die(str(e), 4)
+        if gold and gold["plan"] != self.plan:
+            die(f"{path}: --publish holds the '{gold['plan']}' plan's records, not '{self.plan}': use another --publish")
+
+    def check_publish_writable(self):
+        """Before the golden runs: the records of finished arms can be written to --publish."""
+        try:
+            os.makedirs(self.publish_dir, exist_ok=True)
+        except OSError as e:
+            die(f"--publish: cannot create {self.publish_dir}: {e.strerror}", 3)
+        if not os.access(self.publish_dir, os.W_OK):
+            die(f"--publish: cannot write to {self.publish_dir}", 3)
+
+    def check_commit(self):
+        """--commit: the records go to --publish inside this checkout, in a path git does not ignore (else each commit
+        would fail only after the arm ran)."""
+        top = run_git("rev-parse", "--show-toplevel")
+        if top.returncode != 0:
+            die(f"--commit: {ROOT} is not a git checkout")
+        top = os.path.realpath(top.stdout.strip())
+        pub = os.path.realpath(self.publish_dir)
+        if os.path.commonpath([top, pub]) != top:
+            die(f"--commit: --publish {self.publish_dir} is outside the checkout {top}")
+        if run_git("check-ignore", "-q", os.path.join(pub, "goldens.json")).returncode == 0:
+            die(f"--commit: git ignores --publish {self.publish_dir}")
 
     def recipe(self, g):
         """The `ckpt-train train` options of golden g = (model, mode, opt, seed) besides model, parallel, epochs and seed."""
@@ -163,9 +346,9 @@ class Study:
             return False
         wall = time.time() - t0
         last = subprocess.run([f"{self.bin}/ckpt-train", "latest", "--ckpt-dir", f"{d}/ckpt"], check=True, capture_output=True,
-                              text=True).stdout.strip()
+                              text=True, preexec_fn=end_with_study).stdout.strip()
         subprocess.run([f"{self.bin}/ckpt-train", "eval", "--from", last, "--test-limit", str(self.full_eval_limit), "--summary", f"{d}/golden-eval-full.json"],
-                       check=True, stdout=subprocess.DEVNULL)
+                       check=True, stdout=subprocess.DEVNULL, preexec_fn=end_with_study)
         open(f"{d}/train-seconds", "w").write(f"{wall:.1f}\n")
         open(f"{d}/golden-params", "w").write(params + "\n")
         os.replace(f"{d}/train.json", done)
@@ -223,6 +406,7 @@ class Study:
         out = os.path.join(self.dir, "campaigns", arm.name)
         os.makedirs(out, exist_ok=True)
         rec_path = os.path.join(out, "records.jsonl")
+        cut_torn_line(rec_path)
         have = {r["trial"] for r in read_jsonl(rec_path)}
         todo = [k for k in range(arm.n) if k not in have]
         if not todo:
@@ -238,10 +422,22 @@ class Study:
             cmd = [c.replace("{dir}", os.path.join(scratch, "ckpt")).replace("{out}", summ)
                    for c in self.resume_cmd(arm, ["--from", ckpt], ["--shuffle-seed", str(shuffle_seed)])]
             t0, cpu0 = time.time(), children_cpu()
-            r = run_child(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600)
+            out_log = os.path.join(scratch, "resume.log")
+            with open(out_log, "w") as lf:
+                try:
+                    rc = run_child(cmd, stdout=lf, stderr=subprocess.STDOUT, timeout=3600).returncode
+                except subprocess.TimeoutExpired:
+                    rc = "a timeout of 3600 s"
             s = json.load(open(summ)) if os.path.exists(summ) else {}
             m = s.get(self.metric)
-            rec = {"trial": k, "class": "noise", "shuffle_seed": shuffle_seed, "exit_code": r.returncode,
+            if rc != 0 or m is None:
+                # a fault-free resume that fails (killed, out of memory, a broken node) is no sample of the noise:
+                # it is not recorded, and the study stops on it
+                kept = os.path.join(out, f"trial-{k}-failed.log")
+                os.replace(out_log, kept)
+                why = (f"exit {rc}" if isinstance(rc, int) else rc) if rc != 0 else f"no {self.metric} in its summary"
+                die(f"the fault-free resume {k} of {arm.name} failed ({why}; its output: {kept}): not recorded, the next run repeats it", 1)
+            rec = {"trial": k, "class": "noise", "shuffle_seed": shuffle_seed, "exit_code": rc,
                    "metric": m, "golden_metric": golden[self.metric],
                    "delta": None if m is None else m - golden[self.metric],
                    "summary": {k2: s.get(k2) for k2 in self.summary_keys},
@@ -257,8 +453,15 @@ class Study:
         """The fault-free resume of `ckpt` with its own data order (what every trial is compared with)."""
         out = os.path.join(self.dir, "campaigns", arm.name)
         path = os.path.join(out, "golden.json")
+        digest = checkpoint_sha256(ckpt)
         if os.path.exists(path):
-            return json.load(open(path))["summary"]
+            doc = json.load(open(path))
+            if "checkpoint_sha256" not in doc:  # written before the digest was kept: it is kept from now on
+                write_atomic(path, json.dumps({**doc, "checkpoint_sha256": digest}))
+            elif doc["checkpoint_sha256"] != digest:
+                die(f"{ckpt}: the golden checkpoint's bytes differ from those {path} recorded: the arm's resumes ran from "
+                    f"another checkpoint; restore that one, or use another --dir", 7)
+            return doc["summary"]
         scratch = os.path.join(out, "golden-scratch")
         shutil.rmtree(scratch, ignore_errors=True)
         os.makedirs(scratch)
@@ -267,21 +470,41 @@ class Study:
         if run_child(cmd, stdout=subprocess.DEVNULL).returncode != 0:
             die(f"the golden resume of {arm.name} failed: {' '.join(cmd)}")
         s = json.load(open(summ))
-        json.dump({"summary": s}, open(path + ".tmp", "w"))
-        os.replace(path + ".tmp", path)
+        write_atomic(path, json.dumps({"summary": s, "checkpoint_sha256": digest}))
         shutil.rmtree(scratch, ignore_errors=True)
         return s
 
     def arm_done(self, arm):
         out = os.path.join(self.dir, "campaigns", arm.name)
-        n = len(read_jsonl(os.path.join(out, "records.jsonl"))) if arm.kind == "order" else len(read_records(out))
+        n = len(read_order(out)) if arm.kind == "order" else len(read_records(out))
         return n >= arm.n
 
+    def check_published(self, arms):
+        """Before anything runs: every arm file already in PUBLISH is a complete record of its arm in this plan."""
+        for arm in arms:
+            if os.path.exists(self.published(arm)):
+                try:
+                    read_published(self.published(arm), arm)
+                except BadRecords as e:
+                    die(f"{e}; move it away to publish the arm from {self.dir}", 4)
+
+    def publish_all(self, arms):
+        """The `publish` command: goldens.json and the records of every finished arm."""
+        self.check_published(arms)
+        self.publish_goldens(arms)
+        for a in arms:
+            if self.arm_done(a):
+                self.publish(a)
+
     def run(self, arms):
+        self.check_published(arms)
         ok = {g: self.golden(g) for g in self.P.goldens(arms)}
         self.publish_goldens(arms)
+        skipped = []
         for arm in arms:
             if not ok[(arm.model, arm.mode, arm.opt, arm.seed)]:
+                if not self.arm_done(arm):
+                    skipped.append(arm.name)
                 continue
             t0 = time.time()
             if arm.kind == "order":
@@ -291,6 +514,9 @@ class Study:
             if self.arm_done(arm):
                 if self.publish(arm) and time.time() - t0 > 1:
                     log(f"arm {arm.name} complete: {os.path.relpath(self.published(arm), ROOT)}")
+        if skipped:  # the study is not complete: no exit 0 for a scheduler to take as done
+            failed = ", ".join(self.golden_dir(g) + "/train.log" for g, v in ok.items() if not v)
+            die(f"{len(skipped)} arm(s) not run, their golden run failed ({failed}); the next run trains it again", 1)
 
     # ------------------------------------------------------------ publishing
     def published(self, arm):
@@ -300,10 +526,9 @@ class Study:
         os.makedirs(self.publish_dir, exist_ok=True)
         path = os.path.join(self.publish_dir, "goldens.json")
         gold = {}
-        if self.keep_published_goldens and os.path.exists(path):
-            old = json.load(open(path))
-            if old.get("plan") == self.plan:
-                gold = old["goldens"]  # goldens of arms this run does not name (--only) stay published
+        old = read_goldens(path)  # check_publish_plan: this plan's, if any
+        if old and old["plan"] == self.plan:
+            gold = old["goldens"]  # goldens of arms this run does not name (--only) stay published
         for g in self.P.goldens(arms):
             d = self.golden_dir(g)
             if not os.path.exists(os.path.join(d, "golden-train.json")):
@@ -318,19 +543,23 @@ class Study:
         text = json.dumps({"plan": self.plan, "ranks": self.P.RANKS, "epochs": self.P.EPOCHS, "test_limit": self.test_limit(), "goldens": gold},
                           indent=1, sort_keys=True) + "\n"
         if not os.path.exists(path) or open(path).read() != text:
-            open(path, "w").write(text)
+            write_or_die(path, text)
             self.git_commit([path], f"{self.title}: golden runs")
 
     def publish(self, arm):
         """Write the arm's records, slimmed, to PUBLISH/NAME.jsonl.gz (once, when complete)."""
         dst = self.published(arm)
         if os.path.exists(dst):
-            if self.commit and subprocess.run(["git", "-C", ROOT, "ls-files", "--error-unmatch", dst], capture_output=True).returncode != 0:
+            try:
+                read_published(dst, arm)
+            except BadRecords as e:
+                die(f"{e}; move it away to publish the arm from {self.dir}", 4)
+            if self.commit and run_git("ls-files", "--error-unmatch", dst).returncode != 0:
                 self.git_commit([dst], f"{self.title}: records of {arm.name}")
             return False
         out = os.path.join(self.dir, "campaigns", arm.name)
         if arm.kind == "order":
-            recs = sorted(read_jsonl(os.path.join(out, "records.jsonl")), key=lambda r: r["trial"])
+            recs = read_order(out)
             golden = json.load(open(os.path.join(out, "golden.json")))["summary"]
         else:
             recs = [self.slim(r) for r in read_records(out)]
@@ -338,12 +567,12 @@ class Study:
         head = {"arm": arm._asdict(), "golden_summary": {k: golden.get(k) for k in (*self.summary_keys[:4], "numeric", "replica_divergence")},
                 "records": len(recs), **self.head_extra(arm)}
         os.makedirs(self.publish_dir, exist_ok=True)
-        tmp = dst + ".tmp"
-        with gzip.GzipFile(tmp, "wb", mtime=0) as f:
+        buf = io.BytesIO()
+        with gzip.GzipFile(dst + ".tmp", "wb", fileobj=buf, mtime=0) as f:  # the name in the gzip header: NAME.jsonl.gz.tmp
             f.write((json.dumps({"head": head}) + "\n").encode())
             for r in recs:
                 f.write((json.dumps(r, separators=(",", ":")) + "\n").encode())
-        os.replace(tmp, dst)
+        write_or_die(dst, buf.getvalue())
         self.git_commit([dst], f"{self.title}: records of {arm.name} ({len(recs)} trials)")
         return True
 
@@ -368,12 +597,30 @@ class Study:
         # Another git command in the same checkout may hold the index lock for a moment: retry, and never
         # let a failed commit stop the study (the files stay in PUBLISH; `publish --commit` commits later).
         for attempt in range(10):
-            a = subprocess.run(["git", "-C", ROOT, "add", "--", *paths], capture_output=True, text=True)
-            r = subprocess.run(["git", "-C", ROOT, "commit", "-q", "-m", msg, "--", *paths], capture_output=True, text=True) if a.returncode == 0 else a
+            a = run_git("add", "--", *paths)
+            r = run_git("commit", "-q", "-m", msg, "--", *paths) if a.returncode == 0 else a
             if r.returncode == 0 or "nothing" in r.stdout + r.stderr:
                 return
+            if "index.lock" not in r.stderr:
+                break  # not another git command holding the lock: waiting will not help
             time.sleep(3 * (attempt + 1))
         log(f"git commit of {', '.join(os.path.relpath(p, ROOT) for p in paths)} failed: {r.stderr.strip()}")
+
+
+def checkpoint_sha256(ckpt):
+    """SHA-256 over a checkpoint's files (an .h5, or a shard set's manifest and the files of its directory), each
+    name and content: what a data-order arm's resumes ran from."""
+    files = [ckpt]
+    if ckpt.endswith(".manifest.json"):
+        d = ckpt[:-len(".manifest.json")]
+        files += sorted(os.path.join(r, f) for r, _, fs in os.walk(d) for f in fs)
+    h = hashlib.sha256()
+    for f in files:
+        h.update(os.path.relpath(f, os.path.dirname(ckpt)).encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
 
 
 def read_jsonl(path):
@@ -388,6 +635,25 @@ def read_jsonl(path):
             except json.JSONDecodeError:
                 pass  # a torn last line of an interrupted run
     return out
+
+
+def read_order(arm_dir):
+    """The records of a data-order noise arm, one per trial (its first), in trial order."""
+    recs = {}
+    for r in read_jsonl(os.path.join(arm_dir, "records.jsonl")):
+        recs.setdefault(r["trial"], r)
+    return [recs[k] for k in sorted(recs)]
+
+
+def cut_torn_line(path):
+    """Cut a torn last line (a run killed mid-write) off a JSON-lines file, so the next record appended to it is a
+    line of its own rather than the end of an unreadable one."""
+    if not os.path.exists(path):
+        return
+    with open(path, "rb+") as f:
+        data = f.read()
+        if data and not data.endswith(b"\n"):
+            f.truncate(data.rfind(b"\n") + 1)
 
 
 def read_records(campaign_dir):
@@ -454,6 +720,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "dp-vs-mp.md"))
     args = ap.parse_args()
     stop_on_sigterm()
+    if args.jobs < 1:
+        die("--jobs must be at least 1")
     if args.command == "plan":
         return cmd_plan(args)
     if args.command == "report":
@@ -468,15 +736,14 @@ def main():
         arms = [a for a in arms if a.name in args.only]
     st = Study(args)
     if args.command == "publish":
-        st.publish_goldens(arms)
-        for a in arms:
-            if st.arm_done(a):
-                st.publish(a)
-        return
+        return st.publish_all(arms)
     for exe in ("ckpt-train", "ckpt-flip"):
         if not os.access(os.path.join(st.bin, exe), os.X_OK):
             die(f"build {exe} first ({st.bin})")
-    st.run(arms)
+    try:
+        st.run(arms)
+    except OSError as e:  # a full disk, a directory gone: one line, not a traceback
+        die(f"{e.filename}: {e.strerror}" if e.filename else str(e), 3)
     log("all arms complete")
 
 

@@ -4,7 +4,6 @@ Reads PUBLISH/goldens.json and PUBLISH/NAME.jsonl.gz (one per finished arm); wit
 records of arms still running in that study directory (marked as such: no verdict is drawn from an arm
 that has not reached its planned size). Every number is computed here from the records.
 """
-import gzip
 import json
 import os
 import platform
@@ -32,28 +31,40 @@ FIT_CLASS = {"critical": "critical_sdc", "sdc": "tolerable_sdc", "noise_changed"
 
 # ---------------------------------------------------------------- loading
 
-def load_arm(path):
-    with gzip.open(path, "rt") as f:
-        head = json.loads(f.readline())["head"]
-        recs = [json.loads(line) for line in f if line.strip()]
-    return head, recs
+def load_arm(path, arm=None):
+    """(head, records) of a published arm; a file that is not a complete record of `arm` is one error line, exit 4."""
+    from dp_vs_mp import BadRecords, die, read_published  # noqa: E402
+    try:
+        return read_published(path, arm)
+    except BadRecords as e:
+        die(str(e), 4)
 
 
 def load(publish, live, arms_of=P.arms, slim=None):
     """(plan name, goldens.json, data): per arm of the plan that has records, {arm, golden summary, fault space,
     records, complete}, from PUBLISH/NAME.jsonl.gz, else (with `live`) from the running study directory.
     arms_of(plan name) lists the plan's arms; slim(record) slims a live record (default: dp_vs_mp's)."""
-    from dp_vs_mp import read_jsonl, read_records  # noqa: E402
+    from dp_vs_mp import BadRecords, die, read_goldens, read_order, read_records  # noqa: E402
     if slim is None:
         from dp_vs_mp import slim  # noqa: E402
+    if not os.path.isdir(publish):
+        die(f"--publish: no directory {publish}", 2)
+    if live and not os.path.isdir(live):
+        die(f"--live: no directory {live}", 2)
     data = {}
     gold_path = os.path.join(publish, "goldens.json")
-    gold = json.load(open(gold_path)) if os.path.exists(gold_path) else None
+    try:
+        gold = read_goldens(gold_path)
+    except BadRecords as e:
+        die(str(e), 4)
     plan_name = gold["plan"] if gold else "full"
+    stamp = os.path.join(live, "plan") if live else None
+    if stamp and os.path.exists(stamp) and open(stamp).read().strip() != plan_name:
+        die(f"--live: {live} holds the '{open(stamp).read().strip()}' plan's study, --publish the '{plan_name}' plan's records", 2)
     for arm in arms_of(plan_name):
         path = os.path.join(publish, arm.name + ".jsonl.gz")
         if os.path.exists(path):
-            head, recs = load_arm(path)
+            head, recs = load_arm(path, arm)
             data[arm.name] = {"arm": arm, "golden": head["golden_summary"], "space": head.get("space"), "recs": recs,
                               "complete": len(recs) >= arm.n}
         elif live:
@@ -61,7 +72,7 @@ def load(publish, live, arms_of=P.arms, slim=None):
             if not os.path.exists(os.path.join(d, "golden.json")):
                 continue
             golden = json.load(open(os.path.join(d, "golden.json")))["summary"]
-            recs = read_jsonl(os.path.join(d, "records.jsonl")) if arm.kind == "order" else [slim(r) for r in read_records(d)]
+            recs = read_order(d) if arm.kind == "order" else [slim(r) for r in read_records(d)]
             cj = os.path.join(d, "campaign.json")
             space = json.load(open(cj)).get("space") if os.path.exists(cj) else None
             if recs:
@@ -849,8 +860,6 @@ class Report(ReportBase):
 def main(args):
     plan_name, gold, data = load(os.path.abspath(args.publish), os.path.abspath(args.live) if args.live else None)
     text = Report(plan_name, gold, data, os.path.join(ROOT, args.build, "bin", "ckpt-flip")).render()
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(args.out + ".tmp", args.out)
+    from dp_vs_mp import write_or_die  # noqa: E402
+    write_or_die(args.out, text)
     print(f"report: {args.out} ({len(data)} arms with records)")

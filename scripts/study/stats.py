@@ -275,5 +275,8 @@ def benjamini_hochberg(pvalues):
 
 def tolerance_confidence(n, content=0.95):
     """Confidence that [min, max] of n draws covers at least `content` of a continuous distribution."""
-    # coverage of [X(1), X(n)] is Beta(n - 1, 2): P(C >= content) = 1 - I_content(n - 1, 2)
+    # coverage of [X(1), X(n)] is Beta(n - 1, 2): P(C >= content) = 1 - I_content(n - 1, 2); one draw (or none)
+    # spans no interval, which covers nothing of a continuous distribution
+    if n < 2:
+        return 0.0
     return 1.0 - beta_cdf(content, n - 1, 2)

@@ -18,7 +18,7 @@ An arm whose records DIR already holds at its planned size is not run again (gol
 deterministic: another directory gives the same records), so a study can continue from a checkout's published
 records in a fresh --dir. `rate` runs a 3-trial campaign per (mode, point) in D/campaigns/rate-MODE-POINT and writes DIR/rates.json (CPU and wall seconds per
 trial); `plan` and `run` print the study's budget from it first. Trials are classified on the validation
-loss in bits per byte (`test_bpb`, lower is better).
+loss in bits per byte (`test_bpb`, lower is better). Locking, signals and exit codes are dp_vs_mp.py's.
 
 Examples:
   scripts/study/transformer.py plan
@@ -28,7 +28,6 @@ Examples:
   scripts/study/transformer.py report
 """
 import argparse
-import gzip
 import json
 import os
 import resource
@@ -62,7 +61,6 @@ class GptStudy(D.Study):
     tolerance = G.CRITICAL_BPB
     full_eval_limit = 4104   # all validation windows of 64 bytes (262,676 bytes); 0 would mean the stored limit
     summary_keys = ("test_bpb", "test_loss", "final_loss", "loss_curve", "nan_detected", "steps")
-    keep_published_goldens = True
     # Trials resume 2 or 4 epochs and are read only at the end: evaluating and saving the epochs between
     # cost 8-11 % of a trial (docs/results/2026-11-28-final-only-trials.md), and the end is the same bits.
     resume_options = ("--final-only",)
@@ -91,8 +89,10 @@ class GptStudy(D.Study):
         path = self.published(arm)
         if not os.path.exists(path):
             return False
-        with gzip.open(path, "rt") as f:
-            return json.loads(f.readline())["head"]["records"] >= arm.n
+        try:
+            return D.read_published(path, arm)[0]["records"] >= arm.n
+        except D.BadRecords as e:
+            die(f"{e}; move it away to run the arm again", 4)
 
     def campaign(self, arm):
         if not self.published_complete(arm):
@@ -136,8 +136,7 @@ class GptStudy(D.Study):
                "rates": out, "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
         os.makedirs(self.publish_dir, exist_ok=True)
         path = os.path.join(self.publish_dir, "rates.json")
-        with open(path, "w") as f:
-            f.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        D.write_or_die(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
         self.git_commit([path], f"{self.title}: measured per-trial rates")
         return doc
 
@@ -157,8 +156,20 @@ def slim(r):
 # ------------------------------------------------------------ budget
 
 def load_rates(publish):
+    """PUBLISH/rates.json (`rate`), or None where there is none; a file that is not one is one error line, exit 4."""
     path = os.path.join(publish, "rates.json")
-    return json.load(open(path)) if os.path.exists(path) else None
+    if not os.path.exists(path):
+        return None
+    try:
+        doc = json.load(open(path))
+        str(doc["measured"]), int(doc["trials"]), int(doc["ranks"]), float(doc["load_average"][0]), int(doc["cores"])
+        for k, v in doc["rates"].items():
+            float(v["cpu_seconds"]), float(v["wall_seconds"])
+        for key in ("dp-late", "dp-early"):  # what a mode without its own rate is costed at
+            doc["rates"][key]
+        return doc
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+        die(f"{path}: not a rates.json of `transformer.py rate` ({type(e).__name__}: {e})", 4)
 
 
 def arm_cost_key(arm):
@@ -235,9 +246,12 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "results", "transformer.md"))
     ap.add_argument("--no-plots", action="store_true", help="report: no PNGs")
     args = ap.parse_args()
+    D.PROG = "transformer.py"
     D.stop_on_sigterm()
     if args.trials < 1:
         die("--trials must be at least 1")
+    if args.jobs < 1:
+        die("--jobs must be at least 1")
     if args.command == "plan":
         return cmd_plan(args)
     if args.command == "report":
@@ -252,11 +266,7 @@ def main():
         arms = [a for a in arms if a.name in args.only]
     st = GptStudy(args)
     if args.command == "publish":
-        st.publish_goldens(arms)
-        for a in arms:
-            if st.arm_done(a):
-                st.publish(a)
-        return
+        return st.publish_all(arms)
     for exe in ("ckpt-train", "ckpt-flip"):
         if not os.access(os.path.join(st.bin, exe), os.X_OK):
             die(f"build {exe} first ({st.bin})")
@@ -264,7 +274,10 @@ def main():
         st.rate(args.trials)
         return
     print_budget(arms, load_rates(st.publish_dir), args.cores)
-    st.run(arms)
+    try:
+        st.run(arms)
+    except OSError as e:  # a full disk, a directory gone: one line, not a traceback
+        D.die(f"{e.filename}: {e.strerror}" if e.filename else str(e), 3)
     D.log("all arms complete")
 
 

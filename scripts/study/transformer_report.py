@@ -6,7 +6,6 @@ reached its planned size). The MLP/CNN comparison reads docs/results/dp-vs-mp-st
 is computed here from the records. The outcome classes, the noise band and the loss-curve classes are the
 dp-vs-mp study's (scripts/study/report.py), on the validation loss in bits per byte (lower is better).
 """
-import json
 import os
 import platform
 import sys
@@ -30,11 +29,9 @@ rate, pct, pfmt = R.rate, R.pct, R.pfmt
 # ---------------------------------------------------------------- loading
 
 def load(publish, live):
-    from transformer import slim  # noqa: E402
+    from transformer import load_rates, slim  # noqa: E402
     plan_name, gold, data = R.load(publish, live, G.arms, slim)
-    rates_path = os.path.join(publish, "rates.json")
-    rates = json.load(open(rates_path)) if os.path.exists(rates_path) else None
-    return plan_name, gold, data, rates
+    return plan_name, gold, data, load_rates(publish)
 
 
 # ---------------------------------------------------------------- classification
@@ -779,11 +776,13 @@ def main(args):
     if os.path.isdir(mlp_pub) and plan_name == "full":
         mp, mg, md = R.load(mlp_pub, None)
         mlp = R.Report(mp, mg, md)
+    from dp_vs_mp import die, write_or_die  # noqa: E402
     out = os.path.abspath(args.out)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
+    try:
+        os.makedirs(os.path.dirname(out), exist_ok=True)  # the plots go beside it
+    except OSError as e:
+        die(f"--out: cannot create {os.path.dirname(out)}: {e.strerror}", 3)
     rep = Report(plan_name, gold, data, rates, mlp)
     text = rep.render(os.path.dirname(out), getattr(args, "no_plots", False))
-    with open(out + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(out + ".tmp", out)
+    write_or_die(out, text)
     print(f"report: {out} ({len(data)} arms with records, {len(rep.plots)} plots)")

@@ -36,6 +36,14 @@ cat > "$T/eval.json" <<EOF2
 EOF2
 run "$FLIP" campaign "$T/eval.json" --out "$T/single"
 grep -q "8 trials" "$T/stdout" || fail "campaign summary line"
+# Progress without a terminal (a batch job's log): plain lines, none before the first interval (30 s unless
+# RESIL_PROGRESS_SECONDS), never a terminal redraw; RESIL_PROGRESS=0 prints none.
+grep -q "^trials " "$T/stderr" && fail "a campaign shorter than 30 s printed progress into a log"
+RESIL_PROGRESS_SECONDS=0.1 run "$FLIP" campaign "$T/eval.json" --out "$T/progress" --quiet
+grep -Eq '^trials [1-7]/8 \([0-9]+%\) [0-9.]+ s elapsed, ETA [0-9.]+ s: [a-z_]+=[0-9]+' "$T/stderr" || { cat "$T/stderr"; fail "no progress line in a log"; }
+grep -q $'\r' "$T/stderr" && fail "a terminal redraw in a log"
+RESIL_PROGRESS=0 RESIL_PROGRESS_SECONDS=0.1 run "$FLIP" campaign "$T/eval.json" --out "$T/progress0" --quiet
+grep -q "^trials " "$T/stderr" && fail "RESIL_PROGRESS=0 printed progress"
 # Two shards, the second interrupted after 2 trials and continued.
 run "$FLIP" campaign "$T/eval.json" --out "$T/sharded" --shard 0/2
 run "$FLIP" campaign "$T/eval.json" --out "$T/sharded" --shard 1/2 --max-trials 2

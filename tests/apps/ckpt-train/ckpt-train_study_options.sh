@@ -61,6 +61,7 @@ for bad in "--from $MAN --replica-from 1=$T/bad.h5" "--from $CK --replica-from 2
   "${MPI[@]}" "$TRAIN" resume $bad --epochs 2 --ckpt-dir "$T/r-bad" > "$T/out" 2> "$T/err"
   rc=$?
   [ "$rc" = 2 ] && grep -q -- "--replica-from" "$T/err" || { cat "$T/err"; fail "exit $rc for $bad (want 2 naming --replica-from)"; }
+  [ "$(wc -l < "$T/err")" = 1 ] || { cat "$T/err"; fail "$bad: not one error line (every rank agrees on it; rank 0 reports)"; }
 done
 
 # A resume campaign keeps the loss curve and the divergence in its records.

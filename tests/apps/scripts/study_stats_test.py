@@ -118,6 +118,11 @@ if not (S.cp_width(round(0.25 * n), n) <= 0.10 < S.cp_width(round(0.25 * (n - 1)
 rng = random.Random(5)
 hits = sum((lambda xs: max(xs) - min(xs) >= 0.95)([rng.random() for _ in range(100)]) for _ in range(20000))
 close(S.tolerance_confidence(100), hits / 20000, 0.01, "[min, max] tolerance confidence, n = 100")
+# and exactly (1 - I_0.95(n - 1, 2), scipy) down to the fewest draws a running study's noise band has: 2, 1, 0
+for n in (2, 3, 10):
+    close(S.tolerance_confidence(n), ss.beta.sf(0.95, n - 1, 2), 1e-12, f"[min, max] tolerance confidence, n = {n}")
+for n in (1, 0):
+    close(S.tolerance_confidence(n), 0.0, 0.0, f"[min, max] tolerance confidence, n = {n}")
 
 # The reports' paired test: trials pair by trial id (a trial only one campaign has is left out), the
 # discordant counts go to the exact McNemar test, and the line names both rates and both discordant counts.

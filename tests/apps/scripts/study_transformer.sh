@@ -178,4 +178,15 @@ run "${S[@]}" run --plan smoke --build "$BUILD" --dir "$T/s" --publish "$T/pub" 
 $PY -c "import json, sys; g = json.load(open(sys.argv[1]))['goldens']; assert set(g) == {'gpt-dp-adamw-s1', 'gpt-pp-adamw-s1'}, set(g)" \
   "$T/pub/goldens.json" || fail "goldens.json lost a golden run"
 expect_err 2 "no-such-arm" "${S[@]}" run --plan smoke --dir "$T/s" --only no-such-arm
+# A damaged published arm is refused, named, by a run (before anything runs) and by the report (exit 4).
+cp -r "$T/pub" "$T/bad" && head -c 200 "$T/pub/dp-optimizer-late.jsonl.gz" > "$T/bad/dp-optimizer-late.jsonl.gz"
+expect_err 4 "$T/bad/dp-optimizer-late.jsonl.gz" "${S[@]}" run --plan smoke --build "$BUILD" --dir "$T/s3" --publish "$T/bad" --only dp-optimizer-late
+[ -e "$T/s3/golden" ] && fail "a run refusing its published records trained a golden run first"
+expect_err 4 "$T/bad/dp-optimizer-late.jsonl.gz" "${S[@]}" report --publish "$T/bad" --out "$T/bad.md" --no-plots
+# A damaged rates.json: plan and report refuse it with one line naming it (exit 4).
+cp -r "$T/pub" "$T/pubr" && echo '{"plan": "full", "rates": {' > "$T/pubr/rates.json"
+expect_err 4 "$T/pubr/rates.json" "${S[@]}" plan --publish "$T/pubr"
+expect_err 4 "$T/pubr/rates.json" "${S[@]}" report --publish "$T/pubr" --out "$T/pubr.md" --no-plots
+echo '{"plan": "full", "measured": "now", "trials": 3, "ranks": 2, "load_average": [1], "cores": 2, "rates": {"dp-late": {}}}' > "$T/pubr/rates.json"
+expect_err 4 "$T/pubr/rates.json" "${S[@]}" plan --publish "$T/pubr"
 echo "study transformer: all checks passed"

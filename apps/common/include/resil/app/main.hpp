@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -15,6 +16,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "resil/core/error.hpp"
 
@@ -139,7 +141,13 @@ inline int guarded_main(const std::string& prog, CLI::App& app, int argc, char**
   if (done || failed) return parse_code;
   auto fail = [&](std::string_view kind, const std::string& what, int code) {
     print_error(prog, (mpi ? "rank " + std::to_string(ranks.rank) + ": " : std::string()) + what, kind);
-    if (mpi) ranks.abort(code);
+    if (mpi) {
+      // mpiexec forwards a rank's stderr through its process manager; MPI_Abort tears the job down at
+      // once and can drop a line still on its way. Give the line time to arrive first.
+      std::cerr.flush();
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ranks.abort(code);
+    }
     return code;
   };
   try {
@@ -167,8 +175,10 @@ inline int guarded_main(const std::string& prog, CLI::App& app, int argc, char**
 /// True when stderr is a terminal (progress lines are drawn only then, or when forced).
 bool stderr_is_tty();
 
-/// A single-line progress display on stderr: "label  done/total  rate  ETA", redrawn at most
-/// every 0.2 s; silent when stderr is not a terminal unless RESIL_PROGRESS=1.
+/// Progress on stderr, "label done/total (pct) elapsed, ETA": on a terminal one line redrawn at most
+/// every 0.2 s; elsewhere (a batch job's log) a plain line after 30 s, then at doubling intervals up
+/// to one every 10 minutes (RESIL_PROGRESS_SECONDS=S: the first after S seconds). RESIL_PROGRESS=1 draws
+/// the terminal line anywhere, RESIL_PROGRESS=0 prints none.
 class Progress {
 public:
   Progress(std::string label, std::uint64_t total);
@@ -179,8 +189,10 @@ public:
 private:
   std::string label_;
   std::uint64_t total_;
+  enum class Mode { off, terminal, log };
   double start_, last_ = -1;
-  bool enabled_;
+  double log_every_ = 30.0, next_log_ = 30.0;  // log mode: seconds between lines, and when the next is due
+  Mode mode_;
 };
 
 }  // namespace resil::app
