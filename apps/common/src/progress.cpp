@@ -1,10 +1,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>  // program_invocation_short_name
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "resil/app/main.hpp"
 
@@ -38,10 +40,17 @@ Progress::Progress(std::string label, std::uint64_t total)
   const char* force = std::getenv("RESIL_PROGRESS");
   const std::string f = force ? force : "";
   mode_ = f == "1" ? Mode::terminal : f == "0" ? Mode::off : stderr_is_tty() ? Mode::terminal : Mode::log;
-  if (const char* s = std::getenv("RESIL_PROGRESS_SECONDS")) {  // log mode: when the first line comes (a bad value keeps 30)
+  if (const char* s = std::getenv("RESIL_PROGRESS_SECONDS")) {  // log mode: when the first line comes
     char* end = nullptr;
     const double v = std::strtod(s, &end);
-    if (end != s && *end == '\0' && v >= 0.1 && v <= 86400.0) log_every_ = next_log_ = v;
+    if (end != s && *end == '\0' && v >= 0.1 && v <= 86400.0) {
+      log_every_ = next_log_ = v;
+    } else {
+      static bool warned = false;  // once per process, however many progress displays it makes
+      if (!std::exchange(warned, true))
+        std::fprintf(stderr, "%s: warning: RESIL_PROGRESS_SECONDS='%s' ignored: expected seconds in 0.1..86400 (30 is used)\n",
+                     program_invocation_short_name, s);
+    }
   }
 }
 

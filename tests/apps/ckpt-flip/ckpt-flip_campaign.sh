@@ -44,6 +44,10 @@ grep -Eq '^trials [1-7]/8 \([0-9]+%\) [0-9.]+ s elapsed, ETA [0-9.]+ s: [a-z_]+=
 grep -q $'\r' "$T/stderr" && fail "a terminal redraw in a log"
 RESIL_PROGRESS=0 RESIL_PROGRESS_SECONDS=0.1 run "$FLIP" campaign "$T/eval.json" --out "$T/progress0" --quiet
 grep -q "^trials " "$T/stderr" && fail "RESIL_PROGRESS=0 printed progress"
+# A value that is not seconds in range is one warning line naming it, and the default applies.
+RESIL_PROGRESS_SECONDS=abc run "$FLIP" campaign "$T/eval.json" --out "$T/progress-bad" --quiet
+[ "$(cat "$T/stderr")" = "ckpt-flip: warning: RESIL_PROGRESS_SECONDS='abc' ignored: expected seconds in 0.1..86400 (30 is used)" ] \
+  || { cat "$T/stderr"; fail "RESIL_PROGRESS_SECONDS=abc: not one warning line"; }
 # Two shards, the second interrupted after 2 trials and continued.
 run "$FLIP" campaign "$T/eval.json" --out "$T/sharded" --shard 0/2
 run "$FLIP" campaign "$T/eval.json" --out "$T/sharded" --shard 1/2 --max-trials 2
