@@ -21,6 +21,9 @@ import stats as S  # noqa: E402
 DUE = ("load_failure", "hang", "crash", "nan_at_load", "nan_later")
 ALPHA = 0.05
 HARMFUL = ("critical", "due")
+OUTSIDE = ("sdc", "critical")   # outside the noise band
+# the two outcomes the paired tests compare
+PAIRED = {"harmful": lambda o: o in HARMFUL, "SDC (outside band)": lambda o: o in OUTSIDE}
 CURVES = ("within_band", "spike_recover", "spike_degrade", "gradual_drift", "silent_degradation", "diverged")
 LOSS_VISIBLE = ("spike_recover", "spike_degrade", "gradual_drift", "diverged")   # curve classes the logged loss shows
 FAULT_MODEL = os.path.join(ROOT, "examples", "fault-models", "dram-field-noecc.json")
@@ -162,6 +165,11 @@ def classify(r, band, test_limit):
     return "bitwise_masked" if c == "bit_masked" else "noise_changed"
 
 
+def divergence(r):
+    """A dp trial record's replica_divergence (None where the run recorded none)."""
+    return (r.get("summary") or {}).get("replica_divergence")
+
+
 def curve_class(r, golden_curve, cband, outcome):
     if outcome == "due":
         return "diverged"
@@ -171,7 +179,7 @@ def curve_class(r, golden_curve, cband, outcome):
     ex = [(x - y) / abs(y) - b if y else 0.0 for x, y, b in zip(lc, golden_curve, cband)]
     above = [i for i, e in enumerate(ex) if e > 0]
     if not above:
-        return "silent_degradation" if outcome in ("sdc", "critical") else "within_band"
+        return "silent_degradation" if outcome in OUTSIDE else "within_band"
     if ex[-1] <= 0:
         return "spike_recover"
     return "spike_degrade" if above[0] <= 1 else "gradual_drift"
@@ -256,7 +264,7 @@ class ReportBase:
         """What a fault in one dp replica's state did: whether the replicas were still apart at the end (data
         parallelism never re-synchronises weights), and whether anything a run shows noticed it: the logged
         training loss (every rank's), a stop on a non-finite value, rank 0's result (the one evaluated and saved)."""
-        rows = [(o, cc, (r.get("summary") or {}).get("replica_divergence")) for r, o, cc in self.outcomes[one]]
+        rows = [(o, cc, divergence(r)) for r, o, cc in self.outcomes[one]]
         div = [x for x in rows if x[2]]
         if not div:
             return None
@@ -264,12 +272,12 @@ class ReportBase:
         ds = sorted(d["elements_differing"] for _, _, d in div)
         med, most = ds[len(ds) // 2], ds[-1]
         loss = sum(1 for _, cc in apart if cc in LOSS_VISIBLE)
-        result = sum(1 for o, _ in apart if o in ("sdc", "critical"))
-        unseen = sum(1 for o, cc in apart if cc not in LOSS_VISIBLE and o not in ("sdc", "critical"))
+        result = sum(1 for o, _ in apart if o in OUTSIDE)
+        unseen = sum(1 for o, cc in apart if cc not in LOSS_VISIBLE and o not in OUTSIDE)
         due = sum(1 for o, _, _ in rows if o == "due")
         line = f"- {label}: replicas still apart at the end in {len(apart)} of {len(div)} trials (median {med}, at most {most} of {div[0][2]['elements']} weights differ from rank 0's)"
         if all_name:
-            dall = [d for d in ((r.get("summary") or {}).get("replica_divergence") for r, _, _ in self.outcomes[all_name]) if d]
+            dall = [d for d in (divergence(r) for r, _, _ in self.outcomes[all_name]) if d]
             line += f"; the all-replica arm: {sum(1 for d in dall if d['ranks_differing'] > 0)} of {len(dall)}"
         return (line + f". Of the {len(apart)} apart, the logged training loss left its band in {loss} and rank 0's result left the noise band "
                 f"in {result}; {unseen} ended apart with neither showing it. Stopped on a non-finite value: {due} of {len(rows)}.")
@@ -757,7 +765,6 @@ class Report(ReportBase):
                "and reaches the other replicas only through the gradients it alters. Pairs draw the same sites (same seed and fault space): "
                "exact McNemar tests on the discordant trials.")
         self.w()
-        outcomes = {"harmful": lambda o: o in ("critical", "due"), "SDC (outside band)": lambda o: o in ("sdc", "critical")}
         tests, names = [], []
         for model in ("mlp", "cnn"):
             for role in ("model", "optimizer"):
@@ -765,7 +772,7 @@ class Report(ReportBase):
                     d, m = f"{model}-dp-{role}-{point}", f"{model}-mp-{role}-{point}"
                     names += [d, m]
                     if d in self.outcomes and m in self.outcomes:
-                        tests += [self.mcnemar(f"{model} {role} {point}, {oname}", d, m, f, "dp", "mp") for oname, f in outcomes.items()]
+                        tests += [self.mcnemar(f"{model} {role} {point}, {oname}", d, m, f, "dp", "mp") for oname, f in PAIRED.items()]
         self.family(tests)
         for t in tests:
             self.w(f"- {t['what']}; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])}, BH q {pfmt(t['bh'])})")
@@ -777,7 +784,7 @@ class Report(ReportBase):
                 names += [one, allr]
                 if one in self.outcomes and allr in self.outcomes:
                     rtests += [self.mcnemar(f"{model} {role}, {oname}", one, allr, f, "one replica", "all replicas", "one", "all")
-                               for oname, f in outcomes.items()]
+                               for oname, f in PAIRED.items()]
                     line = self.replica_line(one, one, allr)
                     if line:
                         self.w(line)
@@ -804,14 +811,13 @@ class Report(ReportBase):
                "in the checkpoint after epoch 1 and in the one after epoch 2 (paired: exact McNemar).")
         self.w()
         tests, names = [], []
-        outcomes = {"harmful": lambda o: o in ("critical", "due"), "SDC (outside band)": lambda o: o in ("sdc", "critical")}
         for model in ("mlp",):
             for mode in ("dp", "mp"):
                 for role in ("model", "optimizer"):
                     e, l = f"{model}-{mode}-{role}-early", f"{model}-{mode}-{role}-late"
                     names += [e, l]
                     if e in self.outcomes and l in self.outcomes:
-                        tests += [self.mcnemar(f"{model} {mode} {role}, {oname}", e, l, f, "early", "late") for oname, f in outcomes.items()]
+                        tests += [self.mcnemar(f"{model} {mode} {role}, {oname}", e, l, f, "early", "late") for oname, f in PAIRED.items()]
         self.family(tests)
         for t in tests:
             self.w(f"- {t['what']}; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])})")

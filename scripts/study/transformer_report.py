@@ -20,7 +20,7 @@ import stats as S  # noqa: E402
 DUE = R.DUE
 ALPHA = 0.05
 HARMFUL = R.HARMFUL
-INCORRECT = ("sdc", "critical", "due")   # PVF's "incorrect output": outside the noise band, or no output
+INCORRECT = (*R.OUTSIDE, "due")   # PVF's "incorrect output": outside the noise band, or no output
 PAIRED_OUTCOMES = (("harmful", lambda oc: oc in HARMFUL), ("incorrect", lambda oc: oc in INCORRECT))
 CURVES = R.CURVES
 rate, pct, pfmt = R.rate, R.pct, R.pfmt
