@@ -4,7 +4,8 @@
   dp_vs_mp.py plan   [--plan full|smoke]                  arms, trial counts, the widths they buy
   dp_vs_mp.py run    [--plan full|smoke] [--dir D] [--only ARM ...] [--models mlp cnn] [--jobs 1]
                      [--publish DIR] [--commit]
-  dp_vs_mp.py publish [--dir D] [--publish DIR]           records of finished arms -> DIR/*.jsonl.gz
+  dp_vs_mp.py publish [--dir D] [--publish DIR]           records of finished arms -> DIR/*.jsonl.gz, the trials
+                                                          of unfinished ones -> DIR/partial/*.tar.gz
   dp_vs_mp.py report [--publish DIR] [--live D] [--out docs/results/dp-vs-mp.md]
 
 `run` trains the golden runs (3 epochs, a checkpoint per epoch, 4 ranks or stages), then runs the arms in
@@ -15,14 +16,17 @@ slimmed and gzipped, to DIR/NAME.jsonl.gz (default docs/results/dp-vs-mp-study),
 committed (`git commit` of that one file and DIR/goldens.json). Progress: one line per arm and per 10 trials.
 One run per D at a time (D/lock; `publish` may run beside it); SIGTERM or SIGINT stops the study and its
 running campaign or resume, and kill -9 of the study stops them too. A publish DIR holds one plan's records
-(goldens.json names it).
+(goldens.json names it). In a D that holds none of an arm's trials, `run` first restores those `publish` kept in
+DIR/partial (a new machine continues where the old one stopped), after checking that the golden runs trained again
+give exactly the published numbers.
 
 Exit codes (resil's, docs/reference/exit-codes.md): 0 done; 1 a golden run or a fault-free resume failed (the
 next run repeats it); 2 bad option, --dir or --publish of another plan, --commit with a --publish outside the
 checkout or ignored by git; 3 a golden checkpoint missing, a file that cannot be written (full disk, read-only
 --publish), D in use by another run; 4 a published file that is not a complete record of the plan's arm
 (damaged, another plan's);
-7 a golden checkpoint whose bytes changed under a data-order arm; 128 + N stopped by signal N; a campaign's
+7 a golden checkpoint whose bytes changed under a data-order arm, or a golden run trained again whose numbers differ
+from the published one's (goldens.json); 128 + N stopped by signal N; a campaign's
 own exit code when it fails. Each error is one line naming the file or option; nothing is left half-written.
 
 Examples:
@@ -44,6 +48,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import zlib
@@ -331,6 +336,7 @@ class Study:
         if os.path.exists(done):
             if open(os.path.join(d, "golden-params")).read().strip() != params:
                 die(f"{d} was trained with other parameters: use another --dir")
+            self.check_reproduces(g, d)
             return True
         log(f"golden run {self.P.golden_name(*g)}: {params}")
         shutil.rmtree(d, ignore_errors=True)
@@ -352,7 +358,35 @@ class Study:
         open(f"{d}/train-seconds", "w").write(f"{wall:.1f}\n")
         open(f"{d}/golden-params", "w").write(params + "\n")
         os.replace(f"{d}/train.json", done)
+        self.check_reproduces(g, d)
         return True
+
+    def check_reproduces(self, g, d):
+        """A golden run trained again (in a new --dir, on another machine, by another build) gives exactly the
+        numbers of the one in PUBLISH/goldens.json, every epoch's losses and accuracies and the full evaluation:
+        the published records were classified against that run, and resuming its arms from another would mix
+        two studies. Exit 7 where it does not."""
+        name = self.P.golden_name(*g)
+        pub = read_goldens(os.path.join(self.publish_dir, "goldens.json"))
+        if not pub or pub["plan"] != self.plan or name not in pub["goldens"]:
+            return
+        old = pub["goldens"][name]
+        if old.get("params") != open(os.path.join(d, "golden-params")).read().strip():
+            return  # another recipe: publish_goldens replaces it, check_published has vetted the records
+        def numbers(epochs):
+            return [{k: v for k, v in e.items() if not k.endswith("seconds")} for e in epochs]
+        new_epochs = numbers(read_jsonl(os.path.join(d, "golden-metrics.jsonl")))
+        full_key = f"full_{self.metric}"
+        new_full = json.load(open(os.path.join(d, "golden-eval-full.json")))[self.metric]
+        for old_e, new_e in zip(numbers(old["epochs"]), new_epochs):
+            if old_e != new_e:
+                diff = ", ".join(f"{k} {new_e.get(k)!r} (published {old_e.get(k)!r})" for k in sorted(set(old_e) | set(new_e))
+                                 if old_e.get(k) != new_e.get(k))
+                die(f"{d}: golden run {name} does not reproduce the published one at epoch {new_e.get('epoch')}: {diff}; "
+                    f"the published records were classified against that run (docs/design/determinism.md)", 7)
+        if len(new_epochs) != len(old["epochs"]) or new_full != old.get(full_key):
+            die(f"{d}: golden run {name} does not reproduce the published one: {len(new_epochs)} epochs, {full_key} "
+                f"{new_full!r} (published {len(old['epochs'])} epochs, {old.get(full_key)!r})", 7)
 
     def checkpoint(self, g, point):
         d = os.path.join(self.golden_dir(g), "ckpt")
@@ -368,8 +402,13 @@ class Study:
                 "--ckpt-dir", "{dir}", "--summary", "{out}", "--loss-every", str(self.loss_every(arm.model)), *self.resume_options, *extra]
 
     def campaign(self, arm):
+        if not self.published_complete(arm):
+            self.run_campaign(arm)
+
+    def run_campaign(self, arm):
         g = (arm.model, arm.mode, arm.opt, arm.seed)
         ckpt = self.checkpoint(g, arm.point)
+        self.restore(arm, ckpt)
         if arm.replica:
             # rank REPLICA_RANK loads the altered copy, every other rank the golden file itself
             cmd = self.resume_cmd(arm, ["--from", ckpt, "--replica-from", f"{self.P.REPLICA_RANK}={{ckpt}}"])
@@ -401,8 +440,11 @@ class Study:
 
     def order_noise(self, arm):
         """Fault-free resumes of the golden checkpoint whose data order comes from another seed."""
+        if self.published_complete(arm):
+            return
         g = (arm.model, arm.mode, arm.opt, arm.seed)
         ckpt = self.checkpoint(g, arm.point)
+        self.restore(arm, ckpt)
         out = os.path.join(self.dir, "campaigns", arm.name)
         os.makedirs(out, exist_ok=True)
         rec_path = os.path.join(out, "records.jsonl")
@@ -474,7 +516,21 @@ class Study:
         shutil.rmtree(scratch, ignore_errors=True)
         return s
 
+    def published_complete(self, arm):
+        """An arm whose records are already published at its planned size (by an earlier run, in another
+        directory or on another machine: the runs are deterministic, and golden() checks that its golden run
+        reproduces) is not run again."""
+        path = self.published(arm)
+        if not os.path.exists(path):
+            return False
+        try:
+            return read_published(path, arm)[0]["records"] >= arm.n
+        except BadRecords as e:
+            die(f"{e}; move it away to run the arm again", 4)
+
     def arm_done(self, arm):
+        if self.published_complete(arm):
+            return True
         out = os.path.join(self.dir, "campaigns", arm.name)
         n = len(read_order(out)) if arm.kind == "order" else len(read_records(out))
         return n >= arm.n
@@ -495,6 +551,8 @@ class Study:
         for a in arms:
             if self.arm_done(a):
                 self.publish(a)
+            else:
+                self.snapshot(a)
 
     def run(self, arms):
         self.check_published(arms)
@@ -573,8 +631,65 @@ class Study:
             for r in recs:
                 f.write((json.dumps(r, separators=(",", ":")) + "\n").encode())
         write_or_die(dst, buf.getvalue())
-        self.git_commit([dst], f"{self.title}: records of {arm.name} ({len(recs)} trials)")
+        paths = [dst]
+        part = self.partial(arm)
+        if os.path.exists(part):  # the unfinished arm's snapshot: superseded
+            os.unlink(part)
+            if run_git("ls-files", "--error-unmatch", part).returncode == 0:
+                paths.append(part)
+        self.git_commit(paths, f"{self.title}: records of {arm.name} ({len(recs)} trials)")
         return True
+
+    # ------------------------------------------------------------ unfinished arms across machines
+    def partial(self, arm):
+        return os.path.join(self.publish_dir, "partial", arm.name + ".tar.gz")
+
+    def snapshot(self, arm):
+        """`publish` of an unfinished arm: its campaign directory's records (every record whole, as the campaign
+        resumes from them), campaign.json and golden.json, to PUBLISH/partial/NAME.tar.gz, so that a run in a new
+        --dir (a new machine) continues the arm where this one stopped instead of repeating its trials."""
+        out = os.path.join(self.dir, "campaigns", arm.name)
+        n = len(read_order(out)) if arm.kind == "order" else len(read_records(out))
+        if n == 0:
+            return
+        names = ["golden.json"] + (["records.jsonl"] if arm.kind == "order" else ["campaign.json", "results"])
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as t:
+            for name in names:
+                if os.path.exists(os.path.join(out, name)):
+                    t.add(os.path.join(out, name), arcname=name)
+        dst = self.partial(arm)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        write_or_die(dst, buf.getvalue())
+        log(f"arm {arm.name}: {n} of {arm.n} trials kept in {os.path.relpath(dst, ROOT)}")
+        self.git_commit([dst], f"{self.title}: {n} of {arm.n} trials of {arm.name} (unfinished)")
+
+    def restore(self, arm, ckpt):
+        """Before an arm starts in a directory that holds none of its trials: the trials of PUBLISH/partial/NAME.tar.gz,
+        where that snapshot ran from this very checkpoint path (whose bytes the campaign checks against its
+        campaign.json, and golden() against the published golden run)."""
+        src = self.partial(arm)
+        out = os.path.join(self.dir, "campaigns", arm.name)
+        if not os.path.exists(src):
+            return
+        if (read_order(out) if arm.kind == "order" else read_records(out)):
+            return
+        try:
+            with tarfile.open(src, "r:gz") as t:
+                members = t.getmembers()
+                if any(m.name.startswith(("/", "..")) or ".." in m.name.split("/") or not (m.isfile() or m.isdir()) for m in members):
+                    raise ValueError("a member outside the campaign directory")
+                if arm.kind != "order":
+                    meta = json.load(t.extractfile("campaign.json"))
+                    if meta.get("config", {}).get("checkpoint") != ckpt:
+                        log(f"{src}: ran from {meta.get('config', {}).get('checkpoint')}, not {ckpt}: not used")
+                        return
+                os.makedirs(out, exist_ok=True)
+                t.extractall(out, members=members)
+        except (OSError, ValueError, KeyError, tarfile.TarError) as e:
+            die(f"{src}: not an unfinished arm's snapshot ({type(e).__name__}: {e}); move it away to run the arm from its start", 4)
+        n = len(read_order(out)) if arm.kind == "order" else len(read_records(out))
+        log(f"arm {arm.name}: {n} trials restored from {os.path.relpath(src, ROOT)}")
 
     def slim(self, r):
         return slim(r)

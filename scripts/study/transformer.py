@@ -83,28 +83,6 @@ class GptStudy(D.Study):
     def slim(self, r):
         return slim(r)
 
-    def published_complete(self, arm):
-        """An arm whose records are already published at its planned size (by an earlier run, in another
-        directory: the runs are deterministic) is not run again."""
-        path = self.published(arm)
-        if not os.path.exists(path):
-            return False
-        try:
-            return D.read_published(path, arm)[0]["records"] >= arm.n
-        except D.BadRecords as e:
-            die(f"{e}; move it away to run the arm again", 4)
-
-    def campaign(self, arm):
-        if not self.published_complete(arm):
-            super().campaign(arm)
-
-    def order_noise(self, arm):
-        if not self.published_complete(arm):
-            super().order_noise(arm)
-
-    def arm_done(self, arm):
-        return self.published_complete(arm) or super().arm_done(arm)
-
     # ------------------------------------------------------------ the per-trial rate
     def rate(self, trials):
         """A `trials`-trial campaign (one uniform flip of the bf16 weights) per (mode, point), timed: CPU seconds of

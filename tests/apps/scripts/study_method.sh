@@ -7,8 +7,9 @@
 # SIGTERM stops the running campaign with the study. And what a cluster, a crash or a colleague does to a study:
 # damaged or foreign published records, a smoke run aimed at the full study's records, two runs on one
 # directory, kill -9 and SIGINT of the study, a torn or doubled noise record, a failed fault-free resume or
-# golden run, an altered golden checkpoint, a full or read-only filesystem, --commit outside the checkout,
-# beside someone else's staged files, or stopped mid-commit.
+# golden run, an altered golden checkpoint, a new --dir (a new machine) continuing an unfinished arm from its
+# snapshot, a golden run that does not reproduce the published one, a full or read-only filesystem, --commit
+# outside the checkout, beside someone else's staged files, or stopped mid-commit.
 . "$(dirname "$0")/../../support/test_lib.sh" study-method
 BUILD=$1
 ARMS=(noise-ulp-mlp-dp-late noise-order-mlp-dp-late mlp-dp-model-late mlp-dp1-model-late mlp-dp-model-late-bit30)
@@ -270,6 +271,41 @@ SHEOF
 else
   echo "skipped: the full and read-only filesystem checks (no user namespaces for a private tmpfs)"
 fi
+# A new machine, or a --dir lost: `publish` keeps an unfinished arm's trials in PUBLISH/partial/NAME.tar.gz;
+# a run in a directory that has none of them trains the golden run again, checks that it gives the published
+# one's numbers (goldens.json altered: exit 7 naming the golden run), restores the kept trials and runs only the
+# rest; the arm's records are those of one uninterrupted run, and the snapshot goes once the arm is published.
+A=mlp-dp-model-late
+cp -a "$T/s" "$T/s-full" && rm -rf "$T/pub2" && cp -a "$T/pub" "$T/pub2" && rm "$T/pub2/$A.jsonl.gz"
+$PY - "$T/s/campaigns/$A/results" <<'PYEOF' || fail "truncating the arm's records"
+import json, os, sys
+for f in os.listdir(sys.argv[1]):
+    p = os.path.join(sys.argv[1], f)
+    keep = [l for l in open(p) if l.strip() and json.loads(l)["trial"] < 1]
+    open(p, "w").writelines(keep)
+PYEOF
+run "${S[@]}" publish --plan smoke --models mlp --dir "$T/s" --publish "$T/pub2" --only $A
+[ -s "$T/pub2/partial/$A.tar.gz" ] || fail "publish kept no snapshot of the unfinished arm"
+[ -e "$T/pub2/$A.jsonl.gz" ] && fail "an unfinished arm was published"
+rm -rf "$T/s" && cp -a "$T/pub2" "$T/pub3"
+$PY -c "import json, sys; p = sys.argv[1]; g = json.load(open(p)); g['goldens']['mlp-dp-adam-s1']['epochs'][0]['loss'] += 1e-9; open(p, 'w').write(json.dumps(g))" \
+  "$T/pub3/goldens.json"
+expect_err 7 "golden run mlp-dp-adam-s1 does not reproduce the published one at epoch 1: loss" \
+  "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub3" --only $A
+[ -e "$T/s/campaigns/$A/results" ] && fail "trials ran from a golden run that does not reproduce the published one"
+run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub2" --only $A
+grep -q "arm $A: 1 trials restored from" "$T/stdout" "$T/stderr" || { cat "$T/stdout" "$T/stderr"; fail "the kept trials were not restored"; }
+[ -e "$T/pub2/partial/$A.tar.gz" ] && fail "the snapshot outlived the published arm"
+$PY - "$T/pub/$A.jsonl.gz" "$T/pub2/$A.jsonl.gz" <<'PYEOF' || fail "the restored arm's records differ from one uninterrupted run's"
+import gzip, json, sys
+def recs(p):
+    def strip(r):
+        return {k: strip(v) if isinstance(v, dict) else v for k, v in r.items() if "seconds" not in k}
+    return [strip(json.loads(l)) for l in gzip.open(p, "rt")]
+a, b = recs(sys.argv[1]), recs(sys.argv[2])
+assert a == b, (a, b)
+PYEOF
+rm -rf "$T/s" && mv "$T/s-full" "$T/s"
 # --commit, in a checkout of its own: a --publish outside the checkout, or one git ignores, is refused up front
 # (exit 2) rather than failing at each commit; a commit holds the published files only, never files someone
 # else staged.
