@@ -63,7 +63,9 @@ class GptStudy(D.Study):
     summary_keys = ("test_bpb", "test_loss", "final_loss", "loss_curve", "nan_detected", "steps")
     # Trials resume 2 or 4 epochs and are read only at the end: evaluating and saving the epochs between
     # cost 8-11 % of a trial (docs/results/2026-11-28-final-only-trials.md), and the end is the same bits.
-    resume_options = ("--final-only",)
+    # Their two ranks share the cores with the other study's trials, so a waiting rank sleeps rather than
+    # yields: 0.90 of the CPU time, the same bits (docs/results/2026-11-28-gpt-trial-mpi-wait.md).
+    resume_options = ("--final-only", "--mpi-wait", "backoff")
 
     def recipe(self, g):
         return G.recipe(self.plan, g[1])
