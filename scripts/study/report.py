@@ -260,6 +260,14 @@ class ReportBase:
         only_b = sum(1 for x, y in zip(fa, fb) if y and not x)
         return len(common), sum(fa), sum(fb), only_a, only_b
 
+    def reproduced_line(self):
+        """After a golden-run table: what holds these numbers, and where it was shown across machines."""
+        self.w("A golden run trained again in a new study directory (a new machine) must give these numbers exactly, every "
+               "epoch's losses and accuracies, or the driver stops (exit 7) before a trial runs; all 15 golden runs of the two "
+               "studies, first trained on an AMD EPYC, did on an Intel Xeon with AVX-512 "
+               "([2026-11-28](2026-11-28-goldens-on-another-cpu.md)).")
+        self.w()
+
     def replica_line(self, one, label, all_name=None):
         """What a fault in one dp replica's state did: whether the replicas were still apart at the end (data
         parallelism never re-synchronises weights), and whether anything a run shows noticed it: the logged
@@ -477,6 +485,7 @@ class Report(ReportBase):
             recipe = g["params"].split(" ", 4)[-1]
             self.w(f"| {name} | `{recipe}` | {accs} | {100 * g['full_test_accuracy']:.2f}% | {g['train_seconds']:.0f} s |")
         self.w()
+        self.reproduced_line()
 
     def noise(self):
         self.w("## Noise baseline")

@@ -220,6 +220,7 @@ class Report(R.ReportBase):
         self.w()
         self.w("A bigram model of the same split gets 3.757 bits per byte, a unigram 4.786 ([gpt-cpu results](2026-11-27-gpt-cpu.md)).")
         self.w()
+        self.reproduced_line()
 
     def noise(self):
         self.w("## Noise baseline")
