@@ -5,7 +5,8 @@
   transformer.py rate   [--plan full|smoke] [--dir D] [--trials 3] [--commit]
                                                                   measure the per-trial rate of each mode and point
   transformer.py run    [--plan full|smoke] [--dir D] [--only ARM ...] [--jobs 1] [--publish DIR] [--commit]
-  transformer.py publish [--dir D] [--publish DIR]                records of finished arms -> DIR/*.jsonl.gz
+  transformer.py publish [--dir D] [--publish DIR]                records of finished arms -> DIR/*.jsonl.gz, the
+                                                                  trials of unfinished ones -> DIR/partial/*.tar.gz
   transformer.py report [--publish DIR] [--live D] [--out docs/results/transformer.md]
 
 The machinery is the dp-vs-mp study's (scripts/study/dp_vs_mp.py: golden runs, resumable campaigns in
@@ -16,7 +17,8 @@ early vs late, 1/10/100 flips. Golden runs: seeds 1-3 (dp), seed 1 (pp, tp), 6 e
 
 An arm whose records DIR already holds at its planned size is not run again (golden runs and trials are
 deterministic: another directory gives the same records), so a study can continue from a checkout's published
-records in a fresh --dir. `rate` runs a 3-trial campaign per (mode, point) in D/campaigns/rate-MODE-POINT and writes DIR/rates.json (CPU and wall seconds per
+records in a fresh --dir, after checking that its golden runs give the published numbers exactly; an arm
+`publish` left unfinished in DIR/partial continues from its kept trials there. `rate` runs a 3-trial campaign per (mode, point) in D/campaigns/rate-MODE-POINT and writes DIR/rates.json (CPU and wall seconds per
 trial); `plan` and `run` print the study's budget from it first. Trials are classified on the validation
 loss in bits per byte (`test_bpb`, lower is better). Locking, signals and exit codes are dp_vs_mp.py's.
 
