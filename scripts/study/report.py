@@ -405,8 +405,9 @@ class ReportBase:
 
     def timing(self, group_of, measured=None):
         """The records' trial time, and what the arms not complete still cost: per group (group_of(arm): a model, a
-        mode and point) the median CPU time of its recorded trials, else the CPU seconds per trial `measured` gives
-        for the group (a rate measurement), else the wall time of its recorded trials."""
+        mode and point) the median CPU time of the trials of its latest arm in plan order that has timed trials (the
+        arms run in that order, so its trials ran with today's options, build and machine), else the CPU seconds per
+        trial `measured` gives for the group (a rate measurement), else the wall time of its recorded trials."""
         recs = [(d["arm"], r) for d in self.data.values() for r in d["recs"]]
         wall = sum(r.get("wall_seconds") or 0 for _, r in recs)
         cpu = [r["cpu_seconds"] for _, r in recs if r.get("cpu_seconds") is not None]
@@ -421,11 +422,15 @@ class ReportBase:
                 left[group_of(a)] = left.get(group_of(a), 0) + a.n - done
         parts = []
         for g, k in left.items():
-            c = sorted(r["cpu_seconds"] for a, r in recs if group_of(a) == g and r.get("cpu_seconds") is not None)
+            c, latest = [], None
+            for a in self.arms:  # plan order: the last arm of the group with timed trials
+                t = [r["cpu_seconds"] for r in (self.data[a.name]["recs"] if a.name in self.data else []) if r.get("cpu_seconds") is not None]
+                if group_of(a) == g and t:
+                    c, latest = sorted(t), a.name
             w = sorted(r["wall_seconds"] for a, r in recs if group_of(a) == g and r.get("wall_seconds"))
             if c:
                 parts.append(f"{g} {k} trials, about {k * c[len(c) // 2] / 3600:.1f} CPU-h at the median {c[len(c) // 2]:.1f} CPU-s of "
-                             f"its {len(c)} timed trials")
+                             f"the {len(c)} timed trials of {latest}")
             elif measured and g in measured:
                 parts.append(f"{g} {k} trials, about {k * measured[g] / 3600:.1f} CPU-h at the measured {measured[g]:.1f} CPU-s per trial")
             elif w:
@@ -858,7 +863,7 @@ class Report(ReportBase):
         self.w("|---|---|---:|---|")
         self.width_rows(P.TARGETS, "harmful")
         self.w()
-        self.timing(lambda a: a.model)
+        self.timing(lambda a: f"{a.model} {a.mode}")  # an mp trial (4 stages) costs more than a dp one
         self.w()
 
     def render(self):

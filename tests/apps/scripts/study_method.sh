@@ -49,7 +49,7 @@ assert all(r["cpu_seconds"] > 0 for r in order + ulp + dp + one + b30), [r.get("
 PYEOF
 run "${S[@]}" report --publish "$T/pub" --build "$(realpath "$BUILD")" --out "$T/r.md"
 for s in "Partial study" "## Noise baseline" "## Campaigns: outcome classes" "## Findings" "### 1. " "### 2. " "### 3. " "### 4. " \
-         "Loss-curve classes" "## Trial budget" "mlp-dp1-model-late" "## Two-level FIT" "CPU-hours over the" "CPU-s of its"; do
+         "Loss-curve classes" "## Trial budget" "mlp-dp1-model-late" "## Two-level FIT" "CPU-hours over the" "CPU-s of the 2 timed trials of mlp-dp-model-late-bit30"; do
   grep -q -- "$s" "$T/r.md" || { cat "$T/r.md"; fail "the report lacks '$s'"; }
 done
 # The FIT row of the dp campaign: its exposed memory is the fault space, the upsets the field rate times it
