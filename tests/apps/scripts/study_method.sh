@@ -293,6 +293,26 @@ $PY -c "import json, sys; p = sys.argv[1]; g = json.load(open(p)); g['goldens'][
 expect_err 7 "golden run mlp-dp-adam-s1 does not reproduce the published one at epoch 1: loss" \
   "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub3" --only $A
 [ -e "$T/s/campaigns/$A/results" ] && fail "trials ran from a golden run that does not reproduce the published one"
+# A snapshot is another user's file as much as ours (a shared checkout): one whose members would land outside the
+# arm's directory, or are links, is refused whole (exit 4, naming it) and nothing of it is written.
+for evil in traversal symlink; do
+  rm -rf "$T/pub4" && cp -a "$T/pub2" "$T/pub4"
+  $PY - "$T/pub4/partial/$A.tar.gz" "$evil" "$T" <<'PYEOF' || fail "writing a hostile snapshot"
+import io, sys, tarfile
+path, kind, t = sys.argv[1:]
+with tarfile.open(path, "w:gz") as tar:
+    info = tarfile.TarInfo("results/../../../evil" if kind == "traversal" else "results/shard-0-of-1.jsonl")
+    if kind == "symlink":
+        info.type, info.linkname = tarfile.SYMTYPE, t + "/evil"
+        tar.addfile(info)
+    else:
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"{}"))
+PYEOF
+  expect_err 4 "$T/pub4/partial/$A.tar.gz: not an unfinished arm's snapshot" \
+    "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub4" --only $A
+  [ -e "$T/evil" ] || [ -L "$T/s/campaigns/$A/results/shard-0-of-1.jsonl" ] && fail "a $evil snapshot wrote outside the arm's directory"
+done
 run "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/pub2" --only $A
 grep -q "arm $A: 1 trials restored from" "$T/stdout" "$T/stderr" || { cat "$T/stdout" "$T/stderr"; fail "the kept trials were not restored"; }
 [ -e "$T/pub2/partial/$A.tar.gz" ] && fail "the snapshot outlived the published arm"
