@@ -336,7 +336,7 @@ class Study:
         if os.path.exists(done):
             if open(os.path.join(d, "golden-params")).read().strip() != params:
                 die(f"{d} was trained with other parameters: use another --dir")
-            self.check_reproduces(g, d)
+            self.check_reproduces(g, d, params)
             return True
         log(f"golden run {self.P.golden_name(*g)}: {params}")
         shutil.rmtree(d, ignore_errors=True)
@@ -358,10 +358,10 @@ class Study:
         open(f"{d}/train-seconds", "w").write(f"{wall:.1f}\n")
         open(f"{d}/golden-params", "w").write(params + "\n")
         os.replace(f"{d}/train.json", done)
-        self.check_reproduces(g, d)
+        self.check_reproduces(g, d, params)
         return True
 
-    def check_reproduces(self, g, d):
+    def check_reproduces(self, g, d, params):
         """A golden run trained again (in a new --dir, on another machine, by another build) gives exactly the
         numbers of the one in PUBLISH/goldens.json, every epoch's losses and accuracies and the full evaluation:
         the published records were classified against that run, and resuming its arms from another would mix
@@ -371,7 +371,7 @@ class Study:
         if not pub or pub["plan"] != self.plan or name not in pub["goldens"]:
             return
         old = pub["goldens"][name]
-        if old.get("params") != open(os.path.join(d, "golden-params")).read().strip():
+        if old.get("params") != params:
             return  # another recipe: publish_goldens replaces it, check_published has vetted the records
         def numbers(epochs):
             return [{k: v for k, v in e.items() if not k.endswith("seconds")} for e in epochs]
@@ -402,10 +402,8 @@ class Study:
                 "--ckpt-dir", "{dir}", "--summary", "{out}", "--loss-every", str(self.loss_every(arm.model)), *self.resume_options, *extra]
 
     def campaign(self, arm):
-        if not self.published_complete(arm):
-            self.run_campaign(arm)
-
-    def run_campaign(self, arm):
+        if self.published_complete(arm):
+            return
         g = (arm.model, arm.mode, arm.opt, arm.seed)
         ckpt = self.checkpoint(g, arm.point)
         self.restore(arm, ckpt)
@@ -528,12 +526,13 @@ class Study:
         except BadRecords as e:
             die(f"{e}; move it away to run the arm again", 4)
 
-    def arm_done(self, arm):
-        if self.published_complete(arm):
-            return True
+    def recorded(self, arm):
+        """The trial records the arm's directory in D holds."""
         out = os.path.join(self.dir, "campaigns", arm.name)
-        n = len(read_order(out)) if arm.kind == "order" else len(read_records(out))
-        return n >= arm.n
+        return read_order(out) if arm.kind == "order" else read_records(out)
+
+    def arm_done(self, arm):
+        return self.published_complete(arm) or len(self.recorded(arm)) >= arm.n
 
     def check_published(self, arms):
         """Before anything runs: every arm file already in PUBLISH is a complete record of its arm in this plan."""
@@ -649,7 +648,7 @@ class Study:
         resumes from them), campaign.json and golden.json, to PUBLISH/partial/NAME.tar.gz, so that a run in a new
         --dir (a new machine) continues the arm where this one stopped instead of repeating its trials."""
         out = os.path.join(self.dir, "campaigns", arm.name)
-        n = len(read_order(out)) if arm.kind == "order" else len(read_records(out))
+        n = len(self.recorded(arm))
         if n == 0:
             return
         names = ["golden.json"] + (["records.jsonl"] if arm.kind == "order" else ["campaign.json", "results"])
@@ -672,7 +671,7 @@ class Study:
         out = os.path.join(self.dir, "campaigns", arm.name)
         if not os.path.exists(src):
             return
-        if (read_order(out) if arm.kind == "order" else read_records(out)):
+        if self.recorded(arm):
             return
         try:
             with tarfile.open(src, "r:gz") as t:
@@ -688,8 +687,7 @@ class Study:
                 t.extractall(out, members=members)
         except (OSError, ValueError, KeyError, tarfile.TarError) as e:
             die(f"{src}: not an unfinished arm's snapshot ({type(e).__name__}: {e}); move it away to run the arm from its start", 4)
-        n = len(read_order(out)) if arm.kind == "order" else len(read_records(out))
-        log(f"arm {arm.name}: {n} trials restored from {os.path.relpath(src, ROOT)}")
+        log(f"arm {arm.name}: {len(self.recorded(arm))} trials restored from {os.path.relpath(src, ROOT)}")
 
     def slim(self, r):
         return slim(r)
