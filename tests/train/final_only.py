@@ -8,8 +8,12 @@ For none, and with MPIEXEC dp (a file) and mp (a manifest and its shards) on 2 r
 epoch, then resume to epoch 3 twice, with and without --final-only. The final checkpoints match
 byte for byte; the summaries match but for the checkpoint path and wall time; the --final-only run
 wrote one checkpoint (epoch 3) and one metrics record, the other two of each.
+
+Then (none) a long --final-only resume stopped by SIGTERM: one stopped inside an epoch has evaluated
+nothing, so its summary's test_loss and test_accuracy are null (not 0), while final_loss is the last
+completed epoch's; one stopped at an epoch's end evaluated that epoch and reports it.
 """
-import json, os, shutil, subprocess, sys
+import json, os, shutil, signal, subprocess, sys, time
 
 ct, root = sys.argv[1], sys.argv[2]
 mpiexec = sys.argv[3] if len(sys.argv) > 3 else None
@@ -76,7 +80,44 @@ for mode, launch in modes:
     elif json.loads(open(f"{d}/final.jsonl").readline())["epoch"] != 3:
         fails.append(f"{mode}: the --final-only metrics record is not epoch 3's")
 
+# A --final-only resume stopped by SIGTERM: 8 steps an epoch (512 samples, batch 64), so most stops
+# fall inside an epoch; one at an epoch's end is checked too, then tried again.
+d = os.path.join(root, "none")
+first = os.path.join(d, "t", ckpts(os.path.join(d, "t"))[0])
+inside = False
+for attempt in range(4):
+    summ = os.path.join(d, f"stopped{attempt}.json")
+    p = subprocess.Popen([ct, "resume", "--from", first, "--epochs", "2000", "--final-only", "--ckpt-dir", f"{d}/stopped{attempt}",
+                          "--summary", summ], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate()
+    if p.returncode != 75:
+        fails.append(f"stopped --final-only resume: exit {p.returncode}, not 75 (preempted): {err.strip()}")
+        break
+    s = json.load(open(summ))
+    steps = s.get("steps")
+    if not isinstance(steps, int) or steps <= 8 or s.get("preempted") is not True:
+        fails.append(f"stopped --final-only resume: summary steps {steps}, preempted {s.get('preempted')}")
+        break
+    if steps % 8:
+        inside = True
+        if s.get("test_loss") is not None or s.get("test_accuracy") is not None:
+            fails.append(f"stopped inside an epoch (step {steps}) with nothing evaluated, the summary has test_loss "
+                         f"{s.get('test_loss')} and test_accuracy {s.get('test_accuracy')}, not null")
+        # the resume starts at step 8; its first completed epoch ends at step 16
+        if (steps >= 16) != isinstance(s.get("final_loss"), float):
+            fails.append(f"stopped at step {steps}: final_loss {s.get('final_loss')}, not the last completed epoch's (null before one)")
+        break
+    if not isinstance(s.get("test_loss"), float) or not isinstance(s.get("test_accuracy"), float):
+        fails.append(f"stopped at the end of an epoch (step {steps}): test_loss {s.get('test_loss')}, "
+                     f"test_accuracy {s.get('test_accuracy')}, not that epoch's evaluation")
+        break
+if not inside and not fails:
+    fails.append("four SIGTERMs each stopped the --final-only resume at an epoch's end; none inside one")
+
 if fails:
     print("FAIL:\n" + "\n".join(fails))
     sys.exit(1)
-print(f"resume --final-only: {', '.join(m for m, _ in modes)}: the same end, one checkpoint and one metrics record")
+print(f"resume --final-only: {', '.join(m for m, _ in modes)}: the same end, one checkpoint and one metrics record; "
+      "stopped inside an epoch, no test metrics")

@@ -153,7 +153,7 @@ std::string Summary::to_json() const {
   json j = {{"command", command}, {"model", model}, {"parallel", parallel}, {"device", device}, {"world_size", world_size}, {"seed", seed},
             {"steps", steps}, {"epochs", epochs}, {"final_loss", std::isfinite(final_loss) ? json(final_loss) : json(nullptr)},
             {"test_loss", std::isfinite(test_loss) ? json(test_loss) : json(nullptr)},
-            {"numeric", {{"id", numeric_id}, {"detail", numeric_detail}}}, {"test_accuracy", test_accuracy},
+            {"numeric", {{"id", numeric_id}, {"detail", numeric_detail}}}, {"test_accuracy", std::isfinite(test_accuracy) ? json(test_accuracy) : json(nullptr)},
             {"nan_detected", nan_detected}, {"nan_step", nan_step}, {"preempted", preempted}, {"wall_seconds", wall_seconds},
             {"last_checkpoint", last_checkpoint}, {"exit_code", exit_code}, {"error", error},
             {"program_version", resil::version}};

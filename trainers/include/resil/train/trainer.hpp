@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,9 +66,11 @@ struct Summary {
   std::string mpi_wait;            // more than one rank: how they waited for MPI (poll_name)
   std::uint64_t seed = 0;
   std::int64_t steps = 0, epochs = 0;
-  double final_loss = 0.0;         // mean training loss of the last epoch (eval: test loss)
-  double test_loss = 0.0;
-  double test_accuracy = 0.0;
+  // NaN until set, written as null: a run stopped before its first epoch ends (or, with final_only,
+  // before its last) has neither a completed epoch's training loss nor an evaluation.
+  double final_loss = std::numeric_limits<double>::quiet_NaN();  // mean training loss of the last epoch (eval: test loss)
+  double test_loss = std::numeric_limits<double>::quiet_NaN();   // of the last evaluation
+  double test_accuracy = std::numeric_limits<double>::quiet_NaN();
   double test_auc = -1.0;          // dlrm only
   bool nan_detected = false;
   std::int64_t nan_step = -1;
