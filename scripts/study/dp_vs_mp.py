@@ -15,13 +15,13 @@ kill it at any point and start the same command again. After each arm completes 
 slimmed and gzipped, to DIR/NAME.jsonl.gz (default docs/results/dp-vs-mp-study), and with --commit
 committed (`git commit` of that one file and DIR/goldens.json). Progress: one line per arm and per 10 trials.
 One run per D at a time (D/lock; `publish` may run beside it); SIGTERM or SIGINT stops the study and its
-running campaign or resume, and kill -9 of the study stops them too. A publish DIR holds one plan's records
-(goldens.json names it). In a D that holds none of an arm's trials, `run` first restores those `publish` kept in
+running campaign or resume, and kill -9 of the study stops them too. A publish DIR holds one study's records of one
+plan (goldens.json names both); its writers take turns (flock on DIR). In a D that holds none of an arm's trials, `run` first restores those `publish` kept in
 DIR/partial (a new machine continues where the old one stopped), after checking that the golden runs trained again
 give exactly the published numbers.
 
 Exit codes (resil's, docs/reference/exit-codes.md): 0 done; 1 a golden run or a fault-free resume failed (the
-next run repeats it); 2 bad option, --dir or --publish of another plan, --commit with a --publish outside the
+next run repeats it); 2 bad option, --dir or --publish of another plan, --publish of another study, --commit with a --publish outside the
 checkout or ignored by git; 3 a golden checkpoint missing, a file that cannot be written (full disk, read-only
 --publish), D in use by another run; 4 a published file that is not a complete record of the plan's arm
 (damaged, another plan's);
@@ -36,6 +36,7 @@ Examples:
   scripts/study/dp_vs_mp.py report
 """
 import argparse
+import contextlib
 import ctypes
 import fcntl
 import gzip
@@ -220,6 +221,7 @@ class Study:
     checkpoint a point names, the commit messages."""
     P = P                    # the plan module: arms(), goldens(), golden_name(), RANKS, EPOCHS, TEST_LIMIT, ...
     title = "dp-vs-mp study"  # commit messages
+    study = "dp-vs-mp"        # goldens.json names it: a --publish holds one study's records
     metric = "test_accuracy"  # the summary key trials are classified on
     higher_is_better = True
     tolerance = 0.01
@@ -235,6 +237,7 @@ class Study:
         self.jobs = args.jobs
         self.publish_dir = os.path.abspath(args.publish)
         self.commit = args.commit
+        self._publish_depth = 0  # publish_lock's nesting
         try:
             os.makedirs(self.dir, exist_ok=True)
         except OSError as e:
@@ -275,14 +278,50 @@ class Study:
             open(f, "w").write(self.plan + "\n")
 
     def check_publish_plan(self):
-        """A publish directory holds one plan's records: a smoke run must not publish into the full study's."""
+        """A publish directory holds one study's records of one plan: a smoke run must not publish into the full
+        study's, nor the transformer study into the dp-vs-mp study's (each would rewrite the other's goldens.json).
+        A goldens.json that names no study was written before it did, by either: accepted, and named when next written."""
         path = os.path.join(self.publish_dir, "goldens.json")
         try:
             gold = read_goldens(path)
         except BadRecords as e:
             die(str(e), 4)
+        if gold and gold.get("study", self.study) != self.study:
+            die(f"{path}: --publish holds the {gold['study']} study's records, not the {self.study} study's: use another --publish")
         if gold and gold["plan"] != self.plan:
             die(f"{path}: --publish holds the '{gold['plan']}' plan's records, not '{self.plan}': use another --publish")
+
+    @contextlib.contextmanager
+    def publish_lock(self):
+        """Writers of PUBLISH one at a time: two runs on one --publish (two --dir, or `publish` beside `run`) each read,
+        merge and write goldens.json, and write the snapshots of the same arm. The lock is flock on the directory
+        itself, so no file is left in the checkout; it is taken once per process (nested calls pass through) and
+        dropped by the kernel however the process ends."""
+        if self._publish_depth:
+            self._publish_depth += 1
+            try:
+                yield
+            finally:
+                self._publish_depth -= 1
+            return
+        try:
+            os.makedirs(self.publish_dir, exist_ok=True)
+            fd = os.open(self.publish_dir, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as e:
+            die(f"--publish: cannot open {self.publish_dir}: {e.strerror}", 3)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                log(f"waiting for another writer of {self.publish_dir}")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError as e:  # a filesystem without flock: written unguarded, as D is
+                log(f"warning: {self.publish_dir}: cannot lock ({e.strerror}): two writers of it would not be kept apart")
+            self._publish_depth = 1
+            yield
+        finally:
+            self._publish_depth = 0
+            os.close(fd)
 
     def check_publish_writable(self):
         """Before the golden runs: the records of finished arms can be written to --publish."""
@@ -580,7 +619,10 @@ class Study:
         return os.path.join(self.publish_dir, arm.name + ".jsonl.gz")
 
     def publish_goldens(self, arms):
-        os.makedirs(self.publish_dir, exist_ok=True)
+        with self.publish_lock():
+            self._publish_goldens(arms)
+
+    def _publish_goldens(self, arms):
         path = os.path.join(self.publish_dir, "goldens.json")
         gold = {}
         old = read_goldens(path)  # check_publish_plan: this plan's, if any
@@ -597,7 +639,7 @@ class Study:
                 "epochs": read_jsonl(os.path.join(d, "golden-metrics.jsonl")),
                 f"full_{self.metric}": json.load(open(os.path.join(d, "golden-eval-full.json")))[self.metric],
                 "train_seconds": float(open(os.path.join(d, "train-seconds")).read())}
-        text = json.dumps({"plan": self.plan, "ranks": self.P.RANKS, "epochs": self.P.EPOCHS, "test_limit": self.test_limit(), "goldens": gold},
+        text = json.dumps({"study": self.study, "plan": self.plan, "ranks": self.P.RANKS, "epochs": self.P.EPOCHS, "test_limit": self.test_limit(), "goldens": gold},
                           indent=1, sort_keys=True) + "\n"
         if not os.path.exists(path) or open(path).read() != text:
             write_or_die(path, text)
@@ -605,6 +647,10 @@ class Study:
 
     def publish(self, arm):
         """Write the arm's records, slimmed, to PUBLISH/NAME.jsonl.gz (once, when complete)."""
+        with self.publish_lock():
+            return self._publish(arm)
+
+    def _publish(self, arm):
         dst = self.published(arm)
         if os.path.exists(dst):
             try:
@@ -647,6 +693,10 @@ class Study:
         """`publish` of an unfinished arm: its campaign directory's records (every record whole, as the campaign
         resumes from them), campaign.json and golden.json, to PUBLISH/partial/NAME.tar.gz, so that a run in a new
         --dir (a new machine) continues the arm where this one stopped instead of repeating its trials."""
+        with self.publish_lock():
+            self._snapshot(arm)
+
+    def _snapshot(self, arm):
         out = os.path.join(self.dir, "campaigns", arm.name)
         n = len(self.recorded(arm))
         if n == 0:

@@ -43,10 +43,11 @@ def load_arm(path, arm=None):
         die(str(e), 4)
 
 
-def load(publish, live, arms_of=P.arms, slim=None):
+def load(publish, live, arms_of=P.arms, slim=None, study="dp-vs-mp"):
     """(plan name, goldens.json, data): per arm of the plan that has records, {arm, golden summary, fault space,
     records, complete}, from PUBLISH/NAME.jsonl.gz, else (with `live`) from the running study directory.
-    arms_of(plan name) lists the plan's arms; slim(record) slims a live record (default: dp_vs_mp's)."""
+    arms_of(plan name) lists the plan's arms; slim(record) slims a live record (default: dp_vs_mp's); `study` is the
+    study goldens.json must name, where it names one."""
     from dp_vs_mp import BadRecords, die, read_goldens, read_order, read_records  # noqa: E402
     if slim is None:
         from dp_vs_mp import slim  # noqa: E402
@@ -60,6 +61,8 @@ def load(publish, live, arms_of=P.arms, slim=None):
         gold = read_goldens(gold_path)
     except BadRecords as e:
         die(str(e), 4)
+    if gold and gold.get("study", study) != study:
+        die(f"{gold_path}: the {gold['study']} study's records, not the {study} study's: use its own report", 2)
     plan_name = gold["plan"] if gold else "full"
     stamp = os.path.join(live, "plan") if live else None
     if stamp and os.path.exists(stamp) and open(stamp).read().strip() != plan_name:

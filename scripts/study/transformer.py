@@ -58,6 +58,7 @@ def die(msg, code=2):
 class GptStudy(D.Study):
     P = G
     title = "transformer study"
+    study = "transformer"
     metric = G.METRIC
     higher_is_better = False
     tolerance = G.CRITICAL_BPB

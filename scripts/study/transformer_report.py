@@ -30,7 +30,7 @@ rate, pct, pfmt = R.rate, R.pct, R.pfmt
 
 def load(publish, live):
     from transformer import load_rates, slim  # noqa: E402
-    plan_name, gold, data = R.load(publish, live, G.arms, slim)
+    plan_name, gold, data = R.load(publish, live, G.arms, slim, study="transformer")
     return plan_name, gold, data, load_rates(publish)
 
 

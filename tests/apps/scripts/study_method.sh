@@ -26,6 +26,7 @@ def arm(n):
         return head, [json.loads(l) for l in f]
 g = json.load(open(p + "/goldens.json"))
 assert set(g["goldens"]) == {"mlp-dp-adam-s1"}, g["goldens"].keys()
+assert g["study"] == "dp-vs-mp", g.get("study")
 h, order = arm("noise-order-mlp-dp-late")
 assert len(order) == 2 and len({r["shuffle_seed"] for r in order}) == 2, order
 assert all(r["exit_code"] == 0 and r["summary"]["loss_curve"] for r in order), order
@@ -115,6 +116,17 @@ expect_err 2 "$T/bad/goldens.json" "${S[@]}" run --plan smoke --models mlp --bui
 echo '{"plan": "smoke", "goldens": {' > "$T/bad/goldens.json"
 expect_err 4 "$T/bad/goldens.json" "${S[@]}" report --publish "$T/bad" --out "$T/bad-report.md"
 expect_err 2 "--publish" "${S[@]}" report --publish "$T/no-such-dir" --out "$T/bad-report.md"
+# Another study's records in --publish (goldens.json names its study): the run is refused before it runs, since
+# each study would rewrite the other's goldens.json, and so is the report, which would read them as its own.
+mkdir -p "$T/other"
+$PY -c 'import json, sys; g = json.load(open(sys.argv[1])); g["study"] = "transformer"; json.dump(g, open(sys.argv[2], "w"))' \
+  "$T/pub/goldens.json" "$T/other/goldens.json"
+before=$(sha "$T/other/goldens.json")
+expect_err 2 "$T/other/goldens.json: --publish holds the transformer study's records, not the dp-vs-mp study's" \
+  "${S[@]}" run --plan smoke --models mlp --build "$(realpath "$BUILD")" --dir "$T/s" --publish "$T/other" --only mlp-dp-model-late
+expect_err 2 "$T/other/goldens.json: the transformer study's records, not the dp-vs-mp study's" \
+  "${S[@]}" report --publish "$T/other" --out "$T/bad-report.md"
+[ "$(sha "$T/other/goldens.json")" = "$before" ] || fail "a refused run changed another study's goldens.json"
 touch "$T/a-file"  # a path under a file: --dir, --out
 expect_err 3 "--dir: cannot create $T/a-file" "${S[@]}" run --plan smoke --dir "$T/a-file" --publish "$T/pub" --only mlp-dp-model-late
 expect_err 3 "$T/a-file/r.md" "${S[@]}" report --publish "$T/pub" --out "$T/a-file/r.md"
@@ -197,6 +209,19 @@ run "${S[@]}" publish --plan smoke --models mlp --dir "$T/s" --publish "$T/pub" 
 kill -CONT "$driver"
 rc=0; wait "$driver" || rc=$?
 [ "$rc" = 0 ] || { cat "$T/k.log"; fail "the first run ended with $rc"; }
+# Writers of one --publish take turns (two runs merging goldens.json, `publish` beside `run`): while another
+# process holds the directory's lock for 3 s, `publish` says it waits, and writes only once the lock is free.
+$PY -c 'import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX); print("held", flush=True); time.sleep(3)' "$T/pub" > "$T/hold.log" &
+holder=$!
+for _ in $(seq 100); do grep -q held "$T/hold.log" 2>/dev/null && break; sleep 0.1; done
+t0=$(date +%s%N)
+run "${S[@]}" publish --plan smoke --models mlp --dir "$T/s" --publish "$T/pub" --only mlp-dp-model-late
+waited=$(( ($(date +%s%N) - t0) / 1000000 ))
+cat "$T/stdout" "$T/stderr" > "$T/wait.log"
+wait "$holder"
+grep -q "waiting for another writer of $T/pub" "$T/wait.log" || { cat "$T/wait.log"; fail "publish did not wait for the writer holding $T/pub"; }
+[ "$waited" -ge 1500 ] || fail "publish returned after $waited ms, while the other writer held $T/pub for 3 s"
 # kill -9 of the study stops its running campaign too (SIGTERM: it records nothing more and exits), and leaves
 # no stale lock: the next run finishes the arm.
 K9=mlp-dp-optimizer-late
