@@ -42,6 +42,9 @@ CLI::App* setup_campaign(CLI::App& app, CampaignOptions& o) {
 }
 
 int run_campaign(const CampaignOptions& o) {
+  // ^C or a scheduler's SIGTERM: the recorded trials stay, one line says how far it got, exit 75. Installed
+  // before the first line is printed, so a signal after that line always stops the campaign that way.
+  inject::install_stop_handlers();
   inject::RunOptions ro;
   ro.shard = inject::ShardSpec::parse(o.shard);  // a usage error before any file is read
   auto cfg = inject::CampaignConfig::load(o.config);
@@ -65,8 +68,6 @@ int run_campaign(const CampaignOptions& o) {
     for (const auto& [k, v] : counts) s += (s.empty() ? "" : " ") + k + "=" + std::to_string(v);
     return s;
   };
-  // ^C or a scheduler's SIGTERM: the recorded trials stay, one line says how far it got, exit 75.
-  inject::install_stop_handlers();
   inject::RunSummary rs;
   std::string last_counts;
   try {

@@ -238,6 +238,7 @@ class Study:
         self.publish_dir = os.path.abspath(args.publish)
         self.commit = args.commit
         self._publish_depth = 0  # publish_lock's nesting
+        self._publish_unlocked = False  # publish_lock found no flock on PUBLISH (warned)
         try:
             os.makedirs(self.dir, exist_ok=True)
         except OSError as e:
@@ -315,8 +316,10 @@ class Study:
             except BlockingIOError:
                 log(f"waiting for another writer of {self.publish_dir}")
                 fcntl.flock(fd, fcntl.LOCK_EX)
-            except OSError as e:  # a filesystem without flock: written unguarded, as D is
-                log(f"warning: {self.publish_dir}: cannot lock ({e.strerror}): two writers of it would not be kept apart")
+            except OSError as e:  # a filesystem without flock: written unguarded, as D is (said once)
+                if not self._publish_unlocked:
+                    log(f"warning: {self.publish_dir}: cannot lock ({e.strerror}): two writers of it would not be kept apart")
+                self._publish_unlocked = True
             self._publish_depth = 1
             yield
         finally:
