@@ -88,13 +88,12 @@ void with_set_copy(const std::string& from, const std::string& to, const std::fu
     bool keep = false;
     ~RemoveAll() {
       std::error_code ec;
-      if (!keep) stdfs::remove_all(p, ec);
+      if (!keep && ckpt::fs::owned_by_me(p)) stdfs::remove_all(p, ec);  // never what someone else put there
     }
   } guard{tmp};
   try {
     std::error_code ec;
-    stdfs::create_directory(tmp, ec);
-    if (ec) throw IoError(tmp.string() + ": cannot create the directory: " + ec.message());
+    ckpt::fs::create_new_directory(tmp);
     // An index file's set is copied with its index under the index's name; a directory's as it is.
     const bool by_index = !stdfs::is_directory(from);
     const stdfs::path entry = by_index ? tmp / stdfs::path(from).filename() : tmp;

@@ -63,8 +63,7 @@ std::vector<std::string> draw_plots(const ReportOptions& o, const nlohmann::json
   const stdfs::path dir = md.parent_path().empty() ? stdfs::path(".") : md.parent_path();
   const stdfs::path tmp = dir / (".report-plots." + std::to_string(::getpid()));
   std::error_code ec;
-  stdfs::remove_all(tmp, ec);
-  if (!stdfs::create_directory(tmp, ec)) throw IoError(tmp.string() + ": cannot create the plots' scratch directory: " + ec.message());
+  ckpt::fs::create_new_directory(tmp, 0700);  // a leftover of this user's is replaced; anyone else's is refused, kept
   struct Cleanup {
     stdfs::path p;
     ~Cleanup() {

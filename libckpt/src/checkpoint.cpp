@@ -240,7 +240,7 @@ stdfs::path save(const stdfs::path& path, const Checkpoint& c, const WriteOption
   const stdfs::path tmp = fs::temp_sibling(path);
   fs::RemoveOnError guard(tmp);
   {
-    h5::File f = h5::create_file(tmp.string());
+    h5::File f = h5::create_new_file(tmp.string());
     write(f, c, opt);
     RESIL_H5_CHECK(H5Fflush(f, H5F_SCOPE_LOCAL), tmp.string() + ": flush");
   }

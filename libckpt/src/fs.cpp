@@ -144,6 +144,56 @@ void durable_rename(const stdfs::path& from, const stdfs::path& to) {
   fsync_dir(to.parent_path());
 }
 
+bool owned_by_me(const stdfs::path& p) noexcept {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) && st.st_uid == ::geteuid();
+}
+
+void clear_for_new(const stdfs::path& p) {
+  struct stat st {};
+  if (::lstat(p.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;
+    fail("cannot stat", p);
+  }
+  std::error_code ec;
+  if (S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1) {
+    if (::unlink(p.c_str()) != 0 && errno != ENOENT) fail("cannot remove this user's earlier file", p);
+    return;
+  }
+  if (S_ISDIR(st.st_mode) && st.st_uid == ::geteuid()) {
+    stdfs::remove_all(p, ec);
+    if (ec) throw IoError(p.string() + ": cannot remove this user's earlier directory: " + ec.message());
+    return;
+  }
+  const std::string what = S_ISLNK(st.st_mode)          ? "a symbolic link (uid " + std::to_string(st.st_uid) + ")"
+                           : st.st_uid != ::geteuid()   ? "another user's file (uid " + std::to_string(st.st_uid) + ")"
+                                                        : "a file with " + std::to_string(st.st_nlink) + " links";
+  // By its file name too: `p` may be a temporary the message goes on to name by the user's path
+  // (rethrow_renamed), and this name is the one to remove.
+  throw IoError(p.string() + ": cannot write: the name " + p.filename().string() + " in its directory is taken by " + what +
+                ", not made by this process: nothing written through it; remove it, or write elsewhere");
+}
+
+int create_new(const stdfs::path& p, unsigned mode) {
+  clear_for_new(p);
+  const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) {
+    if (errno == EEXIST)
+      throw IoError(p.string() + ": cannot write: the name " + p.filename().string() + " in its directory was taken while it was being created: nothing written through it");
+    fail("cannot create", p);
+  }
+  return fd;
+}
+
+void create_new_directory(const stdfs::path& p, unsigned mode) {
+  clear_for_new(p);
+  if (::mkdir(p.c_str(), mode) != 0) {
+    if (errno == EEXIST)
+      throw IoError(p.string() + ": cannot write: the name " + p.filename().string() + " in its directory was taken while it was being created: nothing written into it");
+    fail("cannot create the directory", p);
+  }
+}
+
 stdfs::path temp_sibling(const stdfs::path& p) {
   return p.parent_path() / ("." + p.filename().string() + ".tmp." + std::to_string(::getpid()));
 }
@@ -154,8 +204,7 @@ void write_file_atomic(const stdfs::path& p, const std::string& text) {
   const stdfs::path tmp = temp_sibling(target);
   RemoveOnError guard(tmp);
   {
-    Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
-    if (f.get() < 0) fail("cannot create", tmp);
+    Fd f{create_new(tmp, 0644)};
     std::size_t done = 0;
     while (done < text.size()) {
       const ssize_t n = ::write(f.get(), text.data() + done, text.size() - done);
@@ -195,7 +244,7 @@ void bound_mode(int fd, unsigned mode, const stdfs::path& p) {
 void keep_owner_and_mode(const stdfs::path& original, const stdfs::path& copy) {
   struct stat want {};
   if (::stat(original.c_str(), &want) != 0) fail("cannot stat", original);
-  Fd f{::open(copy.c_str(), O_RDONLY | O_CLOEXEC)};
+  Fd f{::open(copy.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC)};  // the copy this process made: never a link
   if (f.get() < 0) fail("cannot open", copy);
   struct stat have {};
   if (::fstat(f.get(), &have) != 0) fail("cannot stat", copy);
@@ -215,8 +264,7 @@ void copy_file(const stdfs::path& from, const stdfs::path& to) {
   struct stat st {};
   if (::fstat(in.get(), &st) != 0) fail("cannot stat", from);
   const unsigned mode = (st.st_mode & 0666) | 0600;  // derived_mode, from the open file
-  Fd out{::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)};
-  if (out.get() < 0) fail("cannot create", to);
+  Fd out{create_new(to, mode)};
   bound_mode(out.get(), mode, to);
   off_t left = st.st_size;
   while (left > 0) {

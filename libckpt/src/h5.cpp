@@ -82,16 +82,25 @@ File open_file(const std::string& path, Mode mode) {
   return File(id);
 }
 
-File create_file(const std::string& path) {
+namespace {
+File create_with(const std::string& path, unsigned flags) {
   quiet_library();
   SilenceErrors quiet;
   PropList fapl(H5Pcreate(H5P_FILE_ACCESS));
   // Large datasets start on 4 KiB boundaries: full-page writes go straight to the page cache.
   H5Pset_alignment(fapl, 1 << 16, 4096);
   H5Pset_meta_block_size(fapl, 1 << 16);
-  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  const hid_t id = H5Fcreate(path.c_str(), flags, H5P_DEFAULT, fapl);
   if (id < 0) throw IoError(path + ": cannot create: " + error_stack_text());
   return File(id);
+}
+}  // namespace
+
+File create_file(const std::string& path) { return create_with(path, H5F_ACC_TRUNC); }
+
+File create_new_file(const std::string& path) {
+  fs::clear_for_new(path);
+  return create_with(path, H5F_ACC_EXCL);
 }
 
 bool exists(hid_t loc, const std::string& path) {

@@ -3,6 +3,7 @@
 // HDF5 can make (filtered or unallocated chunks) go through a staged copy decided up front.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -224,6 +225,8 @@ std::vector<std::string> remove_stale_temporaries(const std::string& file) {
   const std::string prefix = "." + p.filename().string() + ".tmp.";  // ckpt::fs::temp_sibling
   const stdfs::path dir = p.parent_path().empty() ? stdfs::path(".") : p.parent_path();
   std::vector<std::string> removed;
+  struct stat fst {};
+  const uid_t owner = ::stat(file.c_str(), &fst) == 0 ? fst.st_uid : ::geteuid();
   std::error_code ec;
   for (stdfs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -235,8 +238,12 @@ std::vector<std::string> remove_stale_temporaries(const std::string& file) {
     if (err != std::errc() || ptr != last || *first == '+' || *first == '-' || pid <= 0 || pid == ::getpid()) continue;
     // Alive, or alive under another user (EPERM): its temporary is in use, or at least not ours to judge.
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    // A regular file with one link, of this user or of the file's owner (a staged copy gets the file's
+    // owner before the rename): anything else at that name is someone else's, and stays.
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) continue;
+    if (st.st_uid != ::geteuid() && st.st_uid != owner) continue;
     std::error_code fec;
-    if (!stdfs::is_regular_file(stdfs::symlink_status(it->path(), fec))) continue;
     if (stdfs::remove(it->path(), fec)) removed.push_back(it->path().string());
   }
   return removed;

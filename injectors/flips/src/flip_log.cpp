@@ -539,9 +539,9 @@ FlipLog read_log(const std::filesystem::path& p, Tail tail) {
   return parse_log(ss.str(), p.string(), tail);
 }
 
-LogWriter::LogWriter(const std::filesystem::path& p, const std::filesystem::path& of) : path_(p) {
+LogWriter::LogWriter(const std::filesystem::path& p, const std::filesystem::path& of, bool fresh) : path_(p) {
   const unsigned mode = ckpt::fs::derived_mode(of);
-  fd_ = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  fd_ = fresh ? ckpt::fs::create_new(p, mode) : ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd_ < 0) throw IoError(p.string() + ": cannot create flip log: " + std::strerror(errno));
   ckpt::fs::bound_mode(fd_, mode, p);
 }

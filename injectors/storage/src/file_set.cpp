@@ -196,9 +196,7 @@ void copy_checkpoint(const std::string& from, const stdfs::path& to, Format form
   const FileSet s = file_set(from, format);
   stdfs::path dest = to;
   if (is_directory(from)) {
-    std::error_code ec;
-    stdfs::create_directory(to, ec);
-    if (ec) throw IoError(to.string() + ": cannot create the directory: " + ec.message());
+    ckpt::fs::create_new_directory(to);
   } else {
     dest = to.parent_path().empty() ? stdfs::path(".") : to.parent_path();
     ckpt::fs::copy_file(s.dir / s.index, to);

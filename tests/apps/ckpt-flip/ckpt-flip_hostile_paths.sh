@@ -14,7 +14,8 @@ EXPECT_TIMEOUT=20
 eval "lib_$(declare -f expect_rc)"
 expect_rc() {
   lib_expect_rc "$@"
-  if grep -q '\.tmp\.[0-9]' "$T/stderr"; then cat "$T/stderr"; fail "the message names a temporary file: $*"; fi
+  # (but for a name someone else took, which is the one to remove: "the name .X.tmp.PID ... is taken by")
+  if grep '\.tmp\.[0-9]' "$T/stderr" | grep -vq 'is taken by'; then cat "$T/stderr"; fail "the message names a temporary file: $*"; fi
 }
 expect_msg() { grep -q -- "$1" "$T/stderr" || { cat "$T/stderr"; fail "stderr lacks '$1'"; }; }
 same() { [ "$(sha "$1")" = "$2" ] || fail "$1 changed ($3)"; }
@@ -377,6 +378,46 @@ done
 # The whole logs still work both ways.
 cp "$T/two.h5" "$T/t.h5"; expect_rc 0 "$FLIP" replay "$T/t.h5" --log "$T/two.jsonl"; same "$T/t.h5" "$TWOB_SHA" "replay"
 expect_rc 0 "$FLIP" revert "$T/t.h5" --log "$T/two.jsonl"; same "$T/t.h5" "$TWO_SHA" "revert"
+
+# Another user who may write the directory (a shared sticky one) puts a symbolic link where a run makes its
+# temporary, `.NAME.tmp.PID` (the PID is the run's: exec keeps the shell's): a staged in-place edit (a deflated
+# .npz), an -o output and the -o run's log. Each run refuses (exit 3, naming the name to remove), the link's target
+# (root's 0600 file) and the input are untouched, and the link stays: it is not this user's to remove. A regular
+# file of that user's left at a dead PID's temporary name stays too; this user's own, at the run's PID, is replaced.
+if [ "$(id -u)" = 0 ]; then
+  S="$T/shared"; mkdir -p "$S"; chmod 1777 "$S"
+  echo "root's secret" > "$T/victim"; chmod 600 "$T/victim"; VICTIM_SHA=$(sha "$T/victim")
+  $PY -c "import numpy as np; np.savez_compressed('$S/att.npz', a=np.arange(40, dtype=np.float32))"
+  chown nobody:nogroup "$S/att.npz"; chmod 600 "$S/att.npz"; ATT_SHA=$(sha "$S/att.npz")
+  # planted NAME cmd...: NAME.<its pid> made a link to the victim, owned by nobody, then cmd exec'ed (same pid)
+  planted="$T/planted.sh"
+  printf '%s\n' '#!/bin/bash' 'ln -s "$VICTIM" "$1.$$" && chown -h nobody:nogroup "$1.$$" && shift && exec "$@"' > "$planted"
+  chmod +x "$planted"; export VICTIM="$T/victim"
+  for what in in-place output log; do
+    rm -f "$S"/.*.tmp.* "$S/out.npz" "$T/att.jsonl" "$S/att-o.jsonl"
+    case $what in
+      in-place) expect_rc 3 "$planted" "$S/.att.npz.tmp" "$FLIP" inject "$S/att.npz" --in-place --seed 5 --flips 1 --log "$T/att.jsonl";;
+      output) expect_rc 3 "$planted" "$S/.out.npz.tmp" "$FLIP" inject "$S/att.npz" -o "$S/out.npz" --seed 5 --flips 1 --log "$T/att.jsonl";;
+      log) expect_rc 3 "$planted" "$S/.att-o.jsonl.tmp" "$FLIP" inject "$S/att.npz" -o "$S/out.npz" --seed 5 --flips 1 --log "$S/att-o.jsonl";;
+    esac
+    expect_msg "is taken by a symbolic link (uid 65534)"
+    same "$T/victim" "$VICTIM_SHA" "a planted link at the $what temporary"
+    [ "$(stat -c %U:%a "$T/victim")" = root:600 ] || fail "the victim's owner or mode changed ($what): $(stat -c %U:%a "$T/victim")"
+    same "$S/att.npz" "$ATT_SHA" "a planted link at the $what temporary"
+    [ -f "$S/att.npz" ] && [ ! -L "$S/att.npz" ] || fail "att.npz is no longer a regular file ($what)"
+    [ "$(find "$S" -maxdepth 1 -name '.*.tmp.*' -type l | wc -l)" = 1 ] || fail "the planted link was removed ($what)"
+    [ ! -e "$S/out.npz" ] && [ ! -e "$S/att-o.jsonl" ] || fail "a refused run left its output ($what)"
+  done
+  rm -f "$S"/.*.tmp.*
+  # nobody's regular file at a dead PID's name beside root's file: kept; root's own at the run's PID: replaced.
+  cp "$S/att.npz" "$S/root.npz"; chown root:root "$S/root.npz"
+  echo theirs > "$S/.root.npz.tmp.4194302"; chown nobody:nogroup "$S/.root.npz.tmp.4194302"
+  expect_rc 0 bash -c 'echo stale > "$1.$$" && shift && exec "$@"' own "$S/.root.npz.tmp" "$FLIP" inject "$S/root.npz" --in-place --seed 5 --flips 1 --log "$T/root.jsonl"
+  [ "$(cat "$S/.root.npz.tmp.4194302")" = theirs ] || fail "another user's file at a stale temporary's name was removed"
+  [ "$(find "$S" -maxdepth 1 -name '.root.npz.tmp.*' | wc -l)" = 1 ] || fail "the run's own earlier file at its temporary's name was left: $(ls -a "$S")"
+  expect_rc 0 "$FLIP" revert "$S/root.npz" --log "$T/root.jsonl"
+  same "$S/root.npz" "$ATT_SHA" "revert of the in-place edit"
+fi
 
 same "$T/in.h5" "$IN_SHA" "the whole run"
 echo "ckpt-flip hostile paths: OK"

@@ -23,8 +23,20 @@ void durable_rename(const stdfs::path& from, const stdfs::path& to);
 void write_file_atomic(const stdfs::path& p, const std::string& text);
 std::string read_file(const stdfs::path& p);
 /// Copy a whole file efficiently (copy_file_range / reflink where the filesystem can), then fsync.
-/// The copy is no more readable than `from` (derived_mode; the umask applies on top).
+/// The copy is no more readable than `from` (derived_mode; the umask applies on top). `to` is a new
+/// file (create_new): whatever is there must have been removed, or be this user's own stale file.
 void copy_file(const stdfs::path& from, const stdfs::path& to);
+/// Make way for a new file or directory at `p` (a temporary name, or an output just removed):
+/// nothing there, or this user's own regular file with no other link, or own directory (what an
+/// earlier process with the same pid left), which is removed. Anything else (a symbolic link,
+/// another user's file or directory, a second link to some file) is refused with IoError naming
+/// `p`: writing through it would write where whoever put it there chose.
+void clear_for_new(const stdfs::path& p);
+/// A new regular file at `p` only this process made: clear_for_new, then
+/// open(O_WRONLY|O_CREAT|O_EXCL|O_NOFOLLOW) (a link planted in between fails it). IoError naming `p`.
+int create_new(const stdfs::path& p, unsigned mode);
+/// A new directory at `p` the same way (clear_for_new, then mkdir, which never follows a link).
+void create_new_directory(const stdfs::path& p, unsigned mode = 0755);
 /// The permission bits of a file made from `input` (a copy, an edited copy, its flip log): the
 /// input's read and write bits plus the owner's, so whoever may not read the input may not read
 /// what was made from it either. 0644 when `input` is empty or cannot be stat'ed. open() applies
@@ -75,14 +87,19 @@ bool same_file(const stdfs::path& a, const stdfs::path& b);
 /// loop of links (`option`, when given, starts the message).
 stdfs::path write_target(const stdfs::path& p, const std::string& option = {});
 
+/// Whether `p` is a file or directory (not a link) owned by this process's user: what it may have
+/// made itself, and so may remove on error; another user's file at a temporary's name is theirs.
+bool owned_by_me(const stdfs::path& p) noexcept;
+
 /// Removes the file in its destructor unless `keep()` was called: no partial outputs on error.
+/// Only this user's own file is removed (owned_by_me): never a link or file someone else put there.
 class RemoveOnError {
 public:
   explicit RemoveOnError(stdfs::path p) : path_(std::move(p)) {}
   RemoveOnError(const RemoveOnError&) = delete;
   RemoveOnError& operator=(const RemoveOnError&) = delete;
   ~RemoveOnError() {
-    if (!kept_) {
+    if (!kept_ && owned_by_me(path_)) {
       std::error_code ec;
       stdfs::remove(path_, ec);
     }

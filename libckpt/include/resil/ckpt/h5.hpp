@@ -87,6 +87,9 @@ enum class Mode { read, read_write };
 File open_file(const std::string& path, Mode mode);
 /// Create (truncate) a file with resil's defaults (latest-compatible format, aligned large datasets).
 File create_file(const std::string& path);
+/// A new file only this process made (a temporary): fs::clear_for_new, then created with
+/// H5F_ACC_EXCL, which fails on anything put there in between, a symbolic link included.
+File create_new_file(const std::string& path);
 
 /// Open a dataset/group; throws with the path named. Relative names of external raw data files
 /// resolve next to the HDF5 file ($HDF5_EXTFILE_PREFIX overrides). With `require_data`, those files

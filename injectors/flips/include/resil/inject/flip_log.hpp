@@ -115,8 +115,9 @@ std::string hex_bits(std::uint64_t v, unsigned width);
 class LogWriter {
 public:
   /// Creates or truncates `p`; throws IoError. A log of the file `of` is no more readable than it
-  /// (ckpt::fs::derived_mode: its records hold the file's values).
-  explicit LogWriter(const std::filesystem::path& p, const std::filesystem::path& of = {});
+  /// (ckpt::fs::derived_mode: its records hold the file's values). `fresh`: `p` is a temporary name,
+  /// created new (ckpt::fs::create_new), never written through whatever is there.
+  explicit LogWriter(const std::filesystem::path& p, const std::filesystem::path& of = {}, bool fresh = false);
   ~LogWriter();
   LogWriter(const LogWriter&) = delete;
   LogWriter& operator=(const LogWriter&) = delete;
