@@ -94,6 +94,9 @@ int run_inject(const InjectOptions& o) {
   if (!o.flips && !o.ber) throw UsageError("inject: give --flips N or --ber RATE");
   if (o.raw && (!o.include.empty() || !o.exclude.empty() || !o.bits.empty() || o.role != inject::Role::all || o.stratify != inject::Stratify::none || o.finite))
     throw UsageError("inject --raw takes no --include/--exclude/--bits/--role/--stratify/--finite (it flips file bytes)");
+  // A sharded set's index (or a DCP directory) names several files: --raw flips one file's bytes.
+  if (o.raw && inject::is_file_set(o.input))
+    throw UsageError(o.input + ": a set of files (an index and its shards, or a DCP directory): --raw flips one file's bytes; name a shard");
   // Before anything is opened for writing: no path may name another's file (--log IN would replace
   // the data by the log, -o LOG the only undo record), inputs are regular readable files, outputs
   // regular files or new ones in an existing directory.
@@ -146,7 +149,12 @@ int run_inject(const InjectOptions& o) {
     // Without --in-place one read-only Storage serves listing, the --finite draw and planning.
     const auto rf = wf ? nullptr : inject::open_storage(o.input, inject::Access::read, o.format);
     inject::Storage& file = wf ? *wf : *rf;
-    const auto targets = inject::select(file.tensors(), sel);
+    std::vector<inject::Target> targets;
+    try {
+      targets = inject::select(file.tensors(), sel);
+    } catch (const NothingSelectedError& e) {
+      e.rethrow_with(o.input + ": " + e.what());  // the user gave several paths: say which file
+    }
     inject::Sampled sampled;
     try {
       sampled = inject::sample_sites(targets, popt, inject::words_of(file, targets));
@@ -211,7 +219,7 @@ int run_inject(const InjectOptions& o) {
         st = inject::apply(tmp, records, inject::Direction::forward, false, false, true, o.format);
         out_hash = inject::checkpoint_hash(tmp, h.hash);
         h.output_hash = out_hash;
-        inject::LogWriter log(log_tmp, o.input);
+        inject::LogWriter log(log_tmp, o.input, true);
         log.line(inject::header_line(h));
         log.records(records);
         log.line(inject::footer_line(st.changed, out_hash, h.hash));

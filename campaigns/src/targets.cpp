@@ -26,8 +26,8 @@ CampaignTargets select_all(const CampaignConfig& c, const CkptFiles& files) {
     std::vector<Target> t;
     try {
       t = select(tensors, so);
-    } catch (const NothingSelectedError&) {
-      if (files.files.size() == 1) throw;
+    } catch (const NothingSelectedError& e) {
+      if (files.files.size() == 1) e.rethrow_with(files.files[f].string() + ": " + e.what());
       continue;  // a shard may hold nothing selected (e.g. an mp stage without parameters)
     }
     std::map<std::string, TensorRole> roles;

@@ -130,6 +130,9 @@ DcpMetadata parse_dcp_metadata(Bytes file) {
     DcpTensor t;
     t.name = fqn;
     t.size = r.dims(r.need(ts, "size", "TensorStorageMetadata"), "TensorStorageMetadata.size");
+    std::uint64_t bytes = 16;  // the widest element: the count of bytes, at most, fits 64 bits
+    for (const auto d : t.size)
+      if (__builtin_mul_overflow(bytes, d, &bytes)) r.fail("TensorStorageMetadata.size of " + printable(fqn) + " overflows 64 bits", ts);
     // TensorProperties' state is the tuple (dtype, layout, requires_grad, memory format, pin_memory).
     const std::size_t props = r.need(ts, "properties", "TensorStorageMetadata");
     const PickleNode& pn = r.at(props);

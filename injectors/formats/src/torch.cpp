@@ -419,6 +419,24 @@ TorchArchive parse_torch(Bytes file) {
     a.storage_entries.push_back(static_cast<std::size_t>(e - a.zip.entries.data()));
     a.storage_data.push_back({e->data_offset, e->uncompressed_size});
   }
+  // Every storage member is one the state views: one it does not (a tensor used as a dict key,
+  // whose keys are not walked) would be bytes of the file outside the fault space.
+  const std::string data_dir = a.prefix + "data/";
+  std::unordered_set<std::size_t> viewed(a.storage_entries.begin(), a.storage_entries.end());
+  for (std::size_t k = 0; k < a.zip.entries.size(); ++k) {
+    const auto& e = a.zip.entries[k];
+    if (e.name.starts_with(data_dir) && !viewed.count(k))
+      corrupt(kFormat, "'" + printable(e.name) + "' is a storage no tensor of the saved object views (a tensor used as a dict key?)", e.header_offset);
+  }
+  // <archive>/byteorder (torch 1.10 on): the machine's byte order, which is the storages' ("big" from
+  // s390x or ppc64, byte-swapped by torch.load on a little-endian machine). No record: little.
+  if (const ZipEntry* bo = a.zip.find(a.prefix + "byteorder")) {
+    if (bo->method != ZipMethod::stored) corrupt(kFormat, "'" + bo->name + "' is compressed (torch.save stores it)", bo->header_offset);
+    const auto text = file.subspan(static_cast<std::size_t>(bo->data_offset), static_cast<std::size_t>(bo->compressed_size));
+    const std::string order(reinterpret_cast<const char*>(text.data()), text.size());
+    if (order == "big") a.big_endian = true;
+    else if (order != "little") corrupt(kFormat, "'" + bo->name + "' says '" + printable(order) + "', neither 'little' nor 'big'", bo->data_offset);
+  }
   return a;
 }
 

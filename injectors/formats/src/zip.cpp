@@ -62,6 +62,17 @@ Eocd find_eocd(Bytes file) {
     }
     return e;
   }
+  // Say what is wrong where it can be told: a record whose comment ends before the file does is an
+  // archive with bytes appended (torch.load reads past them; a flip's CRC and offsets would not).
+  for (std::size_t pos = file.size() - kEocdSize + 1; pos-- > lowest;) {
+    const std::byte* p = file.data() + pos;
+    if (load_le<std::uint32_t>(p) != kEocdSig) continue;
+    const std::uint64_t end = pos + kEocdSize + load_le<std::uint16_t>(p + 20);
+    if (end < file.size())
+      corrupt(kFormat, std::to_string(file.size() - end) + " bytes after the end of the archive (its end record at offset " + std::to_string(pos) +
+                           "): appended data, which ckpt-flip does not read past", end);
+    break;
+  }
   corrupt(kFormat, "no end of central directory record (not a zip archive, or truncated)", file.size());
 }
 

@@ -80,6 +80,18 @@ public:
   DcpFile(const std::string& path, Access access, const std::vector<Spec>& specs) : ZipStorage(path, access) {
     const Mapping m = map_for_parsing(path);
     const auto all = fmt::bytes_of(m.data(), m.size());
+    // Each chunk its own archive: two sharing bytes would be one word counted (and flipped) twice,
+    // and a log of both could never be undone.
+    std::vector<const Spec*> by_offset;
+    for (const auto& s : specs) by_offset.push_back(&s);
+    std::sort(by_offset.begin(), by_offset.end(), [](const Spec* a, const Spec* b) { return a->chunk->offset < b->chunk->offset; });
+    for (std::size_t k = 1; k < by_offset.size(); ++k) {
+      const auto& a = *by_offset[k - 1]->chunk;
+      if (by_offset[k]->chunk->offset - a.offset < a.length)
+        throw CorruptInputError(chunk_what(path, *by_offset[k]) + ": .metadata places it in the bytes of the chunk of " +
+                                display_name("/" + by_offset[k - 1]->tensor) + " at offset " + std::to_string(a.offset) + " (" +
+                                std::to_string(a.length) + " bytes): chunks must not share bytes");
+    }
     for (const auto& s : specs) {
       const auto& c = *s.chunk;
       const std::string what = chunk_what(path, s);

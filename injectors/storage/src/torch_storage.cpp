@@ -55,13 +55,14 @@ public:
       if (whole) for (const auto d : first.shape) shape.push_back(static_cast<std::uint64_t>(d));
       else shape = {elements};
       Item it;
-      it.tensor = make_tensor(first.name, role_of(first.role), first.dtype, shape, false);
+      it.tensor = make_tensor(first.name, role_of(first.role), first.dtype, shape, a.big_endian && size > 1);
       it.tensor.counter = std::all_of(views.begin(), views.end(), [](const auto* v) { return v->counter; });
       it.tensor.info.aliases = std::move(views_of[s].aliases);
       // The storage's identity: its zip member, or (legacy) its key in the stream.
       it.tensor.storage = legacy_ ? "data/" + st.key : zip_.entries[a.storage_entries[s]].name;
       it.extent = {data.offset, elements * size};
       it.size = static_cast<unsigned>(size);
+      it.big_endian = a.big_endian && size > 1;
       it.part = legacy_ ? 0 : a.storage_entries[s];
       add(std::move(it));
     }

@@ -11,7 +11,8 @@ every archive's CRC-32s stay valid (zipfile) and its pickle is unchanged; each l
 its chunk, file, writing rank and the ranks that load it (every rank for a replicated tensor, the
 chunk's rank for a sharded one); -o inside the input's directory is refused; revert restores every file byte for byte; replay, diff, scan and a
 campaign work on the directory. Hostile directories (storage transforms, a missing data file,
-offsets beyond a file, a path outside the directory, chunks overlapping or leaving a hole; in the
+offsets beyond a file, a path outside the directory, chunks overlapping or leaving a hole, a size
+whose element count overflows, two chunks in the same bytes; in the
 safetensors mode a blob tensor no chunk names, bytes past the blob, offsets disagreeing with
 .metadata) are refused with one line and the documented exit code, nothing
 written. argv: ckpt-flip binary, scratch dir."""
@@ -228,6 +229,10 @@ refused("beyond", 4, ["__1_0.distcp", "beyond the end"])
 refused("dotdot", 4, [".metadata", "not a plain file name"])
 refused("overlap", 4, [".metadata", "overlap"])
 refused("hole", 4, [".metadata", "of its 60 elements"])
+# A global size whose element count wraps 64 bits to exactly what the chunks hold (scan never ended on
+# it), and two chunks stored in the same bytes (each word counted twice; the log could not be undone).
+refused("size_wrap", 4, [".metadata", "model.embed.weight", "overflows 64 bits"])
+refused("aliased", 4, ["__0_0.distcp", "chunks must not share bytes"])
 # The safetensors serialization: rank 1's blob naming a tensor .metadata places in no chunk, a
 # tensor's bytes running past the blob, a chunk's saved_offsets not its .metadata offsets.
 refused("st_ghost", 4, ["__1_0.distcp", "DCP_SHARDING_INFO names model.ghost"])

@@ -35,6 +35,8 @@ torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, buf)
 pt = buf.getvalue()
 
 case("truncated_zip", "model.pt", pt[: len(pt) * 3 // 5], 4, "no end of central directory")
+# Bytes appended after the archive's end record: torch.load reads the archive; refused, saying so.
+case("zip_trailing_bytes", "model.pt", pt + bytes(100), 4, "100 bytes after the end of the archive")
 cd = pt.rfind(b"PK\x01\x02", 0, pt.rfind(b"PK\x05\x06"))
 case("bad_central_directory", "model.pt", pt[:cd] + b"PK\x01\x09" + pt[cd + 4:], 4, "central directory")
 
@@ -66,11 +68,27 @@ def saved(obj):
 # An object that would run a command when unpickled is read as an opaque value; this file is still
 # refused, for a storage no tensor views (its bytes could not be placed in the fault space).
 case("pickle_system", "model.pt", saved({"evil": Evil(), "s": torch.ones(2).storage()}), 4, "a storage that no tensor rebuild function views")
+# A tensor used as a dict key: its storage is in the archive, but dict keys name things, they are not walked.
+case("torch_tensor_dict_key", "model.pt", saved({"k": {torch.ones(2): torch.zeros(3)}}), 4,
+     "data/[01]' is a storage no tensor of the saved object views")
 # A bare pickle stream calling os.system (no zip around it): not a legacy torch.save file.
 case("bare_pickle_system", "model.pkl", pickle.dumps({"w": Evil()}, protocol=2), 4, "torch's magic number")
 legacy = io.BytesIO()
 torch.save(model.state_dict(), legacy, _use_new_zipfile_serialization=False)
 case("legacy_torch_truncated", "model.pt", legacy.getvalue()[:-3], 4, "runs past the end of the file")
+
+
+def with_members(pt_bytes, members):
+    """The archive `pt_bytes` with members {name after the archive's prefix: bytes} added or replaced, stored."""
+    src, dst = zipfile.ZipFile(io.BytesIO(pt_bytes)), io.BytesIO()
+    prefix = src.namelist()[0].split("/")[0] + "/"
+    with zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zf:
+        for info in src.infolist():
+            if info.filename[len(prefix):] not in members:
+                zf.writestr(info.filename, src.read(info))
+        for name, data in members.items():
+            zf.writestr(prefix + name, data)
+    return dst.getvalue()
 
 
 def with_pickle(pt_bytes, edit):
@@ -83,6 +101,8 @@ def with_pickle(pt_bytes, edit):
     return dst.getvalue()
 
 
+# <archive>/byteorder other than little or big.
+case("torch_byteorder_bad", "model.pt", with_members(pt, {"byteorder": b"middle"}), 4, "neither 'little' nor 'big'")
 # One name for two tensors (each of its own storage): dict keys are joined by '/', integer keys are
 # written in decimal, an empty path is "tensor", and a pickle may repeat a key (torch.load keeps the
 # last value). A name must say which tensor a flip log means: the file is refused, naming it.

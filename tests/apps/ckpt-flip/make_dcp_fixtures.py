@@ -12,7 +12,8 @@ written once, by the rank with the fewest bytes so far (the save planner's dedup
 sharded tensor is split along dimension 0, each rank writing its own chunk.
 
 Usage: make_dcp_fixtures.py OUT_DIR [VARIANT]   VARIANT: ok (default), transform, missing_file,
-beyond, dotdot, overlap, hole, safetensors; st_ghost, st_outside, st_offsets
+beyond, dotdot, overlap, hole, size_wrap (a global size whose element count wraps 64 bits to what the
+chunks hold), aliased (two chunks stored in the same bytes), safetensors; st_ghost, st_outside, st_offsets
 (safetensors mode, rank 1's blob: a tensor .metadata does not name, bytes past the blob, saved_offsets
 not the chunk's). Prints the layout as JSON on stdout:
 {tensor: {"dtype", "size", "chunks": [{"offsets", "sizes", "file", "offset", "length", "rank"}],
@@ -246,6 +247,11 @@ def write(out, variant="ok", tensors=None):
         storage[victim].offset += 1 << 20
     if variant == "dotdot":
         storage[victim].relative_path = "../__1_0.distcp"
+    if variant == "size_wrap":  # 16 x 8 stored; (2^61 + 16) x 8 = 2^64 + 128 elements, 128 in 64 bits
+        sdm["model.embed.weight"].size = torch.Size([(1 << 61) + 16, 8])
+    if variant == "aliased":  # chunk 1 of the victim stored in chunk 0's archive
+        c0, c1 = layout["model.layers.0.w"]["chunks"][:2]
+        storage[MetadataIndex("model.layers.0.w", torch.Size(c1["offsets"]))] = _StorageInfo(c0["file"], c0["offset"], c0["length"])
     md = Metadata(state_dict_metadata=sdm, planner_data=planner, storage_data=storage,
                   storage_meta=StorageMeta(checkpoint_id=out, save_id="fixture"), version="1.0.0")
     with open(os.path.join(out, ".metadata"), "wb") as f:

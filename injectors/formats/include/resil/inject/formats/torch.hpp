@@ -95,6 +95,7 @@ struct TorchArchive {
   bool legacy = false;
   ZipDirectory zip;    // empty when legacy
   std::string prefix;  // "archive/" (torch.save uses the file's stem); empty when legacy
+  bool big_endian = false;  // <archive>/byteorder says "big": every storage's elements are big-endian
   TorchState state;
   std::vector<std::size_t> storage_entries;  // index into zip.entries, parallel to state.storages (zip only)
   struct Span {
