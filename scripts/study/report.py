@@ -866,7 +866,8 @@ class Report(ReportBase):
         self.w("|---|---|---:|---|")
         self.width_rows(P.TARGETS, "harmful")
         self.w()
-        self.timing(lambda a: f"{a.model} {a.mode}")  # an mp trial (4 stages) costs more than a dp one
+        # an mp trial (4 stages) costs more than a dp one, a one-replica dp trial (the replicas compared) too
+        self.timing(lambda a: f"{a.model} {a.mode}" + (" one-replica" if a.replica else ""))
         self.w()
 
     def render(self):
