@@ -265,7 +265,8 @@ TEST_CASE("a failed in-place injection leaves no log of flips never made; one th
   h.in_place = true;
 
   // gzip chunks: the edit is staged in a temporary sibling, which cannot be created here (a
-  // directory holds its name; as root a read-only directory would not stop it). Nothing changed.
+  // symbolic link holds its name, as another user could put there; as root a read-only directory
+  // would not stop it). Nothing changed, and the link stays.
   const auto g = (dir / "g.h5").string();
   {
     auto f = ckpt::h5::create_file(g);
@@ -275,17 +276,21 @@ TEST_CASE("a failed in-place injection leaves no log of flips never made; one th
   const auto g_before = ckpt::sha256_file(g);
   CHECK(inject::holds_old_bits(g, g_recs));
   const auto blocker = fs::temp_sibling(std::filesystem::canonical(g));
-  std::filesystem::create_directories(blocker / "x");
+  std::filesystem::create_directories(dir / "elsewhere");
+  std::filesystem::create_directory_symlink(dir / "elsewhere", blocker);
   try {
     inject::apply_logged(log, h, g_recs, g);
     FAIL("the staged edit was not refused");
   } catch (const IoError& e) {
     const std::string what = e.what();
-    CHECK(what.find(g + ": its staged copy " + blocker.string() + ": cannot create") == 0);  // not "g.h5: cannot create"
+    CHECK(what.find(g + ": its staged copy " + blocker.string() + ": cannot write: the name " + blocker.filename().string() +
+                    " in its directory is taken by a symbolic link") == 0);  // not "g.h5: cannot create"
   }
   CHECK_FALSE(std::filesystem::exists(log));
   CHECK(ckpt::sha256_file(g) == g_before);
-  std::filesystem::remove_all(blocker);
+  CHECK(std::filesystem::is_symlink(blocker));
+  CHECK(std::filesystem::is_empty(dir / "elsewhere"));
+  std::filesystem::remove(blocker);
 
   // Words changed in place, then a mismatch in a later dataset: the log is the undo record.
   const auto c = (dir / "c.h5").string(), d = (dir / "d.h5").string();
