@@ -349,9 +349,28 @@ ApplyStats apply(Storage& wf, std::span<const FlipRecord> records, Direction dir
   // HDF5 allocates unallocated chunks and may relocate a rewritten filtered chunk, updating its
   // metadata later; only a copy is opened read-write, so such edits stage the whole file.
   const auto tmp = ckpt::fs::temp_sibling(target);
-  ckpt::fs::RemoveOnError guard(tmp);
+  // Removed on error: this user's file at the name (a copy that failed midway), or once made, the
+  // copy itself by device and inode, whoever owns it then (keep_owner_and_mode gives it the file's
+  // owner); never what someone else put at the name.
+  struct StagedCopy {
+    std::filesystem::path path;
+    dev_t dev = 0;
+    ino_t ino = 0;
+    bool made = false, kept = false;
+    ~StagedCopy() {
+      struct stat st {};
+      if (kept) return;
+      if (made ? ::lstat(path.c_str(), &st) == 0 && st.st_dev == dev && st.st_ino == ino : ckpt::fs::owned_by_me(path)) ::unlink(path.c_str());
+    }
+  } guard{tmp};
   try {
     ckpt::fs::copy_file(target, tmp);
+    struct stat st {};
+    if (::lstat(tmp.c_str(), &st) == 0) {
+      guard.dev = st.st_dev;
+      guard.ino = st.st_ino;
+      guard.made = true;
+    }
   } catch (const Error& e) {
     // Named as what it is: "FILE: cannot create" would read as if the file itself could not be
     // created (a directory the user may not write, say, beside a file the user may).
@@ -371,7 +390,7 @@ ApplyStats apply(Storage& wf, std::span<const FlipRecord> records, Direction dir
   } catch (const Error& e) {
     rethrow_renamed(e, tmp.string(), file);  // the user knows the file, not its staged copy
   }
-  guard.keep();
+  guard.kept = true;
   return st;
 }
 
