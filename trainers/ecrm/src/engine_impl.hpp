@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "failure_schedule.hpp"
@@ -174,6 +175,9 @@ private:
   RowExchange rows_;
   Scrub scrub_;
   std::vector<std::byte> fresh_;            // --scrub: the updated rows' new bytes (ParityDeltas::build)
+  std::int64_t parity_mismatches_ = -1;  // at the end of the run (finish), for the report of a failure found then
+  std::string final_hash_;               // the state_hash finish computed, likewise
+  std::vector<std::pair<std::int64_t, std::int64_t>> scrub_fallbacks_;  // --fallback-ckpt after a codeword beyond repair: (step, checkpoint step)
   std::vector<ScrubRepair> repairs_;        // every repair, in order (the same list on every rank)
   ScrubStats scrub_total_;                  // summed over ranks at the end (total_scrub)
   std::int64_t scrub_step_ = 0;             // the step whose scrub round runs
