@@ -3,7 +3,8 @@
 # mpiexec and the binaries are real. Checks: a preempted run whose qrerun fails ends with 75 (not
 # 0, as a success the scheduler would not rerun); an NP that is not a number is never evaluated
 # (NP='a[$(cmd)]' ran cmd) and falls back to the node file's count; ec-train.pbs relaunches after
-# a real rank death (through ec-train-run.sh) and ends completed with no segment left.
+# a real rank death (through ec-train-run.sh) and ends completed with no segment left; a campaign
+# shard that exits 75 is rerun (campaign.pbs) or requeued (campaign.sbatch, with a stand-in scontrol).
 #   test_pbs.sh SOURCE_DIR BIN_DIR
 . "$(dirname "$0")/../support/test_lib.sh" resil-test-pbs
 src=$1 bin=$2
@@ -38,4 +39,18 @@ rc=$?
 grep -q "relaunch 1 of 10" ec.out || fail "no relaunch: $(tail -5 ec.out)"
 $PY -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["completed"] else 1)' ec-report-79.srv.json || fail "report not completed"
 ls /dev/shm | grep -q "resil-ec-79.srv-" && fail "segments left behind"
-echo "ok: PBS scripts"
+# 4. A campaign shard that stops with 75 (SIGTERM: its records kept) is rerun or requeued, and a
+#    failed rerun is 75 again; a stand-in ckpt-flip stands for the campaign.
+mkdir -p "$T/fakebin"
+printf '#!/bin/bash\necho "ckpt-flip $*" >>"$STUB_LOG"\nexit 75\n' >"$T/fakebin/ckpt-flip"
+printf '#!/bin/bash\necho "scontrol $*" >>"$STUB_LOG"\nexit "${SCONTROL_RC:-0}"\n' >"$T/stub/scontrol"
+chmod +x "$T/fakebin/ckpt-flip" "$T/stub/scontrol"
+PBS_JOBID='80[3].srv' PBS_ARRAY_INDEX=3 SHARDS=8 CONFIG=c.json OUT=o RESIL_BIN=$T/fakebin bash "$src/scripts/pbs/campaign.pbs" >c1.out 2>&1
+rc=$?; [ "$rc" = 0 ] && grep -q "qrerun 80\[3\].srv" "$STUB_LOG" || fail "campaign.pbs after 75: exit $rc, $(cat "$STUB_LOG")"
+QRERUN_RC=1 PBS_JOBID='81[0].srv' CONFIG=c.json OUT=o RESIL_BIN=$T/fakebin bash "$src/scripts/pbs/campaign.pbs" >c2.out 2>&1
+rc=$?; [ "$rc" = 75 ] || fail "campaign.pbs with a failing qrerun: exit $rc, expected 75"
+SLURM_JOB_ID=900 SLURM_ARRAY_JOB_ID=899 SLURM_ARRAY_TASK_ID=2 SLURM_ARRAY_TASK_COUNT=4 SLURM_SUBMIT_DIR=$T/work CONFIG=c.json OUT=o \
+  RESIL_BIN=$T/fakebin bash "$src/scripts/slurm/campaign.sbatch" >c3.out 2>&1
+rc=$?; [ "$rc" = 0 ] && grep -q "scontrol requeue 899_2" "$STUB_LOG" || fail "campaign.sbatch after 75: exit $rc, $(cat "$STUB_LOG")"
+grep -q "ckpt-flip campaign c.json --shard 2/4 --out o" "$STUB_LOG" || fail "campaign.sbatch's shard: $(cat "$STUB_LOG")"
+echo "ok: PBS scripts; campaign shards requeued after 75"
