@@ -4,7 +4,8 @@
 # 0, as a success the scheduler would not rerun); an NP that is not a number is never evaluated
 # (NP='a[$(cmd)]' ran cmd) and falls back to the node file's count; ec-train.pbs relaunches after
 # a real rank death (through ec-train-run.sh) and ends completed with no segment left; a campaign
-# shard that exits 75 is rerun (campaign.pbs) or requeued (campaign.sbatch, with a stand-in scontrol).
+# shard that exits 75 is rerun (campaign.pbs) or requeued (campaign.sbatch, with a stand-in scontrol);
+# local-cluster.sh stop kills only its own daemons and refuses a DIR others may write.
 #   test_pbs.sh SOURCE_DIR BIN_DIR
 . "$(dirname "$0")/../support/test_lib.sh" resil-test-pbs
 src=$1 bin=$2
@@ -53,4 +54,16 @@ SLURM_JOB_ID=900 SLURM_ARRAY_JOB_ID=899 SLURM_ARRAY_TASK_ID=2 SLURM_ARRAY_TASK_C
   RESIL_BIN=$T/fakebin bash "$src/scripts/slurm/campaign.sbatch" >c3.out 2>&1
 rc=$?; [ "$rc" = 0 ] && grep -q "scontrol requeue 899_2" "$STUB_LOG" || fail "campaign.sbatch after 75: exit $rc, $(cat "$STUB_LOG")"
 grep -q "ckpt-flip campaign c.json --shard 2/4 --out o" "$STUB_LOG" || fail "campaign.sbatch's shard: $(cat "$STUB_LOG")"
-echo "ok: PBS scripts; campaign shards requeued after 75"
+# 5. local-cluster.sh stop kills only the daemons its PID files name (a stale or planted PID of
+#    another process survives), and a DIR another user could write is refused (exit 3).
+mkdir -m 700 "$T/lc"
+sleep 60 &
+victim=$!
+echo "$victim" >"$T/lc/munged.pid"
+"$src/scripts/slurm/local-cluster.sh" stop "$T/lc" || fail "local-cluster.sh stop"
+kill -0 "$victim" 2>/dev/null || fail "local-cluster.sh stop killed a process that is not its daemon"
+chmod 777 "$T/lc"
+"$src/scripts/slurm/local-cluster.sh" stop "$T/lc" 2>lc.err
+rc=$?; [ "$rc" = 3 ] && grep -q "is not this user's private directory" lc.err || fail "a DIR others may write: exit $rc, $(cat lc.err)"
+kill "$victim"
+echo "ok: PBS scripts; campaign shards requeued after 75; local-cluster.sh stop"
