@@ -79,6 +79,8 @@ forward() { signalled=1; [ "$child" != 0 ] && kill -s USR1 "$child" 2>/dev/null;
 trap forward TERM USR1 INT
 attempt=0
 while :; do
+  # A signal between two attempts: no new one (the segments keep the state for the same command).
+  if [ $signalled = 1 ]; then echo "ec-train-run.sh: stopped by a signal before a relaunch; run the same command again to continue" >&2; exit 75; fi
   before=$(stamp)
   $mpiexec -n "$n" "$bin" "${args[@]}" &  # CMD may hold words (srun --mpi=pmi2); BIN is one path
   child=$!
