@@ -58,10 +58,7 @@ void Engine::save_ckpt(std::int64_t step, bool preempted) {
   // with fresh checksums: a corrupt row written here would be trusted from then on. A codeword
   // beyond repair ends this save with ScrubLossError (a fallback then goes to the checkpoint before).
   if (cfg_.scrub) {
-    scrub_step_ = step;
-    scrub_.sweep(store_.layout().stripes());
-    const auto done = scrub_.repair(step, now_seconds() - t_start_);
-    repairs_.insert(repairs_.end(), done.begin(), done.end());
+    const auto done = full_scrub(step);
     if (!done.empty() && net_.rank() == 0)
       std::cerr << "ec-train: checkpoint of step " << step << ": scrub repaired " << done.size() << " row(s) first\n";
   }

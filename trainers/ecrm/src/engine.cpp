@@ -558,11 +558,7 @@ void Engine::step_and_commit(std::int64_t step, bool follows, const Progress& pr
 int Engine::finish(const Progress& progress) {
   flush();
   // Before the rest of a rebuild reads its sources: every surviving row checked and repaired.
-  if (cfg_.scrub && recovery_.any_lost()) {
-    scrub_.sweep(store_.layout().stripes());
-    const auto done = scrub_.repair(cfg_.steps, now_seconds() - t_start_);
-    repairs_.insert(repairs_.end(), done.begin(), done.end());
-  }
+  if (cfg_.scrub && recovery_.any_lost()) full_scrub(cfg_.steps);
   // Finish any rebuild still running, so the final state is fully redundant before it is hashed.
   while (cfg_.ft == Ft::ec && recovery_.any_lost()) {
     const double r0 = now_seconds();
@@ -573,10 +569,7 @@ int Engine::finish(const Progress& progress) {
   if (cfg_.scrub) {
     // A last full sweep: nothing the run's cadence left unchecked ends in the final state unrepaired
     // (a codeword beyond repair here ends the run with exit 8).
-    scrub_.sweep(store_.layout().stripes());
-    scrub_step_ = cfg_.steps;
-    const auto done = scrub_.repair(cfg_.steps, now_seconds() - t_start_);
-    repairs_.insert(repairs_.end(), done.begin(), done.end());
+    full_scrub(cfg_.steps);
   }
   total_scrub();
   const std::int64_t mismatches = cfg_.ft == Ft::ec ? static_cast<std::int64_t>(store_.verify_parity()) : -1;

@@ -124,6 +124,9 @@ private:
   void inject_flips(std::int64_t step, bool at_delta);
   /// This step's checks (the rows it serves, the sweep) and the collective repair of what they found.
   void scrub_round(std::int64_t step, const std::vector<Recovery::RebuildJob>& jobs);
+  /// --scrub: every row checked and the corrupt ones repaired, as of `step` (before a rebuild reads
+  /// its sources, before a checkpoint, at the end); the repairs made.
+  std::vector<ScrubRepair> full_scrub(std::int64_t step);
   /// The scrub's counts summed over ranks (collective), for the report.
   void total_scrub();
   /// The bit in the segment's fired mask of --inject item i (after the --kill items).

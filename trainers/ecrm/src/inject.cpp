@@ -285,6 +285,14 @@ void Engine::inject_flips(std::int64_t step, bool at_delta) {
   }
 }
 
+std::vector<ScrubRepair> Engine::full_scrub(std::int64_t step) {
+  scrub_step_ = step;
+  scrub_.sweep(store_.layout().stripes());
+  auto done = scrub_.repair(step, now_seconds() - t_start_);
+  repairs_.insert(repairs_.end(), done.begin(), done.end());
+  return done;
+}
+
 void Engine::scrub_round(std::int64_t step, const std::vector<Recovery::RebuildJob>& jobs) {
   scrub_step_ = step;
   if (cfg_.scrub_touched) scrub_.check_rows(rows_.owned());
