@@ -38,6 +38,7 @@ struct Options {
   std::optional<std::string> job_id;
   std::optional<std::uint64_t> seed, inject_seed;
   bool cleanup = false;
+  bool scrub_cadence_given = false;
 };
 
 // The job whose state segments a run attaches: --job-id, else the batch system's job id (a
@@ -107,12 +108,13 @@ void setup(CLI::App& app, Options& o) {
                   "more exchange per step)")
       ->option_text("next-step|in-step");
   app.add_option("--fail", o.fail, "RANK@STEP[,RANK@STEP...]: the rank loses its memory at the start of STEP");
-  app.add_option("--kill", o.kill, "RANK@STEP[:node][,...]: the rank SIGKILLs itself at the start of STEP (:node: removing its state segment first)");
+  app.add_option("--kill", o.kill, "RANK@STEP[:node|:scrub][,...]: the rank SIGKILLs itself at the start of STEP (:node: removing its state segment first; :scrub: inside STEP's scrub repair, with --scrub)");
   app.add_flag("--scrub", c.scrub,
                "--ft ec: keep a CRC-32C per shard and parity row, check rows before they are read and parity rows as deltas fold in, "
                "repair bad rows from the code while training goes on (more than m bad in one codeword: exit 8, or --fallback-ckpt)");
   app.add_option("--scrub-cadence", o.scrub_cadence, "touched (the rows each step reads, checked before it reads them), sweep, or touched+sweep")
-      ->check(CLI::IsMember({"touched", "sweep", "touched+sweep"}))->capture_default_str();
+      ->check(CLI::IsMember({"touched", "sweep", "touched+sweep"}))->capture_default_str()
+      ->each([&o](const std::string&) { o.scrub_cadence_given = true; });
   app.add_option("--scrub-sweep", c.scrub_sweep, "stripes the background sweep verifies per step (0: no sweep)")->transform(app::Decimal())->capture_default_str();
   app.add_option("--inject", o.inject,
                  "TARGET@STEP[:rank=R][:stripe=S][:members=J][:bits=B][:at=start|delta][,...]: flip bits in memory at STEP; TARGET row "
@@ -207,6 +209,7 @@ int run(Options& o, const train::Comm& comm, const std::string& job_id) {
   c.fail = ecrm::parse_failures(o.fail);
   c.inject = ecrm::parse_injects(o.inject);
   c.scrub_touched = o.scrub_cadence != "sweep";
+  if (o.scrub_cadence_given && !c.scrub) throw UsageError("--scrub-sweep and --scrub-cadence go with --scrub");
   if (o.scrub_cadence == "touched" && c.scrub_sweep > 0) throw UsageError("--scrub-sweep " + std::to_string(c.scrub_sweep) + " needs --scrub-cadence sweep or touched+sweep");
   if (o.scrub_cadence.find("sweep") != std::string::npos && c.scrub_sweep == 0) c.scrub_sweep = 16;
   c.inject_log = o.inject_log;
@@ -220,11 +223,19 @@ int run(Options& o, const train::Comm& comm, const std::string& job_id) {
   if (c.inject_allowed == 0) throw UsageError("--inject-bits " + o.inject_bits + " selects no bit of a 32-bit float word");
   {
     std::shared_ptr<inject::FaultModel> model;
-    try {
-      model = std::make_shared<inject::FaultModel>(inject::FaultModel::parse(o.inject_model));
-    } catch (const UsageError& e) {
-      throw UsageError(as_inject_option(e.what(), "--model"));
-    }
+    // Every rank reads a pattern file (pattern:FILE) alike: agreed, so a missing or bad one is one
+    // line from rank 0, named by this program's option.
+    train::agree(comm, [&] {
+      try {
+        model = std::make_shared<inject::FaultModel>(inject::FaultModel::parse(o.inject_model));
+      } catch (const UsageError& e) {
+        throw UsageError(as_inject_option(e.what(), "--model"));
+      } catch (const IoError& e) {
+        throw IoError(as_inject_option(e.what(), "--model"));
+      } catch (const CorruptInputError& e) {
+        throw CorruptInputError(as_inject_option(e.what(), "--model"));
+      }
+    });
     c.inject_model = model->name();
     if (model->kind() != inject::FaultModel::Kind::flip)
       c.inject_fault = [model](std::uint32_t old, unsigned anchor, std::uint32_t allowed, Rng& rng) {

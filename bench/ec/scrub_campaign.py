@@ -18,8 +18,9 @@ Classes of a trial, from its campaign record:
              escape: the flip was trained on), with `repaired_late` when the scrub repaired the row
              after the flip had already been read, and `replicas_diverged` when the ranks' MLP replicas
              ended different
-  detected   the run stopped with an error (detected: exit 8, beyond repair, or 1, parity found
-             different from the data at the end, which --ft ec checks without --scrub too; crash, hang)
+  detected   the run stopped with an error (detected: exit 8, a codeword beyond repair or parity
+             found different from the data at the end, which --ft ec checks without --scrub too;
+             crash, hang)
 Each record (OUT/trials.jsonl, one JSON line per trial) holds the target, the cadence, the class,
 the flip as the campaign record has it (from the trial's flip log: dataset, index, rank, step, bit,
 old and new bits and values), the steps and seconds from flip to repair, whether the replicas
@@ -84,7 +85,7 @@ def campaign(cad):
     cfg = {"name": f"scrub-{name}", "kind": "ec-train", "trials": TRIALS * len(TARGETS), "seed": SEED, "timeout_s": 600,
            "command": [MPIEXEC, "-n", str(RANKS), EXE, *SHAPE, "--ft", "ec", *cadence_args(cad), "--report", "{out}"],
            "inject": {"targets": TARGETS, "steps": [3, STEPS - 6], "bits": BITS, "model": MODEL},
-           "detected_codes": [1, 8]}
+           "detected_codes": [8]}
     os.makedirs(os.path.join(OUT, "campaigns"), exist_ok=True)
     with open(cdir + ".json", "w") as f:
         json.dump(cfg, f, indent=1)

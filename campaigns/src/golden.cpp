@@ -37,6 +37,9 @@ std::optional<std::string> numeric_id_of(const json& summary) {
   if (!summary.is_object() || !summary.contains("numeric")) return std::nullopt;
   const json& n = summary.at("numeric");
   if (!n.is_object() || !n.contains("id") || !n.at("id").is_string()) return std::nullopt;
+  // Empty: the run stopped before it computed anything (a checkpoint it refused to load, exit 7),
+  // so no configuration to compare; the trial is classified by its exit code.
+  if (n.at("id").get<std::string>().empty()) return std::nullopt;
   return n.at("id").get<std::string>();
 }
 

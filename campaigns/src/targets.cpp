@@ -21,6 +21,7 @@ CampaignTargets select_all(const CampaignConfig& c, const CkptFiles& files) {
   so.bits = BitSpec::parse(c.bits.empty() ? "all" : c.bits);
   so.as = c.as;
   CampaignTargets s;
+  std::string why;
   for (std::size_t f = 0; f < files.files.size(); ++f) {
     const auto tensors = open_storage(files.files[f].string(), Access::read, c.format)->tensors();  // the storage layer: any format
     std::vector<Target> t;
@@ -28,6 +29,7 @@ CampaignTargets select_all(const CampaignConfig& c, const CkptFiles& files) {
       t = select(tensors, so);
     } catch (const NothingSelectedError& e) {
       if (files.files.size() == 1) e.rethrow_with(files.files[f].string() + ": " + e.what());
+      if (why.empty()) why = e.what();  // said when no shard has anything: which filter emptied it
       continue;  // a shard may hold nothing selected (e.g. an mp stage without parameters)
     }
     std::map<std::string, TensorRole> roles;
@@ -38,7 +40,8 @@ CampaignTargets select_all(const CampaignConfig& c, const CkptFiles& files) {
       s.file.push_back(f);
     }
   }
-  if (s.targets.empty()) throw NothingSelectedError(files.entry.string() + ": the campaign's selection matched no stored bit");
+  if (s.targets.empty())
+    throw NothingSelectedError(files.entry.string() + ": the campaign's selection matched no stored bit" + (why.empty() ? std::string() : " (first shard: " + why + ")"));
   return s;
 }
 

@@ -131,7 +131,12 @@ void TrialContext::plan_files(Attempt& a) {
     }
     ss.push_back({remap[s.target], s.index, s.bit});
   }
-  for (auto& [f, ts] : per) a.recs[f] = plan(work.files[f].string(), ts.first, ts.second, a.popt, c.format);
+  // One model stream for the trial, continued from file to file (each file's plan drew from its
+  // start before, so a random-value or burst fault repeated the same draws in every shard).
+  std::uint64_t model_draws = 0;
+  PlanOptions popt = a.popt;
+  popt.model_draws = &model_draws;
+  for (auto& [f, ts] : per) a.recs[f] = plan(work.files[f].string(), ts.first, ts.second, popt, c.format);
 }
 
 void TrialContext::inject_flips(Attempt& a) {

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -55,6 +56,13 @@ TpSlice TpSlice::from_json(const std::string& text, const std::string& where) {
   for (const auto& [lo, hi] : s.ranges)
     if (lo >= hi || hi > s.global_shape[s.dim])
       throw CorruptInputError(where + ": " + tp_slice_attr + " " + text + " has a range outside its global shape");
+  // A global index held twice would have two local elements: the map from local to global index
+  // (a flip's global_index) is one-to-one only for disjoint ranges.
+  auto sorted = s.ranges;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i].first < sorted[i - 1].second)
+      throw CorruptInputError(where + ": " + tp_slice_attr + " " + text + " has overlapping ranges");
   return s;
 }
 
@@ -318,6 +326,14 @@ Manifest read_manifest(const stdfs::path& p) {
     }
     if (static_cast<std::int64_t>(m.shards.size()) != m.world_size)
       throw CorruptInputError("lists " + std::to_string(m.shards.size()) + " shards for world size " + std::to_string(m.world_size));
+    // Nor one file under two names (a linked directory): it would count in a fault space twice.
+    for (std::size_t a = 0; a < m.shards.size(); ++a)
+      for (std::size_t b = a + 1; b < m.shards.size(); ++b) {
+        std::error_code ea, eb;
+        const auto pa = p.parent_path() / m.shards[a], pb = p.parent_path() / m.shards[b];
+        if (stdfs::exists(pa, ea) && stdfs::exists(pb, eb) && fs::same_file(pa, pb))
+          throw CorruptInputError("shards '" + m.shards[a].string() + "' and '" + m.shards[b].string() + "' are the same file");
+      }
     return m;
   } catch (const IoError&) {
     throw;

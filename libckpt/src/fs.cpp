@@ -29,6 +29,18 @@ const char* kind_of(mode_t m) {
   return "not a regular file";
 }
 
+// `p`'s name is held by something this process did not make. Named by its file name too: `p` may be
+// a temporary the message goes on to name by the user's path (rethrow_renamed), and this name is
+// the one to remove.
+[[noreturn]] void name_taken(const stdfs::path& p, const std::string& how) {
+  throw IoError(p.string() + ": cannot write: the name " + p.filename().string() + " in its directory " + how);
+}
+
+// A regular file with no other link, of this user or of `also_owner` (lone_file_of).
+bool lone_file(const struct stat& st, uid_t also_owner) {
+  return S_ISREG(st.st_mode) && st.st_nlink == 1 && (st.st_uid == ::geteuid() || st.st_uid == also_owner);
+}
+
 std::string errno_text(int err) {
   if (err == ENOENT) return "no such file";
   if (err == EACCES || err == EPERM) return "permission denied";
@@ -149,6 +161,26 @@ bool owned_by_me(const stdfs::path& p) noexcept {
   return ::lstat(p.c_str(), &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) && st.st_uid == ::geteuid();
 }
 
+bool lone_file_of(const stdfs::path& p, unsigned also_owner) noexcept {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0 && lone_file(st, also_owner);
+}
+
+RemoveOnError::~RemoveOnError() {
+  if (kept_) return;
+  struct stat st {};
+  if (adopted_ ? ::lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_ : owned_by_me(path_))
+    ::unlink(path_.c_str());
+}
+
+void RemoveOnError::adopt() noexcept {
+  struct stat st {};
+  if (::lstat(path_.c_str(), &st) != 0) return;
+  dev_ = st.st_dev;
+  ino_ = st.st_ino;
+  adopted_ = true;
+}
+
 void clear_for_new(const stdfs::path& p) {
   struct stat st {};
   if (::lstat(p.c_str(), &st) != 0) {
@@ -156,7 +188,7 @@ void clear_for_new(const stdfs::path& p) {
     fail("cannot stat", p);
   }
   std::error_code ec;
-  if (S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1) {
+  if (lone_file(st, ::geteuid())) {
     if (::unlink(p.c_str()) != 0 && errno != ENOENT) fail("cannot remove this user's earlier file", p);
     return;
   }
@@ -168,10 +200,7 @@ void clear_for_new(const stdfs::path& p) {
   const std::string what = S_ISLNK(st.st_mode)          ? "a symbolic link (uid " + std::to_string(st.st_uid) + ")"
                            : st.st_uid != ::geteuid()   ? "another user's file (uid " + std::to_string(st.st_uid) + ")"
                                                         : "a file with " + std::to_string(st.st_nlink) + " links";
-  // By its file name too: `p` may be a temporary the message goes on to name by the user's path
-  // (rethrow_renamed), and this name is the one to remove.
-  throw IoError(p.string() + ": cannot write: the name " + p.filename().string() + " in its directory is taken by " + what +
-                ", not made by this process: nothing written through it; remove it, or write elsewhere");
+  name_taken(p, "is taken by " + what + ", not made by this process: nothing written through it; remove it, or write elsewhere");
 }
 
 int create_new(const stdfs::path& p, unsigned mode) {
@@ -179,7 +208,7 @@ int create_new(const stdfs::path& p, unsigned mode) {
   const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) {
     if (errno == EEXIST)
-      throw IoError(p.string() + ": cannot write: the name " + p.filename().string() + " in its directory was taken while it was being created: nothing written through it");
+      name_taken(p, "was taken while it was being created: nothing written through it");
     fail("cannot create", p);
   }
   return fd;
@@ -189,7 +218,7 @@ void create_new_directory(const stdfs::path& p, unsigned mode) {
   clear_for_new(p);
   if (::mkdir(p.c_str(), mode) != 0) {
     if (errno == EEXIST)
-      throw IoError(p.string() + ": cannot write: the name " + p.filename().string() + " in its directory was taken while it was being created: nothing written into it");
+      name_taken(p, "was taken while it was being created: nothing written into it");
     fail("cannot create the directory", p);
   }
 }

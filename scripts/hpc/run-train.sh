@@ -13,6 +13,13 @@
 #   TRAIN_ARGS []  extra `ckpt-train train` options (a resume takes them from the checkpoint's config)
 #   RESUME_ARGS [] extra `ckpt-train resume` options
 set -uo pipefail
+set -f  # LAUNCH is split into words but never globbed (a nodelist like node[1-2] stays as it is)
+case "${1:-}" in
+  -h|--help)
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+    echo "Example: NP=2 EPOCHS=3 CKPT_DIR=\$PWD/ck scripts/hpc/run-train.sh   (run it again after exit 75 to continue)"
+    exit 0 ;;
+esac
 bin=${RESIL_BIN:-build/bin}
 np=${NP:-4}
 launch=${LAUNCH:-mpiexec -n $np}

@@ -2,7 +2,7 @@
 # A private one-node Slurm cluster on this machine, for tests and demos (root; Debian's slurm-wlm
 # and munge). Everything lives in DIR: munge key and socket, slurm.conf, state, spool, logs, PIDs.
 #
-#   scripts/slurm/local-cluster.sh start DIR   # prints "export SLURM_CONF=DIR/slurm.conf"
+#   scripts/slurm/local-cluster.sh start DIR   # prints "export SLURM_CONF=DIR/slurm.conf" (DIR: this user's, private)
 #   scripts/slurm/local-cluster.sh stop DIR    # stops every daemon it started, by PID
 #
 # Ports: RESIL_SLURM_PORT (slurmctld, default 17817) and +1 (slurmd); non-default so a real
@@ -12,12 +12,25 @@ cmd=${1:?usage: local-cluster.sh start|stop DIR}
 dir=$(realpath -m "${2:?usage: local-cluster.sh start|stop DIR}")
 port=${RESIL_SLURM_PORT:-17817}
 
+# DIR holds the munge key and the PID files whose processes stop kills: it must be this user's and
+# writable by no one else, or another user could name any process to kill (as root) or read the key.
+if [[ -e $dir ]]; then
+  owner=$(stat -c %u "$dir") mode=$(stat -c %a "$dir")
+  if [[ $owner != "$(id -u)" ]] || (( 8#$mode & 8#022 )); then
+    echo "local-cluster.sh: error: $dir is not this user's private directory (owner uid $owner, mode $mode): choose another DIR" >&2
+    exit 3
+  fi
+fi
+
+# Stop the daemon NAME whose PID the file holds: only if that process is NAME (a stale PID may have
+# been reused by any other process).
 stop_pidfile() {
-  local f=$1
+  local f=$1 name=$2
   [[ -f $f ]] || return 0
   local pid
   pid=$(cat "$f" 2>/dev/null || true)
-  if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+  [[ $pid =~ ^[0-9]+$ ]] || { rm -f "$f"; return 0; }
+  if kill -0 "$pid" 2>/dev/null && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$name" ]]; then
     kill "$pid" 2>/dev/null || true
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$pid" 2>/dev/null || true
@@ -27,9 +40,9 @@ stop_pidfile() {
 
 case $cmd in
 stop)
-  stop_pidfile "$dir/slurmd.pid"
-  stop_pidfile "$dir/slurmctld.pid"
-  stop_pidfile "$dir/munged.pid"
+  stop_pidfile "$dir/slurmd.pid" slurmd
+  stop_pidfile "$dir/slurmctld.pid" slurmctld
+  stop_pidfile "$dir/munged.pid" munged
   exit 0
   ;;
 start) ;;
@@ -39,6 +52,7 @@ esac
 for exe in munged slurmctld slurmd sinfo; do
   command -v "$exe" >/dev/null || { echo "local-cluster.sh: $exe not found (apt-get install slurm-wlm munge)" >&2; exit 3; }
 done
+(umask 077; mkdir -p "$dir")
 mkdir -p "$dir"/{state,spool,munge}
 chmod 700 "$dir/munge"
 host=$(hostname -s)

@@ -39,6 +39,7 @@ import argparse
 import contextlib
 import ctypes
 import fcntl
+import functools
 import gzip
 import hashlib
 import io
@@ -213,6 +214,15 @@ def read_goldens(path):
         return gold
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise BadRecords(f"{path}: not a study's goldens.json ({type(e).__name__}: {e})") from None
+
+
+def publishing(method):
+    """A Study method that writes PUBLISH: it runs under the study's publish_lock."""
+    @functools.wraps(method)
+    def locked(self, *args, **kw):
+        with self.publish_lock():
+            return method(self, *args, **kw)
+    return locked
 
 
 class Study:
@@ -621,11 +631,8 @@ class Study:
     def published(self, arm):
         return os.path.join(self.publish_dir, arm.name + ".jsonl.gz")
 
+    @publishing
     def publish_goldens(self, arms):
-        with self.publish_lock():
-            self._publish_goldens(arms)
-
-    def _publish_goldens(self, arms):
         path = os.path.join(self.publish_dir, "goldens.json")
         gold = {}
         old = read_goldens(path)  # check_publish_plan: this plan's, if any
@@ -648,12 +655,9 @@ class Study:
             write_or_die(path, text)
             self.git_commit([path], f"{self.title}: golden runs")
 
+    @publishing
     def publish(self, arm):
         """Write the arm's records, slimmed, to PUBLISH/NAME.jsonl.gz (once, when complete)."""
-        with self.publish_lock():
-            return self._publish(arm)
-
-    def _publish(self, arm):
         dst = self.published(arm)
         if os.path.exists(dst):
             try:
@@ -692,14 +696,11 @@ class Study:
     def partial(self, arm):
         return os.path.join(self.publish_dir, "partial", arm.name + ".tar.gz")
 
+    @publishing
     def snapshot(self, arm):
         """`publish` of an unfinished arm: its campaign directory's records (every record whole, as the campaign
         resumes from them), campaign.json and golden.json, to PUBLISH/partial/NAME.tar.gz, so that a run in a new
         --dir (a new machine) continues the arm where this one stopped instead of repeating its trials."""
-        with self.publish_lock():
-            self._snapshot(arm)
-
-    def _snapshot(self, arm):
         out = os.path.join(self.dir, "campaigns", arm.name)
         n = len(self.recorded(arm))
         if n == 0:

@@ -177,6 +177,11 @@ TEST_CASE("bad inputs raise typed errors naming the file or dataset", "[ckpt][un
       check_throws_naming<resil::CorruptInputError>([&] { read_manifest(manifest(a, b)); }, "m.manifest.json");
     }
     CHECK(read_manifest(manifest("s/rank-0.h5", "s/rank-1.h5")).shards.size() == 2);
+    // One file under two names (through a linked directory): it would count twice in a fault space.
+    std::filesystem::create_directories(dir / "s");
+    std::ofstream(dir / "s" / "rank-0.h5") << "x";
+    std::filesystem::create_directory_symlink("s", dir / "alias");
+    check_throws_naming<resil::CorruptInputError>([&] { read_manifest(manifest("s/rank-0.h5", "alias/rank-0.h5")); }, "are the same file");
   }
   SECTION("saving into a missing directory fails cleanly and leaves nothing behind") {
     CHECK_THROWS_AS(save(dir / "no" / "such" / "dir.h5", tiny()), resil::IoError);

@@ -148,6 +148,8 @@ TEST_CASE("a tp slice maps local elements to the global tensor and round-trips t
   CHECK(std::vector<float>(g.as<float>().begin(), g.as<float>().end()) == std::vector<float>{0, 0, 1, 2, 0, 0, 3, 4});
   CHECK(TpSlice::from_json(s.to_json(), "x").ranges == s.ranges);
   CHECK_THROWS_AS(TpSlice::from_json(R"({"global_shape":[4],"dim":0,"ranges":[[3,5]]})", "x"), resil::CorruptInputError);
+  // Overlapping ranges would map two local elements to one global one.
+  CHECK_THROWS_AS(TpSlice::from_json(R"({"global_shape":[24],"dim":0,"ranges":[[0,16],[8,24]]})", "x"), resil::CorruptInputError);
 
   TempDir tmp;
   Checkpoint ck = sample(5);

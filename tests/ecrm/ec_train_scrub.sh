@@ -18,7 +18,9 @@
 # campaign (a small campaign of bench/ec/scrub_campaign.py: one ec-train run per flip, classified
 # against the fault-free state_hash; a row flip under --scrub is repaired, without it detected at the
 # end; an MLP flip is never masked), during-rebuild (flips while a failed rank's stripes are rebuilt),
-# usage (bad --scrub and --inject settings: one line, exit 2).
+# checkpoint (a flipped row the cadence has not reached is repaired before a checkpoint is written:
+# a preempted job's next launch and a fallback end fault-free), usage (bad --scrub and --inject
+# settings: one line, exit 2; a missing pattern file and a state too large for memory: exit 3).
 set -u
 case=$1 bin=$2 mpiexec=$3 dir=$4/scrub-$1 logread=${5:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -77,7 +79,14 @@ case $case in
     ec --k 2 --m 2 --scrub --inject stripe@6:members=2:stripe=40 --report r.json || fail "run: $(tail -3 run.out)"
     same r.json; repaired r.json data 0
     [ "$(/usr/bin/python3 -c 'import json,sys; r=json.load(open("r.json")); print(len({(q["stripe"],q["member"]) for q in r["scrub"]["repairs"] if q["stripe"]==40}))')" = 2 ] ||
-      fail "expected two members of stripe 40 repaired: $(field r.json scrub.repairs)" ;;
+      fail "expected two members of stripe 40 repaired: $(field r.json scrub.repairs)"
+    # Two members of codeword (40, row 0), and member 0 at row 1 too: the codeword's two are decoded
+    # together from the others, not each from the other corrupt one.
+    ec --k 2 --m 2 --scrub --scrub-cadence touched+sweep --scrub-sweep 1000 \
+      --inject stripe@6:stripe=40:members=1:member=0:row=0,stripe@6:stripe=40:members=1:member=1:row=0,stripe@6:stripe=40:members=1:member=0:row=1 \
+      --report r2.json || fail "run with a codeword's two members and another row of one: $(tail -3 run.out)"
+    same r2.json
+    echo "ok: m members of one codeword beside another row of one of them" ;;
   beyond)
     ec --k 2 --m 1 --scrub --inject stripe@6:members=2:stripe=40 --report r.json
     rc=$?
@@ -87,6 +96,13 @@ case $case in
     [ "$(grep -c 'ec-train: error:' run.out)" = 1 ] || fail "expected one error line: $(cat run.out)"
     [ "$(field r.json exit_code)" = 8 ] && [ "$(field r.json completed)" = False ] || fail "report: exit_code $(field r.json exit_code)"
     field r.json scrub.unrepairable | grep -q "stripe 40" || fail "report's scrub.unrepairable: $(field r.json scrub.unrepairable)"
+    # m + 1 = 2 members of codeword (40, row 0), beside member 0's row 1: still beyond repair.
+    ec --k 2 --m 1 --scrub --scrub-cadence touched+sweep --scrub-sweep 1000 \
+      --inject stripe@6:stripe=40:members=1:member=0:row=0,stripe@6:stripe=40:members=1:member=1:row=0,stripe@6:stripe=40:members=1:member=0:row=1 \
+      --report r2.json
+    rc=$?
+    [ $rc = 8 ] || fail "interleaved: exit $rc, expected 8: $(tail -3 run.out)"
+    grep -q "stripe 40 (table 0) row 0: members 0@rank[0-9],1@rank[0-9] corrupt" run.out || fail "interleaved: $(cat run.out)"
     echo "ok: exit 8, $(grep 'ec-train: error' run.out)" ;;
   beyond-fallback)
     ref 2 1
@@ -123,7 +139,45 @@ case $case in
     # The relaunch appended the footer to the first launch's log, counting its records.
     compare_readers flips.jsonl
     ls /dev/shm | grep -q "resil-ec-$job-" && fail "segments left behind"
-    echo "ok: killed inside the repair, relaunched, state_hash $(field r.json state_hash)" ;;
+    echo "ok: killed inside the repair, relaunched, state_hash $(field r.json state_hash)"
+    # Which --kill items fired is kept by position: a relaunch with :scrub where the killed run had
+    # none is another configuration (exit 7, naming --kill), as a :node difference is.
+    job=ctest-scrub-id-$$
+    "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 --ft ec --scrub --job-id "$job" --kill 0@3 >a.out 2>&1
+    [ -e "/dev/shm/resil-ec-$job-1" ] || fail "the killed run left no segment"
+    "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 --ft ec --scrub --job-id "$job" --kill 0@3:scrub >b.out 2>b.err
+    rc=$?
+    [ $rc = 7 ] || fail "relaunch with --kill 0@3:scrub: exit $rc, expected 7: $(cat b.err)"
+    grep -q -- "--kill 0@3 (this run: 0@3:scrub)" b.err || fail "$(cat b.err)"
+    "$bin" --cleanup --job-id "$job" >/dev/null
+    echo "ok: --kill :scrub is part of the segment's identity" ;;
+  checkpoint)
+    # A row the cadence has not reached yet is not written into a checkpoint: a full sweep and repair
+    # runs before each one, since loading a checkpoint seals its rows with fresh checksums. A state of
+    # 3000 stripes, so that the flipped row (stripe 500, row 2) is not read before the sweeps reach it.
+    S2=(--tables 4 --rows 6000 --dim 8 --batch 48 --rows-per-fragment 4 --seed 11 --steps 24 --poll-us 200 --k 2 --m 1)
+    "$mpiexec" -n 4 "$bin" "${S2[@]}" --ft none --report ref.json >ref.out 2>&1 || fail "reference run: $(cat ref.out)"
+    # Preempted at step 10 (the touched cadence never reads the row): the next launch loads the
+    # checkpoint and must end fault-free.
+    job=ctest-scrub-ck-$$
+    for i in 1 2; do
+      "$mpiexec" -n 4 "$bin" "${S2[@]}" --ft ec --scrub --job-id "$job" --inject stripe@4:stripe=500:members=1:member=0:row=2 --signal-at 10 \
+        --ckpt-dir ck --report p$i.json >run.out 2>&1
+      echo "launch $i: exit $?" >>launches.txt
+    done
+    grep -q "launch 1: exit 75" launches.txt && grep -q "launch 2: exit 0" launches.txt || fail "preempt and continue: $(cat launches.txt; tail -3 run.out)"
+    same p2.json
+    [ "$(field p1.json scrub.repaired.data)" = 1 ] || fail "the checkpoint's sweep repaired $(field p1.json scrub.repaired.data) data rows, expected 1"
+    # Two members of that codeword (m = 1: beyond repair), which the sweep of 50 stripes a step would
+    # reach at step 11: the checkpoint of step 8 finds them first, and the run falls back to the one of
+    # step 0 (never to one holding the corruption) and ends fault-free.
+    "$mpiexec" -n 4 "$bin" "${S2[@]}" --ft ec --scrub --scrub-cadence touched+sweep --scrub-sweep 50 --fallback-ckpt --ckpt-interval 8 \
+      --ckpt-dir ck2 --inject stripe@4:stripe=500:members=2:row=2 --report f.json >run.out 2>&1 || fail "fallback run: $(tail -3 run.out)"
+    same f.json
+    [ "$(field f.json scrub.fallbacks.0.step)" = 8 ] && [ "$(field f.json scrub.fallbacks.0.rollback_to)" = 0 ] ||
+      fail "scrub.fallbacks: $(field f.json scrub.fallbacks)"
+    ls /dev/shm | grep -q "resil-ec-$job-" && fail "segments left behind"
+    echo "ok: checkpoints are swept first: preempted and fallback runs end fault-free" ;;
   during-rebuild)
     # Flips while a failed rank's stripes are rebuilt: the rows a degraded read or a rebuild reads
     # are checked on their holders first, so no decode reads a flipped row.
@@ -251,6 +305,19 @@ PY
     expect "^ec-train: error: --inject row@3:bits=2: bits=2 is a fault model of its own" --ft ec --inject row@3:bits=2 --inject-model stuck-at-1
     expect "^ec-train: error: --inject row@3:bits=3: bits=3 needs as many selected bits, and --inject-bits sign selects 1" --ft ec --inject row@3:bits=3 --inject-bits sign
     expect "^ec-train: error: --kill 1@3:scrub: a kill inside a scrub repair needs --scrub" --ft ec --job-id x --kill 1@3:scrub
+    expect "^ec-train: error: --scrub-sweep and --scrub-cadence go with --scrub" --ft ec --scrub-cadence touched
+    expect "^ec-train: error: --inject: 'parity@3:at=delta': 'at' is not a key of target parity" --ft ec --inject parity@3:at=delta
+    # stripe=S names a stripe of this state, never wrapped onto another.
+    expect "^ec-train: error: --inject stripe@3:stripe=99999999: stripe 99999999 is beyond this state's [0-9]* stripes \\(0\\.\\.[0-9]*\\)" \
+      --ft ec --inject stripe@3:stripe=99999999
+    # A pattern file every rank reads: one line from rank 0, named by ec-train's option; exit 3.
+    /usr/bin/python3 "$chk" expect-exit 3 "^ec-train: error: --inject-model .*/missing.json" --one-line -- "$mpiexec" -n 4 "$bin" "${S[@]}" --k 2 --m 1 \
+      --ft ec --scrub --inject row@2 --inject-model "pattern:$dir/missing.json" >/dev/null || fail "a missing --inject-model pattern file"
+    # A state whose failure bookkeeping the node cannot hold (26 tables of 2^30 rows, one row per
+    # fragment: 2^35 stripes) is refused before anything is allocated: exit 3, one line naming it.
+    /usr/bin/python3 "$chk" expect-exit 3 "^ec-train: error: the failure bookkeeping of [0-9]* stripes .* needs [0-9.]* GiB on each rank, but" --one-line -- \
+      "$mpiexec" -n 2 "$bin" --k 1 --m 1 --steps 3 --dim 4 --batch 8 --rows 1073741824 --tables 26 --rows-per-fragment 1 --ft ec >/dev/null ||
+      fail "a state too large for the node's memory"
     echo "ok: usage errors" ;;
   *) fail "unknown case $case" ;;
 esac

@@ -124,6 +124,20 @@ TEST_CASE("scrub: m corrupt members of one codeword are repaired; one more is re
   CHECK_THAT(beyond.error, Catch::Contains("stripe 9 (table 0) row 1: members 0@rank") && Catch::Contains("more corrupt or lost members than m = 2"));
 }
 
+TEST_CASE("scrub: a codeword's corrupt members are decoded together, beside another corrupt row of one of them", "[ec][unit][scrub]") {
+  // Member 0 is corrupt at rows 1 and 2, member 1 at row 1: codeword (9, row 1) has two erasures, to
+  // be decoded from the k other members at once. Decoded one member at a time, each would take the
+  // other corrupt member as a source and write wrong bytes under a fresh checksum.
+  const auto ok = scrub_after({{9, 0, 1, 3}, {9, 1, 1, 7}, {9, 0, 2, 5}});
+  REQUIRE(ok.error.empty());
+  CHECK(ok.restored);
+  CHECK(ok.parity_bad == 0);
+  CHECK(ok.repairs.size() == 3);
+  // m + 1 corrupt members of row 1, with member 0 corrupt at row 2 too: refused, naming row 1.
+  const auto beyond = scrub_after({{9, 0, 1, 3}, {9, 1, 1, 7}, {9, 3, 1, 1}, {9, 0, 2, 5}});
+  CHECK_THAT(beyond.error, Catch::Contains("stripe 9 (table 0) row 1: members 0@rank") && Catch::Contains("more corrupt or lost members than m = 2"));
+}
+
 TEST_CASE("scrub: a corrupt member beside a lost one counts against m", "[ec][unit][scrub]") {
   // Rank 2 lost: its members are erasures. One corrupt member more in a stripe with a lost one
   // is still within m = 2; two more are not.

@@ -17,6 +17,12 @@ CT, W = A.ckpt_train, os.path.abspath(A.dir)
 FAST = ["--model", "mlp", "--seed", "7", "--limit", "128", "--test-limit", "100", "--batch", "64"]
 BASE = os.path.join(W, "base", "ckpt-step00000002.h5")
 MP2 = os.path.join(W, "mp2", "ckpt-step00000002.manifest.json")
+# A tiny gpt (4 steps of 16 windows of 16 bytes) alone, and as 2 tp slices and 2 pp stages.
+GPT = ["--model", "gpt", "--layers", "2", "--heads", "2", "--width", "32", "--context", "16", "--limit", "64", "--test-limit", "16",
+       "--batch", "16", "--seed", "3", "--epochs", "1"]
+GPT1 = os.path.join(W, "gpt", "ckpt-step00000004.h5")
+GPT_TP = os.path.join(W, "gpt-tp", "ckpt-step00000004.manifest.json")
+GPT_PP = os.path.join(W, "gpt-pp", "ckpt-step00000004.manifest.json")
 
 
 def fast_without(opt):
@@ -123,10 +129,17 @@ def prepare():
     rc, _, err = run([CT, "train"] + FAST + ["--epochs", "1", "--ckpt-dir", os.path.dirname(BASE)])
     if rc != 0 or not os.path.exists(BASE):
         sys.exit(f"prepare: training the base checkpoint failed ({rc}): {err}")
+    rc, _, err = run([CT, "train"] + GPT + ["--ckpt-dir", os.path.dirname(GPT1)])
+    if rc != 0 or not os.path.exists(GPT1):
+        sys.exit(f"prepare: training the gpt checkpoint failed ({rc}): {err}")
     if A.mpiexec:
         rc, _, err = run([A.mpiexec, "-n", "2", CT, "train"] + FAST + ["--epochs", "1", "--parallel", "mp", "--ckpt-dir", os.path.dirname(MP2)])
         if rc != 0 or not os.path.exists(MP2):
             sys.exit(f"prepare: training the mp2 checkpoint failed ({rc}): {err}")
+        for par, man in (("tp", GPT_TP), ("pp", GPT_PP)):
+            rc, _, err = run([A.mpiexec, "-n", "2", CT, "train"] + GPT + ["--parallel", par, "--ckpt-dir", os.path.dirname(man)])
+            if rc != 0 or not os.path.exists(man):
+                sys.exit(f"prepare: training the gpt {par} checkpoint failed ({rc}): {err}")
     return True
 
 
@@ -552,6 +565,89 @@ def data_messages():
 
 
 # ---------------------------------------------------------------------------------- 10c: MPI
+def gpt_config_refused():
+    """gpt configurations refused before anything is written (exit 2, one line): a --batch the pipeline's
+    micro-batches do not divide, and a model whose activations alone exceed the memory (parameters and
+    optimizer state would fit: 1 layer of width 2048, but 4096 windows of 64 positions)."""
+    d = case_dir("gpt_config_refused")
+    ck, m = os.path.join(d, "ck"), os.path.join(d, "m.jsonl")
+    ok = expect(2, r"^ckpt-train: error: --batch 16 is not divisible by --micro-batches 3$",
+                [CT, "train"] + GPT + ["--parallel", "pp", "--micro-batches", "3", "--ckpt-dir", ck, "--metrics", m], absent=[ck, m])
+    big = ["--model", "gpt", "--layers", "1", "--heads", "1", "--width", "2048", "--context", "64", "--batch", "4096", "--limit", "4096",
+           "--test-limit", "16", "--epochs", "1", "--seed", "1"]
+    ok &= expect(2, r"^ckpt-train: error: the gpt of --layers 1 .* needs about [0-9.]+ GiB per rank \(parameters, gradients and optimizer state 0\.[0-9] GiB, "
+                    r"activations [0-9.]+ GiB, attention scores [0-9.]+ GiB\), more than the",
+                 [CT, "train"] + big + ["--ckpt-dir", ck, "--metrics", m], absent=[ck, m])
+    return ok
+
+
+def gpt_sample_nonfinite():
+    """sample from a gpt whose weights hold a NaN: exit 6, one line, as eval (not bytes drawn from NaN)."""
+    d = case_dir("gpt_sample_nonfinite")
+    ck = os.path.join(d, "in.h5")
+    shutil.copyfile(GPT1, ck)
+    shutil.copyfile(GPT1 + ".done", ck + ".done")
+    with h5py.File(ck, "r+") as f:
+        ds = f["/model/h.0.attn.c_attn.weight"]
+        a = ds[()]
+        a[0, 0] = np.nan
+        ds[...] = a
+    return (expect(6, r"^ckpt-train: error: .*in\.h5: NaN/Inf in the next-byte logits at byte 1", [CT, "sample", "--from", ck, "--length", "20"],
+                   unchanged=[ck]) and
+            expect(6, r"NaN/Inf", [CT, "eval", "--from", ck], unchanged=[ck]))
+
+
+def gpt_shards_copy(d, man, name):
+    src = os.path.dirname(man)
+    dst = os.path.join(d, name)
+    shutil.copytree(src, dst)
+    return os.path.join(dst, os.path.basename(man))
+
+
+def set_element(path, ds, value, index=0):
+    with h5py.File(path, "r+") as f:
+        x = f[ds]
+        a = x[()]
+        a.flat[index] = value
+        x[...] = a
+
+
+def mpi_gpt_shards():
+    """tp and pp manifests whose shards disagree. A NaN in rank 1's copy of an unsliced tp parameter:
+    resume ends with exit 6 on every rank (the ranks' losses differ; none may wait in the clip's
+    collective). eval and sample, one process putting the shards together, refuse a tensor whose
+    copies differ (tp: ln_f.weight; pp: the tied embedding of the last stage) with exit 7 naming both
+    files, and tp slices that overlap with exit 4."""
+    d = case_dir("mpi_gpt_shards")
+    ok = True
+    tp = gpt_shards_copy(d, GPT_TP, "tp-nan")
+    shard1 = os.path.join(os.path.dirname(tp), "ckpt-step00000004", "rank-1.h5")
+    set_element(shard1, "/model/ln_f.weight", np.nan)
+    out = os.path.join(d, "tp-out")
+    ok &= expect(6, r"NaN/Inf in the training loss at step 5", [CT, "resume", "--from", tp, "--epochs", "2", "--ckpt-dir", out], mpi=2,
+                 unchanged=[shard1], lines=None)
+    ok &= expect(7, r"^ckpt-train: error: .*rank-1\.h5: /model/ln_f\.weight differs from its copy in .*rank-0\.h5: one process cannot compute with both",
+                 [CT, "eval", "--from", tp], unchanged=[shard1])
+    pp = gpt_shards_copy(d, GPT_PP, "pp-wte")
+    last = os.path.join(os.path.dirname(pp), "ckpt-step00000004", "rank-1.h5")
+    set_element(last, "/model/wte.weight", 1.0e3, index=5)
+    for cmd in (["eval", "--from", pp], ["sample", "--from", pp, "--length", "8"]):
+        ok &= expect(7, r"^ckpt-train: error: .*rank-1\.h5: /model/wte\.weight differs from its copy in .*rank-0\.h5", [CT] + cmd, unchanged=[last])
+    # rank 1's slice of a sliced tensor made rank 0's: half of the global tensor would stay zero.
+    ov = gpt_shards_copy(d, GPT_TP, "tp-overlap")
+    r0, r1 = (os.path.join(os.path.dirname(ov), "ckpt-step00000004", f"rank-{r}.h5") for r in (0, 1))
+    name = "h.0.attn.c_attn.bias"
+    with h5py.File(r0, "r") as f:  # the attribute as resil wrote it: its value and its string type
+        sl = f["/model/" + name].attrs["resil_tp_slice"]
+        dt = f["/model/" + name].attrs.get_id("resil_tp_slice").dtype
+    with h5py.File(r1, "r+") as f:
+        for ds in ["/model/" + name] + [f"/optimizer/{name}/{k}" for k in f["/optimizer/" + name]]:
+            f[ds].attrs.create("resil_tp_slice", sl, dtype=dt)
+    ok &= expect(4, r"^ckpt-train: error: .*manifest\.json: the shards' slices of /model/h\.0\.attn\.c_attn\.bias overlap at index",
+                 [CT, "eval", "--from", ov], unchanged=[r1])
+    return ok
+
+
 def mpi_usage_once():
     """Argument and validation errors under mpiexec: one line (rank 0), the documented code."""
     d = case_dir("mpi_usage_once")
@@ -626,7 +722,8 @@ CASES = {f.__name__: f for f in [meta_config_not_utf8_eval, meta_config_not_utf8
                                  meta_position, ckpt_dir_bad, output_files_bad, outputs_alias_inputs, outputs_alias_each_other, from_missing,
                                  data_path_not_utf8, numbers_at_limits, data_bad, mpi_usage_once, mpi_one_rank_fails,
                                  mpi_rank0_alone_aborts, meta_damaged_hdf5, meta_counters, meta_config_strict, mpi_manifest_values,
-                                 data_header_claims, data_messages, meta_config_gpt_layers]}
+                                 data_header_claims, data_messages, meta_config_gpt_layers, gpt_config_refused, gpt_sample_nonfinite,
+                                 mpi_gpt_shards]}
 
 if A.case == "prepare":
     sys.exit(0 if prepare() else 1)

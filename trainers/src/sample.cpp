@@ -37,6 +37,10 @@ std::string sample(const stdfs::path& from, const std::string& prompt, int lengt
   std::vector<double> p;
   for (int i = 0; i < length; ++i) {
     const std::vector<float> logits = model.next_logits(tokens);
+    // Non-finite weights give non-finite logits, which no distribution is made of (exit 6, as eval).
+    for (const float z : logits)
+      if (!std::isfinite(z))
+        throw NumericError(from.string() + ": NaN/Inf in the next-byte logits at byte " + std::to_string(i + 1) + " of the sample: the checkpoint's weights are not finite there");
     // softmax(logits / temperature) in double, in index order, then the inverse CDF of one uniform draw
     double mx = logits[0] / temperature;
     for (const float z : logits) mx = std::max(mx, z / temperature);

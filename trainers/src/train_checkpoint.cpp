@@ -187,11 +187,31 @@ ckpt::Checkpoint read_whole(const stdfs::path& from) {
   if (!from.string().ends_with(".manifest.json")) return ckpt::read(from);
   const ckpt::Manifest m = ckpt::read_manifest(from);
   ckpt::Checkpoint all;
-  std::map<std::string, std::uint64_t> placed;  // sliced tensors: elements placed so far
-  auto put = [&](std::map<std::string, ckpt::Tensor>& into, const std::string& key, ckpt::Tensor t, const ckpt::TpSlice* s, const std::string& what,
-                 const std::string& count_as) {
+  // Sliced tensors: the ranges along the slice's dimension the shards placed (they must tile it).
+  struct Cover {
+    std::uint64_t extent = 0;  // the global tensor's size along the slice's dimension
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  };
+  std::map<std::string, Cover> covered;
+  // Unsliced tensors: the shard whose copy is kept (the others must hold the same bytes).
+  std::map<std::string, stdfs::path> kept_from;
+  auto put = [&](std::map<std::string, ckpt::Tensor>& into, const std::string& key, ckpt::Tensor t, const ckpt::TpSlice* s, const stdfs::path& file,
+                 const std::string& name, bool count) {
     if (!s) {
-      into.emplace(key, std::move(t));
+      // A tensor every shard holds whole (tp: the unsliced parameters; pp: the tied embedding on the
+      // first and last stage): one process computes with one copy, so the copies must agree. A
+      // fault in one copy reaches only what its rank computes, which a single-process eval or
+      // sample cannot reproduce: refused, not evaluated on the first copy as if the fault were not there.
+      auto [it, fresh] = into.try_emplace(key, std::move(t));
+      if (fresh) {
+        kept_from[name] = file;
+        return;
+      }
+      const ckpt::Tensor& first = it->second;
+      if (first.dtype() != t.dtype() || first.shape() != t.shape() || !std::equal(first.bytes().begin(), first.bytes().end(), t.bytes().begin()))
+        throw MismatchError(file.string() + ": " + name + " differs from its copy in " + kept_from[name].string() +
+                            ": one process cannot compute with both; resume the manifest with its " + std::to_string(m.shards.size()) +
+                            " ranks to see what the difference does");
       return;
     }
     auto [it, fresh] = into.try_emplace(key, t.dtype(), s->global_shape);
@@ -199,9 +219,13 @@ ckpt::Checkpoint read_whole(const stdfs::path& from) {
     try {
       s->place(t, it->second);
     } catch (const Error& e) {
-      throw CorruptInputError(what + ": " + e.what());
+      throw CorruptInputError(file.string() + ": " + name + ": " + e.what());
     }
-    if (!count_as.empty()) placed[count_as] += t.numel();
+    if (count) {
+      Cover& c = covered[key];
+      c.extent = s->global_shape.at(s->dim);
+      c.ranges.insert(c.ranges.end(), s->ranges.begin(), s->ranges.end());
+    }
   };
   for (const auto& shard : m.shards) {
     const stdfs::path file = from.parent_path() / shard;
@@ -211,16 +235,26 @@ ckpt::Checkpoint read_whole(const stdfs::path& from) {
     for (auto& [k, v] : c.model) {
       std::optional<ckpt::TpSlice> s;
       if (auto it = c.slices.find(k); it != c.slices.end()) s = ckpt::TpSlice::from_json(it->second, file.string() + ": /model/" + k);
-      put(all.model, k, std::move(v), s ? &*s : nullptr, file.string() + ": /model/" + k, k);
+      put(all.model, k, std::move(v), s ? &*s : nullptr, file, "/model/" + k, true);
       if (auto o = c.optimizer.find(k); o != c.optimizer.end())
-        for (auto& [slot, t] : o->second) put(all.optimizer[k], slot, std::move(t), s ? &*s : nullptr, file.string() + ": /optimizer/" + k + "/" + slot, "");
+        for (auto& [slot, t] : o->second) put(all.optimizer[k], slot, std::move(t), s ? &*s : nullptr, file, "/optimizer/" + k + "/" + slot, false);
     }
   }
-  // every element of a sliced tensor must come from some shard
-  for (const auto& [k, v] : all.model)
-    if (auto p = placed.find(k); p != placed.end() && p->second != v.numel())
-      throw CorruptInputError(from.string() + ": the shards hold " + std::to_string(p->second) + " of the " + std::to_string(v.numel()) +
-                              " elements of /model/" + k);
+  // The shards' slices of each sliced tensor tile its dimension: no index twice, none left out
+  // (an index placed twice would leave another one zero with the count of placed elements right).
+  for (auto& [k, c] : covered) {
+    std::sort(c.ranges.begin(), c.ranges.end());
+    std::uint64_t next = 0;
+    for (const auto& [lo, hi] : c.ranges) {
+      if (lo < next)
+        throw CorruptInputError(from.string() + ": the shards' slices of /model/" + k + " overlap at index " + std::to_string(lo) + " of its sliced dimension");
+      if (lo > next) break;
+      next = hi;
+    }
+    if (next != c.extent)
+      throw CorruptInputError(from.string() + ": the shards' slices of /model/" + k + " leave index " + std::to_string(next) + " of its sliced dimension (of " +
+                              std::to_string(c.extent) + ") unstored");
+  }
   return all;
 }
 

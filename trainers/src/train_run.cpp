@@ -30,29 +30,34 @@ double memory_limit_bytes() {
   return limit;
 }
 
-/// A floor of what one gpt rank allocates in host memory (the CPU backend), not an estimate of all of it: the parameters,
-/// their gradients and the optimizer's slots (4 bytes each per parameter of the rank), and each of the
-/// rank's layers' attention scores and probabilities (micro-batch x heads x seq x seq floats each).
-/// A configuration above the memory its node's ranks share is refused in one line, before any
+/// What one gpt rank allocates in host memory (the CPU backend), counted from what its layers keep:
+/// the parameters, their gradients and the optimizer's slots (4 bytes each per parameter of the
+/// rank); per block the outputs and input gradients each layer holds (36 rows x width floats, 22 of
+/// them split over tp ranks) and the attention's scores, probabilities and their gradient (3 x
+/// micro-batch x heads x seq x seq floats); the embedding, final LayerNorm and logits buffers. A
+/// configuration above the memory its node's ranks share is refused in one line, before any
 /// allocation, rather than killed by the kernel minutes later. Measured against it: 8 layers of width
-/// 512 with 8 heads, 256 positions and batch 8 allocate 3.4x the floor (2.27 GB).
+/// 512 with 8 heads, 256 positions and batch 8 allocate 1.1x the count (2.27 GB).
 void check_gpt_memory(const TrainConfig& cfg, ckpt::ParallelMode mode, const Comm& comm, std::size_t slots) {
   const double ranks = comm.size();
-  double params = static_cast<double>(cfg.gpt.parameters()), layers = cfg.gpt.layers, heads = cfg.gpt.heads,
-         batch = cfg.batch;
-  if (mode == ckpt::ParallelMode::tp) params /= ranks, heads /= ranks;
+  double params = static_cast<double>(cfg.gpt.parameters()), layers = cfg.gpt.layers, heads = cfg.gpt.heads, batch = cfg.batch, split = 1.0;
+  if (mode == ckpt::ParallelMode::tp) params /= ranks, heads /= ranks, split = ranks;
   if (mode == ckpt::ParallelMode::dp) batch = std::floor(batch / ranks);
-  if (mode == ckpt::ParallelMode::mp) layers = std::floor(layers / ranks), batch = std::floor(batch / std::max(cfg.micro_batches, 1));
-  const double seq = cfg.seq, state = 4.0 * params * static_cast<double>(2 + slots), attention = 8.0 * layers * batch * heads * seq * seq;
+  // A stage holds its blocks' buffers for one micro-batch (the first stages take the extra blocks).
+  if (mode == ckpt::ParallelMode::mp) layers = std::ceil(layers / ranks), batch = std::floor(batch / std::max(cfg.micro_batches, 1));
+  const double seq = cfg.seq, rows_c = batch * seq * cfg.gpt.width, state = 4.0 * params * static_cast<double>(2 + slots);
+  const double attention = 4.0 * layers * 3.0 * batch * heads * seq * seq;
+  const double activations = 4.0 * layers * rows_c * (14.0 + 22.0 / split) + 4.0 * (5.0 * rows_c + 2.0 * batch * seq * cfg.gpt.vocab);
+  const double need = state + attention + activations;
   const double limit = memory_limit_bytes() / (comm.size() > 1 ? comm.local_size() : 1);
-  if (state + attention <= limit) return;
-  char b[512];
+  if (need <= limit) return;
+  char b[640];
   std::snprintf(b, sizeof b,
-                "the gpt of --layers %d --heads %d --width %d --context %d (%.4g parameters) at --batch %d --seq %d needs at least "
-                "%.1f GiB per rank (parameters, gradients and optimizer state %.1f GiB, attention scores %.1f GiB), more than the "
-                "%.1f GiB of memory a rank has here",
+                "the gpt of --layers %d --heads %d --width %d --context %d (%.4g parameters) at --batch %d --seq %d needs about "
+                "%.1f GiB per rank (parameters, gradients and optimizer state %.1f GiB, activations %.1f GiB, attention scores %.1f GiB), "
+                "more than the %.1f GiB of memory a rank has here",
                 cfg.gpt.layers, cfg.gpt.heads, cfg.gpt.width, cfg.gpt.context, static_cast<double>(cfg.gpt.parameters()), cfg.batch, cfg.seq,
-                (state + attention) / 1073741824.0, state / 1073741824.0, attention / 1073741824.0, limit / 1073741824.0);
+                need / 1073741824.0, state / 1073741824.0, activations / 1073741824.0, attention / 1073741824.0, limit / 1073741824.0);
   throw UsageError(b);
 }
 
@@ -65,6 +70,8 @@ Run::Run(TrainConfig c, const Comm& cm, bool random_init) : cfg(std::move(c)), c
     throw UsageError("--parallel none under " + std::to_string(comm.size()) + " MPI ranks (use dp or mp, or run one process)");
   if (mode == ckpt::ParallelMode::dp && cfg.batch % comm.size() != 0)
     throw UsageError("--batch " + std::to_string(cfg.batch) + " is not divisible by the " + std::to_string(comm.size()) + " dp ranks");
+  if (mode == ckpt::ParallelMode::mp && cfg.micro_batches >= 1 && cfg.batch % cfg.micro_batches != 0)
+    throw UsageError("--batch " + std::to_string(cfg.batch) + " is not divisible by --micro-batches " + std::to_string(cfg.micro_batches));
   // The device is resolved (auto -> cpu|cuda) before the config is recorded anywhere. A run may
   // resume on another device than it started on: the checkpoint format does not depend on it.
   cfg.device = *from_name<DeviceKind>(resolve_device(name(cfg.device)));

@@ -37,7 +37,12 @@ StepStats Run::train_step(Data& d, Staging& st, std::span<const std::uint32_t> o
     if (world > 1) reduce(stats);
   }
   const std::int64_t this_step = step + 1;
-  if (!std::isfinite(stats.loss_sum))
+  // dp ranks hold the reduced loss and pipeline stages the last stage's, the same on each. tp ranks
+  // compute it from their own copies of the unsliced parameters: a non-finite one on some ranks only
+  // (a fault in one copy) is agreed here, or the others would wait in the clip's collective forever.
+  bool finite = std::isfinite(stats.loss_sum);
+  if (mode == ckpt::ParallelMode::tp && comm.size() > 1) finite = comm.allreduce_max(finite ? 0 : 1) == 0;
+  if (!finite)
     throw NumericError("NaN/Inf in the training loss at step " + std::to_string(this_step) + " (epoch " + std::to_string(epoch + 1) + ")");
   // clip (by the global gradient norm)
   if (cfg.optimizer.clip > 0.0f) grad_norm = clip_gradients();

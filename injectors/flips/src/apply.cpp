@@ -238,11 +238,8 @@ std::vector<std::string> remove_stale_temporaries(const std::string& file) {
     if (err != std::errc() || ptr != last || *first == '+' || *first == '-' || pid <= 0 || pid == ::getpid()) continue;
     // Alive, or alive under another user (EPERM): its temporary is in use, or at least not ours to judge.
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    // A regular file with one link, of this user or of the file's owner (a staged copy gets the file's
-    // owner before the rename): anything else at that name is someone else's, and stays.
-    struct stat st {};
-    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) continue;
-    if (st.st_uid != ::geteuid() && st.st_uid != owner) continue;
+    // Anything but a lone regular file of this user or of the file's owner at that name is someone else's, and stays.
+    if (!ckpt::fs::lone_file_of(it->path(), owner)) continue;
     std::error_code fec;
     if (stdfs::remove(it->path(), fec)) removed.push_back(it->path().string());
   }
@@ -350,27 +347,12 @@ ApplyStats apply(Storage& wf, std::span<const FlipRecord> records, Direction dir
   // metadata later; only a copy is opened read-write, so such edits stage the whole file.
   const auto tmp = ckpt::fs::temp_sibling(target);
   // Removed on error: this user's file at the name (a copy that failed midway), or once made, the
-  // copy itself by device and inode, whoever owns it then (keep_owner_and_mode gives it the file's
-  // owner); never what someone else put at the name.
-  struct StagedCopy {
-    std::filesystem::path path;
-    dev_t dev = 0;
-    ino_t ino = 0;
-    bool made = false, kept = false;
-    ~StagedCopy() {
-      struct stat st {};
-      if (kept) return;
-      if (made ? ::lstat(path.c_str(), &st) == 0 && st.st_dev == dev && st.st_ino == ino : ckpt::fs::owned_by_me(path)) ::unlink(path.c_str());
-    }
-  } guard{tmp};
+  // copy itself, whoever owns it then (keep_owner_and_mode gives it the file's owner); never what
+  // someone else put at the name.
+  ckpt::fs::RemoveOnError guard(tmp);
   try {
     ckpt::fs::copy_file(target, tmp);
-    struct stat st {};
-    if (::lstat(tmp.c_str(), &st) == 0) {
-      guard.dev = st.st_dev;
-      guard.ino = st.st_ino;
-      guard.made = true;
-    }
+    guard.adopt();
   } catch (const Error& e) {
     // Named as what it is: "FILE: cannot create" would read as if the file itself could not be
     // created (a directory the user may not write, say, beside a file the user may).
@@ -390,7 +372,7 @@ ApplyStats apply(Storage& wf, std::span<const FlipRecord> records, Direction dir
   } catch (const Error& e) {
     rethrow_renamed(e, tmp.string(), file);  // the user knows the file, not its staged copy
   }
-  guard.kept = true;
+  guard.keep();
   return st;
 }
 

@@ -57,7 +57,7 @@ std::vector<FlipRecord> plan(Storage& wf, std::span<const Target> targets, std::
   // The model's draws: one stream in site order, or under --finite each site's own stream (the
   // draw tested each candidate's outcome on its own: finite.hpp).
   const std::uint64_t key = derive_seed(opt.seed, opt.trial);
-  Rng rng(key, stream_model);
+  Rng rng(key, stream_model, opt.model_draws ? *opt.model_draws : 0);
   std::vector<FlipRecord> out;
   out.reserve(sites.size());
   for (const auto& s : sites) {
@@ -80,6 +80,7 @@ std::vector<FlipRecord> plan(Storage& wf, std::span<const Target> targets, std::
     w = r.new_bits;
     out.push_back(std::move(r));
   }
+  if (opt.model_draws) *opt.model_draws = rng.position();
   return out;
 }
 

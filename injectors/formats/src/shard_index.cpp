@@ -27,7 +27,12 @@ ShardIndex parse_shard_index(Bytes text) {
   const JsonValue root = detail::parse_json(as_chars(text), kFormat, 0);
   if (root.kind != JsonValue::Kind::object) corrupt(kFormat, "not a JSON object", root.offset);
   const JsonValue* map = root.find("weight_map");
-  if (!map) corrupt(kFormat, "no \"weight_map\"", root.offset);
+  if (!map) {
+    // ckpt-train's manifest of an mp/tp/pp checkpoint is JSON too, but no shard index: say what it is.
+    if (root.find("shards") && root.find("world_size"))
+      corrupt(kFormat, "a ckpt-train manifest, not a shard index: give one of its shards (plan and campaign read the manifest whole)", root.offset);
+    corrupt(kFormat, "no \"weight_map\"", root.offset);
+  }
   if (map->kind != JsonValue::Kind::object) corrupt(kFormat, "\"weight_map\" is not an object", map->offset);
   if (map->keys.empty()) corrupt(kFormat, "\"weight_map\" is empty", map->offset);
   ShardIndex ix;

@@ -9,9 +9,9 @@
 #    the same flip for trial 0: the draws depend on the seed and the trial only.
 # 3. Two members of one codeword flipped (target stripe, m = 1): exit 8, class detected, the scrub's
 #    error line in the record.
-# 4. Without --scrub a row flip ends in exit 1 (parity differs from the data), which ec-train leaves its
-#    state segments behind for; detected_codes [1, 8] makes it detected, and the campaign removed the
-#    segments (4, one per rank). No run of the test leaves a segment in /dev/shm.
+# 4. Without --scrub a row flip ends in exit 8 (parity differs from the data at the end): detected by
+#    the default detected_codes, its one error line in the record, the report written and the
+#    segments removed by ec-train itself. No run of the test leaves a segment in /dev/shm.
 # 5. Bad configurations: one error line naming the key, exit 2, before anything runs.
 #    A trial ec-train refuses (exit 2: target parity of a job without --ft ec) stops the campaign.
 # 6. kill -9 of the campaign during a trial leaves that job's segments; the same command removes them
@@ -116,17 +116,16 @@ assert "can repair" in r["ec_train"]["unrepairable"] and r["ec_train"]["state_ha
 assert r["n_flips"] == 2 and {f["target"] for f in r["flips"]} == {"stripe"}, r["flips"]
 PY
 
-# 4. No scrub: exit 1 leaves the segments; the campaign removes them.
-config c.json 3 1 '' '{"targets": ["row"], "steps": [4, 4]}' ', "trials": 1, "detected_codes": [1, 8]'
+# 4. No scrub: the parity found different at the end is exit 8.
+config c.json 3 1 '' '{"targets": ["row"], "steps": [4, 4]}' ', "trials": 1'
 sed -i 's/"trials": 4, //' "$T/c.json"
 run "$FLIP" campaign "$T/c.json" --out "$T/c" --jobs 1
 $PY - "$T/c" <<'PY' || fail "records of c"
 import glob, json, os, sys
 r = json.loads(open(glob.glob(os.path.join(sys.argv[1], "results", "*.jsonl"))[0]).readline())
-assert r["class"] == "detected" and r["exit_code"] == 1, r
-# (Not its error line: the rank that finds the parity different ends the job with MPI_Abort, and mpiexec
-# may exit before it forwarded that rank's last output.)
-assert r["ec_train"]["segments_removed"] == 4, r["ec_train"]
+assert r["class"] == "detected" and r["exit_code"] == 8, r
+assert "parity fragment(s) differ from a fresh encode of the data at the end" in r["output_tail"], r["output_tail"]
+assert r["ec_train"]["segments_removed"] == 0, r["ec_train"]
 PY
 # 6. kill -9 of the campaign mid-trial: the job dies with it (its supervisor kills the group) but its
 #    segments stay; the same command then removes them before its first run, never attaching

@@ -141,4 +141,35 @@ for d in sys.argv[2:]:
         assert fl.global_nd == g and fl.global_shape == sl["global_shape"], fl
         assert fl.global_index == int(np.ravel_multi_index(g, sl["global_shape"])), fl
 PYEOF
-echo "gpt campaigns: eval, worker, resume, roles, tp: ok"
+# 4. eval trials of a tp manifest that flip a replicated tensor (every rank holds ln_f.weight whole):
+#    one process cannot compute with two differing copies, so each trial is a load_failure (exit 7),
+#    and the campaign goes on to the next (an empty numeric id in such a summary is no other
+#    configuration).
+config tp-copy "$T/tp/$S.manifest.json" "$EVAL" 3 '{"include": ["/model/ln_f.weight"], "bits": "exponent-msb"}'
+run "$FLIP" campaign "$T/tp-copy.json" --out "$T/tp-copy" --jobs 1
+c=$(classes "$T/tp-copy")
+echo "tp eval of a replicated tensor: $c"
+[ "$c" = "load_failure load_failure load_failure" ] || fail "flips of a replicated tp tensor under eval: $c"
+# 5. Two random-value faults per trial over the two shards draw two values, not one value twice (each
+#    shard's plan continues the trial's model stream).
+printf '#!/bin/sh\necho '"'"'{"test_bpb": 4.0}'"'"' > "$1"\n' > "$T/metric.sh"
+config rv "$T/tp/$S.manifest.json" '["sh", "'"$T"'/metric.sh", "{out}"]' 20 '{"flips": 2, "model": "random-value", "role": "model"}'
+run "$FLIP" campaign "$T/rv.json" --out "$T/rv" --jobs 1
+"$PY" - "$T/rv" <<'PYEOF' || fail "random-value faults in two shards of one trial"
+import sys
+from resil import results
+both = [results.flips_of(r) for r in results.read_records(sys.argv[1])]
+both = [f for f in both if f[0].file != f[1].file]
+assert len(both) >= 4, len(both)
+same = [f for f in both if f[0].new == f[1].new]
+assert not same, [(f[0].new, f[1].new) for f in same]
+print(f"random-value, two shards: {len(both)} trials, no value drawn twice")
+PYEOF
+# 6. A selection that empties every shard of a manifest names the filter that emptied it; a manifest
+#    given to a command that reads one file says what it is.
+expect_rc 5 "$FLIP" plan "$T/tp/$S.manifest.json" --include /nothing
+grep -q "selection matched no stored bit (first shard: the selection is empty: --include /nothing matched no tensor)" "$T/stderr" ||
+  fail "empty selection on a manifest: $(cat "$T/stderr")"
+expect_rc 4 "$FLIP" inspect "$T/tp/$S.manifest.json"
+grep -q "a ckpt-train manifest, not a shard index: give one of its shards" "$T/stderr" || fail "inspect of a manifest: $(cat "$T/stderr")"
+echo "gpt campaigns: eval, worker, resume, roles, tp, replicated copies, random values over shards: ok"

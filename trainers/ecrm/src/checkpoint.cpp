@@ -53,6 +53,15 @@ void Engine::save_ckpt(std::int64_t step, bool preempted) {
     recovery_.rebuild(0, static_cast<std::uint64_t>(step));
     after_rebuild(step, now_seconds() - r0);
   }
+  // --scrub: a full sweep first, so no corruption the cadence has not reached yet is written. The
+  // checkpoint is what a fallback and a preempted job's next launch load, and loading seals its rows
+  // with fresh checksums: a corrupt row written here would be trusted from then on. A codeword
+  // beyond repair ends this save with ScrubLossError (a fallback then goes to the checkpoint before).
+  if (cfg_.scrub) {
+    const auto done = full_scrub(step);
+    if (!done.empty() && net_.rank() == 0)
+      std::cerr << "ec-train: checkpoint of step " << step << ": scrub repaired " << done.size() << " row(s) first\n";
+  }
   const double t0 = now_seconds();
   const int me = net_.rank(), N = net_.size();
   const auto& lay = store_.layout();

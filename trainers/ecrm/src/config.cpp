@@ -76,7 +76,7 @@ std::vector<KillSpec> parse_kills(const std::string& text) {
       f = parse_failures(spec.empty() ? std::string("x") : spec);
     } catch (const UsageError&) {
     }
-    if (f.size() != 1) throw UsageError("--kill: '" + item + "' is not RANK@STEP[:node] (rank >= 0, step >= 1, decimal digits)");
+    if (f.size() != 1) throw UsageError("--kill: '" + item + "' is not RANK@STEP[:node|:scrub] (rank >= 0, step >= 1, decimal digits)");
     k.rank = f[0].rank;
     k.step = f[0].step;
     for (const auto& g : out)
@@ -130,7 +130,7 @@ std::vector<InjectSpec> parse_injects(const std::string& text) {
       else if (key == "member" && f.target == InjectTarget::stripe) ok = ok && decimal(std::string_view(val), f.member);
       else if (key == "row" && f.target == InjectTarget::stripe) ok = ok && decimal(std::string_view(val), f.row);
       else if (key == "bits") ok = ok && decimal(std::string_view(val), f.bits) && f.bits >= 1 && f.bits <= 32;
-      else if (key == "at") ok = ok && (val == "start" || val == "delta"), f.at_delta = val == "delta";
+      else if (key == "at" && f.target == InjectTarget::row) ok = ok && (val == "start" || val == "delta"), f.at_delta = val == "delta";
       else throw bad("'" + key + "' is not a key of target " + target + " (" + form + ")");
       if (!ok) throw bad("'" + parts[i] + "' is not a valid value (" + form + ")");
     }

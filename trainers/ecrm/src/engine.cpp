@@ -62,6 +62,12 @@ Engine::Engine(Config cfg, const Transport& net)
   });
   opt_.attach(net_model_.params());
   active_.assign(static_cast<std::size_t>(net_.size()), -1);
+  // stripe=S is a stripe of this state (never wrapped); the state's shape decides how many there are.
+  const auto stripes = store_.layout().stripes();
+  for (const auto& f : cfg_.inject)
+    if (f.target == InjectTarget::stripe && f.stripe >= 0 && static_cast<std::uint64_t>(f.stripe) >= stripes)
+      throw UsageError("--inject " + f.text + ": stripe " + std::to_string(f.stripe) + " is beyond this state's " + std::to_string(stripes) +
+                       " stripes (0.." + std::to_string(stripes - 1) + ")");
 }
 
 void Engine::train_step(std::int64_t step) {
@@ -369,7 +375,7 @@ int Engine::run(const Progress& progress) {
   } catch (const DataLossError& e) {
     if (dynamic_cast<const ScrubLossError*>(&e)) scrub_loss_ = e.what();
     // The job is over for good (a relaunch cannot help): say so in the report, leave no segment.
-    write_report("", static_cast<int>(ExitCode::data_loss), -1);
+    write_report(final_hash_, static_cast<int>(ExitCode::data_loss), parity_mismatches_);
     remove_segment();
     throw;
   } catch (const Error&) {
@@ -399,7 +405,9 @@ int Engine::run_steps(const Progress& progress) {
       scrub_loss_ = e.what();
       if (!cfg_.fallback_ckpt) throw;
       if (net_.rank() == 0) std::cerr << "ec-train: " << e.what() << "; restarting from the newest checkpoint (--fallback-ckpt)\n";
+      const auto from = step;
       step = rollback(step, fails_.size());
+      scrub_fallbacks_.push_back({from, step - 1});
       follows = false;
       continue;
     }
@@ -550,11 +558,7 @@ void Engine::step_and_commit(std::int64_t step, bool follows, const Progress& pr
 int Engine::finish(const Progress& progress) {
   flush();
   // Before the rest of a rebuild reads its sources: every surviving row checked and repaired.
-  if (cfg_.scrub && recovery_.any_lost()) {
-    scrub_.sweep(store_.layout().stripes());
-    const auto done = scrub_.repair(cfg_.steps, now_seconds() - t_start_);
-    repairs_.insert(repairs_.end(), done.begin(), done.end());
-  }
+  if (cfg_.scrub && recovery_.any_lost()) full_scrub(cfg_.steps);
   // Finish any rebuild still running, so the final state is fully redundant before it is hashed.
   while (cfg_.ft == Ft::ec && recovery_.any_lost()) {
     const double r0 = now_seconds();
@@ -565,15 +569,17 @@ int Engine::finish(const Progress& progress) {
   if (cfg_.scrub) {
     // A last full sweep: nothing the run's cadence left unchecked ends in the final state unrepaired
     // (a codeword beyond repair here ends the run with exit 8).
-    scrub_.sweep(store_.layout().stripes());
-    scrub_step_ = cfg_.steps;
-    const auto done = scrub_.repair(cfg_.steps, now_seconds() - t_start_);
-    repairs_.insert(repairs_.end(), done.begin(), done.end());
+    full_scrub(cfg_.steps);
   }
   total_scrub();
   const std::int64_t mismatches = cfg_.ft == Ft::ec ? static_cast<std::int64_t>(store_.verify_parity()) : -1;
   const auto hash = state_hash();
-  if (mismatches > 0) throw EcError(std::to_string(mismatches) + " parity fragments differ from a fresh encode of the data at the end");
+  // Every rank has the same count (summed over ranks): corruption neither the code nor a scrub
+  // caught. No relaunch can mend it, so it ends the job like a codeword beyond repair: run() writes
+  // the report (exit 8, with this count) and removes the segments.
+  parity_mismatches_ = mismatches;
+  final_hash_ = hash;
+  if (mismatches > 0) throw DataLossError(std::to_string(mismatches) + " parity fragment(s) differ from a fresh encode of the data at the end: the state was corrupted where neither the code nor a scrub saw it");
   // Agreed before any rank removes its segment: a report that cannot be written leaves every
   // segment in place (the same command then completes again from the last step), not some.
   if (net_.rank() == 0 && !cfg_.inject_log.empty())
@@ -589,8 +595,11 @@ int Engine::finish(const Progress& progress) {
 }
 
 int run(Config cfg, const Transport& net, const Progress& progress) {
-  Engine e(std::move(cfg), net);
-  return e.run(progress);
+  // Made under agree(): its allocations (sized by the state's stripes) fail on every rank alike,
+  // one line for the job, not an "out of memory" and MPI_Abort from each.
+  std::unique_ptr<Engine> e;
+  train::agree(net, [&] { e = std::make_unique<Engine>(std::move(cfg), net); });
+  return e->run(progress);
 }
 
 }  // namespace resil::ecrm

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "failure_schedule.hpp"
@@ -123,6 +124,9 @@ private:
   void inject_flips(std::int64_t step, bool at_delta);
   /// This step's checks (the rows it serves, the sweep) and the collective repair of what they found.
   void scrub_round(std::int64_t step, const std::vector<Recovery::RebuildJob>& jobs);
+  /// --scrub: every row checked and the corrupt ones repaired, as of `step` (before a rebuild reads
+  /// its sources, before a checkpoint, at the end); the repairs made.
+  std::vector<ScrubRepair> full_scrub(std::int64_t step);
   /// The scrub's counts summed over ranks (collective), for the report.
   void total_scrub();
   /// The bit in the segment's fired mask of --inject item i (after the --kill items).
@@ -174,6 +178,9 @@ private:
   RowExchange rows_;
   Scrub scrub_;
   std::vector<std::byte> fresh_;            // --scrub: the updated rows' new bytes (ParityDeltas::build)
+  std::int64_t parity_mismatches_ = -1;  // at the end of the run (finish), for the report of a failure found then
+  std::string final_hash_;               // the state_hash finish computed, likewise
+  std::vector<std::pair<std::int64_t, std::int64_t>> scrub_fallbacks_;  // --fallback-ckpt after a codeword beyond repair: (step, checkpoint step)
   std::vector<ScrubRepair> repairs_;        // every repair, in order (the same list on every rank)
   ScrubStats scrub_total_;                  // summed over ranks at the end (total_scrub)
   std::int64_t scrub_step_ = 0;             // the step whose scrub round runs

@@ -159,7 +159,7 @@ void Engine::inject_flips(std::int64_t step, bool at_delta) {
       const auto row = static_cast<std::uint32_t>(d.next(lay.rows_per_fragment()));
       sites.push_back({r, s, j, row, static_cast<std::uint32_t>(d.next(rb / 4))});
     } else if (f.target == InjectTarget::stripe) {
-      const std::uint64_t s = f.stripe >= 0 ? static_cast<std::uint64_t>(f.stripe) % lay.stripes() : d.next(lay.stripes());
+      const std::uint64_t s = f.stripe >= 0 ? static_cast<std::uint64_t>(f.stripe) : d.next(lay.stripes());
       const auto drawn_row = static_cast<std::uint32_t>(d.next(lay.rows_per_fragment()));
       const auto row = f.row >= 0 ? static_cast<std::uint32_t>(f.row) : drawn_row;
       std::vector<int> members(static_cast<std::size_t>(lay.n()));
@@ -283,6 +283,14 @@ void Engine::inject_flips(std::int64_t step, bool at_delta) {
       pos = nl + 1;
     }
   }
+}
+
+std::vector<ScrubRepair> Engine::full_scrub(std::int64_t step) {
+  scrub_step_ = step;
+  scrub_.sweep(store_.layout().stripes());
+  auto done = scrub_.repair(step, now_seconds() - t_start_);
+  repairs_.insert(repairs_.end(), done.begin(), done.end());
+  return done;
 }
 
 void Engine::scrub_round(std::int64_t step, const std::vector<Recovery::RebuildJob>& jobs) {

@@ -73,6 +73,13 @@ std::string gib(double bytes) {
 }
 }  // namespace
 
+void detail::require_memory(std::uint64_t bytes, const std::string& what) {
+  const std::uint64_t mem = mem_available();
+  if (bytes <= mem) return;
+  throw IoError(what + " needs " + gib(static_cast<double>(bytes)) + " on each rank, but " + gib(static_cast<double>(mem)) +
+                " is available: use a larger --rows-per-fragment or a smaller state (--rows, --tables)");
+}
+
 void Segment::require_room(const std::string& job) {
   // A new segment is sparse: its pages are taken as the run first writes them. What this node's
   // segments of the job still lack must fit now, or the run would end in the kernel's OOM kill

@@ -6,6 +6,7 @@
 #include <pwd.h>
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,5 +22,10 @@ inline std::string user_name(uid_t uid) {
   if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found) out += std::string(" (") + found->pw_name + ")";
   return out;
 }
+
+/// Before a rank allocates `bytes` of working memory for `what` (its failure bookkeeping, one byte
+/// per stripe and rank): IoError (exit 3) naming both when the node's MemAvailable is less, instead
+/// of an allocation that fails with "out of memory" or takes the node's memory before anything runs.
+void require_memory(std::uint64_t bytes, const std::string& what);
 
 }  // namespace resil::ecrm::detail

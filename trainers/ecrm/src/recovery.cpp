@@ -4,12 +4,16 @@
 #include <cstring>
 #include <string>
 
+#include "node_segments.hpp"
 #include "resil/core/error.hpp"
 
 namespace resil::ecrm {
 
 Recovery::Recovery(const Transport& net, ShardStore& store, int m) : net_(net), store_(store), m_(m) {
   const auto stripes = store_.layout().stripes();
+  const auto ranks = static_cast<std::uint64_t>(net_.size());
+  detail::require_memory(stripes * (ranks + sizeof(void*)),
+                         "the failure bookkeeping of " + std::to_string(stripes) + " stripes (a byte per stripe and rank, a pointer per stripe)");
   lost_.assign(static_cast<std::size_t>(net_.size()), std::vector<std::uint8_t>(stripes, 0));
   pending_.assign(static_cast<std::size_t>(net_.size()), 0);
   cursor_.assign(static_cast<std::size_t>(net_.size()), 0);

@@ -152,6 +152,8 @@ void Engine::write_report(const std::string& state_hash, int exit_code, std::int
                       {"repair_rounds", scrub_.stats().rounds},
                       {"repaired", {{"data", scrub_.stats().repaired_data}, {"parity", scrub_.stats().repaired_parity}, {"checksum", scrub_.stats().repaired_checksum}}},
                       {"unrepairable", scrub_loss_.empty() ? nlohmann::json(nullptr) : nlohmann::json(scrub_loss_)}};
+    sc["fallbacks"] = nlohmann::json::array();
+    for (const auto& [step, to] : scrub_fallbacks_) sc["fallbacks"].push_back({{"step", step}, {"rollback_to", to}});
     sc["repairs"] = nlohmann::json::array();
     for (const auto& r : repairs_)
       if (sc["repairs"].size() < 10000)

@@ -85,7 +85,7 @@ void Engine::open_segment() {
   // The --kill specs too: which of them fired is kept by position in the list (kills_fired), so a
   // relaunch with another list would misread it.
   std::string kills;
-  for (const auto& k : cfg_.kill) kills += "," + std::to_string(k.rank) + "@" + std::to_string(k.step) + (k.node ? ":node" : "");
+  for (const auto& k : cfg_.kill) kills += "," + std::to_string(k.rank) + "@" + std::to_string(k.step) + (k.node ? ":node" : k.in_repair ? ":scrub" : "");
   // --scrub changes the store's layout (row checksums), and --inject items are kept fired by position.
   std::string scrub, injects;
   if (cfg_.scrub) scrub = "scrub";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "clock.hpp"
 
@@ -98,7 +99,13 @@ std::vector<ScrubRepair> Scrub::repair(std::int64_t step, double t_now) {
   const auto rb = store_.row_bytes();
   // Every rank learns every suspect. Before a codeword is decoded, the holders of its other members
   // verify theirs too (a bad source would decode into a wrong row): repeat until nothing new.
+  // In codeword order, (stripe, row, member): the members of one codeword side by side (MemberRow's
+  // own order puts one member's rows together, which would split a codeword between a member's rows).
+  const auto by_word = [](const MemberRow& a, const MemberRow& b) {
+    return std::tie(a.stripe, a.row, a.member) < std::tie(b.stripe, b.row, b.member);
+  };
   auto bad = all_gather(suspects_);
+  std::sort(bad.begin(), bad.end(), by_word);
   suspects_.clear();
   for (;;) {
     std::vector<MemberRow> more;
@@ -107,12 +114,12 @@ std::vector<ScrubRepair> Scrub::repair(std::int64_t step, double t_now) {
       const int j = lay.fragment_on(bad[i].stripe, me);
       if (j < 0 || rec_.lost(me, bad[i].stripe)) continue;
       const MemberRow mine{bad[i].stripe, static_cast<std::uint32_t>(j), bad[i].row};
-      if (!std::binary_search(bad.begin(), bad.end(), mine) && !verify(mine)) more.push_back(mine);
+      if (!std::binary_search(bad.begin(), bad.end(), mine, by_word) && !verify(mine)) more.push_back(mine);
     }
     if (!net_.allreduce_max(more.empty() ? 0 : 1)) break;
     auto extra = all_gather(more);
     bad.insert(bad.end(), extra.begin(), extra.end());
-    std::sort(bad.begin(), bad.end());
+    std::sort(bad.begin(), bad.end(), by_word);
     bad.erase(std::unique(bad.begin(), bad.end()), bad.end());
   }
   // Codewords: (stripe, row) -> erased members (bad ones and lost ones), sources.

@@ -90,26 +90,30 @@ stdfs::path write_target(const stdfs::path& p, const std::string& option = {});
 /// Whether `p` is a file or directory (not a link) owned by this process's user: what it may have
 /// made itself, and so may remove on error; another user's file at a temporary's name is theirs.
 bool owned_by_me(const stdfs::path& p) noexcept;
+/// Whether `p` is a regular file (not a link) with no other link, owned by this process's user or
+/// by `also_owner`: a leftover at a temporary's name that its maker's user may remove (a staged copy
+/// is given its file's owner before the rename, so a killed staged run leaves one of that owner's).
+bool lone_file_of(const stdfs::path& p, unsigned also_owner) noexcept;
 
 /// Removes the file in its destructor unless `keep()` was called: no partial outputs on error.
-/// Only this user's own file is removed (owned_by_me): never a link or file someone else put there.
+/// Until `adopt()`, only this user's own file is removed (owned_by_me): never a link or file
+/// someone else put there. After it, exactly the file that was at the path then (device and inode),
+/// whoever owns it by now (keep_owner_and_mode may have given it another owner).
 class RemoveOnError {
 public:
   explicit RemoveOnError(stdfs::path p) : path_(std::move(p)) {}
   RemoveOnError(const RemoveOnError&) = delete;
   RemoveOnError& operator=(const RemoveOnError&) = delete;
-  ~RemoveOnError() {
-    if (!kept_ && owned_by_me(path_)) {
-      std::error_code ec;
-      stdfs::remove(path_, ec);
-    }
-  }
+  ~RemoveOnError();
+  /// The file at the path is the one this process made: remember it by device and inode.
+  void adopt() noexcept;
   void keep() noexcept { kept_ = true; }
   const stdfs::path& path() const noexcept { return path_; }
 
 private:
   stdfs::path path_;
-  bool kept_ = false;
+  bool kept_ = false, adopted_ = false;
+  std::uint64_t dev_ = 0, ino_ = 0;
 };
 
 }  // namespace resil::ckpt::fs

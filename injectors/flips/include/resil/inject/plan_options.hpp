@@ -27,6 +27,10 @@ struct PlanOptions {
   /// --finite: a site whose fault would leave a float NaN or Inf is redrawn (finite.hpp); planning
   /// then draws each site's model randomness from the site's own stream.
   bool finite = false;
+  /// The fault model's draw stream across several plans of one trial (a campaign plans each file of
+  /// a set or manifest on its own): when set, plan() starts the model stream at *model_draws and
+  /// leaves it past the draws it made, so the files' faults are not the same draws repeated.
+  std::uint64_t* model_draws = nullptr;
 };
 
 }  // namespace resil::inject
