@@ -406,9 +406,13 @@ class ReportBase:
             return t["holm"] < ALPHA and t[x]["harmful"] * t[y]["n"] > t[y]["harmful"] * t[x]["n"]
         more_a = [t for t in tests if higher(t, "a", "b")]
         more_b = [t for t in tests if higher(t, "b", "a")]
-        failed = [t for t in tests if not higher(t, "a", "b") and all(self.complete(n) for n in t["names"])]
+        # Adding a test to a family never lowers another's Holm-adjusted p, but a test whose arms are still running can
+        # still move (and a smaller p of one test can lower the others'): decided only when every present test is final.
+        final = all(self.complete(n) for t in tests for n in t["names"])
+        failed = [t for t in tests if not higher(t, "a", "b")] if final else []
         rule = (f"Rule: *{claim}* when the harmful rate of {a_what} is higher than that of {b_what}, Holm-adjusted p < 0.05, in every "
-                "pair; a complete pair that fails decides it, as a test joining the family only raises the others' adjusted p. ")
+                "pair; once every pair present is complete, one that fails decides it, as a test joining the family only raises the "
+                "others' adjusted p. ")
         counts = (f"{a_what} significantly more harmful in {len(more_a)} of {len(tests)} pairs, {b_what} in {len(more_b)}"
                   + (f" ({', '.join(t['what'] for t in more_b)})" if more_b else ""))
         waiting = self.verdict(names, "")
