@@ -559,6 +559,55 @@ def _supervise(spec, state, sock, status_r, status_w, worker, log, argv):
         os._exit(127)
 
 
+def _threads():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
+
+
+def _gnu_openmp_runtimes():
+    """The GNU OpenMP runtimes (libgomp, or a wheel's bundled libgomp-<hash>.so) mapped in this process."""
+    found = []
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                fields = line.split(None, 5)
+                if len(fields) == 6:
+                    path = fields[5].strip()
+                    if os.path.basename(path).startswith("libgomp") and path not in found:
+                        found.append(path)
+    except OSError:
+        pass
+    return found
+
+
+def _end_openmp_pools():
+    """End the thread pool of every GNU OpenMP runtime in this process, so that forked trials start
+    their own. libgomp keeps the threads of a parallel region (torch's intra-op parallelism, with
+    more than one thread) for the next one; a fork copies the pool's bookkeeping but not its threads,
+    and the child's first parallel region waits for them forever. omp_pause_resource_all (OpenMP
+    5.0, libgomp of GCC 9 and later) joins them and frees the pool; the thread count (the ICV that
+    torch.set_num_threads sets) stays, so a trial runs its parallel regions with the same threads,
+    and the same numbers, as a command-mode trial. A runtime without it, with threads running, is
+    exit 2 rather than trials that hang. (LLVM's libomp and Intel's libiomp5 recreate their pool in a
+    forked child by themselves.)"""
+    for path in _gnu_openmp_runtimes():
+        pause = None
+        try:
+            pause = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY).omp_pause_resource_all
+        except (OSError, AttributeError):
+            pass
+        if pause is not None:
+            pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int
+            if pause(2) == 0:  # omp_pause_hard
+                continue
+        if _threads() > 1:
+            raise Failure(EXIT_USAGE, f"serve: setup() left {_threads() - 1} thread(s) running and OpenMP's runtime {path} cannot end its "
+                                      f"thread pool (no omp_pause_resource_all): a forked trial would hang at its first parallel operation; "
+                                      f"do the parallel work in the trial function, or use \"mode\": \"command\"")
+
+
 def _serve_stdin():
     """serve's stdin must be the campaign's socket: exit 2 otherwise (a closed stdin included),
     before setup() runs."""
@@ -575,6 +624,7 @@ def serve(spec, state):
     """Serve trial requests on the socket at stdin until the campaign closes it."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # a terminal's ^C ends the worker as it ends ckpt-train serve
     _serve_stdin()
+    _end_openmp_pools()
     # The socket on another descriptor: the trials see /dev/null on stdin and cannot touch the protocol.
     sock = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
     devnull = os.open(os.devnull, os.O_RDONLY)
