@@ -185,8 +185,14 @@ void ExtentStorage::read_box(const std::string& tensor, const std::vector<hsize_
   }
   buf.resize(total * it.size);
   if (total == 0) return;
-  // Runs along the last dimension, in C order of the box.
-  const std::uint64_t run = rank ? count[rank - 1] : 1;
+  // Runs of C order: along dimension j, which with every dimension after it whole is one
+  // contiguous run (a box of whole rows is one read, not one per row).
+  std::size_t j = rank ? rank - 1 : 0;
+  std::uint64_t run = rank ? count[rank - 1] : 1;
+  while (j > 0 && start[j] == 0 && count[j] == shape[j]) {
+    --j;
+    run *= count[j];
+  }
   std::vector<hsize_t> nd(start);
   for (std::uint64_t done = 0; done < total; done += run) {
     std::uint64_t flat = 0;
@@ -195,11 +201,24 @@ void ExtentStorage::read_box(const std::string& tensor, const std::vector<hsize_
     const std::uint64_t n = run * it.size;
     if (it.tensor.staged) std::memcpy(out, staged(it).data() + flat * it.size, n);
     else raw_.read(out, n, it.extent.offset + flat * it.size, where(it));
-    for (std::size_t d = rank - 1; rank > 1 && d-- > 0;) {  // next run: dimensions before the last
+    for (std::size_t d = j; d-- > 0;) {  // next run: the dimensions before j
       if (++nd[d] < start[d] + count[d]) break;
       nd[d] = start[d];
     }
   }
+}
+
+bool ExtentStorage::read_bytes(const std::string& tensor, std::uint64_t offset, std::uint64_t length, std::vector<std::byte>& buf) {
+  const Item& it = item(tensor);
+  const std::uint64_t size = it.tensor.info.logical_bytes;
+  if (!inside(offset, length, size))
+    throw CorruptInputError(where(it) + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(length) + ") lie beyond its " +
+                            std::to_string(size) + " bytes");
+  buf.resize(length);
+  if (length == 0) return true;
+  if (it.tensor.staged) std::memcpy(buf.data(), staged(it).data() + offset, length);
+  else raw_.read(buf.data(), length, it.extent.offset + offset, where(it));
+  return true;
 }
 
 void ExtentStorage::for_each_slab(const std::string& tensor, std::size_t max_bytes,

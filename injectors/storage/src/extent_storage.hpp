@@ -54,6 +54,7 @@ public:
                 std::vector<std::byte>& buf) override;
   void for_each_slab(const std::string& tensor, std::size_t max_bytes,
                      const std::function<void(std::span<const std::byte>)>& fn) override;
+  bool read_bytes(const std::string& tensor, std::uint64_t offset, std::uint64_t length, std::vector<std::byte>& buf) override;
   std::uint64_t checksum(const std::string& tensor) override;
   void close() override;
 

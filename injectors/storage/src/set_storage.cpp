@@ -78,6 +78,9 @@ public:
   void read_box(const std::string& t, const std::vector<hsize_t>& start, const std::vector<hsize_t>& count, std::vector<std::byte>& buf) override {
     part(t).read_box(t, start, count, buf);
   }
+  bool read_bytes(const std::string& t, std::uint64_t offset, std::uint64_t length, std::vector<std::byte>& buf) override {
+    return part(t).read_bytes(t, offset, length, buf);
+  }
   void for_each_slab(const std::string& t, std::size_t max_bytes, const std::function<void(std::span<const std::byte>)>& fn) override {
     part(t).for_each_slab(t, max_bytes, fn);
   }
