@@ -13,6 +13,7 @@
 #include "resil/core/error.hpp"
 #include "resil/inject/file_set.hpp"
 #include "resil/inject/formats/shard_index.hpp"
+#include "resil/inject/names.hpp"
 #include "extent_storage.hpp"
 
 namespace resil::inject {
@@ -87,7 +88,11 @@ public:
   std::uint64_t checksum(const std::string& t) override { return part(t).checksum(t); }
   SharedText location(const std::string& t, std::uint64_t) override {
     SharedText& text = locations_[t];  // one text per tensor, not one per flip
-    if (text.empty()) text = nlohmann::json{{"file", set_.files[index_of(t)]}}.dump();
+    if (text.empty()) {  // a file name is bytes: one that is not UTF-8 is escaped and flagged, as names are
+      nlohmann::json j = nlohmann::json::object();
+      put_name(j, "file", set_.files[index_of(t)]);
+      text = j.dump();
+    }
     return text;
   }
   void finish() override {
