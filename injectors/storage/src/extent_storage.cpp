@@ -123,8 +123,12 @@ std::vector<std::uint64_t> ExtentStorage::staged_only(const std::string& tensor,
 std::vector<std::byte>& ExtentStorage::staged(const Item& it) {
   const std::size_t i = static_cast<std::size_t>(&it - items_.data());
   auto found = staged_.find(i);
-  if (found == staged_.end()) found = staged_.emplace(i, load_staged(it)).first;
-  return found->second;
+  if (found != staged_.end()) return found->second;
+  // One unedited tensor decoded at a time: another's bytes go before this one's are decoded (a
+  // scan or diff of an .npz of many large deflated members holds one). Edited ones stay for the
+  // rewrite.
+  for (auto k = staged_.begin(); k != staged_.end();) k = staged_dirty_.count(k->first) ? std::next(k) : staged_.erase(k);
+  return staged_.emplace(i, load_staged(it)).first->second;
 }
 
 void ExtentStorage::changed(const Item&, std::uint64_t, std::span<const std::byte>, std::span<const std::byte>) {}
