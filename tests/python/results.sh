@@ -2,8 +2,8 @@
 # resil.results reads what ckpt-flip writes: a flip log of `inject` (each flip's words and values
 # against the altered file itself, read with h5py), a cut log, a campaign directory (records of two
 # shards, a torn last line) and `report --json`, whose counts and rates the readers' must equal; and
-# it refuses malformed input with an error naming the file and line. Hostile input (the review's
-# cases): records `ckpt-flip report` refuses (a trial id beyond the campaign's trials, negative or
+# it refuses malformed input with an error naming the file and line. Hostile input:
+# records `ckpt-flip report` refuses (a trial id beyond the campaign's trials, negative or
 # true, another seed or campaign id, a trial recorded twice with another metric or flips) are
 # refused here too, and what both accept they count alike (a hidden .x.jsonl shard file, the same
 # record twice); deep nesting, a FIFO, wrong field types and malformed flip-log records are a

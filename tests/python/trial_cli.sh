@@ -1,5 +1,5 @@
 #!/bin/bash
-# resil.trial as a command (tests/python/cli_trial.py), the cases a hostile review found:
+# resil.trial as a command (tests/python/cli_trial.py), at its limits:
 # the summary's temporary .NAME.tmp.PID is never written through (a planted symbolic link, a
 # directory, a hard link: exit 3 naming it, left as it is; this user's own stale one is replaced);
 # --out through a link replaces the link's target, --out = --from is exit 2 with the checkpoint
