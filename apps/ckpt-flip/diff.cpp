@@ -26,16 +26,20 @@ int run_diff(const DiffOptions& o) {
     std::cout << rep.to_json().dump(2) << "\n";
     return 0;
   }
-  std::size_t differ = 0;
+  std::size_t differ = 0, unknown = 0;
   for (const auto& d : rep.datasets) {
     if (d.status == "same") continue;
     if (d.status == "unsupported") {
+      ++unknown;
       std::cout << inject::display_name(d.path) << "  not compared (" << d.dtype << ")\n";
       continue;
     }
     ++differ;
     std::cout << inject::display_name(d.path) << "  " << d.status;
-    if (d.status == "differ") {
+    if (d.status == "differ" && d.compared == "bytes") {
+      std::cout << "  stored bytes differ (" << d.dtype << ")";
+      if (d.differing_known) std::cout << ": " << d.differing << " of " << d.numel << " elements";
+    } else if (d.status == "differ") {
       char buf[200];
       std::snprintf(buf, sizeof buf, "  %llu of %llu elements  max abs err %.6g  max rel err %.6g  NaN %llu->%llu  Inf %llu->%llu",
                     static_cast<unsigned long long>(d.differing), static_cast<unsigned long long>(d.numel), d.max_abs_error,
@@ -47,9 +51,11 @@ int run_diff(const DiffOptions& o) {
     }
     std::cout << "\n";
   }
-  std::cout << (differ ? std::to_string(differ) + " of " + std::to_string(rep.datasets.size()) + " dataset(s) differ"
-                       : "identical: " + std::to_string(rep.datasets.size()) + " dataset(s)")
-            << "\n";
+  const std::string n = std::to_string(rep.datasets.size());
+  // "identical" only when every tensor was compared and is the same.
+  if (rep.identical()) std::cout << "identical: " << n << " dataset(s)\n";
+  else if (!differ) std::cout << unknown << " of " << n << " dataset(s) not compared, none of the others differs\n";
+  else std::cout << differ << " of " << n << " dataset(s) differ" << (unknown ? ", " + std::to_string(unknown) + " not compared" : "") << "\n";
   return 0;
 }
 

@@ -1,4 +1,5 @@
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -41,12 +42,16 @@ const char* layout_name(ckpt::Layout l) {
 
 namespace {
 
-// A location for a line of text: a set's file by its name, a distributed checkpoint's placement.
+// A location for a line of text: a set's file by its name (bytes from a directory listing: printed
+// as names are), a distributed checkpoint's placement.
 std::string location_text(const std::string& location) {
   const auto j = nlohmann::json::parse(location);
   if (j.contains("placement"))  // a distributed checkpoint: how the tensor is stored over the ranks (--json: its first chunk)
-    return j.at("placement").get<std::string>() + " over " + std::to_string(j.value("world", 0)) + " rank(s)";
-  return j.contains("file") ? j.at("file").get<std::string>() : location;
+    return inject::display_name(j.at("placement").get<std::string>()) + " over " + std::to_string(j.value("world", 0)) + " rank(s)";
+  if (!j.contains("file")) return inject::display_name(location);
+  const auto file = j.at("file").get<std::string>();
+  const auto bytes = j.value("file_escaped", false) ? inject::unescape_name(file) : std::optional<std::string>(file);
+  return inject::display_name(bytes ? *bytes : file);
 }
 
 }  // namespace
@@ -90,16 +95,15 @@ int run_inspect(const InspectOptions& o) {
       nlohmann::json j = {{"dtype", d.type_desc}, {"big_endian", d.big_endian}, {"shape", d.shape},
                           {"layout", layout_name(d.layout)}, {"chunks", d.chunks}, {"filters", d.filters},
                           {"stored_bytes", d.stored_bytes}, {"logical_bytes", d.logical_bytes}, {"checksum", checksum},
-                          {"fault_bits", inject::count_json(bits)}, {"flippable", flippable}, {"external", d.external},
+                          {"fault_bits", inject::count_json(bits)}, {"flippable", flippable},
                           {"role", role}, {"counter", counter}, {"sampled", in_sample}};
       inject::put_name(j, "dataset", d.path);
+      // Text from the file (raw file names, an attribute, other names) is bytes: escaped and flagged as names are.
+      inject::put_names(j, "external", d.external);
       if (!location.empty()) j["location"] = nlohmann::json::parse(location);
       if (d.null_space) j["null_dataspace"] = true;
-      if (d.tp_slice) j["tp_slice"] = *d.tp_slice;  // a tp shard's slice of the global tensor, as stored
-      if (!d.aliases.empty()) {
-        j["aliases"] = nlohmann::json::array();
-        for (const auto& a : d.aliases) j["aliases"].push_back(inject::display_name(a));
-      }
+      if (d.tp_slice) inject::put_name(j, "tp_slice", *d.tp_slice);  // a tp shard's slice of the global tensor, as stored
+      if (!d.aliases.empty()) inject::put_names(j, "aliases", d.aliases);
       js.push_back(std::move(j));
       continue;
     }
@@ -111,7 +115,7 @@ int run_inspect(const InspectOptions& o) {
       last_group = group;
     }
     std::string external;
-    for (const auto& x : d.external) external += (external.empty() ? " external " : ",") + x;
+    for (const auto& x : d.external) external += (external.empty() ? " external " : ",") + inject::display_name(x);
     std::cout << "    " << path.substr(slash + 1) << "  " << d.type_desc << (d.big_endian ? "(BE)" : "")
               << (d.null_space ? "[] null dataspace (no element)" : ckpt::shape_string(d.shape))
               << "  " << layout_name(d.layout) << external << (d.chunks.empty() ? "" : " chunks " + ckpt::shape_string(d.chunks))
@@ -123,7 +127,7 @@ int run_inspect(const InspectOptions& o) {
                               : inject::count_string(bits) + " bits, not sampled by default" + (counter ? " (a counter: --include it)" : ""));
     // A storage may have a million viewers: the line lists a few (--json lists them all).
     constexpr std::size_t listed_aliases = 8;
-    if (d.tp_slice) std::cout << "  tp slice " << *d.tp_slice;
+    if (d.tp_slice) std::cout << "  tp slice " << inject::display_name(*d.tp_slice);
     for (std::size_t k = 0; k < d.aliases.size() && k < listed_aliases; ++k) std::cout << "  also " << inject::display_name(d.aliases[k]);
     if (d.aliases.size() > listed_aliases) std::cout << "  and " << d.aliases.size() - listed_aliases << " other name(s) (--json lists them)";
     std::cout << "\n";

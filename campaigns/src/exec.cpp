@@ -189,6 +189,9 @@ CommandResult run_command(const std::vector<std::string>& argv, double timeout_s
     sleep_s = std::min(sleep_s * 2, 0.02);
   }
   ::kill(-pid, SIGKILL);  // anything still in the group (ESRCH when none)
+  // A stop that came while the command ended (a scheduler signals the whole job: the command may die of
+  // the same SIGTERM before the loop looks at the flag): the trial is dropped, not recorded as a crash.
+  detail::throw_if_stopped();
   r.wall_seconds = now() - t0;
   // The supervisor's usage holds the command's tree: each process adds the children it reaped.
   auto seconds = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6; };

@@ -49,6 +49,27 @@ std::string type_description(hid_t type) {
   }
 }
 
+// Whether a type holds variable-length data anywhere (vlen, variable strings, inside compounds and arrays).
+bool has_variable_length(hid_t type) {
+  switch (H5Tget_class(type)) {
+    case H5T_VLEN: return true;
+    case H5T_STRING: return H5Tis_variable_str(type) > 0;
+    case H5T_ARRAY: {
+      h5::Datatype base(H5Tget_super(type));
+      return base.valid() && has_variable_length(base);
+    }
+    case H5T_COMPOUND: {
+      const int n = H5Tget_nmembers(type);
+      for (int i = 0; i < n; ++i) {
+        h5::Datatype m(H5Tget_member_type(type, static_cast<unsigned>(i)));
+        if (m.valid() && has_variable_length(m)) return true;
+      }
+      return false;
+    }
+    default: return false;
+  }
+}
+
 bool has_bf16_marker(hid_t obj) {
   return h5::has_attr(obj, dtype_attr) && h5::read_attr_str(obj, dtype_attr) == "bf16";
 }
@@ -182,6 +203,14 @@ DatasetInfo describe_dataset(hid_t file, const std::string& path) {
   h5::Datatype ftype(H5Dget_type(d));
   info.dtype = dtype_from_h5(ftype, has_bf16_marker(d));
   info.type_desc = info.dtype ? std::string(dtype_name(*info.dtype)) : type_description(ftype);
+  if (!info.dtype) {
+    info.variable_length = has_variable_length(ftype);
+    std::size_t n = 0;
+    if (H5Tencode(ftype, nullptr, &n) >= 0 && n > 0) {
+      info.type_code.resize(n);
+      if (H5Tencode(ftype, info.type_code.data(), &n) < 0) info.type_code.clear();
+    }
+  }
   info.big_endian = (H5Tget_class(ftype) == H5T_INTEGER || H5Tget_class(ftype) == H5T_FLOAT) && H5Tget_order(ftype) == H5T_ORDER_BE;
   h5::Dataspace space(H5Dget_space(d));
   // A null dataspace (h5py.Empty) reports rank 0 like a scalar, but holds no element.
@@ -350,6 +379,39 @@ std::vector<DatasetInfo> list_datasets(hid_t file) {
   return out;
 }
 
+std::vector<Box> flat_boxes(const Shape& shape, std::uint64_t first, std::uint64_t n) {
+  const std::size_t rank = shape.size();
+  std::vector<Box> out;
+  if (rank == 0) {
+    if (n) out.push_back({});
+    return out;
+  }
+  // inner[d]: elements of one step along dimension d (the product of the dimensions after it).
+  std::vector<std::uint64_t> inner(rank, 1);
+  for (std::size_t d = rank - 1; d-- > 0;) inner[d] = inner[d + 1] * shape[d + 1];
+  const std::uint64_t end = first + n;
+  while (first < end) {
+    // The outermost dimension k whose steps `first` is aligned to and of which one step fits:
+    // the box is [idx[k], idx[k] + c) along k, all of every dimension after k, 1 before.
+    std::size_t k = rank - 1;
+    while (k > 0 && first % inner[k - 1] == 0 && inner[k - 1] <= end - first) --k;
+    Box b;
+    b.start.resize(rank);
+    b.count.assign(rank, 1);
+    std::uint64_t rest = first;
+    for (std::size_t d = 0; d < rank; ++d) {
+      b.start[d] = rest / inner[d];
+      rest %= inner[d];
+    }
+    const std::uint64_t c = std::min<std::uint64_t>(shape[k] - b.start[k], (end - first) / inner[k]);
+    b.count[k] = c;
+    for (std::size_t d = k + 1; d < rank; ++d) b.count[d] = shape[d];
+    first += c * inner[k];
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 void for_each_slab(hid_t dset, hid_t mem_type, std::size_t max_bytes,
                    const std::function<void(std::span<const std::byte>)>& fn) {
   h5::Dataspace space(H5Dget_space(dset));
@@ -364,27 +426,21 @@ void for_each_slab(hid_t dset, hid_t mem_type, std::size_t max_bytes,
     fn(buf);
     return;
   }
-  // Slabs of whole rows along dimension 0; with chunked data the slab height is a chunk multiple.
-  const std::uint64_t row_elems = numel / shape[0];
-  std::uint64_t rows = std::max<std::uint64_t>(1, max_bytes / std::max<std::uint64_t>(1, row_elems * elem));
-  h5::PropList dcpl(H5Dget_create_plist(dset));
-  if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
-    std::vector<hsize_t> c(shape.size());
-    H5Pget_chunk(dcpl, static_cast<int>(c.size()), c.data());
-    rows = std::max<std::uint64_t>(c[0], rows / c[0] * c[0]);
-  }
-  rows = std::min<std::uint64_t>(rows, shape[0]);
-  std::vector<std::byte> buf(rows * row_elems * elem);
-  std::vector<hsize_t> start(shape.size(), 0), count(shape.begin(), shape.end());
-  for (std::uint64_t r = 0; r < shape[0]; r += rows) {
-    const std::uint64_t n = std::min<std::uint64_t>(rows, shape[0] - r);
-    start[0] = r;
-    count[0] = n;
-    h5::Dataspace fsel(H5Scopy(space));
-    RESIL_H5_CHECK(H5Sselect_hyperslab(fsel, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), "select slab");
-    h5::Dataspace msel(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr));
-    if (H5Dread(dset, mem_type, msel, fsel, H5P_DEFAULT, buf.data()) < 0) h5::throw_error("read slab", ExitCode::corrupt_input);
-    fn(std::span<const std::byte>(buf.data(), n * row_elems * elem));
+  // Flat C-order ranges of at most max_bytes, each read as the few boxes that hold it: a row
+  // larger than the slab is split (rows of 2^28 elements no longer mean a 1 GiB buffer).
+  const std::uint64_t step = std::max<std::uint64_t>(1, max_bytes / std::max<std::size_t>(1, elem));
+  std::vector<std::byte> buf(std::min(step, numel) * elem);
+  for (std::uint64_t e = 0; e < numel; e += step) {
+    const std::uint64_t n = std::min(step, numel - e);
+    std::size_t at = 0;
+    for (const auto& b : flat_boxes(shape, e, n)) {
+      h5::Dataspace fsel(H5Scopy(space));
+      RESIL_H5_CHECK(H5Sselect_hyperslab(fsel, H5S_SELECT_SET, b.start.data(), nullptr, b.count.data(), nullptr), "select slab");
+      h5::Dataspace msel(H5Screate_simple(static_cast<int>(b.count.size()), b.count.data(), nullptr));
+      if (H5Dread(dset, mem_type, msel, fsel, H5P_DEFAULT, buf.data() + at) < 0) h5::throw_error("read slab", ExitCode::corrupt_input);
+      at += static_cast<std::size_t>(shape_numel(Shape(b.count.begin(), b.count.end())) * elem);
+    }
+    fn(std::span<const std::byte>(buf.data(), n * elem));
   }
 }
 

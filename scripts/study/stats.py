@@ -159,10 +159,12 @@ def jeffreys(x, n, conf=0.95):
 def stratified_rate(strata, weights, conf=0.95, draws=40000, seed=1):
     """Rate of a mixture of strata, sum_s w_s p_s, from per-stratum counts {s: (x, n)}.
 
-    Point: sum w_s x_s / n_s. Interval: quantiles of sum w_s P_s with P_s ~ Beta(x_s + 1/2, n_s - x_s + 1/2)
-    (Jeffreys posteriors, independent): a stratum with no events still contributes its posterior spread,
-    where the Wald variance p(1-p)/n of a zero-event stratum is zero. The point lies inside the interval
-    whenever it is reported: it is clamped to it (and says so by `clamped`)."""
+    Point: sum w_s x_s / n_s (the plug-in estimate). Interval: quantiles of sum w_s P_s with
+    P_s ~ Beta(x_s + 1/2, n_s - x_s + 1/2) (Jeffreys posteriors, independent): a stratum with no events still
+    contributes its posterior spread, where the Wald variance p(1-p)/n of a zero-event stratum is zero. Where
+    the point lies outside the equal-tailed quantiles (no events in any stratum: the point is 0 and every
+    draw above it) the interval is widened to reach it, as the single-rate Jeffreys interval's lower bound is 0
+    at x = 0 (`widened` says so)."""
     wsum = sum(weights[s] for s in strata)
     point = sum(weights[s] * strata[s][0] / strata[s][1] for s in strata if strata[s][1]) / wsum
     rng = random.Random(seed)
@@ -175,8 +177,8 @@ def stratified_rate(strata, weights, conf=0.95, draws=40000, seed=1):
     vals.sort()
     a = (1 - conf) / 2
     lo, hi = vals[int(a * (draws - 1))], vals[int((1 - a) * (draws - 1))]
-    clamped = not (lo <= point <= hi)
-    return {"point": min(max(point, lo), hi), "raw_point": point, "lo": lo, "hi": hi, "clamped": clamped}
+    widened = not (lo <= point <= hi)
+    return {"point": point, "lo": min(lo, point), "hi": max(hi, point), "widened": widened}
 
 
 # ---------------------------------------------------------------- tests
@@ -212,6 +214,32 @@ def newcombe_diff(x1, n1, x2, n2, conf=0.95):
     p1, p2 = x1 / n1, x2 / n2
     d = p1 - p2
     return (d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2))
+
+
+def newcombe_paired_diff(both, only_1, only_2, neither, conf=0.95):
+    """Newcombe's score interval (method 10, with the continuity-corrected phi) of p1 - p2 for paired
+    proportions: `both` pairs with the event in both members, `only_1` / `only_2` in one, `neither` in none."""
+    n = both + only_1 + only_2 + neither
+    x1, x2 = both + only_1, both + only_2
+    l1, u1 = wilson(x1, n, conf)
+    l2, u2 = wilson(x2, n, conf)
+    p1, p2 = x1 / n, x2 / n
+    den = (both + only_1) * (only_2 + neither) * (both + only_2) * (only_1 + neither)
+    phi = 0.0
+    if den > 0:
+        cross = both * neither - only_1 * only_2
+        phi = (max(cross - n / 2, 0.0) if cross > 0 else cross) / math.sqrt(den)
+    d = p1 - p2
+    lo = (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2
+    hi = (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2
+    return (max(-1.0, d - math.sqrt(max(lo, 0.0))), min(1.0, d + math.sqrt(max(hi, 0.0))))
+
+
+def posterior_prob_greater_paired(only_1, only_2):
+    """P(p1 > p2 | data) for paired proportions under a Jeffreys Dirichlet(1/2, 1/2, 1/2, 1/2) posterior of the
+    four cells: p1 - p2 is the difference of the two discordant cells, and P(theta_10 > theta_01) is
+    P(B > 1/2) for B ~ Beta(only_1 + 1/2, only_2 + 1/2) (exact, no sampling)."""
+    return 1.0 - beta_cdf(0.5, only_1 + 0.5, only_2 + 0.5)
 
 
 def posterior_prob_greater(x1, n1, x2, n2, draws=40000, seed=1):

@@ -94,17 +94,6 @@ def tensor_group(name):
     return "other"
 
 
-def moment_effect(flip):
-    """What a flip of an AdamW moment did: 'm' (exp_avg), or for v (exp_avg_sq) 'v shrinks' (|new| < |old|),
-    'v grows' (|new| > |old|), 'v negative' (the sign bit: the update then divides by the root of a negative)."""
-    dataset, _, _, bit, old, new = flip[:6]
-    if not dataset.endswith("exp_avg_sq"):
-        return "m"
-    if old is None or new is None or new < 0 or (bit == 31):
-        return "v negative"
-    return "v grows" if abs(new) > abs(old) else "v shrinks"
-
-
 def pvf_table(rows, space):
     """Per-tensor PVF from (record, outcome) pairs of a per-tensor campaign: {tensor: dict(group, bits, n, incorrect,
     harmful)}, and per group the bits-weighted rate {group: stratified_rate + counts}. `space` is the campaign's
@@ -266,10 +255,14 @@ class Report(R.ReportBase):
         self.w("Rates are of one bit flipped uniformly at random among the stored bits of the targeted state (the primary estimand) "
                "unless the arm says otherwise; 95 % Clopper-Pearson intervals. **SDC** = Δ outside the band, **critical** = an SDC more "
                f"than {G.CRITICAL_BPB} bpb worse than golden, **DUE** = crash, hang or NaN/Inf, **harmful** = critical or DUE, "
-               "**incorrect** = SDC or DUE (the PVF's \"incorrect output\"), **bitwise changed** = final weights or masters differ "
-               "from golden's, **in band** = changed, Δ inside the band.")
+               "**incorrect** = SDC or DUE (the PVF's \"incorrect output\"), **bitwise changed** = of the trials that ran to the end (not "
+               "DUE), the share whose final weights or masters (rank 0's) differ from golden's, **in band** = changed, Δ inside the band.")
         self.w()
         self.outcome_rows(lambda band: f"[{band[0]:+.5f}, {band[1]:+.5f}]", "band (bpb)")
+        self.band_sensitivity(lambda band: f"[{band[0]:+.5f}, {band[1]:+.5f}]")
+        self.post_stratified([a for a in self.arms if a.kind == "campaign" and a.flips == 1 and a.bits is None and a.strata == "none"
+                              and a.family != "noise"],
+                             lambda a: R.BF16_FIELDS if a.role == "model" else R.F32_FIELDS, "bf16 (weights) or f32 (masters, moments)")
         self.w("Loss-curve classes of the resumed trials (the training loss every 10 steps against the golden resume's curve and the "
                "noise runs' per-window band; definitions in the design; the four failure modes are columns 2-5):")
         self.w()
@@ -294,12 +287,13 @@ class Report(R.ReportBase):
                 if not r["flips"]:
                     continue
                 f = r["flips"][0]
-                kind = "all" if role != "optimizer" else moment_effect(f)
+                kind = "all" if role != "optimizer" else R.moment_effect(f)
                 e = by.setdefault((f[3], kind), [0, 0, 0])
                 e[0] += 1
                 e[1] += o in INCORRECT
                 e[2] += o in HARMFUL
-            kinds = ("all",) if role != "optimizer" else ("m", "v shrinks", "v grows", "v negative")
+            kinds = ("all",) if role != "optimizer" else tuple(k for k in R.MOMENT_EFFECTS if k in ("m", "v shrinks", "v grows", "v negative")
+                                                                 or any(kk == k for _, kk in by))
             self.w(f"**{role}** (`{name}`{mark}):")
             self.w()
             self.w("| bit | " + " | ".join(kinds) + " |")
@@ -454,7 +448,8 @@ class Report(R.ReportBase):
         self.w()
         self.w("The seed studies of the MLP/CNN study (Rojas, Pérez, Meneses et al.) found fp32 models tolerant of flips unless bit 30, "
                "the exponent's MSB, is hit. bf16 keeps fp32's 8-bit exponent and drops 16 mantissa bits, so its bit 14 plays bit 30's part "
-               "(setting it multiplies a weight below 2 in magnitude by 2^128) and a larger share of its bits are exponent bits (8 of 16 "
+               "(setting it multiplies a normal weight of magnitude below 1 by 2^128; one in [1, 2) becomes Inf or NaN, a zero or subnormal "
+               "one a value in [2, 4)) and a larger share of its bits are exponent bits (8 of 16 "
                "against 8 of 32).")
         self.w()
         self.w("Estimands: the harmful rate of a flip of bf16 bit 14 of a uniformly chosen weight (and of fp32 bit 30 of a master), "
@@ -483,11 +478,13 @@ class Report(R.ReportBase):
             names += [a_name, b_name]
             if a_name in self.outcomes and b_name in self.outcomes:
                 a, b = self.counts(a_name), self.counts(b_name)
-                p = S.fisher_exact(a["harmful"], a["n"] - a["harmful"], b["harmful"], b["n"] - b["harmful"])
+                _, _, _, oa, ob = self.paired(a_name, b_name, lambda oc: oc in HARMFUL)
+                p = S.mcnemar_exact(oa, ob)
                 tests.append({"what": f"{k} flip(s): anywhere vs sparing bit 14", "p": p})
                 hit = sum(1 for r, _, _ in self.outcomes[a_name] if any(f[3] == 14 for f in r["flips"]))
                 self.w(f"- {k} flip(s) in the bf16 weights: anywhere {rate(a['harmful'], a['n'])} harmful ({hit} trials hit bit 14); "
-                       f"sparing bit 14 {rate(b['harmful'], b['n'])}; Fisher p = {pfmt(p)}.")
+                       f"sparing bit 14 {rate(b['harmful'], b['n'])}; paired by trial (the same elements, other bits): harmful in only "
+                       f"one: {oa} anywhere, {ob} sparing; McNemar p = {pfmt(p)}.")
         if "dp-model-late" in self.outcomes:
             rows = self.outcomes["dp-model-late"]
             x14 = [o for r, o, _ in rows if r["flips"] and r["flips"][0][3] == 14]
@@ -514,26 +511,28 @@ class Report(R.ReportBase):
         self.w("### 2. Optimizer state vs model state")
         self.w()
         self.w("Estimand: the difference of the harmful rates of one uniformly random bit flip in two roles of one checkpoint: the "
-               "bf16 weights (`model`), the fp32 masters (`master`), the AdamW moments (`optimizer`). Fisher exact (Newcombe interval), "
-               "and the CMH test across fields (sign / exponent / mantissa) with P(first > second) under Jeffreys priors.")
+               "bf16 weights (`model`), the fp32 masters (`master`), the AdamW moments (`optimizer`). The campaigns draw trial i's site "
+               "from one seeded stream (the master's element is the model's, its bit 2b or 2b + 1 of the model's bit b), so they are "
+               "paired by trial id: exact McNemar test, Newcombe's paired interval, P(first > second) under a Jeffreys Dirichlet "
+               "posterior; stratified method: CMH across fields (sign / exponent / mantissa; descriptive, not adjusted). Two families, "
+               "Holm-adjusted each: the model-state roles against the optimizer (the claim's rule), and model against master.")
         self.w()
-        tests, names = [], []
+        vs_opt, vs_master, names = [], [], []
         for seed in G.SEEDS:
             for point in ("late", "early"):
                 suffix = "" if seed == 1 else f"-s{seed}"
                 for a_role, b_role in (("model", "optimizer"), ("master", "optimizer"), ("model", "master")):
                     m, o = f"dp-{a_role}-{point}{suffix}", f"dp-{b_role}-{point}{suffix}"
-                    names += [m, o]
+                    if b_role == "optimizer":
+                        names += [m, o]
                     if m not in self.outcomes or o not in self.outcomes:
                         continue
-                    tests.append(dict(self.compare(m, o, draws=8000), what=f"seed {seed} {point}: {a_role} vs {b_role}",
-                                      roles=(a_role, b_role)))
-        self.family(tests)
-        for t in tests:
-            a, b = t["a"], t["b"]
-            self.w(f"- {t['what']}: {rate(a['harmful'], a['n'])} vs {rate(b['harmful'], b['n'])}; difference "
-                   f"[{100 * t['ci'][0]:.1f}, {100 * t['ci'][1]:.1f}] points; Fisher p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])}); CMH p = "
-                   f"{pfmt(t['cmh']['p'])}; P({t['roles'][0]} > {t['roles'][1]}) = {t['post']:.3f}.")
+                    (vs_opt if b_role == "optimizer" else vs_master).append(
+                        dict(self.compare(m, o), what=f"seed {seed} {point}", roles=(a_role, b_role), names=(m, o)))
+        for family in (vs_opt, vs_master):
+            self.family(family)
+            for t in family:
+                self.w(f"- {t['what']}: " + R.diff_line(t, *t["roles"]) + ".")
         self.w()
         self.w("AdamW's moments by what the flip did (harmful / n; *v shrinks*: |v| smaller, so the step 1/sqrt(v) grows; *v grows*: "
                "the step shrinks; *v negative*: the sign bit):")
@@ -544,20 +543,14 @@ class Report(R.ReportBase):
             groups = {}
             for r, oc, _ in self.outcomes[a.name]:
                 if r["flips"]:
-                    groups.setdefault(moment_effect(r["flips"][0]), []).append(oc)
+                    groups.setdefault(R.moment_effect(r["flips"][0]), []).append(oc)
             parts = [f"{g} {rate(sum(o in HARMFUL for o in groups.get(g, [])), len(groups.get(g, [])))}"
-                     for g in ("m", "v shrinks", "v grows", "v negative")]
+                     for g in R.MOMENT_EFFECTS if g in groups or g in ("m", "v shrinks", "v grows", "v negative")]
             self.w(f"- `{a.name}`: " + "; ".join(parts) + ".")
         self.w()
-        if tests and not self.verdict(names, ""):
-            more_opt = [t for t in tests if t["roles"][1] == "optimizer" and t["holm"] < ALPHA and t["b"]["harmful"] * t["a"]["n"] > t["a"]["harmful"] * t["b"]["n"]]
-            more_model = [t for t in tests if t["roles"][1] == "optimizer" and t["holm"] < ALPHA and t["b"]["harmful"] * t["a"]["n"] < t["a"]["harmful"] * t["b"]["n"]]
-            vs_opt = [t for t in tests if t["roles"][1] == "optimizer"]
-            self.w(f"Rule (the MLP/CNN study's claim: the model state is the more sensitive): *holds* when a model-state role's harmful "
-                   f"rate is higher than the optimizer's, Holm p < 0.05, in every pair. Model state significantly higher in {len(more_model)} "
-                   f"of {len(vs_opt)} pairs, optimizer state in {len(more_opt)}. Verdict: **{'holds' if vs_opt and len(more_model) == len(vs_opt) else 'does not hold'}**.")
-        else:
-            self.w("Verdict: " + self.verdict(names, "") + ".")
+        self.w(self.role_verdict(vs_opt, names, "a model-state role (bf16 weights or fp32 masters)", "the AdamW moments", claim="holds",
+                                 negated="does not hold")
+               .replace("Rule:", "Rule (the MLP/CNN study's claim: the model state is the more sensitive):"))
         self.w()
 
     def modes(self):
@@ -567,8 +560,9 @@ class Report(R.ReportBase):
                "in one stage's shard (the tied `wte` is on both stages: a flip hits one copy); a **tp** flip in one rank's slice of a "
                "sliced weight, or in one rank's copy of a replicated tensor (embeddings, LayerNorms, biases of the row-parallel "
                "Linears), which then differs between ranks; the **one-replica** dp arm puts the dp arm's sites into rank 1's state only. "
-               "The three layouts are different fault spaces, so dp, pp and tp are compared unpaired (Fisher exact on the uniform rates); "
-               "one replica vs all replicas draws the same sites (exact McNemar).")
+               "Every campaign draws trial i from one seeded stream, so the arms are paired by trial id (exact McNemar): one replica vs "
+               "all replicas on the same sites; dp, pp and tp on the same draw, which lands in a different place of each layout's fault "
+               "space (the pairs stay independent of one another, which is all the test needs).")
         self.w()
         tests, names = [], []
         for role in ("model", "master"):
@@ -577,10 +571,7 @@ class Report(R.ReportBase):
                 o = f"{mode}-{role}-late"
                 names += [dp, o]
                 if dp in self.outcomes and o in self.outcomes:
-                    a, b = self.counts(dp), self.counts(o)
-                    for what, key in (("harmful", "harmful"), ("incorrect", "incorrect")):
-                        p = S.fisher_exact(a[key], a["n"] - a[key], b[key], b["n"] - b[key])
-                        tests.append({"what": f"{role}, {what}: dp {rate(a[key], a['n'])} vs {mode} {rate(b[key], b['n'])}", "p": p})
+                    tests += [self.mcnemar(f"{role}, {what}", dp, o, f, "dp", mode) for what, f in PAIRED_OUTCOMES]
             one = f"dp1-{role}-late"
             names += [one]
             if dp in self.outcomes and one in self.outcomes:
@@ -620,7 +611,7 @@ class Report(R.ReportBase):
                 tests += [self.mcnemar(f"{role}, {what}", e, l, f, "early", "late") for what, f in PAIRED_OUTCOMES]
         self.family(tests)
         for t in tests:
-            self.w(f"- {t['what']}; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])})")
+            self.w(f"- {t['what']}; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])}, BH q {pfmt(t['bh'])})")
         self.w()
         if tests and not self.verdict(names, ""):
             sig = [t for t in tests if t["holm"] < ALPHA]
@@ -697,6 +688,23 @@ class Report(R.ReportBase):
             self.w("|---|---:|" + "---:|" * len(CURVES))
             for r in rows:
                 self.w(r)
+            # a class names the course of the training loss; where the model ended up is the outcome class
+            cross = {}
+            for a in self.arms:
+                if a.family != "noise" and a.name in self.outcomes:
+                    for _, o, cc in self.outcomes[a.name]:
+                        if cc in ("spike_recover", "spike_degrade", "gradual_drift"):
+                            e = cross.setdefault(cc, [0, 0, 0])
+                            e[0] += 1
+                            e[1] += o in R.OUTSIDE
+                            e[2] += o == "critical"
+            if cross:
+                self.w()
+                self.w("A class names the course of the training loss, not where the model ended: of these trials, the final test "
+                       "bpb left the noise band (SDC) in " + "; ".join(
+                           f"{cross[k][1]} of {cross[k][0]} {k.replace('_', ' ')} ({cross[k][2]} critical)" for k in CURVES if k in cross)
+                       + ". A spike that *recovers* is a loss that came back inside its band, which a model outside the noise band can "
+                       "still do.")
         else:
             self.w("Pending: no campaign has loss curves yet.")
         self.w()
@@ -747,7 +755,7 @@ class Report(R.ReportBase):
         self.w("Where the two differ in kind: a bf16 weight is rewritten from its fp32 master by the next step, so a flip of a `model` "
                "word acts for one step only, while in the fp32 MLP/CNN the weight is the optimizer's state and a flip persists; the "
                "transformer's persistent model state is its masters. bf16 keeps fp32's 8-bit exponent, so setting its MSB (bit 14) "
-               "multiplies |w| by 2^128 exactly as bit 30 does in fp32. Clipping at a global norm of 1 (the gpt's recipe; the MLP/CNN "
+               "multiplies a normal |w| below 1 by 2^128 exactly as bit 30 does in fp32. Clipping at a global norm of 1 (the gpt's recipe; the MLP/CNN "
                "have none) scales every gradient of a step by one factor, so one huge gradient also shrinks every other weight's step.")
         self.w()
 

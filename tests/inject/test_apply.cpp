@@ -299,6 +299,100 @@ TEST_CASE("scan flags exponent flips, NaN/Inf and checksum mismatches; clean fil
     }
 }
 
+namespace {
+// A one-tensor safetensors file of raw little-endian words.
+void write_safetensors_words(const std::string& path, const std::string& st_dtype, unsigned size, const std::vector<std::uint64_t>& words) {
+  std::string header = R"({"w":{"dtype":")" + st_dtype + R"(","shape":[)" + std::to_string(words.size()) +
+                       R"(],"data_offsets":[0,)" + std::to_string(words.size() * size) + "]}}";
+  while (header.size() % 8) header += ' ';
+  std::ofstream out(path, std::ios::binary);
+  const std::uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) out.put(static_cast<char>((n >> (8 * i)) & 0xff));
+  out << header;
+  for (const auto w : words)
+    for (unsigned i = 0; i < size; ++i) out.put(static_cast<char>((w >> (8 * i)) & 0xff));
+}
+
+const DatasetScan& only_dataset(const ScanReport& rep) {
+  REQUIRE(rep.datasets.size() == 1);
+  return rep.datasets.front();
+}
+
+}  // namespace
+
+TEST_CASE("scan: an exponent-MSB flip of a typical weight is caught in every float dtype", "[inject][unit]") {
+  // Gaussian weights of a dtype-typical scale; the flip of the exponent field's top bit of one
+  // typical weight (|v| < 2: the bit is clear) multiplies it by 2^(2^(E-1)): 2^8 in E4M3, 2^16 in
+  // f16 and E5M2, 2^128 in f32/bf16. A fixed 24-binade margin missed every 4- and 5-bit exponent.
+  test::TempDir dir("inject-scan-msb");
+  struct Case { DType t; const char* st; unsigned size, mbits, ebits; double scale; };
+  for (const Case c : {Case{DType::f64, "F64", 8, 52, 11, 0.02}, Case{DType::f32, "F32", 4, 23, 8, 0.02},
+                       Case{DType::bf16, "BF16", 2, 7, 8, 0.02}, Case{DType::f16, "F16", 2, 10, 5, 0.02},
+                       Case{DType::f8_e4m3, "F8_E4M3", 1, 3, 4, 0.1}, Case{DType::f8_e5m2, "F8_E5M2", 1, 2, 5, 0.02},
+                       Case{DType::f8_e4m3fnuz, "F8_E4M3FNUZ", 1, 3, 4, 0.1}, Case{DType::f8_e5m2fnuz, "F8_E5M2FNUZ", 1, 2, 5, 0.02}}) {
+    INFO(c.st);
+    Rng rng(11, 0);
+    std::vector<std::uint64_t> words(4096);
+    for (auto& w : words) w = ckpt::double_to_word(c.t, c.scale * rng.normal());
+    const auto path = (dir / (std::string(c.st) + ".safetensors")).string();
+    write_safetensors_words(path, c.st, c.size, words);
+    const auto clean = scan(path);
+    CHECK_FALSE(clean.suspect());
+    // A typical weight: |v| near the scale, so its exponent field is well inside the finite range.
+    const auto it = std::find_if(words.begin(), words.end(), [&](std::uint64_t w) {
+      const double v = std::fabs(ckpt::word_to_double(c.t, w));
+      return v > 0.7 * c.scale && v < 1.5 * c.scale;
+    });
+    REQUIRE(it != words.end());
+    const double before = ckpt::word_to_double(c.t, *it);
+    *it ^= std::uint64_t{1} << (c.mbits + c.ebits - 1);
+    const double after = ckpt::word_to_double(c.t, *it);
+    INFO(before << " -> " << after);
+    REQUIRE(std::isfinite(after));
+    write_safetensors_words(path, c.st, c.size, words);
+    const auto rep = scan(path);
+    const auto& d = only_dataset(rep);
+    CHECK(d.suspect());
+    CHECK(d.outliers == 1);
+  }
+}
+
+TEST_CASE("scan: outliers up to 10% of a tensor cannot raise the threshold over themselves", "[inject][unit]") {
+  test::TempDir dir("inject-scan-share");
+  const auto path = (dir / "w.safetensors").string();
+  for (const std::size_t bad : {std::size_t{1}, std::size_t{20}, std::size_t{500}, std::size_t{1000}}) {
+    INFO(bad << " of 10000 at 1.3e37");
+    Rng rng(5, 0);
+    std::vector<std::uint64_t> words(10000);
+    for (auto& w : words) w = ckpt::double_to_word(DType::f32, 0.02 * rng.normal());
+    write_safetensors_words(path, "F32", 4, words);
+    CHECK_FALSE(scan(path).suspect());
+    for (std::size_t i = 0; i < bad; ++i) words[i * 10] = ckpt::double_to_word(DType::f32, 1.3e37);
+    write_safetensors_words(path, "F32", 4, words);
+    const auto rep = scan(path);
+    const auto& d = only_dataset(rep);
+    CHECK(d.outliers == bad);
+  }
+}
+
+TEST_CASE("scan: median and threshold exponents use each dtype's bias (FNUZ fp8: 8 and 16)", "[inject][unit]") {
+  test::TempDir dir("inject-scan-bias");
+  for (const auto& [t, st] : std::vector<std::pair<DType, const char*>>{{DType::f8_e4m3, "F8_E4M3"}, {DType::f8_e5m2, "F8_E5M2"},
+                                                                         {DType::f8_e4m3fnuz, "F8_E4M3FNUZ"},
+                                                                         {DType::f8_e5m2fnuz, "F8_E5M2FNUZ"}, {DType::f16, "F16"},
+                                                                         {DType::bf16, "BF16"}}) {
+    INFO(st);
+    const auto path = (dir / (std::string(st) + ".safetensors")).string();
+    const unsigned size = static_cast<unsigned>(ckpt::dtype_size(t));
+    write_safetensors_words(path, st, size, std::vector<std::uint64_t>(64, ckpt::double_to_word(t, 1.5)));
+    const auto one = scan(path);
+    CHECK(only_dataset(one).median_exponent == 0);  // 1.5 = 1.1b x 2^0
+    write_safetensors_words(path, st, size, std::vector<std::uint64_t>(64, ckpt::double_to_word(t, 0.375)));
+    const auto quarter = scan(path);
+    CHECK(only_dataset(quarter).median_exponent == -2);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // In-place edits (HDF5 read-only; words changed through the file mapping) of unfiltered chunked
 // data and of files with a user block, vs the staged path (temporary copy renamed over the file).

@@ -157,6 +157,39 @@ void check_width(Storage& wf, const std::string& file, const std::string& datase
                         std::to_string(r.width) + "-bit records");
 }
 
+// A record's N-d index, where the log has one, is the element its flat index names in the file's shape:
+// a hand-edited "nd" (or a log of another shape's tensor) would otherwise be applied at "index" while
+// the log and every report name another element. Exit 7, nothing changed.
+void check_nd(Storage& wf, const Chains& chains) {
+  const bool any = std::any_of(chains.begin(), chains.end(), [](const DatasetChains& c) {
+    return std::any_of(c.recs.begin(), c.recs.end(), [](const FlipRecord* r) { return !r->nd.empty(); });
+  });
+  if (!any) return;
+  std::unordered_map<std::string, ckpt::Shape> shapes;
+  for (const auto& t : wf.tensors()) {
+    for (const auto& a : t.info.aliases) shapes.emplace(a, t.info.shape);
+    shapes.emplace(t.info.path, t.info.shape);
+  }
+  for (const auto& c : chains) {
+    const auto it = shapes.find(*c.dataset);
+    if (it == shapes.end()) continue;  // edit() names the missing tensor
+    const auto& shape = it->second;
+    for (const FlipRecord* r : c.recs) {
+      if (r->nd.empty()) continue;
+      bool same = r->nd.size() == shape.size();
+      std::uint64_t flat = 0;
+      for (std::size_t d = 0; same && d < shape.size(); ++d) {
+        same = r->nd[d] < shape[d];
+        flat = flat * shape[d] + r->nd[d];  // < numel <= 2^64 - 1 while every coordinate is inside
+      }
+      if (!same || flat != r->index)
+        throw MismatchError(wf.path() + ": dataset " + *c.dataset + ": the log's element " + ckpt::shape_string(r->nd) +
+                            " is not its flat index " + std::to_string(r->index) + " in shape " + ckpt::shape_string(shape) +
+                            " (log edited, or of another file)");
+    }
+  }
+}
+
 // Datasets whose elements live in external raw files (HDF5 external storage) are never edited:
 // those files are not part of the HDF5 file, so an -o copy would share them with its input (HDF5
 // writes them through, wherever it resolves their names) and an in-place edit could be neither
@@ -327,6 +360,7 @@ ApplyStats apply(Storage& wf, std::span<const FlipRecord> records, Direction dir
   }
   const Chains chains = records.front().raw ? Chains{} : chains_of(records);
   refuse_external_storage(wf, chains);
+  check_nd(wf, chains);
   // A staged edit renames a copy onto the file itself: through a symbolic link that would replace
   // the link by a file and leave its target unchanged. Temporaries sit next to the target too.
   std::string target = file;

@@ -107,7 +107,9 @@ ScanReport scan(const std::string& file, Format format) {
       // Exponent distribution of the non-zero finite values (field 0 = zero/subnormal is left out).
       std::uint64_t total = 0;
       for (std::size_t e = 1; e < finite_end; ++e) total += hist[e];
-      const int bias = (1 << (fl->exponent_bits - 1)) - 1;
+      // The FNUZ fp8 are biased one more than IEEE would (8 and 16: their top exponent is finite).
+      const bool fnuz = dt == ckpt::DType::f8_e4m3fnuz || dt == ckpt::DType::f8_e5m2fnuz;
+      const int bias = (1 << (fl->exponent_bits - 1)) - (fnuz ? 0 : 1);
       if (total > 0) {
         auto quantile = [&](double q) {
           const auto target = static_cast<std::uint64_t>(q * static_cast<double>(total - 1));
@@ -119,8 +121,7 @@ ScanReport scan(const std::string& file, Format format) {
           return static_cast<int>(finite_end - 1);
         };
         const int med = quantile(0.5);
-        int thr = med + outlier_binades;
-        if (total >= 1000) thr = std::max(thr, quantile(0.999) + 8);
+        const int thr = quantile(outlier_reference_quantile) + outlier_margin(fl->exponent_bits);
         for (std::size_t e = static_cast<std::size_t>(std::max(thr + 1, 1)); e < finite_end; ++e) s.outliers += hist[e];
         s.median_exponent = med - bias;
         s.threshold_exponent = thr - bias;

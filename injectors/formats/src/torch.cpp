@@ -8,6 +8,8 @@
 // dtype a GLOBAL torch.<dtype>; offset, size and stride count elements of that dtype.
 #include "resil/inject/formats/torch.hpp"
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string_view>
@@ -25,6 +27,75 @@ constexpr std::size_t kMaxVisits = std::size_t{1} << 20;
 constexpr std::size_t kNameBytesBase = std::size_t{64} << 20, kNameBytesPerNode = 256;
 constexpr std::size_t kMaxShownName = 200;  // longer names are cut in messages
 constexpr std::size_t kMaxTupleKey = 256;    // a longer tuple key is named by its offset
+
+// repr(x) of a Python float: the shortest digits that read back to x, in fixed notation with at least
+// one digit after the point for decimal exponents -4..15, else d[.ddd]e+XX (CPython's float_repr_style
+// "short": format 'r').
+std::string python_float(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
+  char sci[64];
+  const auto r = std::to_chars(sci, sci + sizeof sci, x, std::chars_format::scientific);
+  const std::string_view t(sci, static_cast<std::size_t>(r.ptr - sci));  // [-]d[.ddd]e[+-]XX
+  const std::size_t e = t.find('e');
+  const bool neg = t.front() == '-';
+  std::string digits;
+  for (char c : t.substr(neg, e - neg))
+    if (c != '.') digits += c;
+  const int exp = std::atoi(std::string(t.substr(e + 1)).c_str());
+  std::string out = neg ? "-" : "";
+  if (exp < -4 || exp >= 16) {
+    out += digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    char b[16];
+    std::snprintf(b, sizeof b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    return out + b;
+  }
+  if (exp < 0) return out + "0." + std::string(static_cast<std::size_t>(-exp - 1), '0') + digits;
+  const auto point = static_cast<std::size_t>(exp) + 1;
+  if (digits.size() <= point) return out + digits + std::string(point - digits.size(), '0') + ".0";
+  return out + digits.substr(0, point) + "." + digits.substr(point);
+}
+
+// repr(s) of a Python str from its UTF-8 bytes: in single quotes, or double ones when it holds a single
+// quote and no double one; backslash, the quote, \t \n \r escaped, other ASCII controls and the Latin-1
+// controls, no-break space and soft hyphen (U+0080..U+00A0, U+00AD) as \xHH. Other code points are kept
+// as they are (Python escapes a few more it deems unprintable; names are escaped again when printed).
+std::string python_str(std::string_view s) {
+  const char q = s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos ? '"' : '\'';
+  std::string out(1, q);
+  auto hex = [&out](unsigned v) {
+    char b[8];
+    std::snprintf(b, sizeof b, "\\x%02x", v);
+    out += b;
+  };
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '\\' || c == static_cast<unsigned char>(q)) {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 || c == 0x7f) {
+      hex(c);
+    } else if (c == 0xc2 && i + 1 < s.size()) {  // U+0080..U+00BF
+      const auto d = static_cast<unsigned char>(s[i + 1]);
+      if ((d >= 0x80 && d <= 0xa0) || d == 0xad) {
+        hex(d);
+        ++i;
+      } else {
+        out += static_cast<char>(c);
+      }
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + q;
+}
 
 struct Named {
   std::string_view name;
@@ -112,21 +183,20 @@ private:
     for (const auto& c : path_) s += (s.empty() ? "" : "/") + c;
     return s.empty() ? "tensor" : s;
   }
-  // A dict key as a name component: strings as they are, integers in decimal, booleans, None,
-  // floats and tuples of those as Python prints them; any other key (an opaque object) by where
-  // the pickle made it, so the tensors under it keep distinct names.
+  // A dict key as a name component, as str(key) prints it: strings as they are, integers in decimal,
+  // booleans, None, floats (repr), and tuples of those with their strings quoted (repr); any other key
+  // (an opaque object) by where the pickle made it, so the tensors under it keep distinct names.
   std::string key_text(std::size_t k, int depth = 0) const {
     const PickleNode& n = node(k);
     switch (n.kind) {
-      case PickleKind::string: return n.text;
+      case PickleKind::string:
+        if (depth == 0) return n.text;
+        // in a tuple: longer than a tuple key may be, the tuple is named by its offset (see below)
+        return n.text.size() > kMaxTupleKey ? std::string(kMaxTupleKey + 1, '?') : python_str(n.text);
       case PickleKind::integer: return std::to_string(n.integer);
       case PickleKind::boolean: return n.integer ? "True" : "False";
       case PickleKind::none: return "None";
-      case PickleKind::real: {
-        char b[32];
-        std::snprintf(b, sizeof b, "%.17g", n.real);
-        return b;
-      }
+      case PickleKind::real: return python_float(n.real);
       case PickleKind::tuple:
         // Small tuples only: a key built from memoised long strings must not build a long name.
         if (depth < 4 && n.items.size() <= 8) {

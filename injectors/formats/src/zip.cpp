@@ -147,10 +147,22 @@ void read_local(Bytes file, ZipEntry& e, std::uint16_t central_flags, bool zip64
 
 }  // namespace
 
+void ZipDirectory::index_names() {
+  by_name.resize(entries.size());
+  for (std::size_t i = 0; i < by_name.size(); ++i) by_name[i] = i;
+  std::stable_sort(by_name.begin(), by_name.end(), [&](std::size_t a, std::size_t b) { return entries[a].name < entries[b].name; });
+}
+
 const ZipEntry* ZipDirectory::find(std::string_view name) const noexcept {
-  for (const auto& e : entries)
-    if (e.name == name) return &e;
-  return nullptr;
+  if (by_name.size() != entries.size()) {  // not indexed (or changed since): the first match in directory order
+    for (const auto& e : entries)
+      if (e.name == name) return &e;
+    return nullptr;
+  }
+  // The first of the equal names in the stable order is the first in directory order, as above.
+  const auto it = std::lower_bound(by_name.begin(), by_name.end(), name,
+                                   [&](std::size_t i, std::string_view n) { return std::string_view(entries[i].name) < n; });
+  return it != by_name.end() && entries[*it].name == name ? &entries[*it] : nullptr;
 }
 
 ZipDirectory parse_zip(Bytes file) {
@@ -219,6 +231,7 @@ ZipDirectory parse_zip(Bytes file) {
   for (std::size_t i = 1; i < by_offset.size(); ++i)
     if (by_offset[i]->header_offset < by_offset[i - 1]->end_offset)
       corrupt(kFormat, "entries '" + printable(by_offset[i - 1]->name) + "' and '" + printable(by_offset[i]->name) + "' overlap", by_offset[i]->header_offset);
+  dir.index_names();
   return dir;
 }
 

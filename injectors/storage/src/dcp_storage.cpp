@@ -347,12 +347,18 @@ public:
       fn(buf);
       return;
     }
-    const std::uint64_t row = numel_of(std::vector<std::uint64_t>(shape.begin() + 1, shape.end())) * fmt::dtype_size(g.dtype);
-    const std::uint64_t step = std::max<std::uint64_t>(1, row ? max_bytes / row : shape[0]);
-    for (std::uint64_t r = 0; r < shape[0]; r += step) {
-      start[0] = r;
-      count[0] = std::min<std::uint64_t>(step, shape[0] - r);
-      read_box(t, start, count, buf);
+    // C-order slabs of at most max_bytes (flat ranges, as the few boxes that hold each): a row
+    // larger than the slab is split.
+    const ckpt::Shape sh(shape.begin(), shape.end());
+    const std::uint64_t numel = numel_of(std::vector<std::uint64_t>(shape.begin(), shape.end()));
+    const std::uint64_t step = std::max<std::uint64_t>(1, max_bytes / std::max<std::size_t>(1, fmt::dtype_size(g.dtype)));
+    std::vector<std::byte> part;
+    for (std::uint64_t e = 0; e < numel; e += step) {
+      buf.clear();
+      for (const auto& b : ckpt::flat_boxes(sh, e, std::min(step, numel - e))) {
+        read_box(t, b.start, b.count, part);
+        buf.insert(buf.end(), part.begin(), part.end());
+      }
       fn(buf);
     }
   }

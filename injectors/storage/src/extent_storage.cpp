@@ -123,8 +123,12 @@ std::vector<std::uint64_t> ExtentStorage::staged_only(const std::string& tensor,
 std::vector<std::byte>& ExtentStorage::staged(const Item& it) {
   const std::size_t i = static_cast<std::size_t>(&it - items_.data());
   auto found = staged_.find(i);
-  if (found == staged_.end()) found = staged_.emplace(i, load_staged(it)).first;
-  return found->second;
+  if (found != staged_.end()) return found->second;
+  // One unedited tensor decoded at a time: another's bytes go before this one's are decoded (a
+  // scan or diff of an .npz of many large deflated members holds one). Edited ones stay for the
+  // rewrite.
+  for (auto k = staged_.begin(); k != staged_.end();) k = staged_dirty_.count(k->first) ? std::next(k) : staged_.erase(k);
+  return staged_.emplace(i, load_staged(it)).first->second;
 }
 
 void ExtentStorage::changed(const Item&, std::uint64_t, std::span<const std::byte>, std::span<const std::byte>) {}
@@ -185,8 +189,14 @@ void ExtentStorage::read_box(const std::string& tensor, const std::vector<hsize_
   }
   buf.resize(total * it.size);
   if (total == 0) return;
-  // Runs along the last dimension, in C order of the box.
-  const std::uint64_t run = rank ? count[rank - 1] : 1;
+  // Runs of C order: along dimension j, which with every dimension after it whole is one
+  // contiguous run (a box of whole rows is one read, not one per row).
+  std::size_t j = rank ? rank - 1 : 0;
+  std::uint64_t run = rank ? count[rank - 1] : 1;
+  while (j > 0 && start[j] == 0 && count[j] == shape[j]) {
+    --j;
+    run *= count[j];
+  }
   std::vector<hsize_t> nd(start);
   for (std::uint64_t done = 0; done < total; done += run) {
     std::uint64_t flat = 0;
@@ -195,11 +205,24 @@ void ExtentStorage::read_box(const std::string& tensor, const std::vector<hsize_
     const std::uint64_t n = run * it.size;
     if (it.tensor.staged) std::memcpy(out, staged(it).data() + flat * it.size, n);
     else raw_.read(out, n, it.extent.offset + flat * it.size, where(it));
-    for (std::size_t d = rank - 1; rank > 1 && d-- > 0;) {  // next run: dimensions before the last
+    for (std::size_t d = j; d-- > 0;) {  // next run: the dimensions before j
       if (++nd[d] < start[d] + count[d]) break;
       nd[d] = start[d];
     }
   }
+}
+
+bool ExtentStorage::read_bytes(const std::string& tensor, std::uint64_t offset, std::uint64_t length, std::vector<std::byte>& buf) {
+  const Item& it = item(tensor);
+  const std::uint64_t size = it.tensor.info.logical_bytes;
+  if (!inside(offset, length, size))
+    throw CorruptInputError(where(it) + ": bytes [" + std::to_string(offset) + ", +" + std::to_string(length) + ") lie beyond its " +
+                            std::to_string(size) + " bytes");
+  buf.resize(length);
+  if (length == 0) return true;
+  if (it.tensor.staged) std::memcpy(buf.data(), staged(it).data() + offset, length);
+  else raw_.read(buf.data(), length, it.extent.offset + offset, where(it));
+  return true;
 }
 
 void ExtentStorage::for_each_slab(const std::string& tensor, std::size_t max_bytes,

@@ -54,6 +54,7 @@ public:
                 std::vector<std::byte>& buf) override;
   void for_each_slab(const std::string& tensor, std::size_t max_bytes,
                      const std::function<void(std::span<const std::byte>)>& fn) override;
+  bool read_bytes(const std::string& tensor, std::uint64_t offset, std::uint64_t length, std::vector<std::byte>& buf) override;
   std::uint64_t checksum(const std::string& tensor) override;
   void close() override;
 
@@ -73,9 +74,11 @@ protected:
   void add(Item item);
   const Item& item(const std::string& tensor) const;
   const std::vector<Item>& items() const noexcept { return items_; }
-  /// A staged tensor's elements, decoded (called once per tensor, on first use).
+  /// A staged tensor's elements, decoded (called on first use, and again after an eviction).
   virtual std::vector<std::byte> load_staged(const Item&) { return {}; }
   /// The elements of a staged tensor as loaded and edited so far; whether an edit changed them.
+  /// Loading one evicts every staged tensor no edit changed: the reference is good until the next
+  /// staged() of another tensor.
   std::vector<std::byte>& staged(const Item& it);
   bool staged_changed(const Item& it) const { return staged_dirty_.count(&it - items_.data()) != 0; }
   /// After an edit stored changed words of a non-staged tensor, before close: one call per word,

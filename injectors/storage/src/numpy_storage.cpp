@@ -2,7 +2,8 @@
 // without ".npy"). A Fortran-ordered array is exposed with its shape reversed: its bytes are the C
 // order of the transpose, so flat indices stay stored-word offsets. Stored .npz members are edited
 // in place (ZipStorage keeps their CRC-32s right); deflated ones (np.savez_compressed) are staged:
-// inflated on first use, and a rewrite re-deflates each changed member and rewrites the archive.
+// inflated on use (one unedited member at a time: reading another evicts it), and a rewrite
+// re-deflates each changed member and rewrites the archive.
 #include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <span>
 #include <utility>
 
 #include "format_storages.hpp"
@@ -69,69 +71,101 @@ public:
   Format format() const noexcept override { return Format::npz; }
 
 protected:
+  // The member's array bytes, inflated straight into the vector returned (the .npy header apart,
+  // kept for a rewrite): one buffer of the array's size, no copy. ExtentStorage holds one clean
+  // member at a time.
   std::vector<std::byte> load_staged(const Item& it) override {
-    const auto npy = inflate_member(it.part);
-    const std::uint64_t at = headers_.at(it.part);
-    return {npy.begin() + static_cast<std::ptrdiff_t>(at), npy.end()};
+    std::vector<std::byte> header(headers_.at(it.part));
+    auto data = inflate_member(it.part, header);
+    npy_headers_[it.part] = std::move(header);
+    return data;
   }
   void rewrite_staged() override;
 
 private:
-  std::vector<std::byte> inflate_member(std::size_t entry);
+  std::vector<std::byte> inflate_member(std::size_t entry, std::vector<std::byte>& header);
   std::map<std::size_t, std::uint64_t> headers_;  // deflated members: their .npy header's length
+  std::map<std::size_t, std::vector<std::byte>> npy_headers_;  // loaded members: their .npy header's bytes
 };
 
-std::vector<std::byte> NpzStorage::inflate_member(std::size_t entry) {
+// Inflates member `entry`: its first header.size() bytes (the .npy header) into `header`, the rest
+// into the vector returned. The deflated bytes are read in slices, not whole; the CRC-32 is taken
+// as the bytes come.
+std::vector<std::byte> NpzStorage::inflate_member(std::size_t entry, std::vector<std::byte>& header) {
   const auto& e = zip_.entries[entry];
   // Staged members are held in memory whole, and zlib counts in 32 bits.
   if (e.compressed_size >= 0xFFFFFFFF || e.uncompressed_size >= 0xFFFFFFFF)
     throw UsageError(path_ + ": npz member " + e.name + " is 4 GiB or larger: deflated members that large are not supported");
-  std::vector<std::byte> in(e.compressed_size), out(e.uncompressed_size);
-  raw_.read(in.data(), in.size(), e.data_offset, path_ + ": member " + e.name);
+  const std::string where = path_ + ": npz: member " + e.name;
+  if (header.size() > e.uncompressed_size) throw CorruptInputError(where + ": damaged deflate stream or wrong size");
+  std::vector<std::byte> out(e.uncompressed_size - header.size()), in(std::min<std::uint64_t>(e.compressed_size, std::uint64_t{1} << 20));
   z_stream z{};
   if (inflateInit2(&z, -MAX_WBITS) != Z_OK) throw Error("zlib inflateInit2 failed");
-  z.next_in = reinterpret_cast<Bytef*>(in.data());
-  z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  const int rc = inflate(&z, Z_FINISH);
-  const bool whole = rc == Z_STREAM_END && z.avail_out == 0;
-  inflateEnd(&z);
-  if (!whole) throw CorruptInputError(path_ + ": npz: member " + e.name + ": damaged deflate stream or wrong size");
-  if (formats::crc32(out) != e.crc32) throw CorruptInputError(path_ + ": npz: member " + e.name + ": CRC-32 mismatch");
+  struct End {
+    z_stream* z;
+    ~End() { inflateEnd(z); }
+  } end{&z};
+  std::uint64_t got = 0;
+  auto feed = [&] {
+    if (z.avail_in != 0 || got == e.compressed_size) return;
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(in.size(), e.compressed_size - got));
+    raw_.read(in.data(), n, e.data_offset + got, path_ + ": member " + e.name);
+    got += n;
+    z.next_in = reinterpret_cast<Bytef*>(in.data());
+    z.avail_in = static_cast<uInt>(n);
+  };
+  int rc = Z_OK;
+  // The header, the array, then one byte more, which the stream must end before.
+  std::byte extra{};
+  for (std::span<std::byte> to : {std::span<std::byte>(header), std::span<std::byte>(out), std::span<std::byte>(&extra, 1)}) {
+    z.next_out = reinterpret_cast<Bytef*>(to.data());
+    z.avail_out = static_cast<uInt>(to.size());
+    while (z.avail_out > 0 && rc == Z_OK) {
+      feed();
+      rc = inflate(&z, Z_NO_FLUSH);  // Z_BUF_ERROR: input used up short of the end
+    }
+  }
+  if (rc != Z_STREAM_END || z.total_out != e.uncompressed_size) throw CorruptInputError(where + ": damaged deflate stream or wrong size");
+  if (formats::crc32(out, formats::crc32(header)) != e.crc32) throw CorruptInputError(where + ": CRC-32 mismatch");
   return out;
 }
 
-// zlib's raw deflate with the parameters of Python's zipfile (level 6, 32 KiB window, memLevel 8):
-// with the same zlib, a member restored to its old bytes deflates to its old bytes.
-std::vector<std::byte> deflate_raw(const std::vector<std::byte>& in, const std::string& where) {
+// zlib's raw deflate with the parameters of Python's zipfile (level 6, 32 KiB window, memLevel 8)
+// of `head` then `rest` as one stream: with the same zlib, a member restored to its old bytes
+// deflates to its old bytes.
+std::vector<std::byte> deflate_raw(std::span<const std::byte> head, std::span<const std::byte> rest, const std::string& where) {
   z_stream z{};
   if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) throw Error("zlib deflateInit2 failed");
-  std::vector<std::byte> out(deflateBound(&z, static_cast<uLong>(in.size())));
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
+  std::vector<std::byte> out(deflateBound(&z, static_cast<uLong>(head.size() + rest.size())));
   z.next_out = reinterpret_cast<Bytef*>(out.data());
   z.avail_out = static_cast<uInt>(out.size());
-  const int rc = deflate(&z, Z_FINISH);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(head.data()));
+  z.avail_in = static_cast<uInt>(head.size());
+  int rc = deflate(&z, Z_NO_FLUSH);
+  if (rc == Z_OK) {
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(rest.data()));
+    z.avail_in = static_cast<uInt>(rest.size());
+    rc = deflate(&z, Z_FINISH);
+  }
   out.resize(z.total_out);
   deflateEnd(&z);
   if (rc != Z_STREAM_END) throw Error(where + ": zlib deflate failed");
   return out;
 }
 
-// Each changed deflated member: its .npy bytes with the edited data, deflated again; then the
-// archive is written whole (this is a private copy: apply renames it over the file afterwards).
+// Each changed deflated member: its .npy header and edited data deflated again (no copy of the
+// member made); then the archive is written whole (this is a private copy: apply renames it over
+// the file afterwards).
 void NpzStorage::rewrite_staged() {
   std::map<std::size_t, ZipMember> repl;
   for (const auto& it : items()) {
     if (!it.tensor.staged || !staged_changed(it)) continue;
-    auto npy = inflate_member(it.part);
+    const auto& header = npy_headers_.at(it.part);  // loaded: an edit changed it
     const auto& data = staged(it);
-    std::copy(data.begin(), data.end(), npy.begin() + static_cast<std::ptrdiff_t>(headers_.at(it.part)));
     ZipMember m;
-    m.size = npy.size();
-    m.crc = formats::crc32(npy);
-    m.data = deflate_raw(npy, where(it));
+    m.size = header.size() + data.size();
+    m.crc = formats::crc32(data, formats::crc32(header));
+    m.data = deflate_raw(header, data, where(it));
     repl.emplace(it.part, std::move(m));
   }
   if (repl.empty()) return;

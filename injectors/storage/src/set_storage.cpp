@@ -13,6 +13,7 @@
 #include "resil/core/error.hpp"
 #include "resil/inject/file_set.hpp"
 #include "resil/inject/formats/shard_index.hpp"
+#include "resil/inject/names.hpp"
 #include "extent_storage.hpp"
 
 namespace resil::inject {
@@ -78,13 +79,20 @@ public:
   void read_box(const std::string& t, const std::vector<hsize_t>& start, const std::vector<hsize_t>& count, std::vector<std::byte>& buf) override {
     part(t).read_box(t, start, count, buf);
   }
+  bool read_bytes(const std::string& t, std::uint64_t offset, std::uint64_t length, std::vector<std::byte>& buf) override {
+    return part(t).read_bytes(t, offset, length, buf);
+  }
   void for_each_slab(const std::string& t, std::size_t max_bytes, const std::function<void(std::span<const std::byte>)>& fn) override {
     part(t).for_each_slab(t, max_bytes, fn);
   }
   std::uint64_t checksum(const std::string& t) override { return part(t).checksum(t); }
   SharedText location(const std::string& t, std::uint64_t) override {
     SharedText& text = locations_[t];  // one text per tensor, not one per flip
-    if (text.empty()) text = nlohmann::json{{"file", set_.files[index_of(t)]}}.dump();
+    if (text.empty()) {  // a file name is bytes: one that is not UTF-8 is escaped and flagged, as names are
+      nlohmann::json j = nlohmann::json::object();
+      put_name(j, "file", set_.files[index_of(t)]);
+      text = j.dump();
+    }
     return text;
   }
   void finish() override {

@@ -58,6 +58,19 @@ public:
       it.tensor = make_tensor(first.name, role_of(first.role), first.dtype, shape, a.big_endian && size > 1);
       it.tensor.counter = std::all_of(views.begin(), views.end(), [](const auto* v) { return v->counter; });
       it.tensor.info.aliases = std::move(views_of[s].aliases);
+      // The tensors torch.load gives (diff compares these): each viewer at its offset and strides.
+      for (const auto* v : views) {
+        View w;
+        w.name = "/" + v->name;
+        w.dtype = dtype_of(v->dtype);
+        w.type_desc = w.dtype ? std::string(ckpt::dtype_name(*w.dtype)) : std::string(formats::dtype_name(v->dtype)) + " (opaque)";
+        w.bits = formats::dtype_bits(v->dtype);
+        w.big_endian = a.big_endian && formats::dtype_size(v->dtype) > 1;
+        for (const auto d : v->shape) w.shape.push_back(static_cast<std::uint64_t>(d));
+        w.stride = v->stride;
+        w.offset = v->storage_offset;
+        it.tensor.views.push_back(std::move(w));
+      }
       // The storage's identity: its zip member, or (legacy) its key in the stream.
       it.tensor.storage = legacy_ ? "data/" + st.key : zip_.entries[a.storage_entries[s]].name;
       it.extent = {data.offset, elements * size};

@@ -123,6 +123,15 @@ stop_campaign() {  # stop_campaign SIGNAL DIR CONFIG JOBS
 stop_campaign TERM "$T/st" "$T/slow.json" 2
 stop_campaign INT "$T/si" "$T/eval-command.json" 1
 
+# 3c. A scheduler's SIGTERM to the whole job: the trial's command dies of the same signal, often before
+#     the campaign looks at its stop flag. The trial is dropped (exit 75), never recorded as a crash.
+#     The golden run (the first command) leaves a mark; the first trial finds it and signals.
+config term-all command 4 '["if [ -e '"$T"'/ta.mark ]; then kill -TERM $(ps -o ppid= -p $PPID); kill -TERM $$; fi; touch '"$T"'/ta.mark; exec '"$TRAIN"' eval --from {ckpt} --summary {out}"]'
+rc=0
+"$FLIP" campaign "$T/term-all.json" --out "$T/ta" --jobs 1 > "$T/ta.out" 2> "$T/ta.err" || rc=$?
+[ "$rc" = 75 ] || { cat "$T/ta.out" "$T/ta.err"; fail "SIGTERM to the campaign and its trial: exit $rc, expected 75"; }
+[ -z "$(cat "$T"/ta/results/*.jsonl 2> /dev/null)" ] || fail "the trial stopped by the job's SIGTERM was recorded: $(cat "$T"/ta/results/*.jsonl)"
+
 # 4. A worker killed while the campaign runs is restarted and its trial retried: same records.
 "$FLIP" campaign "$T/eval-worker.json" --out "$T/wd" --jobs 1 > "$T/wd.log" 2>&1 &
 CAMPAIGN_PID=$!

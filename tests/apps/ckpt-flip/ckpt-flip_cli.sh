@@ -81,6 +81,13 @@ echo "not a log" > "$T/bad.jsonl"
 expect_rc 4 "$FLIP" revert "$T/a.h5" --log "$T/bad.jsonl"
 expect_rc 7 "$FLIP" replay "$T/other.h5" --log "$T/e.jsonl"   # wrong file for this log
 expect_rc 7 "$FLIP" revert "$T/other.h5" --log "$T/e.jsonl"
+# A record's N-d index that is not its flat index in the file's shape (a hand edit): exit 7, file unchanged.
+sed -E '0,/"nd":\[[0-9]+/s//"nd":[999999/' "$T/a.jsonl" > "$T/nd.jsonl"
+cmp -s "$T/a.jsonl" "$T/nd.jsonl" && fail "test setup: no \"nd\" edited"
+cp "$T/a.h5" "$T/nd.h5"; NDSHA=$(sha256sum "$T/nd.h5" | cut -d' ' -f1)
+expect_rc 7 "$FLIP" revert "$T/nd.h5" --log "$T/nd.jsonl"
+grep -q "is not its flat index" "$T/stderr" || fail "nd mismatch not named"
+[ "$(sha256sum "$T/nd.h5" | cut -d' ' -f1)" = "$NDSHA" ] || fail "revert with a mismatched nd changed the file"
 [ -e "$T/x.h5" ] && fail "partial output left behind"
 [ -e "$T/x.jsonl" ] && fail "partial log left behind"
 ls -a "$T" | grep -q '\.tmp\.' && fail "temporary file left behind"

@@ -6,6 +6,9 @@
 # while an HDF5 file with a user block that starts like a zip is still HDF5.
 . "$(dirname "$0")/../../support/test_lib.sh" ckpt-flip-hostile-content
 FLIP=$1
+json() {  # json FILE PYTHON-EXPRESSION-OF-j : prints the value
+  $PY -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"
+}
 
 $PY - "$T" <<'PY' || fail "could not write the checkpoints"
 import io, json, struct, sys
@@ -63,6 +66,68 @@ for f in names.pt names.safetensors names.h5; do
   clean "$T/stdout" || fail "$f: inject --dry-run prints a name raw: $(cat -v "$T/stdout")"
   [ "$(grep -c 'pwned' "$T/stdout")" = 40 ] || fail "$f: expected 40 planned flips, one line each: $(cat -v "$T/stdout")"
 done
+
+# Text from the file other than tensor names is bytes too: external raw file names, a
+# resil_tp_slice attribute, a shard's file name. Not UTF-8 (0xFF) it is escaped and flagged in
+# --json (external_escaped, tp_slice_escaped, location's file_escaped), never an internal error;
+# with terminal escapes it is printed escaped. Aliases carry aliases_escaped: a name with byte 0xFF
+# and a UTF-8 name spelled with a literal backslash-x-f-f are told apart.
+mkdir -p "$T/text" "$T/shd"
+$PY - "$T" <<'PY' || fail "could not write the text checkpoints"
+import os, struct, sys
+import h5py, numpy as np
+d = sys.argv[1]
+os.chdir(f"{d}/text")
+with h5py.File("text.h5", "w") as f:
+    f.create_dataset("x", shape=(4,), dtype="f4", external=[(b"raw\xff.bin", 0, 16)])
+    f.create_dataset("y", shape=(4,), dtype="f4", external=[("\x1b]0;pwned\x07raw.bin", 0, 16)])
+    f.create_dataset("model/u", data=np.ones(4, "f4")).attrs["resil_tp_slice"] = np.bytes_(b'{"dim":0,"x":"\xff"}')
+    f.create_dataset("model/v", data=np.ones(4, "f4")).attrs["resil_tp_slice"] = "\x1b[2Jnot json"
+    f["w"] = np.ones(2, "f4")
+    f[b"b\xff"] = f["w"]   # the byte 0xFF
+    f["b\\xff"] = f["w"]   # a backslash, x, f, f
+for name in (b"raw\xff.bin", "\x1b]0;pwned\x07raw.bin".encode()):
+    open(name, "wb").write(bytes(16))
+head = b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
+head += b" " * (-len(head) % 8)
+open(f"{d}/shd/m\x1b[2J-1.safetensors".encode(), "wb").write(struct.pack("<Q", len(head)) + head + bytes(8))
+head = head.replace(b'"a"', b'"b"')
+open(f"{d}/shd/".encode() + b"m\xff-2.safetensors", "wb").write(struct.pack("<Q", len(head)) + head + bytes(8))
+PY
+run "$FLIP" inspect "$T/text/text.h5" --json
+cp "$T/stdout" "$T/text.json"
+$PY - "$T/text.json" <<'PY' || fail "inspect --json of text.h5: $(cat "$T/text.json")"
+import json, re, sys
+ds = {d["dataset"]: d for d in json.load(open(sys.argv[1]))["datasets"]}
+def check(what, got, want):
+    if got != want: sys.exit(f"{what}: {got!r}, want {want!r}")
+check("x external", (ds["/x"]["external"], ds["/x"].get("external_escaped")), (["raw\\xff.bin"], True))
+check("y external", (ds["/y"]["external"], ds["/y"].get("external_escaped")), (["\x1b]0;pwned\x07raw.bin"], None))
+check("u tp_slice", (ds["/model/u"]["tp_slice"], ds["/model/u"].get("tp_slice_escaped")), ('{"dim":0,"x":"\\xff"}', True))
+check("v tp_slice", (ds["/model/v"]["tp_slice"], ds["/model/v"].get("tp_slice_escaped")), ("\x1b[2Jnot json", None))
+owner = [d for d in ds.values() if "aliases" in d]
+check("one tensor with aliases", len(owner), 1)
+o = owner[0]
+def raw(text, flagged):  # the name's bytes (docs/reference/flip-log.md: \\ and \xHH when flagged)
+    if not flagged: return text.encode()
+    return re.sub(rb"\\(\\|x([0-9a-f]{2}))", lambda m: bytes([int(m[2], 16)]) if m[2] else b"\\", text.encode())
+names = [raw(o["dataset"], o.get("dataset_escaped"))] + [raw(a, o.get("aliases_escaped")) for a in o["aliases"]]
+check("the names of /w, as bytes", sorted(names), sorted([b"/w", b"/b\xff", b"/b\\xff"]))
+PY
+run "$FLIP" inspect "$T/text/text.h5"
+clean "$T/stdout" || fail "inspect prints text from the file raw: $(cat -v "$T/stdout")"
+for want in 'external raw\xff.bin ' 'external \x1b]0;pwned\x07raw.bin ' 'tp slice {"dim":0,"x":"\xff"}' 'tp slice \x1b[2Jnot json'; do
+  grep -qF "$want" "$T/stdout" || fail "inspect does not show '$want': $(cat -v "$T/stdout")"
+done
+run "$FLIP" inspect "$T/shd"
+clean "$T/stdout" || fail "inspect of a shard set prints a file name raw: $(cat -v "$T/stdout")"
+grep -qF 'in m\x1b[2J-1.safetensors ' "$T/stdout" && grep -qF 'in m\xff-2.safetensors ' "$T/stdout" ||
+  fail "inspect does not show the shard file names escaped: $(cat -v "$T/stdout")"
+run "$FLIP" inspect "$T/shd" --json
+cp "$T/stdout" "$T/shd.json"
+[ "$(json "$T/shd.json" "sorted((d['dataset'], d['location']) for d in j['datasets'])")" = \
+  "[('/a', {'file': 'm\\x1b[2J-1.safetensors'}), ('/b', {'file': 'm\\\\xff-2.safetensors', 'file_escaped': True})]" ] ||
+  fail "inspect --json shard locations: $(cat "$T/shd.json")"
 
 # Detection is not decided by a tensor's bytes.
 run "$FLIP" inspect "$T/sig.pt"

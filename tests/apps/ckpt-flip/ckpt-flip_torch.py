@@ -199,4 +199,22 @@ if len(p.stderr.strip().splitlines()) != 1 or legacy not in p.stderr:
     fail(f"truncated legacy torch file: not one line naming the file: {p.stderr!r}")
 if sha(legacy) != before:
     fail("a refused input changed")
+# scan on a real model state in half precision: torch.nn.Linear/LayerNorm/Embedding tensors cast to f16
+# and bf16 scan clean; the exponent-MSB flip of one typical weight (f16 x2^16, bf16 x2^128) is caught. A
+# fixed 24-binade margin exceeded f16's whole exponent range and missed it.
+torch.manual_seed(3)
+model = torch.nn.Sequential(torch.nn.Embedding(300, 64), torch.nn.Linear(64, 256), torch.nn.LayerNorm(256), torch.nn.Linear(256, 64))
+for dt, bit in ((torch.float16, 14), (torch.bfloat16, 14)):
+    state = {k: v.detach().to(dt).clone() for k, v in model.state_dict().items()}
+    half = f"{T}/half.pt"
+    torch.save(state, half)
+    flip("scan", half)
+    w = state["1.weight"].view(torch.int16)
+    i = int(torch.argmin((state["1.weight"].float().abs() - state["1.weight"].float().abs().median()).abs()))
+    w.view(-1)[i] ^= 1 << bit
+    torch.save(state, half)
+    p = flip("scan", half, "--json", rc=10)
+    got = {d["dataset"]: d["exponent_outliers"] for d in json.loads(p.stdout)["datasets"] if d["suspect"]}
+    if got != {"/1.weight": 1}:
+        fail(f"{dt}: exponent-MSB flip of a median weight: {got}")
 print("ok")

@@ -87,6 +87,9 @@ except ImportError:
 z = S.stratified_rate({"sign": (0, 100), "exponent": (8, 100), "mantissa": (0, 100)}, {"sign": 1, "exponent": 8, "mantissa": 23})
 if not (z["lo"] <= z["point"] <= z["hi"]):
     fails.append(f"stratified point outside its interval: {z}")
+none = S.stratified_rate({"sign": (0, 10), "exponent": (0, 80), "mantissa": (0, 230)}, {"sign": 1, "exponent": 8, "mantissa": 23})
+if not (none["point"] == 0.0 and none["lo"] == 0.0 and none["hi"] > 0.0 and none["widened"]):
+    fails.append(f"no events in any stratum: the point is 0 and the interval must reach it: {none}")
 only = S.stratified_rate({"exponent": (8, 100)}, {"exponent": 1})
 zero = S.stratified_rate({"a": (0, 100)}, {"a": 1})
 if not zero["hi"] > 0.0:
@@ -104,6 +107,34 @@ close(S.posterior_prob_greater(x1, n1, x2, n2), num, 0.01, "posterior P(p1 > p2)
 lo, hi = S.newcombe_diff(56, 70, 48, 80)
 close(lo, 0.0524, 5e-4, "Newcombe lo")
 close(hi, 0.3339, 5e-4, "Newcombe hi")
+
+# Paired proportions (two campaigns drawing their sites from one stream): Newcombe's paired interval covers the
+# true difference about 95 % of the time under strongly correlated pairs (a wrong sign of phi makes it ~0.90),
+# and with no concordant events it is the unpaired interval of the same n
+rng = random.Random(11)
+cells = (0.2, 0.08, 0.03, 0.69)  # both, only 1, only 2, neither
+true_d = cells[1] - cells[2]
+cover, reps = 0, 3000
+for _ in range(reps):
+    c = [0, 0, 0, 0]
+    for _ in range(120):
+        u, k = rng.random(), 0
+        while u > cells[k] and k < 3:
+            u -= cells[k]
+            k += 1
+        c[k] += 1
+    lo, hi = S.newcombe_paired_diff(*c)
+    cover += lo <= true_d <= hi
+if not 0.935 <= cover / reps <= 0.975:
+    fails.append(f"Newcombe paired interval covers {cover / reps:.3f} of 3000 draws, not about 0.95")
+lo, hi = S.newcombe_paired_diff(10, 30, 20, 40)
+if not lo < (40 - 30) / 100 < hi:
+    fails.append("Newcombe paired interval does not contain the observed difference")
+# the posterior of the paired difference against numpy's Dirichlet draws
+import numpy as np  # noqa: E402
+for b, c in ((7, 2), (0, 0), (0, 5), (30, 31)):
+    d = np.random.default_rng(3).dirichlet([4.5, b + 0.5, c + 0.5, 50.5], size=400000)
+    close(S.posterior_prob_greater_paired(b, c), float(np.mean(d[:, 1] > d[:, 2])), 4e-3, f"paired posterior P(p1 > p2), {b} vs {c} discordant")
 
 # trials_for_width: the smallest n that reaches the width
 n = S.trials_for_width(0.25, 0.10)

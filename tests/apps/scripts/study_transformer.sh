@@ -89,8 +89,15 @@ with h5py.File(sys.argv[2]) as f:
         old = np.asarray(f[ds][()], dtype=np.float32).reshape(-1)[idx]
         new = (np.array([old], dtype=np.float32).view(np.uint32) ^ np.uint32(1 << bit)).view(np.float32)[0]
         assert old == fl[4] and (new == fl[5] or (np.isnan(new) and fl[5] != fl[5])), (old, new, fl)
-        want = "v negative" if bit == 31 else "v grows" if abs(new) > abs(old) else "v shrinks"
-        got = TRR.moment_effect(fl)
+        if not np.isfinite(new):
+            want = "v non-finite"
+        elif new < 0:
+            want = "v negative"
+        elif new == 0 and old == 0:
+            want = "v -0" if bit == 31 else "v shrinks"
+        else:
+            want = "v grows" if abs(new) > abs(old) else "v shrinks"
+        got = TRR.R.moment_effect(fl)
         assert got == want, (got, want, fl)
         seen[got] = seen.get(got, 0) + 1
 assert "v grows" in seen and "v shrinks" in seen, seen
@@ -99,7 +106,7 @@ with gzip.open(sys.argv[3] + "/dp-optimizer-late.jsonl.gz", "rt") as g:
     g.readline()
     for line in g:
         fl = json.loads(line)["flips"][0]
-        assert (TRR.moment_effect(fl) == "m") == (not fl[0].endswith("exp_avg_sq")), fl
+        assert (TRR.R.moment_effect(fl) == "m") == (not fl[0].endswith("exp_avg_sq")), fl
 print("v split:", seen)
 PYEOF
 
@@ -145,7 +152,7 @@ for g, e in groups.items():
     assert e["n"] == sum(per[t]["n"] for t in ts)
     if ts:
         point = sum(per[t]["bits"] * per[t]["incorrect"] / per[t]["n"] for t in ts) / sum(per[t]["bits"] for t in ts)
-        assert abs(e["pvf"]["raw_point"] - point) < 1e-12 and e["pvf"]["lo"] <= e["pvf"]["point"] <= e["pvf"]["hi"], (g, e, point)
+        assert abs(e["pvf"]["point"] - point) < 1e-12 and e["pvf"]["lo"] <= e["pvf"]["point"] <= e["pvf"]["hi"], (g, e, point)
 print("pvf:", {g: (e["n"], e["incorrect"]) for g, e in groups.items()})
 PYEOF
 

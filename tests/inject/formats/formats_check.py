@@ -171,7 +171,8 @@ check(counters == sorted(["state_dict/1.num_batches_tracked"] + [f"optimizer_sta
 np.random.seed(0)
 world = {"model": net.state_dict(), "optimizer": opt.state_dict(), "args": argparse.Namespace(lr=0.1, depth=3, w=torch.ones(2)),
          "best_acc": np.float64(0.93), "step": np.int64(5), "hist": np.arange(4.0), "rng": np.random.get_state(),
-         "python_rng": random.getstate(), "cpu_rng": torch.random.get_rng_state(), "when": {(1, 2): torch.zeros(3), True: torch.ones(1)}}
+         "python_rng": random.getstate(), "cpu_rng": torch.random.get_rng_state(), "when": {(1, 2): torch.zeros(3), True: torch.ones(1), ("adam", 0): torch.ones(2), ("it's", 'say "x"', "a\\b\tc\x01\u0085é"): torch.ones(1),
+                  0.1: torch.ones(1), 2.0: torch.ones(1), (1e16, -0.0, 1e-05, 123.5, None, False): torch.ones(1)}}
 for protocol in (2, 3, 4, 5):
     for zipped in (True, False):
         label = f"protocol {protocol} {'zip' if zipped else 'legacy'}"

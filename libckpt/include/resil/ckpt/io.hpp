@@ -63,6 +63,12 @@ struct DatasetInfo {
   std::vector<std::string> aliases;  // other hard-link paths of the same object, in name order (list_datasets)
   std::optional<DType> dtype;     // nullopt: unsupported type or extent (type_desc says what it is)
   std::string type_desc;          // e.g. "f32", "compound", "string", "f32, more than 2^63-1 elements"
+  /// HDF5, when dtype is nullopt: the stored type's exact encoding (H5Tencode), so two types that
+  /// type_desc names alike ("compound", "string") are told apart by diff; empty otherwise.
+  std::string type_code;
+  /// HDF5: elements of variable length (vlen strings or sequences, anywhere in the type): their
+  /// stored bytes are heap addresses, not the values.
+  bool variable_length = false;
   bool big_endian = false;
   bool null_space = false;        // H5S_NULL (h5py.Empty): no element at all (shape is empty, numel() 0)
   Shape shape;
@@ -110,8 +116,19 @@ struct VerifyReport {
   std::size_t checked = 0;
   bool ok() const noexcept { return mismatched.empty(); }
 };
-/// Stream a dataset through `fn` in slabs of whole rows along dimension 0 (chunk-aligned for
-/// chunked data), at most ~max_bytes each, read as `mem_type` (pass the file type for raw bytes).
+/// A box of elements: [start, start + count) along each dimension.
+struct Box {
+  std::vector<hsize_t> start, count;
+};
+/// The boxes, in C order, that hold exactly the elements [first, first + n) of a tensor of `shape`
+/// in C order: at most 2 x rank boxes, each one contiguous run of C order (a box over the last
+/// dimensions), so a slab of n elements never needs more than n elements of buffer whatever the
+/// shape ([1, N] included). A scalar (empty shape) is one empty box.
+std::vector<Box> flat_boxes(const Shape& shape, std::uint64_t first, std::uint64_t n);
+/// Stream a dataset through `fn` in C-order slabs of at most max(max_bytes, one element) bytes
+/// each (flat element ranges, read as flat_boxes hyperslabs, so the slab does not grow with the row
+/// size), read as `mem_type` (pass the file type for raw bytes). Memory: one slab, plus HDF5's own
+/// decompressed chunk where a filtered chunk is larger than the chunk cache.
 void for_each_slab(hid_t dset, hid_t mem_type, std::size_t max_bytes,
                    const std::function<void(std::span<const std::byte>)>& fn);
 

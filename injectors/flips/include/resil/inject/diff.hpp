@@ -1,4 +1,5 @@
-// Compare two HDF5 files dataset by dataset, streaming bounded slabs of stored words.
+// Compare two checkpoints tensor by tensor (torch.save: the tensors torch.load gives, at their
+// offsets and strides), streaming bounded slabs of stored words.
 #pragma once
 
 #include <array>
@@ -15,6 +16,10 @@ namespace resil::inject {
 struct DatasetDiff {
   std::string path;
   std::string status = "same";        // same | differ | shape-mismatch | dtype-mismatch | only-in-a | only-in-b | unsupported (not compared)
+  /// How the elements were compared: "values" (a dtype ckpt-flip interprets: bits, errors, NaN/Inf)
+  /// or "bytes" (stored bytes only); empty when not compared.
+  std::string compared;
+  bool differing_known = true;        // false for packed sub-byte elements compared a byte at a time
   std::string dtype;
   std::uint64_t numel = 0;
   std::uint64_t differing = 0;        // elements whose stored bits differ
@@ -25,6 +30,7 @@ struct DatasetDiff {
 
 struct DiffReport {
   std::vector<DatasetDiff> datasets;
+  /// Every tensor in both files and "same": never while one differs or was not compared.
   bool identical() const noexcept;
   nlohmann::json to_json() const;
 };

@@ -12,9 +12,17 @@
 
 namespace resil::inject {
 
-/// A value is an exponent outlier when its binary exponent exceeds the tensor's median exponent
-/// by more than `outlier_binades` (and, for tensors of >= 1000 values, its 99.9th percentile by 8).
-inline constexpr int outlier_binades = 24;
+/// A value is an exponent outlier when its binary exponent exceeds the reference, the tensor's
+/// `outlier_reference_quantile` exponent (the 90th percentile: outliers making up to 10% of a
+/// tensor cannot move it), by more than `outlier_margin(E)` binades for an E-bit exponent field:
+/// min(24, 2^(E-2)), half the jump 2^(E-1) that the flip of the exponent field's top bit gives a
+/// value whose top bit is clear (|v| < 2). f64, f32, bf16, E8M0: 24; f16, E5M2(FNUZ): 8; E4M3(FN,
+/// FNUZ): 4. So the exponent-MSB flip of any value not more than 2^(E-2) binades below the
+/// reference is caught in every float dtype (a fixed 24 exceeded the whole range of f16 and fp8).
+inline constexpr double outlier_reference_quantile = 0.9;
+constexpr int outlier_margin(unsigned exponent_bits) noexcept {
+  return exponent_bits >= 7 ? 24 : 1 << (exponent_bits - 2);
+}
 
 struct DatasetScan {
   std::string path;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -131,6 +132,16 @@ inline void put_name(nlohmann::json& obj, const std::string& key, std::string_vi
   }
   obj[key] = escape_name(name);
   obj[key + "_escaped"] = true;
+}
+
+/// A list of names (aliases, external raw files) as the flip log's `args`: obj[key] = the names as
+/// they are when every one is valid UTF-8; else every one escaped (escape_name) and
+/// obj[key + "_escaped"] = true.
+inline void put_names(nlohmann::json& obj, const std::string& key, const std::vector<std::string>& names) {
+  const bool plain = std::all_of(names.begin(), names.end(), [](const std::string& n) { return is_utf8(n); });
+  auto& list = obj[key] = nlohmann::json::array();
+  for (const auto& n : names) list.push_back(plain ? n : escape_name(n));
+  if (!plain) obj[key + "_escaped"] = true;
 }
 
 }  // namespace resil::inject

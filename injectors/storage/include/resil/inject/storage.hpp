@@ -69,6 +69,20 @@ struct Extent {
   std::uint64_t offset = 0, length = 0;
 };
 
+/// A tensor as the format's own loader gives it, viewing (part of) a storage tensor's stored
+/// bytes: torch.load's tensors, each at an element offset in its storage with its shape and
+/// strides (several may view one storage, at other offsets, strides or dtypes).
+struct View {
+  std::string name;                  // "/" + the tensor's dict path, like Tensor::info.path
+  std::optional<ckpt::DType> dtype;  // nullopt: a dtype ckpt-flip does not interpret (type_desc says which)
+  std::string type_desc;
+  unsigned bits = 0;                 // stored bits per element
+  bool big_endian = false;
+  ckpt::Shape shape;
+  std::vector<std::int64_t> stride;  // in elements
+  std::uint64_t offset = 0;          // in elements of its dtype, from the storage's first byte
+};
+
 /// A tensor of a file as the storage layer sees it.
 struct Tensor {
   /// Name (`info.path`, an absolute path: "/model/fc1.weight"), dtype and byte order, shape, other
@@ -85,6 +99,10 @@ struct Tensor {
   /// A counter by the format's own layout (torch: num_batches_tracked, an optimizer step, a 0-d
   /// integer tensor), skipped by select() unless an --include names it, as is_counter() skips HDF5's.
   bool counter = false;
+  /// torch.save: every tensor of the state that views these stored bytes (`info` describes the
+  /// storage, the fault space), as torch.load gives them; what `diff` compares. Empty for formats
+  /// whose tensors are their stored bytes.
+  std::vector<View> views;
 };
 
 /// A file opened through its format's adapter. Move-free, one per open file.
@@ -130,6 +148,14 @@ public:
   /// Every stored byte of a tensor (file byte order, C order) in slabs of at most about `max_bytes`.
   virtual void for_each_slab(const std::string& tensor, std::size_t max_bytes,
                              const std::function<void(std::span<const std::byte>)>& fn) = 0;
+  /// Stored bytes [offset, offset + length) of a tensor's byte stream (file byte order, C order;
+  /// packed sub-byte and other opaque elements included) into `buf`. false when the adapter reads
+  /// only boxes of whole elements (read_box), as HDF5 and DCP do; throws CorruptInputError when the
+  /// range lies beyond the tensor's bytes.
+  virtual bool read_bytes(const std::string& /*tensor*/, std::uint64_t /*offset*/, std::uint64_t /*length*/,
+                          std::vector<std::byte>& /*buf*/) {
+    return false;
+  }
   /// XXH64 of a tensor's stored bytes in C order (compared with the checksum in info.checksum).
   virtual std::uint64_t checksum(const std::string& tensor) = 0;
   /// Where the element at flat index `index` of a tensor is stored beyond the tensor's name, as a

@@ -41,8 +41,14 @@ struct ZipDirectory {
   std::uint64_t central_offset = 0;
   std::uint64_t central_size = 0;
   bool zip64 = false;             // a zip64 end-of-central-directory record was used
-  /// The entry named `name`, or nullptr.
+  /// The entry named `name` (the first in directory order, were a name there twice; parse_zip
+  /// refuses that), or nullptr. O(log n) through `by_name` when it indexes `entries` (parse_zip
+  /// builds it once); a linear search for a directory built or changed by other code.
   const ZipEntry* find(std::string_view name) const noexcept;
+  /// Indices into `entries` sorted by name, equal names in directory order (stable); index_names()
+  /// builds it. A torch.save file looks up every storage by name: one lookup each, not one scan.
+  std::vector<std::size_t> by_name;
+  void index_names();
 };
 
 /// Parse the directory of the zip archive `file` (the whole file's bytes).

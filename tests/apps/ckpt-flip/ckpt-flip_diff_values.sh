@@ -1,0 +1,142 @@
+#!/bin/bash
+# ckpt-flip diff says "identical" only when every tensor was compared and is the same, and compares
+# what the files' own readers give:
+# - a dtype ckpt-flip does not interpret (safetensors F4/C64, HDF5 fixed strings, compounds) is
+#   compared by its stored bytes: other bytes differ (before: "identical"), equal bytes are the same;
+# - F32 in A and C64 in B is a dtype mismatch (before: "identical");
+# - HDF5 variable-length strings are not compared, and the verdict is then not identical (before:
+#   "identical" beside "not compared");
+# - torch.save views are compared as torch.load gives them, at their offset and strides: base[0:4]
+#   vs base[4:8] differs (before: "identical", the storages are equal), a transposed view vs a
+#   contiguous tensor of the same shape differs where torch.load's values do;
+# - -0.0 vs 0.0 differs in bits with max rel err 0, not inf (a zero reference).
+# Each verdict is checked against numpy, h5py or torch.load.
+. "$(dirname "$0")/../../support/test_lib.sh" ckpt-flip-diff-values
+FLIP=$1
+$PY - "$T" <<'PYEOF' || fail "could not write the inputs"
+import sys, json, struct, numpy as np, h5py
+T = sys.argv[1]
+def st(path, tensors):  # safetensors: [(name, dtype tag, shape, bytes)]
+    hdr, off, blob = {}, 0, b""
+    for name, dt, shape, data in tensors:
+        hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(data)]}
+        off += len(data); blob += data
+    h = json.dumps(hdr).encode()
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + blob)
+st(f"{T}/o1.st", [("q", "F4", [8], bytes([1, 2, 3, 4]))])
+st(f"{T}/o2.st", [("q", "F4", [8], bytes([9, 9, 9, 9]))])
+st(f"{T}/o3.st", [("q", "F4", [8], bytes([1, 2, 3, 4]))])
+st(f"{T}/c1.st", [("q", "F32", [2], np.array([1, 2], "<f4").tobytes())])
+st(f"{T}/c2.st", [("q", "C64", [1], np.array([1, 2], "<f4").tobytes())])
+st(f"{T}/k1.st", [("q", "C64", [3], np.arange(6, dtype="<f4").tobytes())])
+k = np.arange(6, dtype="<f4"); k[3] = 9
+st(f"{T}/k2.st", [("q", "C64", [3], k.tobytes())])
+st(f"{T}/z1.st", [("w", "F32", [2], np.array([0.0, 1.0], "<f4").tobytes())])
+st(f"{T}/z2.st", [("w", "F32", [2], np.array([-0.0, 1.0], "<f4").tobytes())])
+for name, s, v, c in (("h1", [b"ab", b"xy"], ["ab"], (1.0, 2)), ("h2", [b"cd", b"xy"], ["cd"], (1.0, 2)),
+                      ("h3", [b"ab", b"xy"], ["ab"], (1.0, 2))):
+    with h5py.File(f"{T}/{name}.h5", "w") as f:
+        f["model/s"] = np.array(s, dtype="S2")
+        f["model/c"] = np.array([c], dtype=[("a", "f4"), ("b", "i8")])
+        f["model/w"] = np.ones(3, np.float32)
+    with h5py.File(f"{T}/{name}v.h5", "w") as f:
+        f.create_dataset("model/v", data=v, dtype=h5py.string_dtype())
+        f["model/w"] = np.ones(3, np.float32)
+PYEOF
+json() { $PY -c "import json,sys; j=json.load(open(sys.argv[1])); d={x['dataset']: x for x in j['datasets']}; r=($2); print(r)" "$1"; }
+
+# Opaque F4: other bytes differ (no count for packed 4-bit elements), equal bytes are the same.
+expect_rc 0 "$FLIP" diff "$T/o1.st" "$T/o2.st" --json
+[ "$(json "$T/stdout" "j['identical'], d['/q']['status'], d['/q']['compared'], d['/q']['differing']")" = "(False, 'differ', 'bytes', None)" ] \
+  || fail "F4 with other bytes: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/o1.st" "$T/o2.st"
+grep -q "^/q  differ  stored bytes differ (F4 (opaque))" "$T/stdout" && grep -q "^1 of 1 dataset(s) differ" "$T/stdout" || fail "F4 text: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/o1.st" "$T/o3.st" --json
+[ "$(json "$T/stdout" "j['identical'], d['/q']['status'], d['/q']['compared']")" = "(True, 'same', 'bytes')" ] || fail "F4 with equal bytes: $(cat "$T/stdout")"
+# C64 (whole 8-byte elements): the differing elements are counted, as numpy sees them.
+want=$($PY -c "
+import numpy as np, sys
+a = np.arange(6, dtype='<f4').view('<c8'); b = a.copy().view('<f4'); b[3] = 9; print(int((a != b.view('<c8')).sum()))")
+expect_rc 0 "$FLIP" diff "$T/k1.st" "$T/k2.st" --json
+[ "$(json "$T/stdout" "d['/q']['status'], d['/q']['differing']")" = "('differ', $want)" ] || fail "C64 count (numpy: $want): $(cat "$T/stdout")"
+# F32 in A, C64 in B (same bytes): a dtype mismatch, a difference.
+expect_rc 0 "$FLIP" diff "$T/c1.st" "$T/c2.st" --json
+[ "$(json "$T/stdout" "j['identical'], d['/q']['status']")" = "(False, 'dtype-mismatch')" ] || fail "F32 vs C64: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/c1.st" "$T/c2.st"
+grep -q "identical" "$T/stdout" && fail "F32 vs C64 text says identical: $(cat "$T/stdout")"
+
+# HDF5 fixed strings and compounds by stored bytes; h5py agrees on which differ.
+expect_rc 0 "$FLIP" diff "$T/h1.h5" "$T/h2.h5" --json
+[ "$(json "$T/stdout" "j['identical'], d['/model/s']['status'], d['/model/s']['differing'], d['/model/c']['status'], d['/model/w']['status']")" \
+  = "(False, 'differ', 1, 'same', 'same')" ] || fail "HDF5 strings: $(cat "$T/stdout")"
+$PY - "$T" <<'PYEOF' || fail "h5py disagrees"
+import sys, h5py
+T = sys.argv[1]
+with h5py.File(f"{T}/h1.h5") as a, h5py.File(f"{T}/h2.h5") as b:
+    assert (a["model/s"][()] != b["model/s"][()]).sum() == 1 and (a["model/c"][()] == b["model/c"][()]).all()
+PYEOF
+expect_rc 0 "$FLIP" diff "$T/h1.h5" "$T/h3.h5" --json
+[ "$(json "$T/stdout" "j['identical'], sorted(x['status'] for x in j['datasets'])")" = "(True, ['same', 'same', 'same'])" ] \
+  || fail "HDF5 equal strings and compounds: $(cat "$T/stdout")"
+# Variable-length strings: not compared, so never "identical" (equal or not).
+for pair in "h1v h2v" "h1v h3v"; do
+  set -- $pair
+  expect_rc 0 "$FLIP" diff "$T/$1.h5" "$T/$2.h5" --json
+  [ "$(json "$T/stdout" "j['identical'], d['/model/v']['status'], d['/model/v']['differing']")" = "(False, 'unsupported', None)" ] \
+    || fail "vlen strings $pair: $(cat "$T/stdout")"
+  expect_rc 0 "$FLIP" diff "$T/$1.h5" "$T/$2.h5"
+  grep -q "^/model/v  not compared" "$T/stdout" && grep -q "^1 of 2 dataset(s) not compared" "$T/stdout" \
+    || fail "vlen strings text $pair: $(cat "$T/stdout")"
+  grep -q "identical" "$T/stdout" && fail "vlen strings text says identical: $(cat "$T/stdout")"
+done
+
+# -0.0 vs 0.0: one element differs (bit 31), abs err 0, rel err 0 (zero reference, zero difference).
+expect_rc 0 "$FLIP" diff "$T/z1.st" "$T/z2.st" --json
+[ "$(json "$T/stdout" "d['/w']['differing'], d['/w']['bit_histogram'], d['/w']['max_abs_error'], d['/w']['max_rel_error']")" \
+  = "(1, {'31': 1}, 0.0, 0.0)" ] || fail "-0.0 vs 0.0: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/z1.st" "$T/z2.st"
+grep -q "max abs err 0  max rel err 0 " "$T/stdout" || fail "-0.0 vs 0.0 text: $(cat "$T/stdout")"
+
+# torch.save views: what torch.load gives, not the storages.
+if $PY -c "import torch" 2> /dev/null; then
+  $PY - "$T" <<'PYEOF' || fail "could not write the torch inputs"
+import sys, torch
+T = sys.argv[1]
+base = torch.arange(8, dtype=torch.float32)
+torch.save({"w": base[0:4]}, f"{T}/v1.pt")
+torch.save({"w": base[4:8]}, f"{T}/v2.pt")
+torch.save({"w": base[4:8].clone()}, f"{T}/v3.pt")
+x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+torch.save({"w": x.t()}, f"{T}/tr1.pt")                                       # strides (1, 3)
+torch.save({"w": torch.arange(6, dtype=torch.float32).reshape(3, 2)}, f"{T}/tr3.pt")
+torch.save({"w": x.t().contiguous()}, f"{T}/tr4.pt")
+t = torch.ones(4)
+torch.save({"a": t, "b": t}, f"{T}/sh1.pt")
+torch.save({"a": t, "b": t.clone()}, f"{T}/sh2.pt")
+big = torch.arange(3 * 400, dtype=torch.float64).reshape(3, 400)
+torch.save({"m": big.t()[::2]}, f"{T}/st1.pt")                                # offset 0, strides (2, 400)
+torch.save({"m": big.t()[::2].contiguous()}, f"{T}/st2.pt")
+PYEOF
+  check() {  # check A B: diff's differing counts per tensor equal torch.load's
+    expect_rc 0 "$FLIP" diff "$T/$1.pt" "$T/$2.pt" --json
+    got=$(json "$T/stdout" "sorted((k, v['status'], v['differing']) for k, v in d.items())")
+    want=$($PY -c "
+import sys, torch
+a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+out = []
+for k in sorted(a):
+    n = int((a[k].reshape(-1).view(torch.int32 if a[k].element_size() == 4 else torch.int64) !=
+             b[k].reshape(-1).view(torch.int32 if b[k].element_size() == 4 else torch.int64)).sum())
+    out.append(('/' + k, 'differ' if n else 'same', n))
+print(out)" "$T/$1.pt" "$T/$2.pt")
+    [ "$got" = "$want" ] || fail "diff $1 $2: $got, torch.load: $want"
+  }
+  check v1 v2; check v2 v3; check tr1 tr3; check tr1 tr4; check sh1 sh2; check st1 st2
+  expect_rc 0 "$FLIP" diff "$T/v1.pt" "$T/v2.pt"
+  grep -q "^/w  differ  4 of 4 elements" "$T/stdout" || fail "views text: $(cat "$T/stdout")"
+  expect_rc 0 "$FLIP" diff "$T/v2.pt" "$T/v3.pt" --json
+  [ "$(json "$T/stdout" "j['identical']")" = True ] || fail "a view and its clone: $(cat "$T/stdout")"
+else
+  echo "skip: torch views (no torch)"
+fi
+echo "ok: diff compares opaque bytes, types, views and zeros"
