@@ -29,6 +29,8 @@ LOSS_EVERY = {MODEL: 10}   # about 20 windows of the late point's 200 steps, 40 
 SMOKE_LOSS_EVERY = 1
 
 METRIC = "test_bpb"        # validation loss in bits per byte, lower is better
+# The split's n-gram baselines over every validation byte (ckpt-train prints them; docs/reference/datasets.md)
+BIGRAM_BPB, UNIGRAM_BPB = 3.757, 4.786
 CRITICAL_BPB = 0.05        # a critical SDC: more than 0.05 bits per byte worse than golden (outside the band)
 
 # bf16 bit layout: sign 15, exponent 7-14 (bit 14 its MSB), mantissa 0-6; fp32: sign 31, exponent 23-30

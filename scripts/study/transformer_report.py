@@ -207,7 +207,7 @@ class Report(R.ReportBase):
             full = g.get("full_test_bpb")
             self.w(f"| {name} | {bpb} | {full:.3f} | {g['train_seconds']:.0f} s |" if full is not None else f"| {name} | {bpb} | - | {g['train_seconds']:.0f} s |")
         self.w()
-        self.w("A bigram model of the same split gets 3.757 bits per byte, a unigram 4.786 ([gpt-cpu results](2026-11-27-gpt-cpu.md)).")
+        self.w(f"A bigram model of the same split gets {G.BIGRAM_BPB} bits per byte, a unigram {G.UNIGRAM_BPB} ([gpt-cpu results](2026-11-27-gpt-cpu.md)).")
         self.w()
         self.reproduced_line()
 
@@ -259,6 +259,7 @@ class Report(R.ReportBase):
                "DUE), the share whose final weights or masters (rank 0's) differ from golden's, **in band** = changed, Δ inside the band.")
         self.w()
         self.outcome_rows(lambda band: f"[{band[0]:+.5f}, {band[1]:+.5f}]", "band (bpb)")
+        self.critical_severity()
         self.band_sensitivity(lambda band: f"[{band[0]:+.5f}, {band[1]:+.5f}]")
         self.post_stratified([a for a in self.arms if a.kind == "campaign" and a.flips == 1 and a.bits is None and a.strata == "none"
                               and a.family != "noise"],
@@ -267,6 +268,26 @@ class Report(R.ReportBase):
                "noise runs' per-window band; definitions in the design; the four failure modes are columns 2-5):")
         self.w()
         self.curve_rows()
+
+    def critical_severity(self):
+        """How far the critical SDCs fall: at or past the n-gram baselines, a model that has lost what it learned."""
+        rows = []
+        for a in self.fault_arms():
+            vals = [r["metric"] for r, o, _ in self.outcomes.get(a.name, []) if o == "critical" and r.get("metric") is not None]
+            if vals:
+                rows.append(f"| {a.name} | {len(vals)} | {sum(v >= G.BIGRAM_BPB for v in vals)} | {sum(v >= G.UNIGRAM_BPB for v in vals)} "
+                            f"| {max(vals):.3f} |")
+        if not rows:
+            return
+        self.w(f"How far the critical SDCs fall: final bpb at or past the split's bigram ({G.BIGRAM_BPB}) and unigram "
+               f"({G.UNIGRAM_BPB}) baselines, a model that has lost its context or everything it learned (the baselines are over "
+               "the whole validation split; the trials' windows read about 0.05 bpb harder, by the goldens):")
+        self.w()
+        self.w("| campaign | critical | ≥ bigram | ≥ unigram | worst bpb |")
+        self.w("|---|---:|---:|---:|---:|")
+        for r in rows:
+            self.w(r)
+        self.w()
 
     def per_bit(self):
         self.w("## Per-bit sensitivity")
