@@ -269,13 +269,19 @@ def points(x):
     return f"{100 * x:.2g}" if x != 0 and float(s) == 0 else s
 
 
+def odds_text(o, b_label):
+    """The MH odds ratio: undefined where no stratum has a harmful trial, infinite where only the first side has them."""
+    return ("undefined (no harmful trial)" if math.isnan(o) else f"infinite (no harmful {b_label} trial)" if math.isinf(o)
+            else f"{o:.3g}")
+
+
 def diff_line(t, a_label, b_label):
     """One paired comparison of compare(): both rates, the discordant pairs, the interval, the tests."""
     a, b = t["a"], t["b"]
     return (f"{a_label} {rate(a['harmful'], a['n'])} vs {b_label} {rate(b['harmful'], b['n'])}; harmful in only one of "
             f"{t['pairs']} pairs: {t['only_a']} {a_label}, {t['only_b']} {b_label}; difference [{points(t['ci'][0])}, "
             f"{points(t['ci'][1])}] points; McNemar p = {pfmt(t['p'])} (Holm {pfmt(t['holm'])}, BH q {pfmt(t['bh'])}); CMH across "
-            f"fields p = {pfmt(t['cmh']['p'])}, MH odds ratio {t['cmh']['or']:.3g}; P({a_label} > {b_label}) = {t['post']:.3f}")
+            f"fields p = {pfmt(t['cmh']['p'])}, MH odds ratio {odds_text(t['cmh']['or'], b_label)}; P({a_label} > {b_label}) = {t['post']:.3f}")
 
 
 # ---------------------------------------------------------------- the report
