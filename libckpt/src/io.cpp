@@ -1,6 +1,7 @@
 #include "resil/ckpt/io.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <set>
@@ -285,6 +286,7 @@ namespace {
 struct Walk {
   std::vector<std::pair<std::string, haddr_t>> datasets;  // first path in name order, address
   bool shared = false;                                     // some object has several hard links
+  std::string too_deep;                                    // the first path nested deeper than max_group_depth
 };
 
 // Every hard-link path of each dataset in `addrs`, at most max_paths each (first the one H5Ovisit
@@ -353,10 +355,25 @@ std::vector<DatasetInfo> list_datasets(hid_t file) {
   auto visit = [](hid_t, const char* name, const H5O_info_t* info, void* data) -> herr_t {
     auto& w = *static_cast<Walk*>(data);
     if (info->rc > 1) w.shared = true;
+    // Stopped at the first object below max_group_depth groups: the walk's cost grows with the cube
+    // of the depth it reaches.
+    if (static_cast<std::size_t>(std::count(name, name + std::strlen(name), '/')) >= max_group_depth) {
+      w.too_deep = name;
+      return 1;
+    }
     if (info->type == H5O_TYPE_DATASET) w.datasets.emplace_back(std::string("/") + name, info->addr);
     return 0;
   };
-  if (H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, visit, &walk, H5O_INFO_BASIC) < 0) {
+  const herr_t visited = H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, visit, &walk, H5O_INFO_BASIC);
+  if (visited > 0) {
+    std::string name(4096, '\0');
+    const ssize_t n = H5Fget_name(file, name.data(), name.size());
+    name.resize(n > 0 ? std::min(static_cast<std::size_t>(n), name.size() - 1) : 0);
+    throw CorruptInputError((name.empty() ? std::string() : name + ": ") + "groups nested deeper than " +
+                            std::to_string(max_group_depth) + " levels (/" + walk.too_deep.substr(0, 64) +
+                            "...): damaged or not a checkpoint");
+  }
+  if (visited < 0) {
     // The callers hold only the handle: the message names the file itself (the stack is read
     // first: the next HDF5 call clears it).
     const std::string stack = h5::error_stack_text();

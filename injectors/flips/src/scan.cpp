@@ -27,9 +27,9 @@ nlohmann::json ScanReport::to_json() const {
     put_name(j, "dataset", d.path);
     ds.push_back(std::move(j));
   }
-  nlohmann::json skip = nlohmann::json::array();
-  for (const auto& s : skipped) skip.push_back(display_name(s));
-  return {{"verdict", suspect() ? "suspect" : "clean"}, {"datasets", ds}, {"skipped", skip}};
+  nlohmann::json j = {{"verdict", suspect() ? "suspect" : "clean"}, {"datasets", ds}};
+  put_names(j, "skipped", skipped);  // "PATH (why)", escaped and flagged as names are when one is not UTF-8
+  return j;
 }
 
 ScanReport scan(const std::string& file, Format format) {

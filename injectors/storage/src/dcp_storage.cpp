@@ -449,9 +449,10 @@ private:
     // One chunk holding the whole tensor: stored once, loaded by every rank (replicated). Several:
     // sharded, this chunk loaded by the rank holding it (its writer under the checkpoint's plan).
     const bool replicated = g.chunks.size() == 1 && numel_of(ch.sizes) == numel_of(g.meta->size);
-    nlohmann::json j = {{"chunk", c}, {"file", ch.file}, {"offsets", ch.offsets}, {"sizes", ch.sizes}, {"world", world_},
+    nlohmann::json j = {{"chunk", c}, {"offsets", ch.offsets}, {"sizes", ch.sizes}, {"world", world_},
                         {"writer_rank", writer ? nlohmann::json(*writer) : nlohmann::json(nullptr)},
                         {"placement", replicated ? "replicated" : "sharded"}};
+    put_name(j, "file", ch.file);  // a .metadata path is bytes: one that is not UTF-8 is escaped and flagged
     nlohmann::json loaders = nlohmann::json::array();
     if (replicated)
       for (std::uint64_t r = 0; r < world_; ++r) loaders.push_back(r);

@@ -129,6 +129,39 @@ cp "$T/stdout" "$T/shd.json"
   "[('/a', {'file': 'm\\x1b[2J-1.safetensors'}), ('/b', {'file': 'm\\\\xff-2.safetensors', 'file_escaped': True})]" ] ||
   fail "inspect --json shard locations: $(cat "$T/shd.json")"
 
+# scan --json's list of skipped datasets ("PATH (why)") is escaped and flagged as names are.
+$PY - "$T/text/skip.h5" <<'PY' || fail "could not write skip.h5"
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f["w"] = np.ones(2, "f4")
+    f[b"s\xff"] = np.array([b"abc"])   # fixed-length strings: skipped by scan
+PY
+run "$FLIP" scan "$T/text/skip.h5" --json
+[ "$(json "$T/stdout" "(j['skipped'], j.get('skipped_escaped'))")" = "(['/s\\\\xff (string)'], True)" ] ||
+  fail "scan --json skipped list: $(cat "$T/stdout")"
+
+# A DCP .metadata naming a chunk's file with bytes that are not UTF-8: the flip log's and inspect's
+# location carry the file escaped and flagged, never an internal error.
+$PY - "$T/dcp" "$(dirname "$0")" <<'PY' || fail "could not write the DCP checkpoint"
+import os, sys
+sys.path.insert(0, sys.argv[2])
+import make_dcp_fixtures as fx
+d = sys.argv[1]
+fx.write(d)
+p = os.path.join(d, ".metadata")
+b = open(p, "rb").read()
+old, new = b"__1_0.distcp", b"__1\xed\xb3\xbf_0.distcp"   # a lone surrogate as pickle writes it
+i = b.index(old)
+assert b[i - 2] == 0x8c and b[i - 1] == len(old)       # SHORT_BINUNICODE, memoised: its one occurrence
+open(p, "wb").write(b[:i - 1] + bytes([len(new)]) + new + b[i + len(old):])
+os.rename(os.path.join(d, "__1_0.distcp").encode(), d.encode() + b"/" + new)
+PY
+run "$FLIP" inject "$T/dcp" -o "$T/dcp-out" --flips 200 --seed 3 --log "$T/dcp.jsonl"
+grep -qF '"file":"__1\\xed\\xb3\\xbf_0.distcp","file_escaped":true' "$T/dcp.jsonl" ||
+  fail "flip log of a non-UTF-8 DCP file name: $(grep -m1 distcp "$T/dcp.jsonl")"
+run "$FLIP" inspect "$T/dcp" --json
+run "$FLIP" revert "$T/dcp-out" --log "$T/dcp.jsonl"
+
 # Detection is not decided by a tensor's bytes.
 run "$FLIP" inspect "$T/sig.pt"
 grep -q "^format: torch" "$T/stdout" || fail "sig.pt (HDF5's signature inside a tensor) is not torch.save: $(cat "$T/stdout")"

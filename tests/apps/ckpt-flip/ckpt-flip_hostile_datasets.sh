@@ -189,4 +189,26 @@ done
 expect_rc 5 "$FLIP" inject "$T/vds.h5" -o "$T/o.h5" --log "$T/o.log" --flips 1 --seed 1 --include /virt
 expect_rc 5 "$FLIP" inject "$T/links.h5" -o "$T/o.h5" --log "$T/o.log" --flips 1 --seed 1 --include /ext
 [ "$(sha "$T/vds_src.h5")" = "$S1" ] && [ "$(sha "$T/other.h5")" = "$S2" ] || fail "a file outside the input was modified"
+
+# --- A chain of nested groups: HDF5's walk costs time cubic in its depth (1,000 levels took 7 s,
+# 5,000 most of an hour). 256 levels are read; deeper is exit 4 with one line, at once.
+$PY - "$T" <<'PY' || fail "could not write the nested files"
+import sys, h5py, numpy as np
+for depth in (255, 5000):
+    with h5py.File(f"{sys.argv[1]}/deep{depth}.h5", "w") as f:
+        g = f
+        for _ in range(depth):
+            g = g.create_group("g")
+        g["w"] = np.ones(4, "f4")
+PY
+expect_rc 0 "$FLIP" inspect "$T/deep255.h5" --json
+[ "$(json "$T/stdout" "[(d['dataset'] == '/g' * 255 + '/w', d['fault_bits']) for d in j['datasets']]")" = "[(True, 128)]" ] ||
+  fail "the dataset under 255 groups is not listed: $(head -c 300 "$T/stdout")"
+rm -f "$T/o.h5" "$T/o.log"
+for cmd in inspect scan "inject -o $T/o.h5 --log $T/o.log --flips 1 --seed 1"; do
+  expect_rc 4 "$FLIP" $cmd "$T/deep5000.h5"
+  [ "$(wc -l < "$T/stderr")" = 1 ] && grep -q "groups nested deeper than 256 levels" "$T/stderr" ||
+    fail "$cmd of 5,000 nested groups: $(head -c 300 "$T/stderr")"
+done
+[ ! -e "$T/o.h5" ] || fail "inject of 5,000 nested groups wrote an output"
 echo "ok"

@@ -57,6 +57,10 @@ enum class Layout { contiguous, chunked, compact, virtual_ };
 inline constexpr std::uint64_t max_elements = (std::uint64_t{1} << 63) - 1;
 /// At most this many paths of one object are listed (hard links; see list_datasets).
 inline constexpr std::size_t max_paths = 64;
+/// Groups nested deeper than this are damaged or hostile input (exit 4): HDF5's walk of a chain of
+/// d groups costs time cubic in d (1,000 levels: 7 s, 5,000: most of an hour), and no checkpoint
+/// nests more than a few dozen.
+inline constexpr std::size_t max_group_depth = 256;
 
 struct DatasetInfo {
   std::string path;               // absolute, e.g. "/model/fc1.weight" (the bytes of the HDF5 link names, any encoding)
