@@ -29,8 +29,15 @@ int run_scan(const ScanOptions& o) {
     for (const auto& d : rep.datasets) {
       if (!d.suspect()) continue;
       std::cout << inject::display_name(d.path) << "  " << d.dtype << "  checksum " << d.checksum << "  NaN " << d.nan << "  Inf " << d.inf
-                << "  exponent outliers " << d.outliers << " (exponent > " << d.threshold_exponent << ", median " << d.median_exponent
-                << ")  max |x| " << d.max_abs << " at " << d.max_abs_index << "\n";
+                << "  exponent outliers " << d.outliers;
+      if (d.threshold_exponent)
+        std::cout << " (exponent > " << *d.threshold_exponent << ", median " << *d.median_exponent << ")";
+      else
+        std::cout << " (no finite non-zero value)";
+      if (d.max_abs)
+        std::cout << "  max |x| " << *d.max_abs << " at " << d.max_abs_index << "\n";
+      else
+        std::cout << "  max |x| none (every value NaN)\n";
     }
     for (const auto& s : rep.skipped) std::cout << "skipped " << inject::display_name(s) << "\n";
     std::cout << (rep.suspect() ? "suspect" : "clean") << ": " << rep.datasets.size() << " dataset(s) scanned\n";

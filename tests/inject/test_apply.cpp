@@ -375,6 +375,60 @@ TEST_CASE("scan: outliers up to 10% of a tensor cannot raise the threshold over 
   }
 }
 
+TEST_CASE("scan: subnormal values count in the exponent histogram, so the MSB flip of one is caught", "[inject][unit]") {
+  // Tiny optimizer state in f16 (sigma 1e-5: nearly every value subnormal) and f32 (1e-40): left
+  // out of the histogram, the flipped value itself became the reference and nothing was flagged.
+  test::TempDir dir("inject-scan-subnormal");
+  struct Case {
+    DType t;
+    const char* st;
+    unsigned size, msb;
+    double scale;
+  };
+  for (const auto& c : {Case{DType::f16, "F16", 2, 14, 1e-5}, Case{DType::f32, "F32", 4, 30, 1e-40}}) {
+    INFO(c.st);
+    Rng rng(3, 0);
+    std::vector<std::uint64_t> words(4096);
+    for (auto& w : words) w = ckpt::double_to_word(c.t, c.scale * rng.normal());
+    const auto path = (dir / (std::string(c.st) + ".safetensors")).string();
+    write_safetensors_words(path, c.st, c.size, words);
+    const auto clean = scan(path);
+    CHECK_FALSE(clean.suspect());
+    REQUIRE(only_dataset(clean).threshold_exponent);
+    const auto it = std::find_if(words.begin(), words.end(), [&](std::uint64_t w) { return ckpt::word_to_double(c.t, w) > 0; });
+    REQUIRE(it != words.end());
+    *it ^= std::uint64_t{1} << c.msb;
+    INFO("flipped to " << ckpt::word_to_double(c.t, *it));
+    write_safetensors_words(path, c.st, c.size, words);
+    const auto rep = scan(path);
+    CHECK(only_dataset(rep).suspect());
+    CHECK(only_dataset(rep).outliers == 1);
+  }
+}
+
+TEST_CASE("scan: a tensor without a finite non-zero value has no reference exponent; all NaN, no max |x|", "[inject][unit]") {
+  test::TempDir dir("inject-scan-none");
+  const auto path = (dir / "w.safetensors").string();
+  const std::uint64_t nan = ckpt::double_to_word(DType::f32, std::nan(""));
+  write_safetensors_words(path, "F32", 4, std::vector<std::uint64_t>(8, nan));
+  const auto all_nan = scan(path);
+  const auto& d = only_dataset(all_nan);
+  CHECK(d.nan == 8);
+  CHECK_FALSE(d.median_exponent);
+  CHECK_FALSE(d.threshold_exponent);
+  CHECK_FALSE(d.max_abs);
+  const auto j = all_nan.to_json().at("datasets").at(0);
+  CHECK(j.at("median_exponent").is_null());
+  CHECK(j.at("threshold_exponent").is_null());
+  CHECK(j.at("max_abs").is_null());
+  write_safetensors_words(path, "F32", 4, std::vector<std::uint64_t>(8, 0));
+  const auto zeros = scan(path);
+  CHECK_FALSE(only_dataset(zeros).threshold_exponent);
+  REQUIRE(only_dataset(zeros).max_abs);
+  CHECK(*only_dataset(zeros).max_abs == 0.0);
+  CHECK_FALSE(zeros.suspect());
+}
+
 TEST_CASE("scan: median and threshold exponents use each dtype's bias (FNUZ fp8: 8 and 16)", "[inject][unit]") {
   test::TempDir dir("inject-scan-bias");
   for (const auto& [t, st] : std::vector<std::pair<DType, const char*>>{{DType::f8_e4m3, "F8_E4M3"}, {DType::f8_e5m2, "F8_E5M2"},

@@ -218,6 +218,13 @@ void for_each_tile(const ckpt::Shape& shape, const ckpt::Shape& chunks, std::uin
   }
 }
 
+// |a - b| of two 64-bit integers: below 2^64, so exact in unsigned arithmetic (mod 2^64).
+template <class T>
+double exact_gap(T a, T b) {
+  const auto ua = static_cast<std::uint64_t>(a), ub = static_cast<std::uint64_t>(b);
+  return static_cast<double>(a < b ? ub - ua : ua - ub);
+}
+
 double rel_error(double va, double err) {
   // Relative to A; a zero reference (+0 or -0): 0 when B is zero too, else infinite.
   if (va == 0) return err == 0 ? 0.0 : std::numeric_limits<double>::infinity();
@@ -288,7 +295,10 @@ DiffReport diff(const std::string& a, const std::string& b, Format format) {
       if (xa_ == xb_) return;
       dd.differing += count;
       for (std::uint64_t x = xa_ ^ xb_; x; x &= x - 1) dd.bit_histogram[static_cast<unsigned>(std::countr_zero(x))] += count;
-      const double err = std::fabs(va - vb);
+      // 64-bit integers may differ by less than a double's spacing near them: their gap is taken exactly.
+      const double err = dt == ckpt::DType::i64   ? exact_gap(static_cast<std::int64_t>(xa_), static_cast<std::int64_t>(xb_))
+                         : dt == ckpt::DType::u64 ? exact_gap(xa_, xb_)
+                                                  : std::fabs(va - vb);
       if (std::isnan(err) || std::isinf(err)) {
         dd.max_abs_error = std::numeric_limits<double>::infinity();
         dd.max_rel_error = std::numeric_limits<double>::infinity();

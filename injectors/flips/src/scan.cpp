@@ -22,8 +22,10 @@ nlohmann::json ScanReport::to_json() const {
   for (const auto& d : datasets) {
     nlohmann::json j = {{"dtype", d.dtype}, {"numel", count_json(d.numel)}, {"checksum", d.checksum},
                         {"nan", count_json(d.nan)}, {"inf", count_json(d.inf)}, {"exponent_outliers", count_json(d.outliers)},
-                        {"median_exponent", d.median_exponent}, {"threshold_exponent", d.threshold_exponent},
-                        {"max_abs", value_json(d.max_abs)}, {"max_abs_index", count_json(d.max_abs_index)}, {"suspect", d.suspect()}};
+                        {"median_exponent", d.median_exponent ? nlohmann::json(*d.median_exponent) : nlohmann::json(nullptr)},
+                        {"threshold_exponent", d.threshold_exponent ? nlohmann::json(*d.threshold_exponent) : nlohmann::json(nullptr)},
+                        {"max_abs", d.max_abs ? value_json(*d.max_abs) : nlohmann::json(nullptr)},
+                        {"max_abs_index", d.max_abs ? count_json(d.max_abs_index) : nlohmann::json(nullptr)}, {"suspect", d.suspect()}};
     put_name(j, "dataset", d.path);
     ds.push_back(std::move(j));
   }
@@ -59,7 +61,7 @@ ScanReport scan(const std::string& file, Format format) {
     // their fill value). Ties keep the smallest index, as a walk in flat order would.
     auto take = [&](std::uint64_t w, std::uint64_t at, std::uint64_t count) {
       const double v = ckpt::word_to_double(dt, w);
-      if (std::fabs(v) > s.max_abs || (std::fabs(v) == s.max_abs && at < s.max_abs_index)) {
+      if (!std::isnan(v) && (!s.max_abs || std::fabs(v) > *s.max_abs || (std::fabs(v) == *s.max_abs && at < s.max_abs_index))) {
         s.max_abs = std::fabs(v);
         s.max_abs_index = at;
       }
@@ -67,7 +69,7 @@ ScanReport scan(const std::string& file, Format format) {
       const std::uint64_t e = (w >> fl->mantissa_bits) & ((std::uint64_t{1} << fl->exponent_bits) - 1);
       if (std::isnan(v)) s.nan += count;  // the value decides, by each format's own rules (word_to_double)
       else if (std::isinf(v)) s.inf += count;
-      else hist[e] += count;
+      else if (v != 0.0) hist[e] += count;  // subnormals in field 0, zeros left out
     };
     const std::string where = file + ": dataset " + display_name(info.path);
     try {
@@ -104,9 +106,11 @@ ScanReport scan(const std::string& file, Format format) {
       throw CorruptInputError(where + ": cannot read (damaged?): " + e.what());
     }
     if (fl) {
-      // Exponent distribution of the non-zero finite values (field 0 = zero/subnormal is left out).
+      // Exponent distribution of the non-zero finite values, subnormals in field 0: a tensor of
+      // subnormals (tiny f16 optimizer state) has its reference there, and an exponent-MSB flip of
+      // one of them lands far above it.
       std::uint64_t total = 0;
-      for (std::size_t e = 1; e < finite_end; ++e) total += hist[e];
+      for (std::size_t e = 0; e < finite_end; ++e) total += hist[e];
       // The FNUZ fp8 are biased one more than IEEE would (8 and 16: their top exponent is finite).
       const bool fnuz = dt == ckpt::DType::f8_e4m3fnuz || dt == ckpt::DType::f8_e5m2fnuz;
       const int bias = (1 << (fl->exponent_bits - 1)) - (fnuz ? 0 : 1);
@@ -114,7 +118,7 @@ ScanReport scan(const std::string& file, Format format) {
         auto quantile = [&](double q) {
           const auto target = static_cast<std::uint64_t>(q * static_cast<double>(total - 1));
           std::uint64_t acc = 0;
-          for (std::size_t e = 1; e < finite_end; ++e) {
+          for (std::size_t e = 0; e < finite_end; ++e) {
             acc += hist[e];
             if (acc > target) return static_cast<int>(e);
           }
@@ -122,7 +126,7 @@ ScanReport scan(const std::string& file, Format format) {
         };
         const int med = quantile(0.5);
         const int thr = quantile(outlier_reference_quantile) + outlier_margin(fl->exponent_bits);
-        for (std::size_t e = static_cast<std::size_t>(std::max(thr + 1, 1)); e < finite_end; ++e) s.outliers += hist[e];
+        for (std::size_t e = static_cast<std::size_t>(thr + 1); e < finite_end; ++e) s.outliers += hist[e];
         s.median_exponent = med - bias;
         s.threshold_exponent = thr - bias;
       }

@@ -97,6 +97,17 @@ expect_rc 0 "$FLIP" diff "$T/z1.st" "$T/z2.st" --json
 expect_rc 0 "$FLIP" diff "$T/z1.st" "$T/z2.st"
 grep -q "max abs err 0  max rel err 0 " "$T/stdout" || fail "-0.0 vs 0.0 text: $(cat "$T/stdout")"
 
+# 64-bit integers one apart near 2^60 and 2^64: abs err 1, as numpy's exact difference (in doubles
+# both sides round to one value and the error read 0).
+$PY - "$T" <<'PY' || fail "could not write the integer files"
+import sys, numpy as np
+np.savez(f"{sys.argv[1]}/i1.npz", i=np.array([2**60], "i8"), u=np.array([2**64 - 1], "u8"), n=np.array([-2**63], "i8"))
+np.savez(f"{sys.argv[1]}/i2.npz", i=np.array([2**60 + 1], "i8"), u=np.array([2**64 - 2], "u8"), n=np.array([2**63 - 1], "i8"))
+PY
+expect_rc 0 "$FLIP" diff "$T/i1.npz" "$T/i2.npz" --json
+[ "$(json "$T/stdout" "[(d[k]['differing'], d[k]['max_abs_error']) for k in ('/i', '/u', '/n')]")" \
+  = "[(1, 1.0), (1, 1.0), (1, 1.8446744073709552e+19)]" ] || fail "64-bit integer errors: $(cat "$T/stdout")"
+
 # torch.save views: what torch.load gives, not the storages.
 if $PY -c "import torch" 2> /dev/null; then
   $PY - "$T" <<'PYEOF' || fail "could not write the torch inputs"

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,10 @@ struct DatasetScan {
   std::uint64_t numel = 0;
   std::string checksum = "absent";   // ok | mismatch | absent | unverified (sparse: not every logical byte was read)
   std::uint64_t nan = 0, inf = 0, outliers = 0;
-  int median_exponent = 0, threshold_exponent = 0;
-  double max_abs = 0;
+  // Unbiased exponents of the stored field (subnormals: field 0); none without a finite non-zero value.
+  std::optional<int> median_exponent, threshold_exponent;
+  // The largest |x| and its first flat index; none when every element is NaN (or there is none).
+  std::optional<double> max_abs;
   std::uint64_t max_abs_index = 0;
   bool suspect() const noexcept { return checksum == "mismatch" || nan || inf || outliers; }
 };
