@@ -51,12 +51,11 @@ for f in glob.glob(sys.argv[1] + "/results/*.jsonl"):
         assert r["flips"][0]["dataset"].startswith("/model/"), r["flips"]
         assert r["class"] != "unreadable_summary" and r["class"] != "crash", r
 PYEOF
-[ -z "$(pgrep -f -- "trial.py serve --preload $T/")" ] || fail "a trial worker outlived its campaign"
+gone "trial.py serve --preload $T/" || fail "a trial worker outlived its campaign"
 # kill -9 of the worker-mode eval campaign (two torch workers) once 2 trials are recorded: no worker
 # or trial runs on, and the same command completes it to the reference's records.
 kill9_campaign "$T/e-k9" 2 "$FLIP" campaign "$T/eval-wrk.json" --out "$T/e-k9" --jobs 2
-sleep 0.5
-[ -z "$(pgrep -f -- "trial.py serve --preload $T/")" ] || fail "kill -9 of the campaign: a torch worker outlived it"
+gone "trial.py serve --preload $T/" || fail "kill -9 of the campaign: a torch worker outlived it"
 run "$FLIP" campaign "$T/eval-wrk.json" --out "$T/e-k9" --jobs 2
 grep -q "already done" "$T/stdout" || fail "the re-run after kill -9 did not skip the recorded trials"
 same "$T/e-ref" "$T/e-k9"
@@ -78,7 +77,7 @@ running=$(ps -e -o pgid=,stat=,pid= | awk -v g="$GROUP" '$1 == g && $2 !~ /^Z/ {
 [ -z "$running" ] || fail "processes of the trial's group $GROUP outlived its torch worker: $(ps -o pid,stat,args -p $running)"
 wait "$CAMPAIGN_PID" || { cat "$T/e-wd.log"; fail "the campaign failed after its torch worker was killed"; }
 CAMPAIGN_PID=
-[ -z "$(pgrep -f -- "trial.py serve --preload $T/")" ] || fail "a torch worker outlived its campaign after a worker was killed"
+gone "trial.py serve --preload $T/" || fail "a torch worker outlived its campaign after a worker was killed"
 same "$T/e-ref" "$T/e-wd"
 config res-cmd command resume 4
 config res-wrk worker resume 4

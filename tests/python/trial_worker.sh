@@ -42,9 +42,8 @@ for t in a:
 PYEOF
 }
 no_leftovers() {  # no worker, trial or straggler of this test runs any more
-  sleep 0.5
-  [ -z "$(pgrep -f -- "$TOY serve")" ] || fail "$1: a trial worker or trial outlived the campaign: $(pgrep -a -f -- "$TOY serve")"
-  [ -z "$(pgrep -f -- "$TOY_MARKER")" ] || fail "$1: a trial's straggler outlived its trial"
+  gone "$TOY serve" || fail "$1: a trial worker or trial outlived the campaign: $(pgrep -a -f -- "$TOY serve")"
+  gone "$TOY_MARKER" || fail "$1: a trial's straggler outlived its trial"
 }
 
 # 1. The reference: command mode, two jobs. Each class where the toy module puts it.

@@ -40,6 +40,17 @@ expect_err() {
   expect_rc "$want" "$@"
   grep -q -- "$word" "$T/stderr" || { cat "$T/stderr"; fail "the error line does not name $word: $*"; }
 }
+# gone PATTERN: true once no process's command line matches PATTERN (pgrep -f), polled for up to 10 s:
+# processes told to die (a parent-death signal, a killed process group) go within moments, longer
+# on a loaded machine; a fixed wait made the checks fail under load.
+gone() {
+  local _
+  for _ in $(seq 200); do
+    [ -z "$(pgrep -f -- "$1")" ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
 kill9_campaign() {
   local dir=$1 n=$2; shift 2
   "$@" > "$dir.log" 2>&1 &
@@ -53,6 +64,5 @@ kill9_campaign() {
   kill -9 "$CAMPAIGN_PID"
   wait "$CAMPAIGN_PID" 2> /dev/null
   CAMPAIGN_PID=
-  sleep 0.5
-  [ -z "$(pgrep -f -- "$dir/")" ] || fail "processes of the killed campaign still run: $(pgrep -a -f -- "$dir/")"
+  gone "$dir/" || fail "processes of the killed campaign still run: $(pgrep -a -f -- "$dir/")"
 }

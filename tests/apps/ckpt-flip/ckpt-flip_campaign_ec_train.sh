@@ -148,8 +148,7 @@ left=$(ls /dev/shm 2> /dev/null | grep "^resil-ec-${job%golden}[0-9]*-[0-9]*$")
 kill -9 "$CAMPAIGN_PID"
 wait "$CAMPAIGN_PID" 2> /dev/null
 CAMPAIGN_PID=
-sleep 0.5
-[ -z "$(pgrep -f -- "$T/d/")" ] || fail "processes of the killed campaign still run: $(pgrep -a -f -- "$T/d/")"
+gone "$T/d/" || fail "processes of the killed campaign still run: $(pgrep -a -f -- "$T/d/")"
 [ -n "$(ls /dev/shm 2> /dev/null | grep "^resil-ec-${job%golden}")" ] || fail "the killed trial left no segment (nothing to test)"
 run "$FLIP" campaign "$T/d.json" --out "$T/d" --jobs 1
 [ -z "$(ls /dev/shm 2> /dev/null | grep "^resil-ec-${job%golden}")" ] || fail "segments of d left after the resumed campaign"

@@ -82,14 +82,13 @@ c = json.load(open(sys.argv[1])); c["golden"] = {"summary": sys.argv[2]}; json.d
 PYEOF
 run "$FLIP" campaign "$T/hang.json" --out "$T/hang" --jobs 2
 [ "$(classes "$T/hang")" = hang ] || fail "a trial past its timeout in a worker is a hang: $(classes "$T/hang")"
-sleep 0.5
-[ -z "$(pgrep -f -- "--ckpt-dir $T/hang/")" ] || fail "a hung trial survived: $(pgrep -a -f -- "--ckpt-dir $T/hang/")"
+gone "--ckpt-dir $T/hang/" || fail "a hung trial survived: $(pgrep -a -f -- "--ckpt-dir $T/hang/")"
 
 # 3. kill -9 of a worker-mode campaign with --jobs 2 mid-run: no job, worker or trial survives it,
 #    and the re-run completes to the reference's records.
 config slow worker 16 '["'"$TRAIN"'", "eval", "--from", "{ckpt}", "--summary", "{out}"]'
 kill9_campaign "$T/k9" 3 "$FLIP" campaign "$T/slow.json" --out "$T/k9" --jobs 2
-[ -z "$(pgrep -f -- "serve --preload $CK")" ] || fail "a trial worker outlived the campaign"
+gone "serve --preload $CK" || fail "a trial worker outlived the campaign"
 run "$FLIP" campaign "$T/slow.json" --out "$T/k9" --jobs 2
 grep -q "already done" "$T/stdout" || fail "the re-run did not skip the recorded trials"
 same "$T/e-ref" "$T/k9"
@@ -113,8 +112,7 @@ stop_campaign() {  # stop_campaign SIGNAL DIR CONFIG JOBS
   [ "$rc" = 75 ] || { cat "$dir.out" "$dir.err"; fail "SIG$sig: exit $rc, expected 75"; }
   [ "$(grep -c . "$dir.err")" = 1 ] && grep -q "^ckpt-flip: campaign [a-z-]* stopped by SIG$sig: [0-9]* trial(s) recorded by this run, [0-9]* of 16 in .*; run the same command again to continue\$" "$dir.err" \
     || fail "SIG$sig: not one line saying how far it got: $(cat "$dir.err")"
-  sleep 0.5
-  [ -z "$(pgrep -f -- "$dir/")" ] && [ -z "$(pgrep -f -- "serve --preload $CK")" ] || fail "SIG$sig: processes outlived the campaign: $(pgrep -a -f -- "$dir/")"
+  gone "$dir/" && gone "serve --preload $CK" || fail "SIG$sig: processes outlived the campaign: $(pgrep -a -f -- "$dir/")"
   [ ! -e "$dir/work" ] || fail "SIG$sig: the work copies were left in $dir/work"
   run "$FLIP" campaign "$cfg" --out "$dir" --jobs "$jobs"
   grep -q "already done" "$T/stdout" || fail "SIG$sig: the re-run did not skip the recorded trials"
