@@ -28,6 +28,25 @@ std::vector<std::uint64_t> stored_shape(const formats::NpyHeader& h) {
   return shape;
 }
 
+// A Fortran-ordered array as numpy.load gives it (what diff compares): its own shape, read through
+// column-major strides from the stored bytes, which the tensor exposes as the transpose.
+void add_fortran_view(Tensor& t, const formats::NpyHeader& h) {
+  if (!h.fortran_order || h.shape.size() < 2) return;
+  View v;
+  v.name = t.info.path;
+  v.dtype = t.info.dtype;
+  v.type_desc = t.info.type_desc;
+  v.bits = static_cast<unsigned>(formats::dtype_size(h.dtype) * 8);
+  v.big_endian = t.info.big_endian;
+  v.shape = h.shape;
+  std::int64_t step = 1;
+  for (const auto d : h.shape) {
+    v.stride.push_back(step);
+    step *= static_cast<std::int64_t>(d);  // < numel, which the header's check keeps below 2^63
+  }
+  t.views.push_back(std::move(v));
+}
+
 class NpyStorage final : public ExtentStorage {
 public:
   NpyStorage(const std::string& path, Access access) : ExtentStorage(path, access) {
@@ -35,6 +54,7 @@ public:
     const auto h = parse_named(path, [&] { return formats::parse_npy(formats::bytes_of(m.data(), m.size())); });
     Item it;
     it.tensor = make_tensor("array", TensorRole::other, h.dtype, stored_shape(h), h.big_endian);
+    add_fortran_view(it.tensor, h);
     it.extent = {h.data_offset, h.data_size};
     it.size = static_cast<unsigned>(formats::dtype_size(h.dtype));
     it.big_endian = h.big_endian;
@@ -53,6 +73,7 @@ public:
       const auto& e = zip_.entries[mem.entry];
       Item it;
       it.tensor = make_tensor(mem.name, TensorRole::other, mem.header.dtype, stored_shape(mem.header), mem.header.big_endian);
+      add_fortran_view(it.tensor, mem.header);
       it.size = static_cast<unsigned>(formats::dtype_size(mem.header.dtype));
       it.big_endian = mem.header.big_endian;
       it.part = mem.entry;

@@ -108,6 +108,26 @@ expect_rc 0 "$FLIP" diff "$T/i1.npz" "$T/i2.npz" --json
 [ "$(json "$T/stdout" "[(d[k]['differing'], d[k]['max_abs_error']) for k in ('/i', '/u', '/n')]")" \
   = "[(1, 1.0), (1, 1.0), (1, 1.8446744073709552e+19)]" ] || fail "64-bit integer errors: $(cat "$T/stdout")"
 
+# A Fortran-ordered .npy/.npz array is compared as numpy.load gives it: equal to the same values in
+# C order and in HDF5 (before: shape-mismatch against its transpose), its differing element found.
+$PY - "$T" <<'PY' || fail "could not write the Fortran-order files"
+import sys, h5py, numpy as np
+d = sys.argv[1]
+a = np.arange(15, dtype="f4").reshape(3, 5)
+b = np.asfortranarray(a.copy()); b[1, 2] = -1
+np.save(f"{d}/c.npy", a); np.save(f"{d}/f.npy", np.asfortranarray(a)); np.save(f"{d}/fb.npy", b)
+np.savez(f"{d}/f.npz", array=np.asfortranarray(a))
+with h5py.File(f"{d}/c.h5", "w") as f:
+    f["array"] = a
+PY
+for pair in "c.npy f.npy" "f.npy c.npy" "c.h5 f.npy" "f.npz c.h5"; do
+  set -- $pair
+  expect_rc 0 "$FLIP" diff "$T/$1" "$T/$2" --json
+  [ "$(json "$T/stdout" "j['identical'], d['/array']['status']")" = "(True, 'same')" ] || fail "Fortran order, $pair: $(cat "$T/stdout")"
+done
+expect_rc 0 "$FLIP" diff "$T/c.npy" "$T/fb.npy" --json
+[ "$(json "$T/stdout" "d['/array']['differing'], d['/array']['max_abs_error']")" = "(1, 8.0)" ] || fail "Fortran order, b[1, 2] = -1: $(cat "$T/stdout")"
+
 # torch.save views: what torch.load gives, not the storages.
 if $PY -c "import torch" 2> /dev/null; then
   $PY - "$T" <<'PYEOF' || fail "could not write the torch inputs"
