@@ -100,8 +100,9 @@ struct Tensor {
   /// integer tensor), skipped by select() unless an --include names it, as is_counter() skips HDF5's.
   bool counter = false;
   /// torch.save: every tensor of the state that views these stored bytes (`info` describes the
-  /// storage, the fault space), as torch.load gives them; what `diff` compares. Empty for formats
-  /// whose tensors are their stored bytes.
+  /// storage, the fault space), as torch.load gives them; what `diff` compares. A Fortran-ordered
+  /// .npy/.npz array (exposed as its transpose): itself, through column-major strides. Empty where a
+  /// tensor is its stored bytes in C order.
   std::vector<View> views;
 };
 
