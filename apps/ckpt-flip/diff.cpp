@@ -51,11 +51,19 @@ int run_diff(const DiffOptions& o) {
     }
     std::cout << "\n";
   }
+  for (const auto& x : rep.others) {
+    std::cout << inject::display_name(x.name) << "  " << x.status;
+    if (!x.a.empty()) std::cout << "  A: " << inject::display_name(x.a);
+    if (!x.b.empty()) std::cout << (x.a.empty() ? "  B: " : "; B: ") << inject::display_name(x.b);
+    std::cout << "\n";
+  }
   const std::string n = std::to_string(rep.datasets.size());
-  // "identical" only when every tensor was compared and is the same.
+  const std::string others = rep.others.empty() ? "" : "; " + std::to_string(rep.others.size()) + " other item(s) differ (not tensors)";
+  // "identical" only when every tensor was compared and is the same, and nothing else differs.
   if (rep.identical()) std::cout << "identical: " << n << " dataset(s)\n";
-  else if (!differ) std::cout << unknown << " of " << n << " dataset(s) not compared, none of the others differs\n";
-  else std::cout << differ << " of " << n << " dataset(s) differ" << (unknown ? ", " + std::to_string(unknown) + " not compared" : "") << "\n";
+  else if (!differ && !unknown) std::cout << "every one of " << n << " dataset(s) the same" << others << "\n";
+  else if (!differ) std::cout << unknown << " of " << n << " dataset(s) not compared, none of the others differs" << others << "\n";
+  else std::cout << differ << " of " << n << " dataset(s) differ" << (unknown ? ", " + std::to_string(unknown) + " not compared" : "") << others << "\n";
   return 0;
 }
 

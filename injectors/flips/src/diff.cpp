@@ -19,8 +19,8 @@
 namespace resil::inject {
 
 bool DiffReport::identical() const noexcept {
-  // Never while a tensor differs, was not compared, or is in one file only.
-  return std::all_of(datasets.begin(), datasets.end(), [](const DatasetDiff& d) { return d.status == "same"; });
+  // Never while a tensor differs, was not compared, or is in one file only, nor while other content differs.
+  return others.empty() && std::all_of(datasets.begin(), datasets.end(), [](const DatasetDiff& d) { return d.status == "same"; });
 }
 
 nlohmann::json DiffReport::to_json() const {
@@ -46,7 +46,15 @@ nlohmann::json DiffReport::to_json() const {
     put_name(j, "dataset", d.path);
     out.push_back(std::move(j));
   }
-  return {{"identical", identical()}, {"datasets", out}};
+  nlohmann::json other = nlohmann::json::array();
+  for (const auto& o : others) {
+    nlohmann::json j = {{"status", o.status}};
+    put_name(j, "name", o.name);
+    if (!o.a.empty()) put_name(j, "a", o.a);
+    if (!o.b.empty()) put_name(j, "b", o.b);
+    other.push_back(std::move(j));
+  }
+  return {{"identical", identical()}, {"datasets", out}, {"other", other}};
 }
 
 namespace {
@@ -371,6 +379,19 @@ DiffReport diff(const std::string& a, const std::string& b, Format format) {
     if (dd.differing) dd.status = "differ";
     if (packed) dd.differing_known = false;
     rep.datasets.push_back(dd);
+  }
+  // What a reader gets besides tensors, where both files are of one format (links, a pickled object).
+  if (fa->format() == fb->format()) {
+    std::map<std::string, std::string> oa, ob;
+    for (auto& [k, v] : fa->other_content()) oa.emplace(std::move(k), std::move(v));
+    for (auto& [k, v] : fb->other_content()) ob.emplace(std::move(k), std::move(v));
+    for (const auto& [k, v] : oa) {
+      const auto it = ob.find(k);
+      if (it == ob.end()) rep.others.push_back({k, "only-in-a", v, {}});
+      else if (it->second != v) rep.others.push_back({k, "differ", v, it->second});
+    }
+    for (const auto& [k, v] : ob)
+      if (!oa.count(k)) rep.others.push_back({k, "only-in-b", {}, v});
   }
   for (const auto& [path, xb] : lb)
     if (!la.count(path)) {

@@ -427,6 +427,7 @@ TorchArchive parse_legacy(Bytes file) {
   if (!little) corrupt(kFormat, "legacy torch.save file written on a big-endian machine (little_endian is not True)", info_at);
   const auto [obj, obj_at] = next("object");
   a.state = torch_state(obj);
+  a.pickle = {obj_at, at - obj_at};
   const auto [keys, keys_at] = next("storage keys");
   const PickleNode& kl = keys[keys.root];
   if (kl.kind != PickleKind::list) corrupt(kFormat, "legacy storage key list is not a list", keys_at);
@@ -475,6 +476,7 @@ TorchArchive parse_torch(Bytes file) {
   if (!pkl) corrupt(kFormat, "no <archive>/data.pkl entry: not a torch.save archive", 0);
   if (pkl->method != ZipMethod::stored) corrupt(kFormat, "'" + pkl->name + "' is compressed (torch.save stores it)", pkl->header_offset);
   a.prefix = pkl->name.substr(0, pkl->name.size() - std::string_view("data.pkl").size());
+  a.pickle = {pkl->data_offset, pkl->compressed_size};
   const Pickle p = parse_pickle(file.subspan(static_cast<std::size_t>(pkl->data_offset), static_cast<std::size_t>(pkl->compressed_size)), pkl->data_offset);
   a.state = torch_state(p);
   for (const auto& s : a.state.storages) {

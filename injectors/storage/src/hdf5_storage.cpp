@@ -52,6 +52,39 @@ std::vector<Tensor> Hdf5Storage::tensors() {
   return out;
 }
 
+// Soft and external links, which tensors() does not follow: where they lead is what a reader gets.
+std::vector<std::pair<std::string, std::string>> Hdf5Storage::other_content() {
+  struct Walk {
+    hid_t file;
+    std::vector<std::pair<std::string, std::string>> out;
+  } walk{file_, {}};
+  h5::SilenceErrors quiet;
+  auto visit = [](hid_t, const char* name, const H5L_info_t* info, void* data) -> herr_t {
+    auto& w = *static_cast<Walk*>(data);
+    if (info->type != H5L_TYPE_SOFT && info->type != H5L_TYPE_EXTERNAL) return 0;
+    const std::string path = std::string("/") + name;
+    std::string value(info->u.val_size, '\0');
+    if (H5Lget_val(w.file, path.c_str(), value.data(), value.size(), H5P_DEFAULT) < 0) {
+      w.out.emplace_back(path, "a link whose value cannot be read");
+      return 0;
+    }
+    if (info->type == H5L_TYPE_SOFT) {
+      w.out.emplace_back(path, "soft link to " + std::string(value.c_str()));
+      return 0;
+    }
+    const char* file = nullptr;
+    const char* obj = nullptr;
+    unsigned flags = 0;
+    if (H5Lunpack_elink_val(value.data(), value.size(), &flags, &file, &obj) < 0 || !file || !obj)
+      w.out.emplace_back(path, "an external link whose value cannot be read");
+    else
+      w.out.emplace_back(path, "external link to " + std::string(file) + ":" + obj);
+    return 0;
+  };
+  if (H5Lvisit(file_, H5_INDEX_NAME, H5_ITER_INC, visit, &walk) < 0) h5::throw_error(path_ + ": walk the file's links", ExitCode::corrupt_input);
+  return std::move(walk.out);
+}
+
 std::vector<Extent> Hdf5Storage::extents(const std::string& dataset) {
   const h5::Dataset d = h5::open_dataset(file_, dataset, path_);
   h5::SilenceErrors quiet;

@@ -7,9 +7,12 @@
 // A storage all of whose viewers are counters (num_batches_tracked, an optimizer step, a 0-d
 // integer tensor) is a counter, excluded by default like HDF5 counters.
 #include <algorithm>
+#include <cstdio>
+#include <span>
 #include <utility>
 
 #include "format_storages.hpp"
+#include "resil/ckpt/hash.hpp"
 #include "resil/inject/formats/torch.hpp"
 #include "zip_storage.hpp"
 
@@ -40,6 +43,13 @@ public:
     const Mapping m = map_for_parsing(path);
     auto a = parse_named(path, [&] { return formats::parse_torch(formats::bytes_of(m.data(), m.size())); });
     legacy_ = a.legacy;
+    {
+      ckpt::Xxh64 h;
+      h.update(std::span<const std::byte>(m.data() + a.pickle.offset, a.pickle.size));
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h.digest()));
+      pickle_ = std::string("XXH64 ") + hex + " of its " + std::to_string(a.pickle.size) + " bytes";
+    }
     zip_ = std::move(a.zip);
     auto views_of = formats::storage_views(a.state);
     for (std::size_t s = 0; s < a.state.storages.size(); ++s) {
@@ -81,6 +91,8 @@ public:
     }
   }
   Format format() const noexcept override { return Format::torch; }
+  // The pickled object: the state's structure and every non-tensor value (an epoch, a numpy array).
+  std::vector<std::pair<std::string, std::string>> other_content() override { return {{"pickle", pickle_}}; }
 
 protected:
   // A legacy file has no CRC to keep: its storages are plain bytes of the stream.
@@ -90,6 +102,7 @@ protected:
 
 private:
   bool legacy_ = false;
+  std::string pickle_;
 };
 
 }  // namespace

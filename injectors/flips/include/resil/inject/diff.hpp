@@ -28,9 +28,18 @@ struct DatasetDiff {
   std::uint64_t nan_a = 0, nan_b = 0, inf_a = 0, inf_b = 0;
 };
 
+/// Content other than tensors (Storage::other_content) that differs between two files of one format.
+struct OtherDiff {
+  std::string name;
+  std::string status;  // differ | only-in-a | only-in-b
+  std::string a, b;    // what each file holds under the name (empty: nothing)
+};
+
 struct DiffReport {
   std::vector<DatasetDiff> datasets;
-  /// Every tensor in both files and "same": never while one differs or was not compared.
+  std::vector<OtherDiff> others;
+  /// Every tensor in both files and "same", and no other content differing: never while one differs
+  /// or was not compared.
   bool identical() const noexcept;
   nlohmann::json to_json() const;
 };

@@ -157,6 +157,11 @@ public:
                           std::vector<std::byte>& /*buf*/) {
     return false;
   }
+  /// What a reader of the file gets besides its tensors, as (name, description) pairs that `diff`
+  /// compares between two files of one format: HDF5 soft and external links ("/v", "soft link to
+  /// /w"), a torch.save file's pickled object ("pickle", its bytes' XXH64: the state's structure and
+  /// its non-tensor values). Empty where the format has nothing more that ckpt-flip reads.
+  virtual std::vector<std::pair<std::string, std::string>> other_content() { return {}; }
   /// XXH64 of a tensor's stored bytes in C order (compared with the checksum in info.checksum).
   virtual std::uint64_t checksum(const std::string& tensor) = 0;
   /// Where the element at flat index `index` of a tensor is stored beyond the tensor's name, as a

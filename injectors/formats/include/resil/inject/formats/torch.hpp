@@ -102,6 +102,7 @@ struct TorchArchive {
     std::uint64_t offset = 0, size = 0;
   };
   std::vector<Span> storage_data;  // each storage's bytes in the file, parallel to state.storages (both forms)
+  Span pickle;                     // the saved object's pickle: <archive>/data.pkl, or (legacy) the object's pickle
 };
 
 /// The dtype a pickle GLOBAL names ("torch.float32", "torch.bfloat16"...), or nothing.
