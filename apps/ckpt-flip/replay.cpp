@@ -1,8 +1,10 @@
 #include <iostream>
+#include <optional>
 
 #include "commands.hpp"
 #include "resil/ckpt/fs.hpp"
 #include "resil/inject/apply.hpp"
+#include "resil/inject/file_lock.hpp"
 #include "resil/inject/file_set.hpp"
 #include "resil/inject/plan.hpp"
 #include "resil/inject/storage.hpp"
@@ -28,11 +30,16 @@ int run_replay(const ReplayOptions& o) {
   ckpt::fs::require_distinct({{"FILE", o.file, o.output.empty()}, {"--log", o.log, false}, {"-o", o.output, true}});
   inject::require_input(o.file);
   if (!o.output.empty()) require_output_for(o.file, o.output);
+  // In place: held from before the file's identity is checked until the edit is complete.
+  std::optional<inject::InPlaceLock> hold;
+  if (o.output.empty()) hold.emplace(o.file);
   const auto log = inject::read_log(o.log);  // a log cut short is refused (exit 4)
   inject::require_logged_format(o.file, log.header, o.log, o.format);
   // The file the log was made from, before or after its flips, by the hash the log names.
   if (!o.force) inject::require_logged_identity(o.file, log, o.log);
-  inject::set_keep_crc(o.keep_crc || log.header.keep_crc);  // the logged injection's CRCs, exactly
+  inject::set_keep_crc(o.keep_crc || log.header.keep_crc);
+  // The stored CRCs after a killed run are those of neither state: computed from the bytes instead.
+  inject::set_recompute_crc(!(o.keep_crc || log.header.keep_crc));  // the logged injection's CRCs, exactly
   inject::ApplyStats st;
   if (o.output.empty()) st = inject::apply(o.file, log.records, inject::Direction::forward, o.force, true, true, o.format);
   else {

@@ -6,6 +6,7 @@
 #include "resil/ckpt/hash.hpp"
 #include "resil/core/error.hpp"
 #include "resil/inject/apply.hpp"
+#include "resil/inject/file_lock.hpp"
 #include "resil/inject/file_set.hpp"
 #include "resil/inject/plan.hpp"
 
@@ -28,6 +29,9 @@ CLI::App* setup_revert(CLI::App& app, RevertOptions& o) {
 int run_revert(const RevertOptions& o) {
   ckpt::fs::require_distinct({{"FILE", o.file, true}, {"--log", o.log, false}});
   inject::require_input(o.file);
+  // Held from before the file's identity is checked until the edit is complete: an in-place run
+  // between the check and the edit would otherwise be undone under another run's log.
+  const inject::InPlaceLock hold(o.file);
   // A kill while the log was being written leaves it cut inside a line, or between two whole
   // lines with fewer records than planned and no footer. An injection changes its file only once
   // the header and every record are durable, so such a log has nothing to undo.
@@ -49,6 +53,8 @@ int run_revert(const RevertOptions& o) {
   if (!o.force) inject::require_logged_identity(o.file, log, o.log);
   // A log made with --keep-crc left the old CRCs: restoring the words must leave them too.
   inject::set_keep_crc(o.keep_crc || log.header.keep_crc);
+  // The stored CRCs after a killed run are those of neither state: computed from the bytes instead.
+  inject::set_recompute_crc(!(o.keep_crc || log.header.keep_crc));
   const auto st = inject::apply(o.file, log.records, inject::Direction::revert, o.force, true, true, o.format);
   std::cout << "reverted " << log.records.size() << " record(s): " << st.changed << " word(s) restored, " << st.unchanged
             << " already original" << (log.complete ? "" : " (the log has no footer: the injection was interrupted)") << "\n";

@@ -157,10 +157,13 @@ std::unique_ptr<Storage> open_storage(const std::string& path, Access access, Fo
 
 namespace {
 std::atomic<bool> g_keep_crc{false};
+std::atomic<bool> g_recompute_crc{false};
 }  // namespace
 
 bool keep_crc() noexcept { return g_keep_crc.load(); }
 void set_keep_crc(bool keep) noexcept { g_keep_crc.store(keep); }
+bool recompute_crc() noexcept { return g_recompute_crc.load(); }
+void set_recompute_crc(bool on) noexcept { g_recompute_crc.store(on); }
 
 std::vector<ckpt::DatasetInfo> infos_of(const std::vector<Tensor>& tensors) {
   std::vector<ckpt::DatasetInfo> out;

@@ -1,6 +1,11 @@
 // ZipStorage: CRC-32s of edited zip members kept right (see zip_storage.hpp).
 #include "zip_storage.hpp"
 
+#include <libdeflate.h>
+
+#include <algorithm>
+#include <vector>
+
 namespace resil::inject {
 
 void ZipStorage::changed(const Item& it, std::uint64_t offset, std::span<const std::byte> old_bytes,
@@ -9,13 +14,32 @@ void ZipStorage::changed(const Item& it, std::uint64_t offset, std::span<const s
   changes_[it.part].push_back({offset - e.data_offset, {old_bytes.begin(), old_bytes.end()}, {new_bytes.begin(), new_bytes.end()}});
 }
 
+void ZipStorage::edit(const std::string& tensor, std::vector<std::uint64_t> indices, const BlockFn& fn) {
+  const Item& it = item(tensor);
+  if (recompute_crc() && !it.tensor.staged && !indices.empty() && it.part < zip_.entries.size()) changes_[it.part];
+  ExtentStorage::edit(tensor, std::move(indices), fn);
+}
+
 void ZipStorage::finish() {
   // In file order of the words edited: each change shifts the CRC by the CRC of its XOR difference
   // (CRC-32 is affine), so the order of the patches does not matter.
   for (auto& [entry, list] : changes_) {
     auto& e = zip_.entries[entry];
     std::uint32_t crc = e.crc32;
-    for (const auto& c : list) crc = formats::crc32_patch(crc, e.uncompressed_size, c.offset, c.old_bytes, c.new_bytes);
+    if (recompute_crc() && e.method == formats::ZipMethod::stored) {
+      // From the member's bytes as they are now, in slabs: what a killed run left is not trusted.
+      std::uint32_t z = 0;
+      std::vector<std::byte> buf;
+      constexpr std::uint64_t slab = std::uint64_t{8} << 20;
+      for (std::uint64_t at = 0; at < e.uncompressed_size; at += slab) {
+        buf.resize(static_cast<std::size_t>(std::min(slab, e.uncompressed_size - at)));
+        raw_.read(buf.data(), buf.size(), e.data_offset + at, path_ + ": zip member " + e.name);
+        z = libdeflate_crc32(z, buf.data(), buf.size());
+      }
+      crc = z;
+    } else {
+      for (const auto& c : list) crc = formats::crc32_patch(crc, e.uncompressed_size, c.offset, c.old_bytes, c.new_bytes);
+    }
     if (keep_crc() || crc == e.crc32) continue;
     // Each CRC field is one all-or-nothing 4-byte store, like every word.
     for (const auto& p : formats::crc_patches(e, crc)) {

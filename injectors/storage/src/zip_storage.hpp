@@ -29,6 +29,9 @@ std::vector<std::byte> rewrite_zip(formats::Bytes old, const formats::ZipDirecto
 class ZipStorage : public ExtentStorage {
 public:
   void finish() override;
+  /// With recompute_crc(), every member an edit touches gets its CRC computed, changed or not (a
+  /// killed revert may have restored every word yet left the CRC of the flipped bytes).
+  void edit(const std::string& tensor, std::vector<std::uint64_t> indices, const BlockFn& fn) override;
 
 protected:
   ZipStorage(const std::string& path, Access access) : ExtentStorage(path, access) {}

@@ -193,6 +193,12 @@ protected:
 /// a staged edit opens its copy anew. Default: false (the archive stays valid).
 bool keep_crc() noexcept;
 void set_keep_crc(bool keep) noexcept;
+/// Whether finish() computes each touched stored zip member's CRC-32 from its bytes instead of
+/// patching the stored CRC by the change (revert and replay: after a killed run the stored CRC
+/// may not be the one of the bytes it stands for, and a patch would carry that error on).
+/// Process-wide. Default: false (cost proportional to the change, not to the member).
+bool recompute_crc() noexcept;
+void set_recompute_crc(bool on) noexcept;
 
 /// Open `path` through its format's adapter (`format` automatic: detected from the content).
 /// Throws CorruptInputError naming the file for content of no known format or that its format's
