@@ -93,7 +93,7 @@ void with_set_copy(const std::string& from, const std::string& to, const std::fu
   } guard{tmp};
   try {
     std::error_code ec;
-    ckpt::fs::create_new_directory(tmp);
+    ckpt::fs::create_new_directory(tmp, ckpt::fs::derived_directory_mode(stdfs::is_directory(from) ? stdfs::path(from) : stdfs::path(from).parent_path()));
     // An index file's set is copied with its index under the index's name; a directory's as it is.
     const bool by_index = !stdfs::is_directory(from);
     const stdfs::path entry = by_index ? tmp / stdfs::path(from).filename() : tmp;

@@ -261,7 +261,21 @@ std::string read_file(const stdfs::path& p) {
 unsigned derived_mode(const stdfs::path& input) {
   struct stat st {};
   if (input.empty() || ::stat(input.c_str(), &st) != 0) return 0644;
-  return (st.st_mode & 0666) | 0600;
+  unsigned mode = (st.st_mode & 0666) | 0600;
+  if (S_ISDIR(st.st_mode)) {
+    std::error_code ec;
+    for (stdfs::directory_iterator it(input, ec), end; !ec && it != end; it.increment(ec)) {
+      struct stat f {};
+      if (::lstat(it->path().c_str(), &f) == 0 && S_ISREG(f.st_mode)) mode &= (f.st_mode & 0666) | 0600;
+    }
+  }
+  return mode;
+}
+
+unsigned derived_directory_mode(const stdfs::path& input) {
+  struct stat st {};
+  if (input.empty() || ::stat(input.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0755;
+  return (st.st_mode & 0777) | 0700;
 }
 
 void bound_mode(int fd, unsigned mode, const stdfs::path& p) {

@@ -594,6 +594,12 @@ void LogWriter::write_out() {
 void LogWriter::sync() {
   write_out();
   if (::fsync(fd_) != 0) throw IoError(path_.string() + ": fsync failed: " + std::strerror(errno));
+  // A new file's name is durable only once its directory is: a power cut after the edit began must
+  // leave the log to undo it, not only its contents without a name.
+  if (!entry_synced_) {
+    ckpt::fs::fsync_dir(path_.parent_path());
+    entry_synced_ = true;
+  }
 }
 
 void LogWriter::close() {

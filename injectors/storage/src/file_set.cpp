@@ -196,7 +196,7 @@ void copy_checkpoint(const std::string& from, const stdfs::path& to, Format form
   const FileSet s = file_set(from, format);
   stdfs::path dest = to;
   if (is_directory(from)) {
-    ckpt::fs::create_new_directory(to);
+    ckpt::fs::create_new_directory(to, ckpt::fs::derived_directory_mode(from));
   } else {
     dest = to.parent_path().empty() ? stdfs::path(".") : to.parent_path();
     ckpt::fs::copy_file(s.dir / s.index, to);

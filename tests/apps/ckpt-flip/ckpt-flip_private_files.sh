@@ -39,6 +39,31 @@ for f in c.npz c.h5; do
   done
 done
 
+# A sharded set in a directory: its flip logs follow its files, not the directory (0600 shards in a
+# 0755 directory gave a 0644 log), and an -o copy of a 0700 set is a 0700 directory (was 0755).
+mkdir "$T/set"
+$PY - "$T/set" <<'PY' || fail "could not write the set"
+import json, struct, sys
+d = sys.argv[1]
+index = {"metadata": {}, "weight_map": {}}
+for i, name in enumerate(("a", "b")):
+    head = json.dumps({name: {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+    head += b" " * (-len(head) % 8)
+    f = f"m-{i + 1}.safetensors"
+    open(f"{d}/{f}", "wb").write(struct.pack("<Q", len(head)) + head + bytes(16))
+    index["weight_map"][name] = f
+json.dump(index, open(f"{d}/model.safetensors.index.json", "w"))
+PY
+chmod 0600 "$T"/set/*
+chmod 0755 "$T/set"
+run "$FLIP" inject "$T/set" --in-place --log "$T/set.jsonl" --flips 3 --seed 5
+[ "$(mode "$T/set.jsonl")" = 600 ] || fail "the flip log of a set of 0600 shards is $(mode "$T/set.jsonl")"
+run "$FLIP" revert "$T/set" --log "$T/set.jsonl"
+chmod 0700 "$T/set"
+run "$FLIP" inject "$T/set" -o "$T/set-out" --log "$T/set-out.jsonl" --flips 3 --seed 5
+[ "$(mode "$T/set-out")" = 700 ] && [ "$(mode "$T/set-out.jsonl")" = 600 ] ||
+  fail "-o of a 0700 set of 0600 shards: directory $(mode "$T/set-out"), log $(mode "$T/set-out.jsonl")"
+
 # Another user who may write the file but not give a copy its owner: the staged edit is refused
 # before anything changes (needs root to act as nobody; skipped otherwise).
 if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then

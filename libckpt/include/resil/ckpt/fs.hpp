@@ -40,8 +40,13 @@ void create_new_directory(const stdfs::path& p, unsigned mode = 0755);
 /// The permission bits of a file made from `input` (a copy, an edited copy, its flip log): the
 /// input's read and write bits plus the owner's, so whoever may not read the input may not read
 /// what was made from it either. 0644 when `input` is empty or cannot be stat'ed. open() applies
-/// the umask on top; bound_mode narrows a file that already existed.
+/// the umask on top; bound_mode narrows a file that already existed. A directory (a sharded or
+/// distributed checkpoint): its bits and those of every regular file directly in it, so the log of
+/// a set of 0600 shards is 0600 whatever the directory's mode.
 unsigned derived_mode(const stdfs::path& input);
+/// The mode of a directory made from the directory `input` (an -o copy of a set): its bits plus the
+/// owner's; 0755 when `input` is not a directory.
+unsigned derived_directory_mode(const stdfs::path& input);
 /// Clear the permission bits of the open file `fd` (path `p`, for messages) that `mode` does not
 /// have: O_TRUNC keeps the bits of a file that existed. Throws IoError naming `p`.
 void bound_mode(int fd, unsigned mode, const stdfs::path& p);

@@ -132,6 +132,7 @@ private:
   void write_out();
   std::filesystem::path path_;
   int fd_ = -1;
+  bool entry_synced_ = false;  // the log's directory entry made durable (first sync)
   std::string buf_;
 };
 
