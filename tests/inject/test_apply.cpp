@@ -313,6 +313,19 @@ void write_safetensors_words(const std::string& path, const std::string& st_dtyp
     for (unsigned i = 0; i < size; ++i) out.put(static_cast<char>((w >> (8 * i)) & 0xff));
 }
 
+// 4096 words of `scale` x N(0, 1) in dtype t (seeded), written to PATH as safetensors tag `st`; the
+// file must scan clean.
+std::vector<std::uint64_t> clean_normal_words(const std::string& path, DType t, const char* st, unsigned size, double scale,
+                                              std::uint64_t seed) {
+  Rng rng(seed, 0);
+  std::vector<std::uint64_t> words(4096);
+  for (auto& w : words) w = ckpt::double_to_word(t, scale * rng.normal());
+  write_safetensors_words(path, st, size, words);
+  const auto clean = scan(path);
+  CHECK_FALSE(clean.suspect());
+  return words;
+}
+
 const DatasetScan& only_dataset(const ScanReport& rep) {
   REQUIRE(rep.datasets.size() == 1);
   return rep.datasets.front();
@@ -331,13 +344,8 @@ TEST_CASE("scan: an exponent-MSB flip of a typical weight is caught in every flo
                        Case{DType::f8_e4m3, "F8_E4M3", 1, 3, 4, 0.1}, Case{DType::f8_e5m2, "F8_E5M2", 1, 2, 5, 0.02},
                        Case{DType::f8_e4m3fnuz, "F8_E4M3FNUZ", 1, 3, 4, 0.1}, Case{DType::f8_e5m2fnuz, "F8_E5M2FNUZ", 1, 2, 5, 0.02}}) {
     INFO(c.st);
-    Rng rng(11, 0);
-    std::vector<std::uint64_t> words(4096);
-    for (auto& w : words) w = ckpt::double_to_word(c.t, c.scale * rng.normal());
     const auto path = (dir / (std::string(c.st) + ".safetensors")).string();
-    write_safetensors_words(path, c.st, c.size, words);
-    const auto clean = scan(path);
-    CHECK_FALSE(clean.suspect());
+    auto words = clean_normal_words(path, c.t, c.st, c.size, c.scale, 11);
     // A typical weight: |v| near the scale, so its exponent field is well inside the finite range.
     const auto it = std::find_if(words.begin(), words.end(), [&](std::uint64_t w) {
       const double v = std::fabs(ckpt::word_to_double(c.t, w));
@@ -387,14 +395,9 @@ TEST_CASE("scan: subnormal values count in the exponent histogram, so the MSB fl
   };
   for (const auto& c : {Case{DType::f16, "F16", 2, 14, 1e-5}, Case{DType::f32, "F32", 4, 30, 1e-40}}) {
     INFO(c.st);
-    Rng rng(3, 0);
-    std::vector<std::uint64_t> words(4096);
-    for (auto& w : words) w = ckpt::double_to_word(c.t, c.scale * rng.normal());
     const auto path = (dir / (std::string(c.st) + ".safetensors")).string();
-    write_safetensors_words(path, c.st, c.size, words);
-    const auto clean = scan(path);
-    CHECK_FALSE(clean.suspect());
-    REQUIRE(only_dataset(clean).threshold_exponent);
+    auto words = clean_normal_words(path, c.t, c.st, c.size, c.scale, 3);
+    REQUIRE(only_dataset(scan(path)).threshold_exponent);
     const auto it = std::find_if(words.begin(), words.end(), [&](std::uint64_t w) { return ckpt::word_to_double(c.t, w) > 0; });
     REQUIRE(it != words.end());
     *it ^= std::uint64_t{1} << c.msb;
