@@ -37,9 +37,9 @@ int run_replay(const ReplayOptions& o) {
   inject::require_logged_format(o.file, log.header, o.log, o.format);
   // The file the log was made from, before or after its flips, by the hash the log names.
   if (!o.force) inject::require_logged_identity(o.file, log, o.log);
-  inject::set_keep_crc(o.keep_crc || log.header.keep_crc);
+  inject::set_keep_crc(o.keep_crc || log.header.keep_crc);  // the logged injection's CRCs, exactly
   // The stored CRCs after a killed run are those of neither state: computed from the bytes instead.
-  inject::set_recompute_crc(!(o.keep_crc || log.header.keep_crc));  // the logged injection's CRCs, exactly
+  inject::set_recompute_crc(!(o.keep_crc || log.header.keep_crc));
   inject::ApplyStats st;
   if (o.output.empty()) st = inject::apply(o.file, log.records, inject::Direction::forward, o.force, true, true, o.format);
   else {
