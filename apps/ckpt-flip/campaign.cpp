@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <utility>
 
 #include "commands.hpp"
 #include "resil/app/main.hpp"
@@ -70,12 +71,15 @@ int run_campaign(const CampaignOptions& o) {
   };
   inject::RunSummary rs;
   std::string last_counts;
+  bool first_now = true;
   try {
     rs = inject::run_campaign(cfg, ro, [&](const nlohmann::json& rec, std::uint64_t done, std::uint64_t total,
                                            const std::map<std::string, std::uint64_t>& counts) {
       if (!o.quiet && !app::stderr_is_tty())
         std::cout << "trial " << rec.at("trial") << ": " << rec.at("class").get<std::string>() << " (" << done << "/" << total << ")" << std::endl;
       last_counts = counts_text(counts);
+      // The first trial recorded now (one call per trial): those before it were resumed from the records.
+      if (std::exchange(first_now, false)) bar->done_before(done - 1);
       bar->update(done, last_counts);
     });
   } catch (const StoppedError& e) {

@@ -13,6 +13,11 @@
 namespace resil::app {
 
 namespace {
+/// Seconds left at the rate of the `done - before` items finished in `elapsed` seconds.
+double eta(double elapsed, std::uint64_t done, std::uint64_t before, std::uint64_t total) {
+  if (done <= before || done >= total) return 0.0;
+  return elapsed * static_cast<double>(total - done) / static_cast<double>(done - before);
+}
 double now() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
@@ -62,10 +67,9 @@ void Progress::update(std::uint64_t done, const std::string& extra) {
   if (mode_ == Mode::log) {
     const double el = t - start_;
     if (el < next_log_ || done >= total_) return;  // the command prints its own end
-    const double eta = done > 0 ? el * static_cast<double>(total_ - done) / static_cast<double>(done) : 0.0;
     std::fprintf(stderr, "%s %llu/%llu (%.0f%%) %s elapsed, ETA %s%s%s\n", label_.c_str(), static_cast<unsigned long long>(done),
                  static_cast<unsigned long long>(total_), total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0,
-                 duration(el).c_str(), duration(eta).c_str(), extra.empty() ? "" : ": ", extra.c_str());
+                 duration(el).c_str(), duration(eta(el, done, before_, total_)).c_str(), extra.empty() ? "" : ": ", extra.c_str());
     std::fflush(stderr);
     log_every_ = std::min(2.0 * log_every_, 600.0);
     next_log_ = el + log_every_;
@@ -74,10 +78,9 @@ void Progress::update(std::uint64_t done, const std::string& extra) {
   if (done < total_ && t - last_ < 0.2) return;
   last_ = t;
   const double el = t - start_;
-  const double eta = done > 0 ? el * static_cast<double>(total_ - done) / static_cast<double>(done) : 0.0;
   std::fprintf(stderr, "\r%s %llu/%llu (%.0f%%) %.1fs elapsed, ETA %.1fs %s\033[K", label_.c_str(),
                static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_),
-               total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0, el, eta, extra.c_str());
+               total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0, el, eta(el, done, before_, total_), extra.c_str());
   std::fflush(stderr);
 }
 

@@ -44,6 +44,13 @@ grep -Eq '^trials [1-7]/8 \([0-9]+%\) [0-9.]+ s elapsed, ETA [0-9.]+ s: [a-z_]+=
 grep -q $'\r' "$T/stderr" && fail "a terminal redraw in a log"
 RESIL_PROGRESS=0 RESIL_PROGRESS_SECONDS=0.1 run "$FLIP" campaign "$T/eval.json" --out "$T/progress0" --quiet
 grep -q "^trials " "$T/stderr" && fail "RESIL_PROGRESS=0 printed progress"
+# A resumed campaign's ETA is taken from the trials run now: with 6 of 8 resumed, the 7th trial's line
+# gives an ETA near the elapsed time (one trial left at one trial's pace), not a seventh of it.
+run "$FLIP" campaign "$T/eval.json" --out "$T/progress-resumed" --quiet --max-trials 6
+RESIL_PROGRESS=1 run "$FLIP" campaign "$T/eval.json" --out "$T/progress-resumed" --quiet
+tr '\r' '\n' < "$T/stderr" | awk '/^trials 7\/8 / { el = $4 + 0; eta = $7 + 0; found = 1
+  if (el <= 0 || eta < 0.5 * el) { print "elapsed " el " s, ETA " eta " s"; exit 1 } }
+  END { if (!found) { print "no 7/8 line"; exit 1 } }' || { cat -v "$T/stderr"; fail "a resumed campaign's ETA counted the resumed trials"; }
 # A value that is not seconds in range is one warning line naming it, and the default applies.
 RESIL_PROGRESS_SECONDS=abc run "$FLIP" campaign "$T/eval.json" --out "$T/progress-bad" --quiet
 [ "$(cat "$T/stderr")" = "ckpt-flip: warning: RESIL_PROGRESS_SECONDS='abc' ignored: expected seconds in 0.1..86400 (30 is used)" ] \

@@ -185,10 +185,13 @@ public:
   ~Progress();
   void update(std::uint64_t done, const std::string& extra = "");
   void finish(const std::string& extra = "");
+  /// `n` of the total were done before this run (a resumed campaign): the ETA is then taken from
+  /// the rate of the work done since, not from a count that includes them.
+  void done_before(std::uint64_t n) { before_ = n; }
 
 private:
   std::string label_;
-  std::uint64_t total_;
+  std::uint64_t total_, before_ = 0;
   enum class Mode { off, terminal, log };
   double start_, last_ = -1;
   double log_every_ = 30.0, next_log_ = 30.0;  // log mode: seconds between lines, and when the next is due
