@@ -180,6 +180,9 @@ void TrialContext::inject_flips(Attempt& a) {
     const stdfs::path pending = wdir / ("pending-" + std::to_string(f) + ".jsonl");
     stdfs::remove_all(pending);  // never write through whatever an earlier command left there
     apply_logged(pending, h, rv, trial_files.files[f].string(), {.sync = true, .hash_output = false, .format = c.format});
+    // An edit that stages a copy and renames it over the file (gzip-chunked HDF5) leaves another
+    // inode: that one is what the command must leave in place.
+    if (!c.copies) work_ids[f] = file_id(trial_files.files[f]);
   }
 }
 
@@ -235,11 +238,15 @@ void TrialContext::restore_files(Attempt& a) {
         try {
           if (const auto it = a.recs.find(f); it != a.recs.end())
             apply(work.files[f].string(), it->second, Direction::revert, true, true, true, c.format);
+          work_ids[f] = file_id(work.files[f]);  // a staged revert renames a copy over the file
           const auto stored = open_storage(work.files[f].string(), Access::read, c.format);
           for (const auto& [key, sum] : gsum) {
             if (key.first != f || (c.verify == Verify::touched && !a.touched.count(key))) continue;
             if (stored->checksum(key.second) != sum) ok = false;
           }
+          // HDF5 places a rewritten compressed chunk anew and cannot reuse the space it left: the
+          // reverted file holds the golden data in a larger file, which would grow with every trial.
+          if (ok && stdfs::file_size(work.files[f]) != stdfs::file_size(golden_files.files[f])) ok = false;
         } catch (const Error&) {
           ok = false;
           damaged = true;

@@ -5,7 +5,8 @@
 # output directory, results files that are directories, FIFOs or hold foreign records (another
 # seed, another result for the same trial), report/fit outputs over their own inputs, two
 # processes on one shard, --shard and --seed edge cases, a pattern table that is a FIFO, a campaign
-# continued from another working directory, the configuration file inside OUT.
+# continued from another working directory, the configuration file inside OUT, a gzip-chunked HDF5
+# golden whose edits rename a staged copy over {ckpt}.
 . "$(dirname "$0")/../../support/test_lib.sh" ckpt-flip-hostile
 FLIP=$1
 EXPECT_TIMEOUT=60  # a FIFO results file must not block the test forever
@@ -441,6 +442,33 @@ done
 ln -s "$T/cfg-in/work/c.json" "$T/cfg-link.json"
 expect_err 2 "use another --out" "$FLIP" campaign "$T/cfg-link.json" --out "$T/cfg-in" -q
 [ "$(cd "$T/cfg-in" && find . | sort)" = "$TREE" ] || fail "a configuration linked from OUT/work: OUT changed"
+
+# 24. A gzip-chunked HDF5 golden: inject and revert rewrite its chunks in a staged copy renamed over
+#     the file. That is not the command replacing {ckpt} (no such note), and a reverted file that
+#     HDF5 left larger than golden (a rewritten chunk is placed anew) is copied again: the work copy
+#     does not grow from trial to trial.
+$PY - "$T/gz.h5" "$T/gz.json" "stat -c %s {ckpt} >> $T/gz-sizes; $OK" <<'PYEOF'
+import json, sys, h5py, numpy as np
+w = (np.random.default_rng(1).standard_normal(16384) * 0.01).astype(np.float32)
+with h5py.File(sys.argv[1], "w") as f:
+    f.create_dataset("model/w", data=w, chunks=(1024,), compression="gzip")
+json.dump({"checkpoint": sys.argv[1], "command": sys.argv[3], "timeout_s": 60, "trials": 24, "inject": {"flips": 1}}, open(sys.argv[2], "w"))
+PYEOF
+GZ_SHA=$(sha "$T/gz.h5")
+expect_rc 0 "$FLIP" campaign "$T/gz.json" --out "$T/gz" --jobs 1 --keep-work -q
+$PY - "$T/gz" "$T/gz.h5" "$T/gz-sizes" <<'PYEOF' || fail "a campaign on a gzip-chunked HDF5 file"
+import glob, json, os, sys
+recs = [json.loads(l) for f in glob.glob(sys.argv[1] + "/results/*.jsonl") for l in open(f)]
+assert len(recs) == 24, len(recs)
+for r in recs:
+    assert "{ckpt}" not in r["note"] and r["restore"] in ("reverted", "recopied"), r
+golden = os.path.getsize(sys.argv[2])
+work = glob.glob(sys.argv[1] + "/work/*/ckpt/gz.h5")
+assert work and all(os.path.getsize(w) == golden for w in work), (golden, [os.path.getsize(w) for w in work])
+sizes = [int(l) for l in open(sys.argv[3])]  # what each trial's command saw: golden plus at most a few chunks
+assert max(sizes) < golden + 4 * 4096, (golden, sizes)
+PYEOF
+[ "$(sha "$T/gz.h5")" = "$GZ_SHA" ] || fail "the gzip-chunked golden checkpoint changed"
 
 [ "$(sha "$T/g.h5")" = "$GOLDEN_SHA" ] || fail "the golden checkpoint changed"
 echo "all hostile campaign checks passed"
