@@ -11,30 +11,47 @@ CXX=${RESIL_FUZZ_CXX:-clang++}
 mkdir -p "$OUT"
 INC="-I$SRC/injectors/flips/include -I$SRC/injectors/storage/include -I$SRC/injectors/storage/zlib/include -I$SRC/injectors/formats/include -I$SRC/libckpt/include -I$SRC/core/include"
 FLAGS="-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $INC"
-build() {  # build NAME SOURCES... [-lLIB...]
-  local name=$1; shift
-  local srcs=() libs=()
-  for a in "$@"; do case $a in -l*) libs+=("$a") ;; *) srcs+=("$a") ;; esac; done
-  if [ ! -x "$OUT/$name" ] || [ -n "$(find "${srcs[@]}" -newer "$OUT/$name" 2>/dev/null)" ]; then
-    $CXX $FLAGS -o "$OUT/$name" "${srcs[@]}" "${libs[@]}"
-  fi
-}
+# Targets and their sources; each source is compiled once (in parallel) and shared by the targets that
+# link it. An object is rebuilt when its source or any header under the include directories is newer.
 I=$SRC/injectors/flips/src
 Z=$SRC/injectors/storage/zlib/src
 F=$SRC/tests/inject/fuzz
-build fuzz_log "$F/fuzz_log.cpp" "$I/flip_log.cpp" "$I/select_expr.cpp" "$SRC/libckpt/src/dtype.cpp" "$SRC/libckpt/src/fs.cpp" "$SRC/libckpt/src/hash.cpp" -lcrypto -lxxhash
-build fuzz_pattern "$F/fuzz_pattern.cpp" "$I/fault_model.cpp" "$I/select_expr.cpp" "$SRC/libckpt/src/fs.cpp"
-build fuzz_selection "$F/fuzz_selection.cpp" "$I/fault_model.cpp" "$I/select_expr.cpp" "$SRC/libckpt/src/fs.cpp"
-# The token-level zlib patcher decodes the compressed chunks of user files.
-build fuzz_patch "$F/fuzz_patch.cpp" "$Z/deflate_patch.cpp" -ldeflate -lz
-# The format parsers of torch.save archives, safetensors and NumPy files (injectors/formats).
 FS=$SRC/injectors/formats/src
-build fuzz_pickle "$F/fuzz_pickle.cpp" "$FS/pickle.cpp" "$FS/torch.cpp" "$FS/zip.cpp" -lz
-build fuzz_safetensors "$F/fuzz_safetensors.cpp" "$FS/safetensors.cpp" "$FS/json.cpp"
-build fuzz_shard_index "$F/fuzz_shard_index.cpp" "$FS/shard_index.cpp" "$FS/json.cpp"
-build fuzz_dcp_metadata "$F/fuzz_dcp_metadata.cpp" "$FS/dcp.cpp" "$FS/pickle.cpp" "$FS/torch.cpp" "$FS/zip.cpp" -lz
-build fuzz_zip "$F/fuzz_zip.cpp" "$FS/zip.cpp" "$FS/pickle.cpp" "$FS/torch.cpp" "$FS/npy.cpp" -lz
-build fuzz_npy "$F/fuzz_npy.cpp" "$FS/npy.cpp" "$FS/zip.cpp" -lz
+L=$SRC/libckpt/src
+declare -A TARGETS=(
+  [fuzz_log]="$F/fuzz_log.cpp $I/flip_log.cpp $I/select_expr.cpp $L/dtype.cpp $L/fs.cpp $L/hash.cpp -lcrypto -lxxhash"
+  [fuzz_pattern]="$F/fuzz_pattern.cpp $I/fault_model.cpp $I/select_expr.cpp $L/fs.cpp"
+  [fuzz_selection]="$F/fuzz_selection.cpp $I/fault_model.cpp $I/select_expr.cpp $L/fs.cpp"
+  # The token-level zlib patcher decodes the compressed chunks of user files.
+  [fuzz_patch]="$F/fuzz_patch.cpp $Z/deflate_patch.cpp -ldeflate -lz"
+  # The format parsers of torch.save archives, safetensors and NumPy files (injectors/formats).
+  [fuzz_pickle]="$F/fuzz_pickle.cpp $FS/pickle.cpp $FS/torch.cpp $FS/zip.cpp -lz"
+  [fuzz_safetensors]="$F/fuzz_safetensors.cpp $FS/safetensors.cpp $FS/json.cpp"
+  [fuzz_shard_index]="$F/fuzz_shard_index.cpp $FS/shard_index.cpp $FS/json.cpp"
+  [fuzz_dcp_metadata]="$F/fuzz_dcp_metadata.cpp $FS/dcp.cpp $FS/pickle.cpp $FS/torch.cpp $FS/zip.cpp -lz"
+  [fuzz_zip]="$F/fuzz_zip.cpp $FS/zip.cpp $FS/pickle.cpp $FS/torch.cpp $FS/npy.cpp -lz"
+  [fuzz_npy]="$F/fuzz_npy.cpp $FS/npy.cpp $FS/zip.cpp -lz"
+)
+obj() { local r=${1#"$SRC"/}; echo "$OUT/obj/${r//\//_}.o"; }
+mkdir -p "$OUT/obj"
+newest_header=$(find $(sed 's/-I//g' <<< "$INC") "$I" "$Z" "$FS" "$L" \( -name '*.hpp' -o -name '*.h' \) -type f -printf '%T@ %p\n' |
+  sort -n | tail -1 | cut -d' ' -f2-)
+stale=()
+for src in $(printf '%s\n' "${TARGETS[@]}" | tr ' ' '\n' | grep -v '^-l' | sort -u); do
+  o=$(obj "$src")
+  if [ ! -e "$o" ] || [ "$src" -nt "$o" ] || { [ -n "$newest_header" ] && [ "$newest_header" -nt "$o" ]; }; then stale+=("$src"); fi
+done
+if [ ${#stale[@]} -gt 0 ]; then
+  export CXX FLAGS OUT SRC
+  printf '%s\n' "${stale[@]}" | xargs -P "$(nproc)" -I{} bash -c 'r=${1#"$SRC"/}; $CXX $FLAGS -c -o "$OUT/obj/${r//\//_}.o" "$1"' _ {}
+fi
+for name in "${!TARGETS[@]}"; do
+  objs=() libs=()
+  for a in ${TARGETS[$name]}; do case $a in -l*) libs+=("$a") ;; *) objs+=("$(obj "$a")") ;; esac; done
+  if [ ! -x "$OUT/$name" ] || [ -n "$(find "${objs[@]}" -newer "$OUT/$name")" ]; then
+    $CXX $FLAGS -o "$OUT/$name" "${objs[@]}" "${libs[@]}"
+  fi
+done
 [ "$MODE" = build-only ] && exit 0
 for t in log pattern selection patch pickle safetensors shard_index dcp_metadata zip npy; do
   corpus="$F/corpus/$t"
