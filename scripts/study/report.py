@@ -133,6 +133,7 @@ class NoiseBands:
         self.deltas = {}  # golden key -> [Δ]
         self.ulp_deltas = {}  # golden key -> [Δ] of the ulp runs alone (the fault trials' own data order)
         self.curves = {}  # golden key -> [relative deviation per window]
+        self.ulp_curves = {}  # the same of the ulp runs alone
         self.golden_curve = {}
         for d in data.values():
             a = d["arm"]
@@ -152,7 +153,10 @@ class NoiseBands:
                         self.ulp_deltas.setdefault(k, []).append(di)
                 lc = (r.get("summary") or {}).get("loss_curve")
                 if g and lc and len(lc) == len(g) and all(v is not None for v in lc):
-                    self.curves.setdefault(k, []).append([abs(x - y) / abs(y) if y else 0.0 for x, y in zip(lc, g)])
+                    dev = [abs(x - y) / abs(y) if y else 0.0 for x, y in zip(lc, g)]
+                    self.curves.setdefault(k, []).append(dev)
+                    if a.kind == "campaign":
+                        self.ulp_curves.setdefault(k, []).append(dev)
 
     def curve_band(self, arm):
         rows = self.curves.get(self.key(arm))
@@ -162,6 +166,7 @@ class NoiseBands:
         """The same bands from the ulp runs alone."""
         other = copy.copy(self)
         other.deltas = self.ulp_deltas
+        other.curves = self.ulp_curves
         return other
 
 
@@ -511,14 +516,15 @@ class ReportBase:
         """The campaign arms with records, noise arms left out, in the plan's order."""
         return [a for a in self.arms if a.kind == "campaign" and a.family != "noise" and a.name in self.outcomes]
 
-    def outcome_rows(self, band_cell, band_head="band"):
-        """The outcome-class table, one row per fault arm, against its noise band (band_cell formats it)."""
+    def outcome_rows(self, band_cell, band_head="band", design=lambda a: ""):
+        """The outcome-class table, one row per fault arm, against its noise band (band_cell formats it; design(arm)
+        names a sampling design other than the uniform estimand's)."""
         self.w(f"| campaign | n | {band_head} | SDC (outside band) | critical | DUE | harmful | bitwise changed | in band |")
         self.w("|---|---:|---|---|---:|---|---|---:|---:|")
         for a in self.fault_arms():
             c = self.counts(a.name)
             band = self.bands.band(a)
-            mark = "" if self.complete(a.name) else f" (running, {c['n']} of {a.n})"
+            mark = (f" ({design(a)})" if design(a) else "") + ("" if self.complete(a.name) else f" (running, {c['n']} of {a.n})")
             self.w(f"| {a.name}{mark} | {c['n']} | {band_cell(band)} | {rate(c['outside'], c['n'])} | {c['critical']} | "
                    f"{rate(c['due'], c['n'])} | {rate(c['harmful'], c['n'])} | {pct(c['changed'], c['n'] - c['due'] - c['unknown'])} | {c['noise_changed']} |"
                    if band else f"| {a.name}{mark} | {c['n']} | no noise yet | | | | | | |")

@@ -4,7 +4,8 @@
 # budget (sum of n x the measured rate of the arm's mode and point); real golden runs, noise, an optimizer
 # campaign, 10 flips sparing bf16's exponent MSB and a per-tensor campaign, published; AdamW's v split into
 # shrinks / grows / negative checked against the checkpoint's own words (h5py, numpy); the PVF table
-# from the per-tensor records against an independent count; the report; a re-run records nothing new, nor
+# from the per-tensor records against an independent count; the report and its rules (uniform arms, exponent-MSB
+# set or cleared, no band, verdicts waiting for noise arms); a re-run records nothing new, nor
 # does a run in a fresh directory whose arms are published; goldens.json keeps the golden runs of earlier runs.
 . "$(dirname "$0")/../../support/test_lib.sh" study-transformer
 BUILD=$(realpath "$1")
@@ -196,4 +197,34 @@ expect_err 4 "$T/pubr/rates.json" "${S[@]}" plan --publish "$T/pubr"
 expect_err 4 "$T/pubr/rates.json" "${S[@]}" report --publish "$T/pubr" --out "$T/pubr.md" --no-plots
 echo '{"plan": "full", "measured": "now", "trials": 3, "ranks": 2, "load_average": [1], "cores": 2, "rates": {"dp-late": {}}}' > "$T/pubr/rates.json"
 expect_err 4 "$T/pubr/rates.json" "${S[@]}" plan --publish "$T/pubr"
+# The report's rules on the full plan's arms: which arms are the uniform estimand (the failure-mode table and the
+# outcome table's marks), which exponent-MSB flips set the bit (from the old value: a NaN result still counts),
+# an arm without noise runs classifies only past the critical threshold, and a verdict waits for the noise arms
+# behind the bands of its arms.
+$PY - <<'PYEOF' || fail "the report's rules"
+import math
+import gpt_plan as G, transformer_report as TRR
+arms = {a.name: a for a in G.arms("full")}
+assert {n for n, a in arms.items() if TRR.uniform(a)} == {n for n, a in arms.items() if a.family != "noise" and a.strata == "none"
+                                                         and a.bits is None}, "uniform arms"
+assert not TRR.uniform(arms["dp-model-late-bit14"]) and not TRR.uniform(arms["dp-model-late-tensors"])
+assert TRR.design_of(arms["dp-model-late-bit14"]) == "bit 14 only" and TRR.design_of(arms["dp-model-late-k10-nomsb"]) == "bits 0-13,15 only"
+assert TRR.design_of(arms["dp-master-late-bits"]).startswith("per-bit") and TRR.design_of(arms["dp-model-late"]) == ""
+flip = lambda old, new: ["/model/x", 0, [0], 14, old, new]
+assert not TRR.msb_was_set(flip(1.25, math.nan)) and not TRR.msb_was_set(flip(0.01, 3e36)) and not TRR.msb_was_set(flip(-1.9, None))
+assert TRR.msb_was_set(flip(2.5, 1e-38)) and TRR.msb_was_set(flip(None, 1.0))
+rec = lambda d, c="masked": {"class": c, "delta": d}
+assert TRR.classify(rec(0.001), None) == "unknown" and TRR.classify(rec(1.5), None) == "critical"
+assert TRR.classify(rec(None, "nan_later"), None) == "due"
+assert TRR.classify(rec(0.001), (-0.002, 0.002)) == "noise_changed" and TRR.classify(rec(0.01), (-0.002, 0.002)) == "sdc"
+rep = TRR.Report.__new__(TRR.Report)
+rep.arms, rep.data = list(arms.values()), {}
+late = set(rep.noise_of("dp-master-late-s2"))
+assert late == {n for n, a in arms.items() if a.family == "noise" and a.point == "late" and a.seed in (1, 2)}, late
+assert set(rep.noise_of("dp-optimizer-early")) == {"noise-ulp-dp-early", "noise-order-dp-early"}
+rep.data = {n: {"complete": True} for n in ("dp-master-early", "dp-master-late")}
+assert "pending" in rep.verdict(["dp-master-early", "dp-master-late"], "decided")
+rep.data.update({n: {"complete": True} for n in set(rep.noise_of("dp-master-early")) | set(rep.noise_of("dp-master-late"))})
+assert rep.verdict(["dp-master-early", "dp-master-late"], "decided") == "decided"
+PYEOF
 echo "study transformer: all checks passed"
