@@ -246,7 +246,9 @@ void TrialContext::restore_files(Attempt& a) {
           }
           // HDF5 places a rewritten compressed chunk anew and cannot reuse the space it left: the
           // reverted file holds the golden data in a larger file, which would grow with every trial.
-          if (ok && stdfs::file_size(work.files[f]) != stdfs::file_size(golden_files.files[f])) ok = false;
+          if (ok && stdfs::is_regular_file(work.files[f]) && stdfs::is_regular_file(golden_files.files[f]) &&
+              stdfs::file_size(work.files[f]) != stdfs::file_size(golden_files.files[f]))
+            ok = false;
         } catch (const Error&) {
           ok = false;
           damaged = true;
