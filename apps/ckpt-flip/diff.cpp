@@ -36,7 +36,9 @@ int run_diff(const DiffOptions& o) {
     }
     ++differ;
     std::cout << inject::display_name(d.path) << "  " << d.status;
-    if (d.status == "differ" && d.compared == "bytes") {
+    if (d.status == "differ" && d.compared == "text") {
+      std::cout << "  values differ (" << d.dtype << ")";
+    } else if (d.status == "differ" && d.compared == "bytes") {
       std::cout << "  stored bytes differ (" << d.dtype << ")";
       if (d.differing_known) std::cout << ": " << d.differing << " of " << d.numel << " elements";
     } else if (d.status == "differ") {
@@ -51,14 +53,18 @@ int run_diff(const DiffOptions& o) {
     }
     std::cout << "\n";
   }
+  std::size_t other_unknown = 0;
   for (const auto& x : rep.others) {
-    std::cout << inject::display_name(x.name) << "  " << x.status;
+    other_unknown += x.status == "unsupported";
+    std::cout << inject::display_name(x.name) << "  " << (x.status == "unsupported" ? "not compared" : x.status);
     if (!x.a.empty()) std::cout << "  A: " << inject::display_name(x.a);
     if (!x.b.empty()) std::cout << (x.a.empty() ? "  B: " : "; B: ") << inject::display_name(x.b);
     std::cout << "\n";
   }
   const std::string n = std::to_string(rep.datasets.size());
-  const std::string others = rep.others.empty() ? "" : "; " + std::to_string(rep.others.size()) + " other item(s) differ (not tensors)";
+  const std::size_t other_differ = rep.others.size() - other_unknown;
+  std::string others = other_differ ? "; " + std::to_string(other_differ) + " other item(s) differ (not tensors)" : "";
+  if (other_unknown) others += "; " + std::to_string(other_unknown) + " other item(s) not compared";
   // "identical" only when every tensor was compared and is the same, and nothing else differs.
   if (rep.identical()) std::cout << "identical: " << n << " dataset(s)\n";
   else if (!differ && !unknown) std::cout << "every one of " << n << " dataset(s) the same" << others << "\n";

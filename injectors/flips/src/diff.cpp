@@ -35,11 +35,12 @@ nlohmann::json DiffReport::to_json() const {
                         {"inf_a", count_json(d.inf_a)}, {"inf_b", count_json(d.inf_b)}};
     // Not compared element by element (shape or dtype mismatch, only in one file, unsupported):
     // null, not 0 -- "differing": 0 would read as "equal" to a script. Compared as stored bytes:
-    // no bits, errors or NaN/Inf (and no count for packed sub-byte elements).
+    // no bits, errors or NaN/Inf (and no count for packed sub-byte elements); as text (variable-
+    // length values): a verdict only.
     j["compared"] = d.compared.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.compared);
     if (d.status != "same" && d.status != "differ")
       for (const char* k : {"differing", "bit_histogram", "max_abs_error", "max_rel_error", "nan_a", "nan_b", "inf_a", "inf_b"}) j[k] = nullptr;
-    else if (d.compared == "bytes") {
+    else if (d.compared == "bytes" || d.compared == "text") {
       for (const char* k : {"bit_histogram", "max_abs_error", "max_rel_error", "nan_a", "nan_b", "inf_a", "inf_b"}) j[k] = nullptr;
       if (!d.differing_known) j["differing"] = nullptr;
     }
@@ -253,6 +254,13 @@ DiffReport diff(const std::string& a, const std::string& b, Format format) {
   const auto fb = open_storage(b, Access::read, format);
   const auto la = items_of(*fa), lb = items_of(*fb);
   DiffReport rep;
+  // What a reader gets besides tensors, where both files are of one format (links, attributes, a
+  // pickled object, metadata); an entry named as a tensor holds its variable-length values.
+  std::map<std::string, OtherContent> oa, ob;
+  if (fa->format() == fb->format()) {
+    for (auto& o : fa->other_content()) oa.emplace(o.name, std::move(o));
+    for (auto& o : fb->other_content()) ob.emplace(o.name, std::move(o));
+  }
   for (const auto& [path, xa] : la) {
     const auto& ia = xa.info;
     DatasetDiff dd;
@@ -263,6 +271,7 @@ DiffReport diff(const std::string& a, const std::string& b, Format format) {
     if (it == lb.end()) {
       dd.status = "only-in-a";
       rep.datasets.push_back(dd);
+      oa.erase(path);
       continue;
     }
     const auto& xb = it->second;
@@ -278,7 +287,18 @@ DiffReport diff(const std::string& a, const std::string& b, Format format) {
     // width the file does not give, more elements than an index reaches.
     else if (!values && ia.numel() && (ia.variable_length || ib.variable_length || xa.bits == 0 || ia.numel() > ckpt::max_elements))
       dd.status = "unsupported";
-    if (dd.status != "same") {
+    // Variable-length values the format renders as text (HDF5 strings): compared as that text.
+    const auto ta = oa.find(path), tb = ob.find(path);
+    if (ta != oa.end() && tb != ob.end()) {
+      if (dd.status == "unsupported" && ta->second.compared && tb->second.compared) {
+        dd.compared = "text";
+        dd.differing_known = false;
+        dd.status = ta->second.value == tb->second.value ? "same" : "differ";
+      }
+      oa.erase(ta);
+      ob.erase(tb);
+    }
+    if (dd.status != "same" || dd.compared == "text") {
       rep.datasets.push_back(dd);
       continue;
     }
@@ -380,19 +400,6 @@ DiffReport diff(const std::string& a, const std::string& b, Format format) {
     if (packed) dd.differing_known = false;
     rep.datasets.push_back(dd);
   }
-  // What a reader gets besides tensors, where both files are of one format (links, a pickled object).
-  if (fa->format() == fb->format()) {
-    std::map<std::string, std::string> oa, ob;
-    for (auto& [k, v] : fa->other_content()) oa.emplace(std::move(k), std::move(v));
-    for (auto& [k, v] : fb->other_content()) ob.emplace(std::move(k), std::move(v));
-    for (const auto& [k, v] : oa) {
-      const auto it = ob.find(k);
-      if (it == ob.end()) rep.others.push_back({k, "only-in-a", v, {}});
-      else if (it->second != v) rep.others.push_back({k, "differ", v, it->second});
-    }
-    for (const auto& [k, v] : ob)
-      if (!oa.count(k)) rep.others.push_back({k, "only-in-b", {}, v});
-  }
   for (const auto& [path, xb] : lb)
     if (!la.count(path)) {
       DatasetDiff dd;
@@ -401,7 +408,17 @@ DiffReport diff(const std::string& a, const std::string& b, Format format) {
       dd.numel = xb.info.numel();
       dd.status = "only-in-b";
       rep.datasets.push_back(dd);
+      ob.erase(path);
     }
+  // A value not rendered on either side is never "the same".
+  for (const auto& [k, v] : oa) {
+    const auto it = ob.find(k);
+    if (it == ob.end()) rep.others.push_back({k, "only-in-a", v.value, {}});
+    else if (!v.compared || !it->second.compared) rep.others.push_back({k, "unsupported", v.value, it->second.value});
+    else if (it->second.value != v.value) rep.others.push_back({k, "differ", v.value, it->second.value});
+  }
+  for (const auto& [k, v] : ob)
+    if (!oa.count(k)) rep.others.push_back({k, "only-in-b", {}, v.value});
   return rep;
 }
 

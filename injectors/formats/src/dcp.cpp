@@ -123,7 +123,17 @@ DcpMetadata parse_dcp_metadata(Bytes file) {
     const std::size_t key = r.at(sdm).items[i], val = r.at(sdm).items[i + 1];
     const std::string fqn = r.text(key, "a state_dict_metadata key");
     if (r.at(val).kind == PickleKind::object && r.at(val).text == kBytesMeta) {
-      out.values.push_back(fqn);
+      DcpValue v;
+      v.name = fqn;
+      if (const auto it = infos.find({fqn, {}}); it != infos.end()) {
+        if (it->second.used) r.fail("storage_data entry of value " + printable(fqn) + " used twice", val);
+        it->second.used = true;
+        v.file = it->second.file;
+        v.offset = it->second.offset;
+        v.length = it->second.length;
+        v.transforms = it->second.transforms;
+      }
+      out.values.push_back(std::move(v));
       continue;
     }
     const std::size_t ts = r.state_of(val, kTensorMeta, "a state_dict_metadata value");

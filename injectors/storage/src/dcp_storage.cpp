@@ -12,6 +12,7 @@
 // a tensor in several chunks is sharded, each chunk loaded by the rank that holds that shard.
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -366,6 +367,27 @@ public:
     ckpt::Xxh64 h;
     for_each_slab(t, std::size_t{32} << 20, [&](std::span<const std::byte> b) { h.update(b); });
     return h.digest();
+  }
+  // Each non-tensor value (a torch.save of it, stored as bytes): the XXH64 of its stored bytes.
+  std::vector<OtherContent> other_content() override {
+    std::vector<OtherContent> out;
+    for (const auto& v : md_.values) {
+      if (v.file.empty()) {
+        out.push_back({v.name, "no storage_data entry", false});
+        continue;
+      }
+      const std::string fp = (set_.dir / v.file).string();
+      const Mapping m = map_for_parsing(fp);
+      if (v.offset > m.size() || v.length > m.size() - v.offset)
+        throw CorruptInputError(fp + ": value " + v.name + " lies beyond the end of the file");
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx",
+                    static_cast<unsigned long long>(ckpt::xxh64(std::span<const std::byte>(m.data() + v.offset, v.length))));
+      std::string text = std::string("XXH64 ") + hex + " of its " + std::to_string(v.length) + " stored bytes";
+      for (const auto& t : v.transforms) text += ", transform " + t;
+      out.push_back({v.name, std::move(text)});
+    }
+    return out;
   }
   SharedText location(const std::string& t, std::uint64_t index) override {
     // Called once per flip, tensor by tensor: the last tensor is kept, and the texts are keyed by

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "hdf5_layout.hpp"
+#include "hdf5_values.hpp"
 #include "resil/ckpt/hash.hpp"
 #include "resil/inject/deflate_chunks.hpp"
 #include "resil/inject/names.hpp"
@@ -52,11 +53,12 @@ std::vector<Tensor> Hdf5Storage::tensors() {
   return out;
 }
 
-// Soft and external links, which tensors() does not follow: where they lead is what a reader gets.
-std::vector<std::pair<std::string, std::string>> Hdf5Storage::other_content() {
+// Soft and external links, which tensors() does not follow (where they lead is what a reader
+// gets), every object's attributes, and the values of variable-length datasets (hdf5_values.hpp).
+std::vector<OtherContent> Hdf5Storage::other_content() {
   struct Walk {
     hid_t file;
-    std::vector<std::pair<std::string, std::string>> out;
+    std::vector<OtherContent> out;
   } walk{file_, {}};
   h5::SilenceErrors quiet;
   auto visit = [](hid_t, const char* name, const H5L_info_t* info, void* data) -> herr_t {
@@ -65,23 +67,26 @@ std::vector<std::pair<std::string, std::string>> Hdf5Storage::other_content() {
     const std::string path = std::string("/") + name;
     std::string value(info->u.val_size, '\0');
     if (H5Lget_val(w.file, path.c_str(), value.data(), value.size(), H5P_DEFAULT) < 0) {
-      w.out.emplace_back(path, "a link whose value cannot be read");
+      w.out.push_back({path, "a link whose value cannot be read", false});
       return 0;
     }
     if (info->type == H5L_TYPE_SOFT) {
-      w.out.emplace_back(path, "soft link to " + std::string(value.c_str()));
+      w.out.push_back({path, "soft link to " + std::string(value.c_str())});
       return 0;
     }
     const char* file = nullptr;
     const char* obj = nullptr;
     unsigned flags = 0;
     if (H5Lunpack_elink_val(value.data(), value.size(), &flags, &file, &obj) < 0 || !file || !obj)
-      w.out.emplace_back(path, "an external link whose value cannot be read");
+      w.out.push_back({path, "an external link whose value cannot be read", false});
     else
-      w.out.emplace_back(path, "external link to " + std::string(file) + ":" + obj);
+      w.out.push_back({path, "external link to " + std::string(file) + ":" + obj});
     return 0;
   };
   if (H5Lvisit(file_, H5_INDEX_NAME, H5_ITER_INC, visit, &walk) < 0) h5::throw_error(path_ + ": walk the file's links", ExitCode::corrupt_input);
+  for (auto& a : hdf5_attributes(file_, path_)) walk.out.push_back(std::move(a));
+  for (const auto& info : ckpt::list_datasets(file_))
+    if (info.variable_length) walk.out.push_back(hdf5_dataset_values(file_, info.path, path_));
   return std::move(walk.out);
 }
 

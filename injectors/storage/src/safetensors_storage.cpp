@@ -20,8 +20,13 @@ public:
       it.size = formats::dtype_opaque(t.dtype) ? 1u : static_cast<unsigned>(formats::dtype_size(t.dtype));  // opaque: never edited
       add(std::move(it));
     }
+    for (const auto& [k, v] : st.metadata) metadata_.push_back({"__metadata__/" + k, v});
   }
   Format format() const noexcept override { return Format::safetensors; }
+  std::vector<OtherContent> other_content() override { return metadata_; }
+
+private:
+  std::vector<OtherContent> metadata_;  // the header's `__metadata__`: free-form strings
 };
 
 }  // namespace

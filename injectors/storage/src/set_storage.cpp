@@ -95,6 +95,16 @@ public:
     }
     return text;
   }
+  // Each shard's own (a torch.save's pickle, safetensors' __metadata__), under "<file>:".
+  std::vector<OtherContent> other_content() override {
+    std::vector<OtherContent> out;
+    for (std::size_t k = 0; k < parts_.size(); ++k)
+      for (auto& o : parts_[k]->other_content()) {
+        o.name = set_.files[k] + ":" + o.name;
+        out.push_back(std::move(o));
+      }
+    return out;
+  }
   void finish() override {
     for (auto& p : parts_) p->finish();
   }

@@ -92,7 +92,7 @@ public:
   }
   Format format() const noexcept override { return Format::torch; }
   // The pickled object: the state's structure and every non-tensor value (an epoch, a numpy array).
-  std::vector<std::pair<std::string, std::string>> other_content() override { return {{"pickle", pickle_}}; }
+  std::vector<OtherContent> other_content() override { return {{"pickle", pickle_}}; }
 
 protected:
   // A legacy file has no CRC to keep: its storages are plain bytes of the stream.

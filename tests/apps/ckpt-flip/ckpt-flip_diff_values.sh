@@ -4,15 +4,15 @@
 # - a dtype ckpt-flip does not interpret (safetensors F4/C64, HDF5 fixed strings, compounds) is
 #   compared by its stored bytes: other bytes differ (before: "identical"), equal bytes are the same;
 # - F32 in A and C64 in B is a dtype mismatch (before: "identical");
-# - HDF5 variable-length strings are not compared, and the verdict is then not identical (before:
-#   "identical" beside "not compared");
+# - HDF5 variable-length strings are compared as their text;
 # - torch.save views are compared as torch.load gives them, at their offset and strides: base[0:4]
 #   vs base[4:8] differs (before: "identical", the storages are equal), a transposed view vs a
 #   contiguous tensor of the same shape differs where torch.load's values do;
 # - -0.0 vs 0.0 differs in bits with max rel err 0, not inf (a zero reference);
 # - 64-bit integers one apart read abs err 1; a Fortran-ordered array is compared as numpy.load gives it;
-# - between files of one format, HDF5 soft/external links and a torch.save file's pickled object
-#   (an epoch, a shared or cloned storage) are compared too (before: "identical").
+# - between files of one format, HDF5 soft/external links and attributes, a torch.save file's
+#   pickled object (an epoch, a shared or cloned storage), safetensors' __metadata__ and a DCP
+#   checkpoint's non-tensor values are compared too (before: "identical").
 # Each verdict is checked against numpy, h5py or torch.load.
 . "$(dirname "$0")/../../support/test_lib.sh" ckpt-flip-diff-values
 FLIP=$1
@@ -81,17 +81,23 @@ PYEOF
 expect_rc 0 "$FLIP" diff "$T/h1.h5" "$T/h3.h5" --json
 [ "$(json "$T/stdout" "j['identical'], sorted(x['status'] for x in j['datasets'])")" = "(True, ['same', 'same', 'same'])" ] \
   || fail "HDF5 equal strings and compounds: $(cat "$T/stdout")"
-# Variable-length strings: not compared, so never "identical" (equal or not).
-for pair in "h1v h2v" "h1v h3v"; do
-  set -- $pair
-  expect_rc 0 "$FLIP" diff "$T/$1.h5" "$T/$2.h5" --json
-  [ "$(json "$T/stdout" "j['identical'], d['/model/v']['status'], d['/model/v']['differing']")" = "(False, 'unsupported', None)" ] \
-    || fail "vlen strings $pair: $(cat "$T/stdout")"
-  expect_rc 0 "$FLIP" diff "$T/$1.h5" "$T/$2.h5"
-  grep -q "^/model/v  not compared" "$T/stdout" && grep -q "^1 of 2 dataset(s) not compared" "$T/stdout" \
-    || fail "vlen strings text $pair: $(cat "$T/stdout")"
-  grep -q "identical" "$T/stdout" && fail "vlen strings text says identical: $(cat "$T/stdout")"
-done
+# Variable-length strings: compared as their text (before: not compared, so never "identical"):
+# other strings differ, equal strings are the same, as h5py reads them.
+expect_rc 0 "$FLIP" diff "$T/h1v.h5" "$T/h2v.h5" --json
+[ "$(json "$T/stdout" "j['identical'], d['/model/v']['status'], d['/model/v']['compared'], d['/model/v']['differing']")" = "(False, 'differ', 'text', None)" ] \
+  || fail "vlen strings h1v h2v: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/h1v.h5" "$T/h2v.h5"
+grep -q "^/model/v  differ  values differ (string)" "$T/stdout" && grep -q "^1 of 2 dataset(s) differ" "$T/stdout" \
+  || fail "vlen strings text: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/h1v.h5" "$T/h3v.h5" --json
+[ "$(json "$T/stdout" "j['identical'], d['/model/v']['status'], d['/model/v']['compared']")" = "(True, 'same', 'text')" ] \
+  || fail "equal vlen strings: $(cat "$T/stdout")"
+$PY - "$T" <<'PYEOF' || fail "h5py disagrees on the vlen strings"
+import sys, h5py
+T = sys.argv[1]
+with h5py.File(f"{T}/h1v.h5") as a, h5py.File(f"{T}/h2v.h5") as b, h5py.File(f"{T}/h3v.h5") as c:
+    assert list(a["model/v"][()]) != list(b["model/v"][()]) and list(a["model/v"][()]) == list(c["model/v"][()])
+PYEOF
 
 # -0.0 vs 0.0: one element differs (bit 31), abs err 0, rel err 0 (zero reference, zero difference).
 expect_rc 0 "$FLIP" diff "$T/z1.st" "$T/z2.st" --json
@@ -163,6 +169,92 @@ expect_rc 0 "$FLIP" diff "$T/pa.pt" "$T/pc.pt" --json
 [ "$(json "$T/stdout" "j['identical']")" = True ] || fail "torch.save, same content: $(cat "$T/stdout")"
 expect_rc 0 "$FLIP" diff "$T/la.h5" "$T/pa.pt" --json   # other formats: only tensors are compared
 [ "$(json "$T/stdout" "j['other']")" = "[]" ] || fail "HDF5 vs torch: $(cat "$T/stdout")"
+
+# Attributes of every HDF5 object, safetensors' __metadata__ (also in each shard of a set) and a
+# DCP checkpoint's non-tensor values are compared too (before: "identical" beside other epochs,
+# units or optimizer settings). Which differ is checked against h5py; an attribute ckpt-flip does
+# not render (a variable-length sequence) is "not compared", never the same.
+$PY - "$T" <<'PY' || fail "could not write the attribute and metadata files"
+import sys, json, struct, os, h5py, numpy as np
+d = sys.argv[1]
+for name, unit, epoch, big, target in (("aa", "m/s", 3, 0, "w"), ("ab", "km/h", 4, 1, "x"), ("ac", "m/s", 3, 0, "w")):
+    with h5py.File(f"{d}/{name}.h5", "w") as f:
+        f["w"] = np.ones(3, "f4"); f["x"] = np.zeros(3, "f4")
+        f["w"].attrs["units"] = unit
+        f.attrs["epoch"] = np.int64(epoch)
+        f.attrs["lr"] = np.float32(0.1)
+        f.attrs["names"] = np.array([b"w", b"x"])
+        f.create_group("g").attrs["big"] = np.arange(1000, dtype="f8") + big
+        f.attrs["ref"] = f[target].ref
+with h5py.File(f"{d}/av.h5", "w") as f:
+    f["w"] = np.ones(3, "f4")
+    seq = np.empty(1, dtype=object); seq[0] = np.array([1, 2], "i4")
+    f.attrs.create("seq", data=seq, dtype=h5py.vlen_dtype("i4"))
+def st(path, meta):
+    data = np.ones(2, "<f4").tobytes()
+    hdr = {"__metadata__": meta, "w": {"dtype": "F32", "shape": [2], "data_offsets": [0, len(data)]}}
+    h = json.dumps(hdr).encode()
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+st(f"{d}/ma.st", {"format": "pt", "step": "100"}); st(f"{d}/mb.st", {"format": "np", "step": "100"}); st(f"{d}/mc.st", {"format": "pt", "step": "100"})
+for name, fmt in (("sa", "pt"), ("sb", "np")):
+    os.makedirs(f"{d}/{name}")
+    st(f"{d}/{name}/model-00001-of-00002.safetensors", {"format": "pt"})
+    data = np.zeros(2, "<f4").tobytes()
+    h = json.dumps({"__metadata__": {"format": fmt}, "v": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+    open(f"{d}/{name}/model-00002-of-00002.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + data)
+    json.dump({"metadata": {"total_size": 16}, "weight_map": {"w": "model-00001-of-00002.safetensors", "v": "model-00002-of-00002.safetensors"}},
+              open(f"{d}/{name}/model.safetensors.index.json", "w"))
+# Which attributes differ, as h5py reads them (an object reference: the path it leads to).
+def attrs(path):
+    out = {}
+    with h5py.File(path) as f:
+        def walk(name, obj):
+            for k, v in obj.attrs.items():
+                out[("/" + name if name else "") + "@" + k] = f[v].name if isinstance(v, h5py.Reference) else np.asarray(v).tolist()
+        walk("", f)
+        f.visititems(walk)
+    return out
+a, b = attrs(f"{d}/aa.h5"), attrs(f"{d}/ab.h5")
+print(sorted(k.replace("/@", "@", 1) if k.startswith("/@") else k for k in a if a[k] != b[k]), file=open(f"{d}/h5py_attrs", "w"))
+PY
+expect_rc 0 "$FLIP" diff "$T/aa.h5" "$T/ab.h5" --json
+got=$(json "$T/stdout" "sorted(o['name'] for o in j['other'] if o['status'] == 'differ')")
+want=$($PY -c "import ast,sys; print(sorted(('/' + k if k.startswith('@') else k) for k in ast.literal_eval(open(sys.argv[1]).read())))" "$T/h5py_attrs")
+[ "$got" = "$want" ] && [ "$got" = "['/@epoch', '/@ref', '/g@big', '/w@units']" ] || fail "HDF5 attributes: $got, h5py: $want"
+[ "$(json "$T/stdout" "j['identical'], {o['name']: (o['a'], o['b']) for o in j['other']}['/@epoch']")" = "(False, ('int64 3', 'int64 4'))" ] ||
+  fail "HDF5 attribute values: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/aa.h5" "$T/ab.h5"
+grep -q '^/w@units  differ  A: vstring "m/s"; B: vstring "km/h"$' "$T/stdout" && grep -q '^/@ref  differ  A: reference ref"/w"; B: reference ref"/x"$' "$T/stdout" &&
+  grep -q "4 other item(s) differ" "$T/stdout" || fail "HDF5 attributes, text: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/aa.h5" "$T/ac.h5" --json
+[ "$(json "$T/stdout" "j['identical'], j['other']")" = "(True, [])" ] || fail "HDF5, same attributes: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/av.h5" "$T/av.h5" --json
+[ "$(json "$T/stdout" "j['identical'], [(o['name'], o['status']) for o in j['other']]")" = "(False, [('/@seq', 'unsupported')])" ] ||
+  fail "HDF5 vlen sequence attribute: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/av.h5" "$T/av.h5"
+grep -q "^/@seq  not compared" "$T/stdout" && grep -q "1 other item(s) not compared" "$T/stdout" && ! grep -q identical "$T/stdout" ||
+  fail "HDF5 vlen sequence attribute, text: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/ma.st" "$T/mb.st" --json
+[ "$(json "$T/stdout" "j['identical'], [(o['name'], o['status'], o['a'], o['b']) for o in j['other']]")" = \
+  "(False, [('__metadata__/format', 'differ', 'pt', 'np')])" ] || fail "safetensors __metadata__: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/ma.st" "$T/mc.st" --json
+[ "$(json "$T/stdout" "j['identical']")" = True ] || fail "safetensors, same __metadata__: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/sa" "$T/sb" --json
+[ "$(json "$T/stdout" "j['identical'], [(o['name'], o['status']) for o in j['other']]")" = \
+  "(False, [('model-00002-of-00002.safetensors:__metadata__/format', 'differ')])" ] || fail "shard set __metadata__: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/sa" "$T/sa" --json
+[ "$(json "$T/stdout" "j['identical']")" = True ] || fail "shard set, same: $(cat "$T/stdout")"
+# A real DCP checkpoint (PyTorch 2.11): its optimizer's "kind" value changed in one copy.
+DCP="$(dirname "$0")/../../inject/formats/torch_files/torch-2.11.0-h200/dcp_torch_save"
+cp -r "$DCP" "$T/dcp1" && cp -r "$DCP" "$T/dcp2" && cp -r "$DCP" "$T/dcp3" || fail "could not copy $DCP"
+$PY -c "
+import sys; p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); i = b.find(b'adam'); assert i > 0 and b.find(b'adam', i + 1) < 0
+b[i] = ord('A'); open(p, 'wb').write(b)" "$T/dcp2/__0_0.distcp" || fail "could not change the DCP value"
+expect_rc 0 "$FLIP" diff "$T/dcp1" "$T/dcp2" --json
+[ "$(json "$T/stdout" "j['identical'], sorted(set(x['status'] for x in j['datasets'])), [(o['name'], o['status']) for o in j['other']]")" = \
+  "(False, ['same'], [('optim.kind', 'differ')])" ] || fail "DCP value: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/dcp1" "$T/dcp3" --json
+[ "$(json "$T/stdout" "j['identical']")" = True ] || fail "DCP, same values: $(cat "$T/stdout")"
 
 # torch.save views: what torch.load gives, not the storages.
 if $PY -c "import torch" 2> /dev/null; then

@@ -16,8 +16,9 @@ namespace resil::inject {
 struct DatasetDiff {
   std::string path;
   std::string status = "same";        // same | differ | shape-mismatch | dtype-mismatch | only-in-a | only-in-b | unsupported (not compared)
-  /// How the elements were compared: "values" (a dtype ckpt-flip interprets: bits, errors, NaN/Inf)
-  /// or "bytes" (stored bytes only); empty when not compared.
+  /// How the elements were compared: "values" (a dtype ckpt-flip interprets: bits, errors, NaN/Inf),
+  /// "bytes" (stored bytes only) or "text" (variable-length values such as HDF5 strings, as the
+  /// storage renders them: a verdict, no count); empty when not compared.
   std::string compared;
   bool differing_known = true;        // false for packed sub-byte elements compared a byte at a time
   std::string dtype;
@@ -31,7 +32,7 @@ struct DatasetDiff {
 /// Content other than tensors (Storage::other_content) that differs between two files of one format.
 struct OtherDiff {
   std::string name;
-  std::string status;  // differ | only-in-a | only-in-b
+  std::string status;  // differ | only-in-a | only-in-b | unsupported (a value not rendered: not compared)
   std::string a, b;    // what each file holds under the name (empty: nothing)
 };
 

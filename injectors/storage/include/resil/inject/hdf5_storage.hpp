@@ -30,7 +30,7 @@ public:
 
   Format format() const noexcept override { return Format::hdf5; }
   std::vector<Tensor> tensors() override;
-  std::vector<std::pair<std::string, std::string>> other_content() override;
+  std::vector<OtherContent> other_content() override;
   std::vector<Extent> extents(const std::string& dataset) override;
   std::string unwritable(const std::string& dataset) override;
   void edit(const std::string& dataset, std::vector<std::uint64_t> indices, const BlockFn& fn) override;

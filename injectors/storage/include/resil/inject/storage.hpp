@@ -107,6 +107,13 @@ struct Tensor {
 };
 
 /// A file opened through its format's adapter. Move-free, one per open file.
+/// One item of a file's content other than tensors (Storage::other_content).
+struct OtherContent {
+  std::string name;      // "/g/w@units", "pickle", "__metadata__/format"
+  std::string value;     // what a reader gets, as text
+  bool compared = true;  // false: a value ckpt-flip does not render (HDF5 references), never "the same"
+};
+
 class Storage {
 public:
   virtual ~Storage() = default;
@@ -157,11 +164,14 @@ public:
                           std::vector<std::byte>& /*buf*/) {
     return false;
   }
-  /// What a reader of the file gets besides its tensors, as (name, description) pairs that `diff`
-  /// compares between two files of one format: HDF5 soft and external links ("/v", "soft link to
-  /// /w"), a torch.save file's pickled object ("pickle", its bytes' XXH64: the state's structure and
-  /// its non-tensor values). Empty where the format has nothing more that ckpt-flip reads.
-  virtual std::vector<std::pair<std::string, std::string>> other_content() { return {}; }
+  /// What a reader of the file gets besides its tensors, which `diff` compares between two files
+  /// of one format: HDF5 soft and external links ("/v": "soft link to /w"), attributes
+  /// ("/g/w@units": "vstring \"m/s\"") and the values of variable-length datasets (under the
+  /// dataset's own name); a torch.save file's pickled object ("pickle": its bytes' XXH64, the
+  /// state's structure and its non-tensor values); safetensors' `__metadata__` entries
+  /// ("__metadata__/format"); a DCP checkpoint's non-tensor values (their stored bytes' XXH64); for
+  /// a shard set, each shard's, under "<file>:". Empty where the format has nothing more.
+  virtual std::vector<OtherContent> other_content() { return {}; }
   /// XXH64 of a tensor's stored bytes in C order (compared with the checksum in info.checksum).
   virtual std::uint64_t checksum(const std::string& tensor) = 0;
   /// Where the element at flat index `index` of a tensor is stored beyond the tensor's name, as a

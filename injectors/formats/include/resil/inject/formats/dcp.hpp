@@ -33,9 +33,16 @@ struct DcpTensor {
   std::vector<DcpChunk> chunks;     // in metadata order
 };
 
+struct DcpValue {  // a key stored as bytes (BytesStorageMetadata: a torch.save of a non-tensor value)
+  std::string name;
+  std::string file;                      // _StorageInfo.relative_path ("" when storage_data has no entry)
+  std::uint64_t offset = 0, length = 0;  // its stored bytes in `file`
+  std::vector<std::string> transforms;   // transform_descriptors
+};
+
 struct DcpMetadata {
   std::vector<DcpTensor> tensors;     // in state_dict_metadata order
-  std::vector<std::string> values;    // keys stored as bytes (BytesStorageMetadata: not tensors)
+  std::vector<DcpValue> values;       // in state_dict_metadata order
   std::vector<std::string> files;     // every data file a chunk names, sorted, each once
   std::string version;                // Metadata.version ("" before PyTorch 2.6)
 };
