@@ -161,7 +161,8 @@ class Report(R.ReportBase):
         self.bands = Bands(data)
         self.out = []
         # A mode without its own noise curves (pp, tp early) takes dp's.
-        self.classify_arms(classify, lambda a: self.bands.curve_band(a) or self.bands.curve_band(a._replace(mode="dp")))
+        self.classify_arms(classify, lambda bands, a: bands.curve_band(a) or bands.curve_band(a._replace(mode="dp")),
+                           lambda r, band: r.get("delta") is not None and r["delta"] > (band[1] if band else 0))
         self.plots = []
 
     def noise_of(self, name):
@@ -775,15 +776,12 @@ class Report(R.ReportBase):
                "past it is one a person watching the curve could see), and the ulp runs' alone (the fault trials' own data order: an "
                "excursion past it is any mark the fault left on the curve beyond numerical chaos, however small).")
         self.w()
-        ulp = self.bands.ulp_only()
         rows, cross, inside = [], {}, [0, 0, 0, 0]  # within the pooled band / trials with a curve, the same against the ulp band
         for a in self.fault_arms():
             if not uniform(a):
                 continue
             recs = self.outcomes[a.name]
-            gc = self.data[a.name]["golden"].get("loss_curve")
-            nb = ulp.curve_band(a) or ulp.curve_band(a._replace(mode="dp"))
-            narrow = [R.curve_class(r, gc, nb, o) for r, o, _ in recs] if nb else []
+            narrow = self.ulp_curve_classes(a) or []
             cnt = {k: sum(1 for _, _, cc in recs if cc == k) for k in CURVES}
             ncnt = {k: sum(1 for cc in narrow if cc == k) for k in CURVES}
             n = sum(cnt.values())

@@ -5,7 +5,7 @@
 # campaign, 10 flips sparing bf16's exponent MSB and a per-tensor campaign, published; AdamW's v split into
 # shrinks / grows / negative checked against the checkpoint's own words (h5py, numpy); the PVF table
 # from the per-tensor records against an independent count; the report and its rules (uniform arms, exponent-MSB
-# set or cleared, no band, verdicts waiting for noise arms); a re-run records nothing new, nor
+# set or cleared, no band, verdicts waiting for noise arms, a silent degradation only on the worse side); a re-run records nothing new, nor
 # does a run in a fresh directory whose arms are published; goldens.json keeps the golden runs of earlier runs.
 . "$(dirname "$0")/../../support/test_lib.sh" study-transformer
 BUILD=$(realpath "$1")
@@ -226,5 +226,17 @@ rep.data = {n: {"complete": True} for n in ("dp-master-early", "dp-master-late")
 assert "pending" in rep.verdict(["dp-master-early", "dp-master-late"], "decided")
 rep.data.update({n: {"complete": True} for n in set(rep.noise_of("dp-master-early")) | set(rep.noise_of("dp-master-late"))})
 assert rep.verdict(["dp-master-early", "dp-master-late"], "decided") == "decided"
+# A loss curve within its band is a silent degradation only for an SDC on the worse side; one on the better
+# side stays an SDC but its curve is within band. Above the band in the first window and back: spike and recover.
+import report as R
+g, band = [2.0, 2.0, 2.0], [0.01, 0.01, 0.01]
+curve = lambda *lc: {"summary": {"loss_curve": list(lc)}}
+assert R.curve_class(curve(2.0, 2.0, 2.0), g, band, "sdc", worse=True) == "silent_degradation"
+assert R.curve_class(curve(2.0, 2.0, 2.0), g, band, "sdc", worse=False) == "within_band"
+assert R.curve_class(curve(2.0, 2.0, 2.0), g, band, "noise_changed", worse=True) == "within_band"
+assert R.curve_class(curve(2.5, 2.0, 2.0), g, band, "sdc") == "spike_recover"
+assert R.curve_class(curve(2.5, 2.5, 2.5), g, band, "sdc") == "spike_degrade"
+assert R.curve_class(curve(2.0, 2.0, 2.5), g, band, "sdc") == "gradual_drift"
+assert R.curve_class(curve(2.0, 2.0, 2.0), g, band, "due") == "diverged"
 PYEOF
 echo "study transformer: all checks passed"
