@@ -120,6 +120,19 @@ def tensor_group(name):
     return "other"
 
 
+def stratum_counts(rows, key):
+    """{key(first flip): [n, incorrect, harmful]} over the (record, outcome) pairs whose record has a flip: the per-bit,
+    per-tensor and width tables count their strata with it."""
+    out = {}
+    for r, o in rows:
+        if r.get("flips"):
+            e = out.setdefault(key(r["flips"][0]), [0, 0, 0])
+            e[0] += 1
+            e[1] += o in INCORRECT
+            e[2] += o in HARMFUL
+    return out
+
+
 def pvf_table(rows, space):
     """Per-tensor PVF from (record, outcome) pairs of a per-tensor campaign: {tensor: dict(group, bits, n, incorrect,
     harmful)}, and per group the bits-weighted rate {group: stratified_rate + counts}. `space` is the campaign's
@@ -128,14 +141,9 @@ def pvf_table(rows, space):
     bits = {tensor_of(k): v for k, v in ((space or {}).get("by", {}).get("tensor", {}) or {}).items()}
     for t, b in bits.items():
         per[t] = {"group": tensor_group(t), "bits": b, "n": 0, "incorrect": 0, "harmful": 0}
-    for r, o in rows:
-        if not r.get("flips"):
-            continue
-        t = tensor_of(r["flips"][0][0])
+    for t, (n, x, h) in stratum_counts(rows, lambda f: tensor_of(f[0])).items():
         e = per.setdefault(t, {"group": tensor_group(t), "bits": 0, "n": 0, "incorrect": 0, "harmful": 0})
-        e["n"] += 1
-        e["incorrect"] += o in INCORRECT
-        e["harmful"] += o in HARMFUL
+        e["n"], e["incorrect"], e["harmful"] = n, x, h
     groups = {}
     for t, e in per.items():
         groups.setdefault(e["group"], []).append(t)
@@ -251,14 +259,9 @@ class Report(R.ReportBase):
                 if a.name not in self.outcomes:
                     continue
                 if a.strata in ("bit", "tensor"):
-                    per = {}
-                    for r, o, _ in self.outcomes[a.name]:
-                        if r.get("flips"):
-                            k = r["flips"][0][3] if a.strata == "bit" else tensor_of(r["flips"][0][0])
-                            e = per.setdefault(k, [0, 0])
-                            e[0] += o in INCORRECT
-                            e[1] += 1
-                    widths += [100 * S.cp_width(x, n) for x, n in per.values()]
+                    per = stratum_counts(((r, o) for r, o, _ in self.outcomes[a.name]),
+                                         (lambda f: f[3]) if a.strata == "bit" else (lambda f: tensor_of(f[0])))
+                    widths += [100 * S.cp_width(x, n) for n, x, _ in per.values()]
                     strata = (16 if a.role == "model" else 32) if a.strata == "bit" else len(
                         ((self.data[a.name].get("space") or {}).get("by") or {}).get("tensor") or {})
                     if strata:
@@ -382,16 +385,8 @@ class Report(R.ReportBase):
             if name not in self.outcomes:
                 continue
             mark = "" if self.complete(name) else f" (running, {len(self.outcomes[name])} of {next(a.n for a in self.arms if a.name == name)})"
-            by = {}
-            for r, o, _ in self.outcomes[name]:
-                if not r["flips"]:
-                    continue
-                f = r["flips"][0]
-                kind = "all" if role != "optimizer" else R.moment_effect(f)
-                e = by.setdefault((f[3], kind), [0, 0, 0])
-                e[0] += 1
-                e[1] += o in INCORRECT
-                e[2] += o in HARMFUL
+            by = stratum_counts(((r, o) for r, o, _ in self.outcomes[name]),
+                                lambda f: (f[3], "all" if role != "optimizer" else R.moment_effect(f)))
             kinds = ("all",) if role != "optimizer" else tuple(k for k in R.MOMENT_EFFECTS if k in ("m", "v shrinks", "v grows", "v negative")
                                                                  or any(kk == k for _, kk in by))
             self.w(f"**{role}** (`{name}`{mark}):")
