@@ -70,7 +70,10 @@ void require_output_for(const std::string& from, const std::string& to) {
       throw IoError("-o " + to + ": exists; the copy of a set of files is a new (or empty) directory");
     return;
   }
-  const stdfs::path dir = stdfs::path(to).parent_path().empty() ? stdfs::path(".") : stdfs::path(to).parent_path();
+  // "bad-llama/" names the directory bad-llama: its parent must exist.
+  stdfs::path named = stdfs::path(to).lexically_normal();
+  if (!named.has_filename()) named = named.parent_path();
+  const stdfs::path dir = named.parent_path().empty() ? stdfs::path(".") : named.parent_path();
   if (!stdfs::is_directory(dir, ec)) throw IoError("-o " + to + ": its directory " + dir.string() + " does not exist");
 }
 

@@ -48,6 +48,35 @@ int main(int argc, char** argv) {
   setup_sample(*sample, sample_o);
   auto* serve = app.add_subcommand("serve", "resident trial worker for campaigns (\"mode\": \"worker\"; started by ckpt-flip campaign)");
   setup_serve(*serve, serve_o);
+  app.footer(
+      "Examples (docs/guide/ckpt-train.md):\n"
+      "  ckpt-train train --model mlp --epochs 2 --seed 1 --ckpt-dir ckpts --summary s.json\n"
+      "  mpiexec -n 4 ckpt-train train --model cnn --parallel dp --epochs 3 --ckpt-dir cnn-dp\n"
+      "  ckpt-train resume --from ckpts/ckpt-step00000937.h5 --epochs 3 --ckpt-dir ckpts\n"
+      "  ckpt-train eval --from ckpts/ckpt-step00000937.h5 --summary e.json");
+  train->footer(
+      "Examples:\n"
+      "  ckpt-train train --model mlp --epochs 2 --seed 1 --ckpt-dir ckpts --summary s.json   (Fashion-MNIST, 937 steps per epoch)\n"
+      "  mpiexec -n 4 ckpt-train train --model mlp --parallel mp --micro-batches 4 --epochs 3 --ckpt-dir mlp-mp\n"
+      "  ckpt-train train --model gpt --precision bf16 --layers 2 --heads 2 --width 32 --context 32 --limit 256 --batch 32 --epochs 1 --ckpt-dir g\n"
+      "  mpiexec -n 2 ckpt-train train --model gpt --parallel tp --layers 2 --heads 2 --width 32 --context 32 --limit 1024 --batch 64 --epochs 2 --ckpt-dir gpt-tp");
+  resume->footer(
+      "Examples:\n"
+      "  ckpt-train resume --from ckpts/ckpt-step00000937.h5 --epochs 3 --ckpt-dir ckpts\n"
+      "  ckpt-train resume --from bad.h5 --epochs 3 --ckpt-dir trial --summary t.json --loss-every 10 --final-only   (a campaign trial)\n"
+      "  mpiexec -n 2 ckpt-train resume --from gpt-tp/ckpt-step00000032.manifest.json --epochs 3 --ckpt-dir gpt-tp");
+  eval->footer(
+      "Examples:\n"
+      "  ckpt-train eval --from ckpts/ckpt-step00000937.h5 --test-limit 2000 --summary e.json\n"
+      "  ckpt-train eval --from gpt-tp/ckpt-step00000032.manifest.json   (a tp or pp manifest's shards put together)");
+  latest->footer(
+      "Examples:\n"
+      "  ckpt-train latest --ckpt-dir ckpts   (exit 5 when there is none)\n"
+      "  ckpt-train resume --from \"$(ckpt-train latest --ckpt-dir ckpts)\" --epochs 3 --ckpt-dir ckpts   (a requeued batch job)");
+  sample->footer(
+      "Examples:\n"
+      "  ckpt-train sample --from gpt/ckpt-step00000600.h5 --prompt \"The \" --length 300\n"
+      "  ckpt-train sample --from bad.h5 --seed 1 --temperature 0.8   (the same seed gives the same text)");
   const std::string prog = "ckpt-train";
   // Errors every rank agreed on: a PeerError (see there: its reporters name their rank), and NaN/Inf,
   // which the step's collective makes every rank see at the same step (rank 0 reports). Anything

@@ -113,8 +113,9 @@ before = tree_sha(f"{T}/hf-tampered")
 p = subprocess.run([FLIP, "revert", f"{T}/hf-tampered", "--log", f"{T}/hf.jsonl"], capture_output=True, text=True)
 if p.returncode != 7 or "hash is neither" not in p.stderr or tree_sha(f"{T}/hf-tampered") != before:
     fail(f"revert of a set with a changed shard: exit {p.returncode}, {p.stderr!r}")
-# replay onto a fresh copy: the same bytes as the output; revert of the output: the input again.
-flip("replay", hf, "--log", f"{T}/hf.jsonl", "-o", f"{T}/hf-replayed")
+# replay onto a fresh copy (a new directory named with a trailing slash, as inject --help shows): the
+# same bytes as the output; revert of the output: the input again.
+flip("replay", hf, "--log", f"{T}/hf.jsonl", "-o", f"{T}/hf-replayed/")
 for f in shards:
     if sha(f"{T}/hf-replayed/{f}") != sha(f"{T}/hf-out/{f}"):
         fail(f"replay: {f} differs from the injected output")
