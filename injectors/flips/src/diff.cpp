@@ -8,6 +8,7 @@
 #include <optional>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "resil/ckpt/io.hpp"
 #include "resil/inject/counts.hpp"
@@ -51,6 +52,10 @@ nlohmann::json DiffReport::to_json() const {
   for (const auto& o : others) {
     nlohmann::json j = {{"status", o.status}};
     put_name(j, "name", o.name);
+    if (!o.attribute.empty() || !o.object.empty()) {  // an HDF5 attribute: its name alone can be ambiguous ("/a@b@c")
+      put_name(j, "object", o.object);
+      put_name(j, "attribute", o.attribute);
+    }
     if (!o.a.empty()) put_name(j, "a", o.a);
     if (!o.b.empty()) put_name(j, "b", o.b);
     other.push_back(std::move(j));
@@ -256,10 +261,10 @@ DiffReport diff(const std::string& a, const std::string& b, Format format) {
   DiffReport rep;
   // What a reader gets besides tensors, where both files are of one format (links, attributes, a
   // pickled object, metadata); an entry named as a tensor holds its variable-length values.
-  std::map<std::string, OtherContent> oa, ob;
+  std::map<std::string, OtherContent> oa, ob;  // by OtherContent::pairing()
   if (fa->format() == fb->format()) {
-    for (auto& o : fa->other_content()) oa.emplace(o.name, std::move(o));
-    for (auto& o : fb->other_content()) ob.emplace(o.name, std::move(o));
+    for (auto& o : fa->other_content()) oa.emplace(o.pairing(), std::move(o));
+    for (auto& o : fb->other_content()) ob.emplace(o.pairing(), std::move(o));
   }
   for (const auto& [path, xa] : la) {
     const auto& ia = xa.info;
@@ -271,7 +276,7 @@ DiffReport diff(const std::string& a, const std::string& b, Format format) {
     if (it == lb.end()) {
       dd.status = "only-in-a";
       rep.datasets.push_back(dd);
-      oa.erase(path);
+      oa.erase(values_key(path));
       continue;
     }
     const auto& xb = it->second;
@@ -288,16 +293,14 @@ DiffReport diff(const std::string& a, const std::string& b, Format format) {
     else if (!values && ia.numel() && (ia.variable_length || ib.variable_length || xa.bits == 0 || ia.numel() > ckpt::max_elements))
       dd.status = "unsupported";
     // Variable-length values the format renders as text (HDF5 strings): compared as that text.
-    const auto ta = oa.find(path), tb = ob.find(path);
-    if (ta != oa.end() && tb != ob.end()) {
-      if (dd.status == "unsupported" && ta->second.compared && tb->second.compared) {
-        dd.compared = "text";
-        dd.differing_known = false;
-        dd.status = ta->second.value == tb->second.value ? "same" : "differ";
-      }
-      oa.erase(ta);
-      ob.erase(tb);
+    const auto ta = oa.find(values_key(path)), tb = ob.find(values_key(path));
+    if (ta != oa.end() && tb != ob.end() && dd.status == "unsupported" && ta->second.compared && tb->second.compared) {
+      dd.compared = "text";
+      dd.differing_known = false;
+      dd.status = ta->second.value == tb->second.value ? "same" : "differ";
     }
+    if (ta != oa.end()) oa.erase(ta);  // a tensor's values belong to its own entry, whatever its status
+    if (tb != ob.end()) ob.erase(tb);
     if (dd.status != "same" || dd.compared == "text") {
       rep.datasets.push_back(dd);
       continue;
@@ -408,17 +411,40 @@ DiffReport diff(const std::string& a, const std::string& b, Format format) {
       dd.numel = xb.info.numel();
       dd.status = "only-in-b";
       rep.datasets.push_back(dd);
-      ob.erase(path);
+      ob.erase(values_key(path));
     }
   // A value not rendered on either side is never "the same".
+  // An item in one file only is "unsupported" (not compared), not "only-in", where the other file's
+  // walk could not read it: its HDF5 attribute walk failed, or the attributes of its object could
+  // not be listed there.
+  struct Unread {
+    bool all = false;               // the whole walk (attributes and string values)
+    std::set<std::string> objects;  // the attributes of these objects
+  };
+  auto unread_of = [](const std::map<std::string, OtherContent>& m) {
+    Unread u;
+    for (const auto& [k, o] : m)
+      if (!o.compared && o.attribute.empty()) {
+        if (k == std::string_view("\0attr-failed", 12)) u.all = true;
+        else if (!o.object.empty()) u.objects.insert(o.object);
+      }
+    return u;
+  };
+  const Unread ua = unread_of(oa), ub = unread_of(ob);
+  auto unread_in = [](const Unread& u, const OtherContent& v) {
+    const bool attr = v.pairing().starts_with(std::string_view("\0attr\0", 6)), values = v.pairing().starts_with(values_key(""));
+    return (attr || values) && (u.all || (attr && u.objects.count(v.object)));
+  };
   for (const auto& [k, v] : oa) {
     const auto it = ob.find(k);
-    if (it == ob.end()) rep.others.push_back({k, "only-in-a", v.value, {}});
-    else if (!v.compared || !it->second.compared) rep.others.push_back({k, "unsupported", v.value, it->second.value});
-    else if (it->second.value != v.value) rep.others.push_back({k, "differ", v.value, it->second.value});
+    if (it == ob.end())
+      rep.others.push_back({v.name, v.compared && !unread_in(ub, v) ? "only-in-a" : "unsupported", v.value, {}, v.object, v.attribute});
+    else if (!v.compared || !it->second.compared) rep.others.push_back({v.name, "unsupported", v.value, it->second.value, v.object, v.attribute});
+    else if (it->second.value != v.value) rep.others.push_back({v.name, "differ", v.value, it->second.value, v.object, v.attribute});
   }
   for (const auto& [k, v] : ob)
-    if (!oa.count(k)) rep.others.push_back({k, "only-in-b", {}, v.value});
+    if (!oa.count(k))
+      rep.others.push_back({v.name, v.compared && !unread_in(ua, v) ? "only-in-b" : "unsupported", {}, v.value, v.object, v.attribute});
   return rep;
 }
 

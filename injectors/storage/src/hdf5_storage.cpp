@@ -84,9 +84,10 @@ std::vector<OtherContent> Hdf5Storage::other_content() {
     return 0;
   };
   if (H5Lvisit(file_, H5_INDEX_NAME, H5_ITER_INC, visit, &walk) < 0) h5::throw_error(path_ + ": walk the file's links", ExitCode::corrupt_input);
-  for (auto& a : hdf5_attributes(file_, path_)) walk.out.push_back(std::move(a));
+  std::vector<std::string> vlen;
   for (const auto& info : ckpt::list_datasets(file_))
-    if (info.variable_length) walk.out.push_back(hdf5_dataset_values(file_, info.path, path_));
+    if (info.variable_length) vlen.push_back(info.path);
+  for (auto& a : hdf5_other_values(file_, path_, vlen)) walk.out.push_back(std::move(a));
   return std::move(walk.out);
 }
 

@@ -24,4 +24,10 @@ std::vector<OtherContent> hdf5_attributes(hid_t file, const std::string& path);
 /// rendered (compared = false).
 OtherContent hdf5_dataset_values(hid_t file, const std::string& name, const std::string& path);
 
+/// hdf5_attributes and then hdf5_dataset_values of each of `vlen_datasets`, in a child process
+/// with an address-space limit of 1 GiB beyond the parent's: HDF5 1.10 crashes on some damaged
+/// attribute and heap messages and allocates what a damaged string length says. A crash or an
+/// exhausted limit gives one item "@" not compared; an Error thrown there is thrown here.
+std::vector<OtherContent> hdf5_other_values(hid_t file, const std::string& path, const std::vector<std::string>& vlen_datasets);
+
 }  // namespace resil::inject

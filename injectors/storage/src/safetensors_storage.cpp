@@ -3,6 +3,7 @@
 #include "extent_storage.hpp"
 #include "format_storages.hpp"
 #include "resil/inject/formats/safetensors.hpp"
+#include "resil/inject/names.hpp"
 
 namespace resil::inject {
 
@@ -20,7 +21,7 @@ public:
       it.size = formats::dtype_opaque(t.dtype) ? 1u : static_cast<unsigned>(formats::dtype_size(t.dtype));  // opaque: never edited
       add(std::move(it));
     }
-    for (const auto& [k, v] : st.metadata) metadata_.push_back({"__metadata__/" + k, v});
+    for (const auto& [k, v] : st.metadata) metadata_.push_back({"__metadata__/" + k, quote_bytes(v)});
   }
   Format format() const noexcept override { return Format::safetensors; }
   std::vector<OtherContent> other_content() override { return metadata_; }

@@ -34,6 +34,7 @@ struct OtherDiff {
   std::string name;
   std::string status;  // differ | only-in-a | only-in-b | unsupported (a value not rendered: not compared)
   std::string a, b;    // what each file holds under the name (empty: nothing)
+  std::string object, attribute;  // an HDF5 attribute's object and name (JSON "object", "attribute")
 };
 
 struct DiffReport {

@@ -123,6 +123,30 @@ inline bool is_printable_name(std::string_view s) noexcept {
 /// moves a terminal's cursor, recolours it or adds a line to a listing.
 inline std::string display_name(std::string_view s) { return is_printable_name(s) ? std::string(s) : escape_name(s, true); }
 
+/// Bytes as a double-quoted string that says exactly which bytes they are: printable ASCII as is,
+/// '"' and '\' escaped, every other byte as \xNN ("" for none: an empty value is not an absent one).
+inline std::string quote_bytes(std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string q;
+  q.reserve(s.size() + 2);
+  q += '"';
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      q += '\\';
+      q += ch;
+    } else if (c >= 0x20 && c < 0x7f) {
+      q += ch;
+    } else {
+      q += "\\x";
+      q += hex[c >> 4];
+      q += hex[c & 15];
+    }
+  }
+  q += '"';
+  return q;
+}
+
 /// obj[key] = name when it is valid UTF-8; else obj[key] = escape_name(name) and
 /// obj[key + "_escaped"] = true.
 inline void put_name(nlohmann::json& obj, const std::string& key, std::string_view name) {

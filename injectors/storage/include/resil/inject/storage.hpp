@@ -109,10 +109,15 @@ struct Tensor {
 /// A file opened through its format's adapter. Move-free, one per open file.
 /// One item of a file's content other than tensors (Storage::other_content).
 struct OtherContent {
-  std::string name;      // "/g/w@units", "pickle", "__metadata__/format"
-  std::string value;     // what a reader gets, as text
-  bool compared = true;  // false: a value ckpt-flip does not render (HDF5 references), never "the same"
+  std::string name;       // shown: "/g/w@units", "pickle", "__metadata__/format"
+  std::string value;      // what a reader gets, as text
+  bool compared = true;   // false: a value ckpt-flip does not render (HDF5 region references), never "the same"
+  std::string key;        // what diff pairs items of two files by, unique in a file (empty: the name)
+  std::string object, attribute;  // an HDF5 attribute's object and name (the name alone can be ambiguous)
+  const std::string& pairing() const noexcept { return key.empty() ? name : key; }
 };
+/// The key of the item holding the values of variable-length tensor `tensor` as text.
+inline std::string values_key(const std::string& tensor) { return std::string("\0values\0", 8) + tensor; }
 
 class Storage {
 public:
