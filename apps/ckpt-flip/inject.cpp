@@ -55,7 +55,7 @@ CLI::App* setup_inject(CLI::App& app, InjectOptions& o) {
   add_bits_option(*c, o.bits, "bits that may be hit: field names and bit numbers/ranges");
   c->add_option("--model", o.model, "fault model");
   app::add_choice(*c, "--stratify", o.stratify, inject::stratify_names, "stratified sampling: none, bits or dataset");
-  app::add_choice(*c, "--as", o.as, inject::as_names, "treat unsigned 16-bit datasets as this dtype (bf16)");
+  app::add_choice(*c, "--as", o.as, inject::as_names, "treat unsigned 16-bit datasets as this dtype (bf16: bfloat16, f16: IEEE half)");
   add_format_option(*c, o.format);
   add_keep_crc_option(*c, o.keep_crc);
   c->add_flag("--finite", o.finite,

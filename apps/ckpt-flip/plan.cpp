@@ -33,7 +33,7 @@ CLI::App* setup_plan(CLI::App& app, PlanOptions& o) {
   app::add_choice(*c, "--role", o.role, inject::role_names, "model, master, optimizer or all");
   add_bits_option(*c, o.bits, "bits that may be hit");
   c->add_option("--model", o.model, "fault model (for the number of patterns per site)");
-  app::add_choice(*c, "--as", o.as, inject::as_names, "treat unsigned 16-bit datasets as this dtype");
+  app::add_choice(*c, "--as", o.as, inject::as_names, "treat unsigned 16-bit datasets as this dtype (bf16: bfloat16, f16: IEEE half)");
   add_format_option(*c, o.format);
   c->add_flag("--json", o.json, "JSON output");
   return c;

@@ -55,8 +55,10 @@ std::vector<std::string> ordered_keys(const json& d, const std::string& dim) {
   return k;
 }
 
+// s left-aligned in a column of w characters, and at least one space after it (a longer cell does
+// not run into the next).
 std::string pad(std::string s, std::size_t w) {
-  if (s.size() < w) s += std::string(w - s.size(), ' ');
+  s += std::string(s.size() < w ? w - s.size() : 1, ' ');
   return s;
 }
 

@@ -114,6 +114,8 @@ assert m["test_accuracy"]["verdicts"]["masked"] == 5 and m["test_loss"]["golden"
 PYEOF
 grep -q "golden test_accuracy = 0.5, test_loss = 1.25" "$T/two-report.txt" || { cat "$T/two-report.txt"; fail "the golden line names both metrics"; }
 grep -q "^test_loss  *0.1 (lower better)  *1  *2  *1  *1" "$T/two-report.txt" || { cat "$T/two-report.txt"; fail "the text report counts per metric"; }
+# A tolerance cell as wide as its column ("0.01 (higher better)") still has a space before the counts.
+grep -q "^test_accuracy  *0.01 (higher better) 5  *0  *0  *0" "$T/two-report.txt" || { cat "$T/two-report.txt"; fail "the text report's columns run together"; }
 grep -q "^| test_loss | 0.1 (lower is better) | 1 | 2 | 1 | 1 |" "$T/two-report.md" || { cat "$T/two-report.md"; fail "the markdown report counts per metric"; }
 grep -q "critical SDC: any metric worse than golden's by more than its tolerance" "$T/two-report.md" || fail "the markdown report states the rule"
 echo "summaries: all checks passed"
