@@ -262,7 +262,7 @@ DiffReport diff(const std::string& a, const std::string& b, Format format) {
   // What a reader gets besides tensors, where both files are of one format (links, attributes, a
   // pickled object, metadata); an entry named as a tensor holds its variable-length values.
   std::map<std::string, OtherContent> oa, ob;  // by OtherContent::pairing()
-  if (fa->format() == fb->format()) {
+  if (fa->content_format() == fb->content_format()) {
     for (auto& o : fa->other_content()) oa.emplace(o.pairing(), std::move(o));
     for (auto& o : fb->other_content()) ob.emplace(o.pairing(), std::move(o));
   }

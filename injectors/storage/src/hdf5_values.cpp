@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -207,7 +208,7 @@ void render(Kind k, hid_t file, const Paths& paths, hid_t ftype, hid_t mt, const
       case Kind::vstring: {
         const char* p = nullptr;
         std::memcpy(&p, e, sizeof p);
-        s.put(p ? quoted(p, std::strlen(p)) : std::string("null"));
+        s.put(quoted(p ? p : "", p ? std::strlen(p) : 0));  // a never-written string (NULL) reads as "", as in h5py
         break;
       }
       case Kind::fstring: {
@@ -236,7 +237,13 @@ void render(Kind k, hid_t file, const Paths& paths, hid_t ftype, hid_t mt, const
       case Kind::real: {
         double v = 0;
         std::memcpy(&v, e, sizeof v);
-        std::snprintf(num, sizeof num, "%.17g", v);
+        if (std::isnan(v)) {  // the payload, as the tensor comparison counts it
+          std::uint64_t bits = 0;
+          std::memcpy(&bits, &v, sizeof bits);
+          std::snprintf(num, sizeof num, "nan(0x%016llx)", static_cast<unsigned long long>(bits));
+        } else {
+          std::snprintf(num, sizeof num, "%.17g", v);
+        }
         s.put(num);
         break;
       }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <exception>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -94,6 +95,13 @@ public:
       text = j.dump();
     }
     return text;
+  }
+  std::string content_format() const override {
+    std::set<std::string> kinds;
+    for (const auto& p : parts_) kinds.insert(std::string(format_name(p->format())));
+    std::string s = "shards:";
+    for (const auto& k : kinds) s += (s.back() == ':' ? "" : "+") + k;
+    return s;
   }
   // Each shard's own (a torch.save's pickle, safetensors' __metadata__), under "<file>:".
   std::vector<OtherContent> other_content() override {

@@ -267,6 +267,36 @@ PY
 expect_rc 0 "$FLIP" diff "$T/n1.h5" "$T/n2.h5" --json
 [ "$(json "$T/stdout" "sorted((o['name'], o.get('object'), o.get('attribute'), o['status']) for o in j['other']), d['/s']['status']")" = \
   "([('/a@b@c', '/a@b', 'c', 'differ'), ('/a@u', '/a', 'u', 'differ')], 'differ')" ] || fail "names that read alike: $(cat "$T/stdout")"
+# NaN attributes with other payloads differ (as in tensors); a never-written string (NULL) and "" are the
+# same, as h5py reads both; a safetensors set and a torch.save set of the same tensors are identical
+# (their shards' own items, __metadata__ and pickles, are of two formats: not compared).
+$PY - "$T" <<'PY' || fail "could not write the NaN, NULL and two-format files"
+import sys, os, json, struct, h5py, numpy as np, torch
+d = sys.argv[1]
+for n, bits in (("q1", 0x7fc00001), ("q2", 0x7fc00002)):
+    with h5py.File(f"{d}/{n}.h5", "w") as f:
+        f["w"] = np.ones(2, "f4"); f["w"].attrs["nan"] = np.array([bits], "<u4").view("<f4")[0]
+with h5py.File(f"{d}/z1.h5", "w") as f:
+    f.create_dataset("s", shape=(2,), dtype=h5py.string_dtype())
+with h5py.File(f"{d}/z2.h5", "w") as f:
+    f.create_dataset("s", data=["", ""], dtype=h5py.string_dtype())
+w = {"a": np.arange(4, dtype="<f4"), "b": np.ones(3, "<f4")}
+os.makedirs(f"{d}/fs"); os.makedirs(f"{d}/fp")
+for i, k in enumerate(("a", "b")):
+    h = json.dumps({"__metadata__": {"format": "pt"}, k: {"dtype": "F32", "shape": list(w[k].shape), "data_offsets": [0, w[k].nbytes]}}).encode()
+    open(f"{d}/fs/model-0000{i + 1}-of-00002.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + w[k].tobytes())
+    torch.save({k: torch.from_numpy(w[k])}, f"{d}/fp/pytorch_model-0000{i + 1}-of-00002.bin")
+json.dump({"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}},
+          open(f"{d}/fs/model.safetensors.index.json", "w"))
+json.dump({"metadata": {}, "weight_map": {"a": "pytorch_model-00001-of-00002.bin", "b": "pytorch_model-00002-of-00002.bin"}},
+          open(f"{d}/fp/pytorch_model.bin.index.json", "w"))
+PY
+expect_rc 0 "$FLIP" diff "$T/q1.h5" "$T/q2.h5" --json
+[ "$(json "$T/stdout" "[(o['name'], o['status']) for o in j['other']]")" = "[('/w@nan', 'differ')]" ] || fail "NaN payloads: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/z1.h5" "$T/z2.h5" --json
+[ "$(json "$T/stdout" "j['identical'], d['/s']['compared']")" = "(True, 'text')" ] || fail "NULL strings vs empty ones: $(cat "$T/stdout")"
+expect_rc 0 "$FLIP" diff "$T/fs" "$T/fp" --json
+[ "$(json "$T/stdout" "j['identical'], j['other']")" = "(True, [])" ] || fail "a safetensors set vs a torch.save set: $(cat "$T/stdout")"
 expect_rc 0 "$FLIP" diff "$T/e1.h5" "$T/e2.h5" --json
 [ "$(json "$T/stdout" "sorted((o['name'], o['status']) for o in j['other'])")" = "[('/w@c', 'differ'), ('/w@e', 'differ')]" ] ||
   fail "enum names and compound fields: $(cat "$T/stdout")"

@@ -126,6 +126,10 @@ public:
   Storage& operator=(const Storage&) = delete;
 
   virtual Format format() const noexcept = 0;
+  /// The format of what other_content() describes: format(), except for a shard set, whose items
+  /// are its shards' ("shards:safetensors", "shards:safetensors+torch"). diff compares other
+  /// content only between two files where this is the same.
+  virtual std::string content_format() const { return std::string(format_name(format())); }
   const std::string& path() const noexcept { return path_; }
   Access access() const noexcept { return access_; }
 
