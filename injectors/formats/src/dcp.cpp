@@ -117,6 +117,14 @@ DcpMetadata parse_dcp_metadata(Bytes file) {
     if (!infos.emplace(std::make_pair(fqn, off), std::move(info)).second) r.fail("storage_data names chunk " + printable(fqn) + " twice", key);
   }
 
+  // A chunk's or value's storage entry, taken once.
+  auto take = [](Info& in, auto& dst) {
+    in.used = true;
+    dst.file = in.file;
+    dst.offset = in.offset;
+    dst.length = in.length;
+    dst.transforms = in.transforms;
+  };
   const std::size_t sdm = r.need(md, "state_dict_metadata", "Metadata");
   if (r.at(sdm).kind != PickleKind::dict) r.fail("Metadata.state_dict_metadata is not a dict", sdm);
   for (std::size_t i = 0; i + 1 < r.at(sdm).items.size(); i += 2) {
@@ -127,11 +135,7 @@ DcpMetadata parse_dcp_metadata(Bytes file) {
       v.name = fqn;
       if (const auto it = infos.find({fqn, {}}); it != infos.end()) {
         if (it->second.used) r.fail("storage_data entry of value " + printable(fqn) + " used twice", val);
-        it->second.used = true;
-        v.file = it->second.file;
-        v.offset = it->second.offset;
-        v.length = it->second.length;
-        v.transforms = it->second.transforms;
+        take(it->second, v);
       }
       out.values.push_back(std::move(v));
       continue;
@@ -169,11 +173,7 @@ DcpMetadata parse_dcp_metadata(Bytes file) {
       const auto it = infos.find({fqn, ch.offsets});
       if (it == infos.end()) r.fail("no storage_data entry for a chunk of " + printable(fqn), c);
       if (it->second.used) r.fail("two chunks of " + printable(fqn) + " at one offset", c);
-      it->second.used = true;
-      ch.file = it->second.file;
-      ch.offset = it->second.offset;
-      ch.length = it->second.length;
-      ch.transforms = it->second.transforms;
+      take(it->second, ch);
       t.chunks.push_back(std::move(ch));
     }
     out.tensors.push_back(std::move(t));

@@ -5,11 +5,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string_view>
 
 #include "resil/ckpt/h5.hpp"
@@ -194,6 +196,13 @@ h5::Datatype memory_type(Kind k, hid_t ftype) {
 // dereference per reference, not a search of the file for its name.
 using Paths = std::map<haddr_t, std::string>;
 
+template <class T>
+T load(const std::byte* e) {
+  T v{};
+  std::memcpy(&v, e, sizeof v);
+  return v;
+}
+
 // `n` elements of memory type `mt` at `buf`, appended to `s` after `done` earlier ones.
 void render(Kind k, hid_t file, const Paths& paths, hid_t ftype, hid_t mt, const std::byte* buf, std::uint64_t n, std::uint64_t done,
             Sink& s) {
@@ -220,40 +229,21 @@ void render(Kind k, hid_t file, const Paths& paths, hid_t ftype, hid_t mt, const
         s.put(quoted(p, len));
         break;
       }
-      case Kind::sint: {
-        long long v = 0;
-        std::memcpy(&v, e, sizeof v);
-        std::snprintf(num, sizeof num, "%lld", v);
-        s.put(num);
-        break;
-      }
-      case Kind::uint: {
-        unsigned long long v = 0;
-        std::memcpy(&v, e, sizeof v);
-        std::snprintf(num, sizeof num, "%llu", v);
-        s.put(num);
-        break;
-      }
+      case Kind::sint: s.put(std::to_string(load<long long>(e))); break;
+      case Kind::uint: s.put(std::to_string(load<unsigned long long>(e))); break;
       case Kind::real: {
-        double v = 0;
-        std::memcpy(&v, e, sizeof v);
-        if (std::isnan(v)) {  // the payload, as the tensor comparison counts it
-          std::uint64_t bits = 0;
-          std::memcpy(&bits, &v, sizeof bits);
-          std::snprintf(num, sizeof num, "nan(0x%016llx)", static_cast<unsigned long long>(bits));
-        } else {
+        const double v = load<double>(e);
+        if (std::isnan(v))  // the payload, as the tensor comparison counts it
+          std::snprintf(num, sizeof num, "nan(0x%016llx)", static_cast<unsigned long long>(std::bit_cast<std::uint64_t>(v)));
+        else
           std::snprintf(num, sizeof num, "%.17g", v);
-        }
         s.put(num);
         break;
       }
-      case Kind::ldouble: {
-        long double v = 0;
-        std::memcpy(&v, e, sizeof v);
-        std::snprintf(num, sizeof num, "%.21Lg", v);
+      case Kind::ldouble:
+        std::snprintf(num, sizeof num, "%.21Lg", load<long double>(e));
         s.put(num);
         break;
-      }
       case Kind::raw: {
         static constexpr char digits[] = "0123456789abcdef";
         hex.assign("0x");
@@ -290,17 +280,34 @@ OtherContent not_compared(OtherContent c, const std::string& head, const std::st
   return c;
 }
 
+// A value's head (type and shape) and the kind and memory type it is read in; nullopt when nothing
+// is read, with c holding the verdict (a null dataspace: the head; a type not rendered: not compared).
+std::optional<std::pair<Kind, h5::Datatype>> prepare(OtherContent& c, hid_t ftype, hid_t space, std::string& head) {
+  head = type_text(ftype) + shape_text(space);
+  const Kind k = kind_of(ftype);
+  if (k == Kind::none) {
+    c = not_compared(std::move(c), head, "region references or variable-length sequences");
+    return std::nullopt;
+  }
+  c.value = head;
+  if (H5Sget_simple_extent_type(space) == H5S_NULL) return std::nullopt;
+  h5::Datatype mt = memory_type(k, ftype);
+  if (!mt.valid()) {
+    c = not_compared(std::move(c), head, "no memory type");
+    return std::nullopt;
+  }
+  return std::make_pair(k, std::move(mt));
+}
+
 OtherContent attribute_value(hid_t file, const Paths& paths, hid_t attr, OtherContent c) {
   h5::Datatype ftype(H5Aget_type(attr));
   h5::Dataspace space(H5Aget_space(attr));
   if (!ftype.valid() || !space.valid()) return not_compared(std::move(c), "", "its type or dataspace cannot be read");
-  const std::string head = type_text(ftype) + shape_text(space);
-  const Kind k = kind_of(ftype);
-  if (k == Kind::none) return not_compared(std::move(c), head, "region references or variable-length sequences");
-  c.value = head;
-  if (H5Sget_simple_extent_type(space) == H5S_NULL) return c;
-  const h5::Datatype mt = memory_type(k, ftype);
-  if (!mt.valid()) return not_compared(std::move(c), head, "no memory type");
+  std::string head;
+  auto typed = prepare(c, ftype, space, head);
+  if (!typed) return c;
+  const Kind k = typed->first;
+  const h5::Datatype& mt = typed->second;
   const hssize_t np = H5Sget_simple_extent_npoints(space);
   const std::uint64_t n = np > 0 ? static_cast<std::uint64_t>(np) : 0, size = H5Tget_size(mt);
   if (size && n > kMaxRead / size) return not_compared(std::move(c), head, "larger than 64 MiB");
@@ -400,13 +407,11 @@ OtherContent hdf5_dataset_values(hid_t file, const std::string& name, const std:
   h5::Datatype ftype(H5Dget_type(d));
   h5::Dataspace space(H5Dget_space(d));
   if (!ftype.valid() || !space.valid()) h5::throw_error(path + ": dataset " + name + ": type or dataspace cannot be read", ExitCode::corrupt_input);
-  const std::string head = type_text(ftype) + shape_text(space);
-  const Kind k = kind_of(ftype);
-  if (k == Kind::none) return not_compared(std::move(c), head, "region references or variable-length sequences");
-  c.value = head;
-  if (H5Sget_simple_extent_type(space) == H5S_NULL) return c;
-  const h5::Datatype mt = memory_type(k, ftype);
-  if (!mt.valid()) return not_compared(std::move(c), head, "no memory type");
+  std::string head;
+  auto typed = prepare(c, ftype, space, head);
+  if (!typed) return c;
+  const Kind k = typed->first;
+  const h5::Datatype& mt = typed->second;
   const std::uint64_t size = H5Tget_size(mt);
   const int rank = H5Sget_simple_extent_ndims(space);
   std::vector<hsize_t> dims(static_cast<std::size_t>(rank > 0 ? rank : 0));
