@@ -560,11 +560,14 @@ class Report(R.ReportBase):
             down = [o for r, o, _ in rows if r["flips"] and msb_was_set(r["flips"][0])]
             c = self.counts(name)
             hu, hd = sum(o in HARMFUL for o in up), sum(o in HARMFUL for o in down)
-            p = S.fisher_exact(hu, len(up) - hu, hd, len(down) - hd)
-            tests.append({"what": f"{name}: magnitude up vs down", "p": p})
-            self.w(f"- `{name}`: harmful {rate(c['harmful'], c['n'])}, incorrect {rate(c['incorrect'], c['n'])}; the flip set bit {msb} "
-                   f"(|w| grows by 2^128, or to Inf/NaN) {rate(hu, len(up))} harmful; cleared it (|w| shrinks to "
-                   f"almost 0) {rate(hd, len(down))}; Fisher p = {pfmt(p)}.")
+            line = (f"- `{name}`: harmful {rate(c['harmful'], c['n'])}, incorrect {rate(c['incorrect'], c['n'])}; the flip set bit {msb} "
+                    f"(|w| grows by 2^128, or to Inf/NaN) {rate(hu, len(up))} harmful; cleared it (|w| shrinks to almost 0) ")
+            if up and down:  # a test with an empty group says nothing and would only weaken the family's others
+                p = S.fisher_exact(hu, len(up) - hu, hd, len(down) - hd)
+                tests.append({"what": f"{name}: magnitude up vs down", "p": p})
+                self.w(line + f"{rate(hd, len(down))}; Fisher p = {pfmt(p)}.")
+            else:
+                self.w(line + f"in {len(down)} trials (none of the drawn weights has |w| >= 2, where the MSB is set): no test.")
         for k in (1, 10, 100):
             a_name = "dp-model-late" if k == 1 else f"dp-model-late-k{k}"
             b_name = f"dp-model-late-k{k}-nomsb"
