@@ -17,8 +17,9 @@ namespace resil::inject {
 std::vector<OtherContent> hdf5_attributes(hid_t file, const std::string& path);
 
 /// The values of dataset `name` of `file` as text: strings quoted (bytes outside printable ASCII as
-/// \xNN), numbers in decimal (floats to 17 significant digits), other types as hex of their native
-/// bytes; "<type>[shape] <values>", or past 256 characters of values the XXH64 of the whole
+/// \xNN), integers up to 64 bits and floats in decimal (floats to 17 significant digits, a NaN with
+/// its bits), other types as hex of their stored bytes; "<full type>[shape] <values>", or past 256
+/// characters of values the XXH64 of the whole
 /// rendering and its start. Read in slabs of rows: memory stays bounded. Object references
 /// are the referenced object's path; other references and variable-length sequences are not
 /// rendered (compared = false).
