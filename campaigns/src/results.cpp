@@ -93,7 +93,12 @@ std::map<std::uint64_t, json> read_results(const stdfs::path& out) {
       if (line.empty()) continue;
       json j;
       try {
-        j = json::parse(line);
+        // A trial writes records a few levels deep; a deeper one would overflow the stack of the
+        // recursive comparison and dump of json values later (a few hundred KB nested 200,000 deep).
+        j = json::parse(line, [](int depth, json::parse_event_t, json&) {
+          if (depth > 64) throw std::runtime_error("nested deeper than 64 levels");
+          return true;
+        });
         if (!j.is_object() || !j.contains("trial")) throw std::runtime_error("not a trial record");
       } catch (const std::exception& e) {
         if (pos > text.size()) break;  // torn last line of an interrupted run: that trial re-runs

@@ -1,7 +1,8 @@
 #!/bin/bash
 # ckpt-flip report on a campaign whose files were edited by hand: a record field of the wrong type
 # is exit 4 naming the file and line, a golden.json that is no golden record is exit 4 naming it,
-# a --plot-script that is not there is exit 3 naming the option, before anything is written.
+# a --plot-script that is not there is exit 3 naming the option, before anything is written; a record
+# nested deeper than 64 levels is exit 4, not a stack overflow.
 . "$(dirname "$0")/../../support/test_lib.sh" ckpt-flip-report-hostile
 FLIP=$1
 $PY - "$T/g.h5" <<'PYEOF'
@@ -34,6 +35,18 @@ edit v4 'r["cpu_seconds"] = None'
 expect_err 4 'results/shard-0-of-1.jsonl:1: trial [0-9]*: "cpu_seconds" null is not a number' "$FLIP" report "$T/v4"
 edit v3 'r["strata"] = [1]'
 expect_err 4 'jsonl:1: trial [0-9]*: "strata" is not an object' "$FLIP" report "$T/v3"
+# A record nested 200,000 deep (a few hundred KB), twice: exit 4 naming the line, not a stack overflow
+# in the comparison of the two copies (before: SIGSEGV).
+rm -rf "$T/v5"; cp -r "$T/res" "$T/v5"
+$PY - "$T/v5" <<'PYEOF'
+import glob, json, sys
+f = sorted(glob.glob(sys.argv[1] + "/results/*.jsonl"))[0]
+lines = open(f).read().splitlines()
+r = json.loads(lines[0]); r["flips"] = "DEEP"
+deep = json.dumps(r).replace('"DEEP"', "[" * 200000 + "]" * 200000)
+open(f, "w").write("\n".join([deep, deep] + lines[1:]) + "\n")
+PYEOF
+expect_err 4 'results/shard-0-of-1.jsonl:1: malformed record: nested deeper than 64 levels' "$FLIP" report "$T/v5"
 rm -rf "$T/v4"; cp -r "$T/res" "$T/v4"; echo '{}' > "$T/v4/golden.json"
 expect_err 4 'v4/golden.json: not a golden record' "$FLIP" report "$T/v4" --json "$T/v4.json"
 [ -e "$T/v4.json" ] && fail "a refused report wrote --json"
